@@ -1,0 +1,33 @@
+# The index of developer commands. `make help` lists them.
+.DEFAULT_GOAL := help
+VENV := .venv/bin
+EXAMPLE ?= examples/grad_of_loss.py
+
+help:  ## list the commands
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+setup:  ## install system packages (as root) and .venv
+	@scripts/setup.sh
+
+play: setup  ## set everything up and run an example through the engine
+	$(VENV)/jaxplay run $(EXAMPLE) --args "(jnp.ones((3,)),)" --transform grad --transform jit
+
+test: setup  ## run the whole test suite
+	$(VENV)/python -m pytest -q
+
+lint: setup  ## ruff lint + format check + mypy
+	$(VENV)/ruff check .
+	$(VENV)/ruff format --check .
+	$(VENV)/mypy
+
+format: setup  ## apply ruff's formatting and fixes
+	$(VENV)/ruff format .
+	$(VENV)/ruff check --fix .
+
+golden: setup  ## regenerate the golden files from JAX itself (then review the diff)
+	$(VENV)/python -m tests.golden.regenerate
+
+bench: setup  ## run the benchmarks
+	$(VENV)/python benchmarks/timing_agreement.py
+
+.PHONY: help setup play test lint format golden bench

@@ -1,0 +1,1 @@
+"""Pools run requests somewhere and stream their events back (see base.Pool)."""

@@ -1,0 +1,61 @@
+"""A pool that starts a fresh worker process for every run (no warm zygotes).
+
+The simplest real pool: what `jaxplay run` uses until the jailed warm pool exists,
+and the baseline that the warm pool's benchmark compares against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from typing import Any
+
+from sandbox.pool.base import PoolFull
+from sandbox.protocol import RunRequest
+from sandbox.supervisor import OutputLimits, SupervisedRun
+
+WORKER_ARGV = (sys.executable, "-m", "sandbox.engine")
+
+
+class SubprocessPool:
+    def __init__(self, max_concurrent: int = 2, limits: OutputLimits | None = None) -> None:
+        self._max = max_concurrent
+        self._limits = limits or OutputLimits()
+        self._running = 0
+        self._total = 0
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def submit(self, request: RunRequest, tenant: str) -> SupervisedRun:
+        if self._running >= self._max:
+            raise PoolFull(f"{self._running} runs in progress", retry_after_s=1.0)
+        run = SupervisedRun(WORKER_ARGV, request, uuid.uuid4().hex, limits=self._limits)
+        return _Counted(run, self)  # type: ignore[return-value]
+
+    def stats(self) -> dict[str, Any]:
+        return {"kind": "subprocess", "running": self._running, "capacity": self._max, "runs": self._total}
+
+
+class _Counted:
+    """Wraps a run so the pool knows how many are in flight."""
+
+    def __init__(self, run: SupervisedRun, pool: SubprocessPool) -> None:
+        self._run, self._pool = run, pool
+        self.run_id = run.run_id
+        pool._running += 1
+        pool._total += 1
+
+    async def events(self):  # type: ignore[no-untyped-def]
+        try:
+            async for event in self._run.events():
+                yield event
+        finally:
+            self._pool._running -= 1
+
+    async def cancel(self) -> None:
+        await self._run.cancel()
