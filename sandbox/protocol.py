@@ -26,8 +26,8 @@ MAX_TRANSFORMS = 16
 MAX_COMPARE = 4
 MAX_DEVICES = 64
 
-OUTPUTS = ("jaxpr", "stablehlo", "hlo", "value", "cost", "timing")
 Output = Literal["jaxpr", "stablehlo", "hlo", "value", "cost", "timing"]
+OUTPUTS: tuple[Output, ...] = ("jaxpr", "stablehlo", "hlo", "value", "cost", "timing")
 Backend = Literal["cpu", "gpu", "tpu", "auto"]
 STAGES = ("exec", "trace", "lower", "compile", "execute")
 
@@ -47,8 +47,17 @@ TRANSFORM_OPTIONS: dict[str, frozenset[str]] = {
     "vjp": frozenset({"cotangents"}),
 }
 TransformName = Literal[
-    "jit", "grad", "value_and_grad", "vmap", "pmap", "jacfwd", "jacrev",
-    "hessian", "checkpoint", "jvp", "vjp",
+    "jit",
+    "grad",
+    "value_and_grad",
+    "vmap",
+    "pmap",
+    "jacfwd",
+    "jacrev",
+    "hessian",
+    "checkpoint",
+    "jvp",
+    "vjp",
 ]
 
 #: JAX configuration a request may set (SPEC §1 ``config``): names outside get a 422.
@@ -93,7 +102,9 @@ class Transform(BaseModel):
                 raise ValueError(f"{self.name} option {key!r} must be a small JSON value")
         if self.name == "checkpoint" and "policy" in self.options:
             policy = self.options["policy"]
-            if policy is not None and (not isinstance(policy, str) or not _IDENTIFIER.match(policy)):
+            if policy is not None and (
+                not isinstance(policy, str) or not _IDENTIFIER.match(policy)
+            ):
                 raise ValueError("checkpoint policy must be a name from jax.checkpoint_policies")
         return self
 
@@ -148,7 +159,9 @@ class RunRequest(BaseModel):
     def _config_allowed(cls, config: dict[str, Any]) -> dict[str, Any]:
         for name, value in config.items():
             if name not in CONFIG_ALLOWED:
-                raise ValueError(f"config {name!r} is not allowed; allowed: {sorted(CONFIG_ALLOWED)}")
+                raise ValueError(
+                    f"config {name!r} is not allowed; allowed: {sorted(CONFIG_ALLOWED)}"
+                )
             types = CONFIG_ALLOWED[name]
             if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
                 raise ValueError(f"config {name!r} must be {types[0].__name__}")

@@ -142,7 +142,9 @@ class SupervisedRun:
             await stdin.drain()
             stdin.close()
 
-    async def _wait(self, proc: asyncio.subprocess.Process, readers: list[asyncio.Task[None]]) -> None:
+    async def _wait(
+        self, proc: asyncio.subprocess.Process, readers: list[asyncio.Task[None]]
+    ) -> None:
         await proc.wait()
         # The worker may leave children holding the pipes open: give the readers a
         # moment for buffered lines, then end regardless.
@@ -204,7 +206,9 @@ class SupervisedRun:
                 continue
             if self._count_user_output(len(chunk)):
                 text = chunk.decode("utf-8", "replace")
-                await self._queue.put({"type": "stderr", "pipeline": "main", "text": text, "stage": None})
+                await self._queue.put(
+                    {"type": "stderr", "pipeline": "main", "text": text, "stage": None}
+                )
 
     def _final_done(self, returncode: int | None, ms: float) -> dict[str, Any]:
         if self._end is not None:
@@ -214,4 +218,6 @@ class SupervisedRun:
             return done_event(done["status"], ms, str(done.get("reason", ""))[:1000])
         if returncode is not None and returncode < 0:
             return done_event("killed", ms, f"the worker was killed by {_signal_name(returncode)}")
-        return done_event("error", ms, f"the worker exited with status {returncode} before finishing")
+        return done_event(
+            "error", ms, f"the worker exited with status {returncode} before finishing"
+        )

@@ -6,9 +6,9 @@ and the baseline that the warm pool's benchmark compares against.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from sandbox.pool.base import PoolFull
@@ -38,7 +38,12 @@ class SubprocessPool:
         return _Counted(run, self)  # type: ignore[return-value]
 
     def stats(self) -> dict[str, Any]:
-        return {"kind": "subprocess", "running": self._running, "capacity": self._max, "runs": self._total}
+        return {
+            "kind": "subprocess",
+            "running": self._running,
+            "capacity": self._max,
+            "runs": self._total,
+        }
 
 
 class _Counted:
@@ -50,7 +55,7 @@ class _Counted:
         pool._running += 1
         pool._total += 1
 
-    async def events(self):  # type: ignore[no-untyped-def]
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
         try:
             async for event in self._run.events():
                 yield event

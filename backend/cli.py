@@ -1,0 +1,179 @@
+"""The ``jaxplay`` command line (SPEC §4)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from backend.render import render_event
+from sandbox.protocol import OUTPUTS, RunRequest
+
+app = typer.Typer(
+    help="jaxplay: see what JAX's transformations make of your function.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _commands() -> None:
+    """jaxplay: see what JAX's transformations make of your function."""
+
+
+#: exit codes: 0 the run ended ok, 1 it ended otherwise, 2 the request was bad
+EXIT_BAD_REQUEST = 2
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"jaxplay: {message}", err=True)
+    raise typer.Exit(EXIT_BAD_REQUEST)
+
+
+def _parse_transform(text: str) -> dict[str, Any]:
+    """``grad`` or a JSON object such as ``{"name": "vmap", "in_axes": [0, null]}``."""
+    if text.lstrip().startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            _fail(f"--transform {text!r} is not valid JSON: {exc}")
+        if not isinstance(value, dict):
+            _fail(f"--transform {text!r} must be a JSON object")
+        return value
+    return {"name": text}
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        field = ".".join(str(p) for p in error["loc"]) or "request"
+        parts.append(f"{field}: {error['msg']}")
+    return "invalid request: " + "; ".join(parts)
+
+
+def _build_request(
+    file: Path | None, request_path: str | None, overrides: dict[str, Any]
+) -> RunRequest:
+    if request_path is not None:
+        if file is not None:
+            _fail("give either FILE or --request, not both")
+        try:
+            raw = sys.stdin.read() if request_path == "-" else Path(request_path).read_text()
+            data = json.loads(raw)
+        except (OSError, ValueError) as exc:
+            _fail(f"cannot read the request {request_path}: {exc}")
+        if not isinstance(data, dict):
+            _fail("the request must be a JSON object")
+    elif file is not None:
+        try:
+            data = {"code": file.read_text()}
+        except OSError as exc:
+            _fail(f"cannot read {file}: {exc}")
+    else:
+        _fail("give a FILE.py to run, or --request FILE|-")
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return RunRequest.model_validate(data)
+    except ValidationError as exc:
+        _fail(_validation_message(exc))
+    raise AssertionError("unreachable")
+
+
+async def _local_events(request: RunRequest) -> AsyncIterator[dict[str, Any]]:
+    from sandbox.pool.subprocess_pool import SubprocessPool
+
+    pool = SubprocessPool(max_concurrent=1)
+    await pool.start()
+    try:
+        handle = await pool.submit(request, tenant="cli")
+        async for event in handle.events():
+            yield event
+    finally:
+        await pool.close()
+
+
+async def _drive(
+    events: AsyncIterator[dict[str, Any]], show: Callable[[dict[str, Any]], None]
+) -> str:
+    status = "error"
+    async for event in events:
+        show(event)
+        if event.get("type") == "done":
+            status = event.get("status", "error")
+    return status
+
+
+@app.command()
+def run(
+    file: Annotated[
+        Path | None, typer.Argument(help="A Python file defining the function.")
+    ] = None,
+    entry: Annotated[
+        str | None, typer.Option(help="The function to transform (default f).")
+    ] = None,
+    args: Annotated[
+        str | None, typer.Option("--args", help="Example arguments, a Python expression.")
+    ] = None,
+    transform: Annotated[
+        list[str] | None,
+        typer.Option(
+            help='A transform, in order: a name (grad) or JSON ({"name": "vmap", "in_axes": 0}).'
+        ),
+    ] = None,
+    output: Annotated[
+        list[str] | None, typer.Option(help=f"Outputs to produce: {', '.join(OUTPUTS)}.")
+    ] = None,
+    backend: Annotated[str | None, typer.Option(help="cpu, gpu, tpu or auto.")] = None,
+    devices: Annotated[int | None, typer.Option(help="How many devices the run sees.")] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Wall-clock limit in seconds.")
+    ] = None,
+    request: Annotated[
+        str | None, typer.Option("--request", help="A whole run request: FILE.json or - for stdin.")
+    ] = None,
+    server: Annotated[
+        str | None, typer.Option(help="Run on a jaxplay server at this URL instead of locally.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the events as JSON lines.")
+    ] = False,
+) -> None:
+    """Run a function through a pipeline of transformations and show what JAX makes of it."""
+    overrides: dict[str, Any] = {
+        "entry": entry,
+        "args": args,
+        "transforms": [_parse_transform(t) for t in transform] if transform else None,
+        "outputs": output or None,
+        "backend": backend,
+        "devices": devices,
+        "timeout_s": timeout,
+    }
+    run_request = _build_request(file, request, overrides)
+
+    def show(event: dict[str, Any]) -> None:
+        if as_json:
+            typer.echo(json.dumps(event))
+        elif (text := render_event(event)) is not None:
+            typer.echo(text)
+
+    if server:
+        from backend.client import stream_run
+
+        events = stream_run(server, run_request)
+    else:
+        events = _local_events(run_request)
+    try:
+        status = asyncio.run(_drive(events, show))
+    except KeyboardInterrupt:
+        raise typer.Exit(130)
+    raise typer.Exit(0 if status == "ok" else 1)
+
+
+def main() -> None:
+    app()

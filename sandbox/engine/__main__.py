@@ -1,0 +1,5 @@
+import sys
+
+from sandbox.engine.worker import main
+
+sys.exit(main())

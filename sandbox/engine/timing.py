@@ -1,0 +1,58 @@
+"""Honest timings: warm-up, ``block_until_ready``, enough repetitions to be stable.
+
+Like ``timeit``'s autorange, each measurement times a batch of calls long enough to
+be well above the clock's resolution; batches repeat until the time budget is spent.
+Per-call times are reported as median, min and interquartile range.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+#: a batch lasts at least this long
+MIN_BATCH_S = 0.005
+#: at least this many batches, when the budget allows
+MIN_BATCHES = 5
+MAX_RUNS = 100_000
+
+
+def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    jax.block_until_ready(fn(*args))
+
+
+def measure(fn: Callable[..., Any], args: tuple[Any, ...], budget_s: float) -> dict[str, Any]:
+    """Time ``fn(*args)``; the first call (warm-up) is not counted."""
+    deadline = time.perf_counter() + budget_s
+    _call(fn, args)
+    number = 1
+    while True:  # autorange: grow the batch until it lasts MIN_BATCH_S
+        start = time.perf_counter()
+        for _ in range(number):
+            _call(fn, args)
+        took = time.perf_counter() - start
+        if took >= MIN_BATCH_S or number >= MAX_RUNS // MIN_BATCHES:
+            break
+        number *= 2 if took * 10 >= MIN_BATCH_S else 10
+    per_call = [took / number]
+    runs = number
+    while runs + number <= MAX_RUNS:
+        if len(per_call) >= MIN_BATCHES and time.perf_counter() + took > deadline:
+            break
+        start = time.perf_counter()
+        for _ in range(number):
+            _call(fn, args)
+        per_call.append((time.perf_counter() - start) / number)
+        runs += number
+    quartiles = statistics.quantiles(per_call, n=4) if len(per_call) > 1 else [per_call[0]] * 3
+    return {
+        "runs": runs,
+        "batches": len(per_call),
+        "median_ms": statistics.median(per_call) * 1000,
+        "min_ms": min(per_call) * 1000,
+        "iqr_ms": (quartiles[2] - quartiles[0]) * 1000,
+    }

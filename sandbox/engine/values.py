@@ -1,0 +1,104 @@
+"""The ``value`` event: a pipeline's output as a pytree of described leaves."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import jax
+import numpy as np
+
+#: Leaves with at most this many elements carry their values in ``data``.
+DATA_MAX_ELEMENTS = 256
+MAX_REPR = 64 * 1024
+
+
+def leaf_array(leaf: Any) -> np.ndarray:
+    """The bytes a leaf stands for; a PRNG key array by its key data (SPEC §2)."""
+    dtype = getattr(leaf, "dtype", None)
+    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        leaf = jax.random.key_data(leaf)
+    return np.ascontiguousarray(np.asarray(leaf))
+
+
+def _plain(values: np.ndarray) -> Any:
+    """Values as JSON-able Python numbers (complex as [re, im])."""
+    if values.dtype.kind == "c":
+        return [[float(z.real), float(z.imag)] for z in values.reshape(-1)]
+    if values.dtype.kind in "biu":
+        return values.reshape(-1).tolist()
+    if values.dtype.kind == "f" or values.dtype.kind == "V":
+        return values.astype(np.float64).reshape(-1).tolist()
+    return [str(v) for v in values.reshape(-1)]
+
+
+def summary(values: np.ndarray) -> dict[str, Any] | None:
+    if values.size == 0 or (values.dtype.kind not in "biufc" and values.dtype.name != "bfloat16"):
+        return None
+    data = values.astype(np.complex128 if values.dtype.kind == "c" else np.float64)
+    if data.dtype.kind == "c":
+        data = np.abs(data)
+    finite = data[np.isfinite(data)]
+    return {
+        "min": float(finite.min()) if finite.size else math.nan,
+        "max": float(finite.max()) if finite.size else math.nan,
+        "mean": float(finite.mean()) if finite.size else math.nan,
+        "nan_count": int(np.isnan(data).sum()),
+        "inf_count": int(np.isinf(data).sum()),
+    }
+
+
+def describe_leaf(path: Any, leaf: Any) -> dict[str, Any]:
+    values = leaf_array(leaf)
+    dtype = getattr(leaf, "dtype", values.dtype)
+    described: dict[str, Any] = {
+        "path": jax.tree_util.keystr(path),
+        "shape": list(values.shape) if not _is_key(leaf) else list(leaf.shape),
+        "dtype": str(dtype),
+        "sha256": hashlib.sha256(values.tobytes()).hexdigest(),
+        "summary": summary(values),
+        "data": _plain(values) if values.size <= DATA_MAX_ELEMENTS else None,
+    }
+    return described
+
+
+def _is_key(leaf: Any) -> bool:
+    dtype = getattr(leaf, "dtype", None)
+    return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+
+
+def value_event(output: Any) -> dict[str, Any]:
+    leaves, _ = jax.tree_util.tree_flatten_with_path(output)
+    text = repr(output)
+    if len(text) > MAX_REPR:
+        text = text[:MAX_REPR] + f"\n… ({len(text) - MAX_REPR} more characters)"
+    return {"type": "value", "repr": text, "tree": [describe_leaf(p, leaf) for p, leaf in leaves]}
+
+
+def cost_event(compiled: Any) -> dict[str, Any]:
+    """XLA's own cost and memory analysis of a compiled executable."""
+    cost = compiled.cost_analysis()
+    if isinstance(cost, list | tuple):  # older JAX: one dict per device program
+        cost = cost[0] if cost else {}
+    cost = cost or {}
+    memory = compiled.memory_analysis()
+
+    def mem(name: str) -> int | None:
+        value = getattr(memory, f"{name}_size_in_bytes", None)
+        return int(value) if value is not None else None
+
+    return {
+        "type": "cost",
+        "flops": cost.get("flops"),
+        "transcendentals": cost.get("transcendentals"),
+        "bytes_accessed": cost.get("bytes accessed"),
+        "memory": {
+            "argument": mem("argument"),
+            "output": mem("output"),
+            "temp": mem("temp"),
+            "generated_code": mem("generated_code"),
+            "alias": mem("alias"),
+            "peak": getattr(memory, "peak_memory_in_bytes", None),
+        },
+    }

@@ -1,0 +1,333 @@
+"""One run, start to finish, inside a worker process.
+
+``main`` is ``python -m sandbox.engine``: it reads one message on stdin and writes
+events as JSON lines on what was its stdout. A warm zygote instead calls
+``prepare()`` once, forks, and calls ``run_message`` in each child.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sandbox.engine.emitter import CapturedStream, Emitter
+from sandbox.protocol import RunRequest, done_event
+
+T = TypeVar("T")
+MAX_MESSAGE_BYTES = 1024 * 1024
+#: Frames from these never count as the user's: the sandbox package (engine, zygote)
+#: and the interpreter's frozen modules (runpy for ``python -m``). Without this, the
+#: HLO's stack-frame tables would depend on how the worker process was started.
+EXCLUDED_FRAMES = (str(Path(__file__).resolve().parent.parent), "<frozen ")
+#: per-row time budget for the timing comparison, and the total across rows
+TIMING_ROW_BUDGET_S = 0.4
+TIMING_TOTAL_BUDGET_S = 2.0
+PLATFORMS = {"cpu": "cpu", "gpu": "cuda", "tpu": "tpu"}
+
+
+class UserError(Exception):
+    """An exception raised by the user's code (or by JAX on its behalf) in a stage."""
+
+    def __init__(self, stage: str, exc: BaseException) -> None:
+        super().__init__(stage)
+        self.stage, self.exc = stage, exc
+
+
+def prepare() -> None:
+    """Import JAX and warm its tracing paths without starting a backend.
+
+    Tracing on ``ShapeDtypeStruct`` needs no device; lowering would start the
+    backend, after which a process must not fork. A zygote calls this once.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax._src import source_info_util
+
+    from sandbox.engine import pipeline, program, sources, values  # noqa: F401
+
+    # The engine's own frames must never show up as user frames in locations.
+    for prefix in EXCLUDED_FRAMES:
+        source_info_util.register_exclusion(prefix)
+    vector = jax.ShapeDtypeStruct((3,), jnp.float32)
+    batch = jax.ShapeDtypeStruct((2, 3), jnp.float32)
+
+    def warm(x: Any) -> Any:
+        return jnp.sum(jnp.tanh(x) ** 2)
+
+    for fn, arg in (
+        (jax.grad(warm), vector),
+        (jax.vmap(jax.grad(warm)), batch),
+        (jax.jit(warm), vector),
+    ):
+        jax.make_jaxpr(fn)(arg)
+
+
+def worker_info(request: RunRequest) -> dict[str, Any]:
+    import jax
+    import jaxlib
+
+    devices = jax.devices()
+    return {
+        "backend": request.backend if request.backend != "auto" else jax.default_backend(),
+        "platform": devices[0].platform,
+        "device_kind": devices[0].device_kind,
+        "devices": len(devices),
+        "jax_version": jax.__version__,
+        "jaxlib_version": jaxlib.__version__,
+    }
+
+
+def apply_config(request: RunRequest) -> None:
+    import jax
+
+    if request.backend in PLATFORMS:
+        jax.config.update("jax_platforms", PLATFORMS[request.backend])
+    if request.backend in ("cpu", "auto"):
+        jax.config.update("jax_num_cpu_devices", request.devices)
+    for name, value in request.config.items():
+        jax.config.update(name, value)
+
+
+class Run:
+    def __init__(self, request: RunRequest, run_id: str, emitter: Emitter) -> None:
+        self.request, self.run_id, self.emitter = request, run_id, emitter
+        self.errors = 0
+        self.timing_rows: list[
+            tuple[str, str, float | None, Callable[..., Any], tuple[Any, ...]]
+        ] = []
+
+    def emit(self, event: dict[str, Any]) -> None:
+        self.emitter.emit(event)
+
+    def staged(self, stage: str, fn: Callable[[], T], *, report: bool = True) -> T:
+        """Run one stage of user-facing work; time it; turn exceptions into UserError.
+
+        ``report=False`` for the steps too small to be worth a ``stage`` event
+        (applying config, resolving the entry, building the pipeline)."""
+        self.emitter.stage = stage
+        start = time.perf_counter()
+        try:
+            result = fn()
+        except (Exception, SystemExit) as exc:
+            raise UserError(stage, exc) from exc
+        if report:
+            self.emit({"type": "stage", "stage": stage, "ms": (time.perf_counter() - start) * 1000})
+        return result
+
+    def render(self, what: str, fn: Callable[[], dict[str, Any]]) -> None:
+        """Build and emit a view; a failure here is jaxplay's, not the user's."""
+        from sandbox.engine.errors import engine_error_event
+
+        try:
+            event = fn()
+        except Exception as exc:
+            self.errors += 1
+            event = engine_error_event(what, exc)
+        self.emit(event)
+
+    def fail(self, error: UserError) -> None:
+        from sandbox.engine.errors import error_event
+
+        self.errors += 1
+        self.emit(error_event(error.stage, error.exc))
+
+    def execute(self) -> str:
+        from sandbox.engine import program
+
+        request = self.request
+        try:
+            self.staged("config", lambda: apply_config(request), report=False)
+            self.emit({"type": "accepted", "run_id": self.run_id, "worker": worker_info(request)})
+            module = self.staged("exec", lambda: program.execute_module(request.code))
+            namespace = module.__dict__
+            args = self.staged("args", lambda: program.evaluate_args(request.args, namespace))
+            f = self.staged(
+                "entry", lambda: program.resolve_entry(module, request.entry), report=False
+            )
+        except UserError as error:
+            self.fail(error)
+            return "error"
+        abstract = _is_abstract(args)
+        for name, transforms in request.pipelines():
+            self.emitter.pipeline = name
+            try:
+                self.pipeline(f, transforms, namespace, args, abstract)
+            except UserError as error:
+                self.fail(error)
+        self.emitter.pipeline = "main"
+        if "timing" in request.outputs and not abstract:
+            self.timing(f, args)
+        return "error" if self.errors else "ok"
+
+    def pipeline(
+        self,
+        f: Any,
+        transforms: list[Any],
+        ns: dict[str, Any],
+        args: tuple[Any, ...],
+        abstract: bool,
+    ) -> None:
+        import jax
+
+        from sandbox.engine import pipeline as pipelines
+        from sandbox.engine import sources, values
+
+        outputs = self.request.outputs
+        pipe = self.staged(
+            "transform",
+            lambda: pipelines.build(f, self.request.entry, transforms, ns),
+            report=False,
+        )
+        if "jaxpr" in outputs:
+            closed = self.staged(
+                "trace", lambda: jax.make_jaxpr(pipe.fn, static_argnums=pipe.static_argnums)(*args)
+            )
+            self.render(
+                "printing the jaxpr",
+                lambda: _text_event("jaxpr", str(closed), sources.jaxpr_sources, closed),
+            )
+        compiled = None
+        compile_ms: float | None = None
+        if {"stablehlo", "hlo", "cost"} & set(outputs) or ("timing" in outputs and not abstract):
+            lowered = self.staged("lower", lambda: pipe.lowerable().lower(*args))
+            if "stablehlo" in outputs:
+                self.render("printing the StableHLO", lambda: _stablehlo_event(lowered))
+            start = time.perf_counter()
+            compiled = self.staged("compile", lowered.compile)
+            compile_ms = (time.perf_counter() - start) * 1000
+            if "hlo" in outputs:
+                self.render(
+                    "printing the HLO",
+                    lambda: _text_event("hlo", compiled.as_text(), sources.hlo_sources),
+                )
+            if "cost" in outputs:
+                self.render("reading XLA's cost analysis", lambda: values.cost_event(compiled))
+        if abstract:
+            return
+        if "value" in outputs:
+            out = self.staged("execute", lambda: jax.block_until_ready(pipe.fn(*args)))
+            self.render("describing the value", lambda: values.value_event(out))
+        if compiled is not None:
+            name = self.emitter.pipeline
+            self.timing_rows.append(
+                (name, pipe.label, compile_ms, compiled, pipe.dynamic_args(args))
+            )
+
+    def timing(self, f: Any, args: tuple[Any, ...]) -> None:
+        from sandbox.engine.timing import measure
+
+        rows = [("main", f"{self.request.entry} (eager)", None, f, args), *self.timing_rows]
+        budget = min(TIMING_ROW_BUDGET_S, TIMING_TOTAL_BUDGET_S / len(rows))
+        measured = []
+        started = time.perf_counter()
+        # The timing loops call the function hundreds of times: what it prints
+        # (jax.debug.print runs on every call) is counted, not relayed.
+        self.emitter.muted, self.emitter.muted_lines = True, 0
+        for pipeline, label, compile_ms, fn, fn_args in rows:
+            try:
+                stats = self.staged(
+                    "timing",
+                    functools.partial(measure, fn, fn_args, budget),
+                    report=False,
+                )
+            except UserError as error:
+                self.fail(error)
+                continue
+            measured.append(
+                {"label": label, "pipeline": pipeline, "compile_ms": compile_ms, **stats}
+            )
+        self.emitter.flush_streams()
+        self.emitter.muted = False
+        self.emit(
+            {"type": "stage", "stage": "timing", "ms": (time.perf_counter() - started) * 1000}
+        )
+        if self.emitter.muted_lines:
+            self.emitter.emit_text(
+                "stdout",
+                f"[{self.emitter.muted_lines} lines printed during the timing runs are not shown]\n",
+            )
+        self.emit({"type": "timing", "rows": measured})
+
+
+def _text_event(
+    kind: str, text: str, mapper: Callable[..., list[dict[str, int]]], *extra: Any
+) -> dict[str, Any]:
+    return {"type": kind, "text": text, "sources": _safe_sources(mapper, *extra, text)}
+
+
+def _stablehlo_event(lowered: Any) -> dict[str, Any]:
+    from sandbox.engine.sources import mlir_sources
+
+    text = lowered.as_text()
+
+    def mapper(plain: str) -> list[dict[str, int]]:
+        return mlir_sources(plain, lowered.as_text(debug_info=True))
+
+    return {"type": "stablehlo", "text": text, "sources": _safe_sources(mapper, text)}
+
+
+def _safe_sources(mapper: Callable[..., list[dict[str, int]]], *args: Any) -> list[dict[str, int]]:
+    # A mapping that fails is left empty: the text itself is still exact.
+    try:
+        return mapper(*args)
+    except Exception as exc:
+        print(f"jaxplay: source mapping failed: {type(exc).__name__}: {exc}", file=sys.__stderr__)
+        return []
+
+
+def _is_abstract(args: tuple[Any, ...]) -> bool:
+    import jax
+
+    return any(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in jax.tree_util.tree_leaves(args))
+
+
+def run_message(message: dict[str, Any], event_fd: int) -> int:
+    """Run one worker message in this process, writing events to ``event_fd``."""
+    from pydantic import ValidationError
+
+    started = time.perf_counter()
+    emitter = Emitter(event_fd)
+    sys.stdout = CapturedStream(emitter, "stdout")
+    sys.stderr = CapturedStream(emitter, "stderr")
+    sys.stdin = io.StringIO("")
+    try:
+        request = RunRequest.model_validate(message.get("request"))
+    except ValidationError as exc:
+        emitter.emit(
+            {
+                "type": "error",
+                "stage": "request",
+                "kind": "ValidationError",
+                "message": str(exc),
+                "line": None,
+                "hint": None,
+                "doc_url": None,
+            }
+        )
+        emitter.emit(done_event("error", (time.perf_counter() - started) * 1000, "invalid request"))
+        return 0
+    status = Run(request, str(message.get("run_id", "")), emitter).execute()
+    reason = "" if status == "ok" else "the code raised an error"
+    emitter.emit(done_event(status, (time.perf_counter() - started) * 1000, reason))
+    return 0
+
+
+def main() -> int:
+    # Events go to a private copy of stdout; fd 1 then points at stderr, so output
+    # written below Python (C libraries, os.write(1, ...)) cannot corrupt the stream.
+    event_fd = os.dup(1)
+    os.dup2(2, 1)
+    raw = sys.stdin.buffer.read(MAX_MESSAGE_BYTES + 1)
+    if len(raw) > MAX_MESSAGE_BYTES:
+        print("jaxplay worker: message too large", file=sys.stderr)
+        return 2
+    message = json.loads(raw)
+    prepare()
+    return run_message(message, event_fd)
