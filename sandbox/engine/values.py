@@ -54,7 +54,8 @@ def describe_leaf(path: Any, leaf: Any) -> dict[str, Any]:
     dtype = getattr(leaf, "dtype", values.dtype)
     described: dict[str, Any] = {
         "path": jax.tree_util.keystr(path),
-        "shape": list(values.shape) if not _is_key(leaf) else list(leaf.shape),
+        # not values.shape: ascontiguousarray makes a 0-d array 1-d
+        "shape": list(np.shape(leaf)),
         "dtype": str(dtype),
         "sha256": hashlib.sha256(values.tobytes()).hexdigest(),
         "summary": summary(values),

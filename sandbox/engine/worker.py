@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sandbox.engine.emitter import CapturedStream, Emitter
-from sandbox.protocol import RunRequest, done_event
+from sandbox.protocol import SNIPPET_FILENAME, RunRequest, done_event
 
 T = TypeVar("T")
 MAX_MESSAGE_BYTES = 1024 * 1024
@@ -99,6 +99,7 @@ class Run:
     def __init__(self, request: RunRequest, run_id: str, emitter: Emitter) -> None:
         self.request, self.run_id, self.emitter = request, run_id, emitter
         self.errors = 0
+        self.entry_line: int | None = None
         self.timing_rows: list[
             tuple[str, str, float | None, Callable[..., Any], tuple[Any, ...]]
         ] = []
@@ -136,7 +137,12 @@ class Run:
         from sandbox.engine.errors import error_event
 
         self.errors += 1
-        self.emit(error_event(error.stage, error.exc))
+        event = error_event(error.stage, error.exc)
+        if event["line"] is None and self.entry_line is not None and error.stage not in ("exec", "args"):
+            # JAX raised outside any user frame (e.g. grad of a non-scalar output, checked
+            # after f returned): point at the function the pipeline was built from.
+            event["line"] = self.entry_line
+        self.emit(event)
 
     def execute(self) -> str:
         from sandbox.engine import program
@@ -154,6 +160,9 @@ class Run:
         except UserError as error:
             self.fail(error)
             return "error"
+        code = getattr(f, "__code__", None)
+        if code is not None and code.co_filename == SNIPPET_FILENAME:
+            self.entry_line = code.co_firstlineno
         abstract = _is_abstract(args)
         for name, transforms in request.pipelines():
             self.emitter.pipeline = name
