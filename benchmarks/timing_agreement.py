@@ -21,8 +21,16 @@ from sandbox.pool.subprocess_pool import SubprocessPool
 from sandbox.protocol import RunRequest
 
 CASES = {
-    "matmul 256": ("def f(x):\n    return jnp.tanh(x @ x.T).sum()\n", "jnp.ones((256, 256))", ["grad", "jit"]),
-    "elementwise 1e5": ("def f(x):\n    return jnp.sin(x) * jnp.cos(x) + x ** 2\n", "jnp.linspace(0, 1, 100_000)", ["jit"]),
+    "matmul 256": (
+        "def f(x):\n    return jnp.tanh(x @ x.T).sum()\n",
+        "jnp.ones((256, 256))",
+        ["grad", "jit"],
+    ),
+    "elementwise 1e5": (
+        "def f(x):\n    return jnp.sin(x) * jnp.cos(x) + x ** 2\n",
+        "jnp.linspace(0, 1, 100_000)",
+        ["jit"],
+    ),
     "scan 100": (
         "def f(x):\n    return lax.scan(lambda c, _: (jnp.sin(c) + 0.1, None), x, None, length=100)[0].sum()\n",
         "jnp.ones(1000)",
@@ -54,9 +62,12 @@ def in_process_median_ms(code: str, args_expr: str, transforms: list[str]) -> fl
 
 
 async def jaxplay_median_ms(code: str, args_expr: str, transforms: list[str]) -> float:
-    request = RunRequest(code=code, args=args_expr, transforms=[{"name": t} for t in transforms], outputs=["timing"])
+    request = RunRequest(
+        code=code, args=args_expr, transforms=[{"name": t} for t in transforms], outputs=["timing"]
+    )
     handle = await SubprocessPool(1).submit(request, "bench")
-    rows = [e for e in [e async for e in handle.events()] if e["type"] == "timing"][0]["rows"]
+    events = [e async for e in handle.events()]
+    rows = next(e for e in events if e["type"] == "timing")["rows"]
     return rows[-1]["median_ms"]
 
 

@@ -21,16 +21,31 @@ def by_type(events, kind, pipeline="main"):
 
 
 def test_print_runs_at_trace_time_and_debug_print_at_run_time(run) -> None:
-    events = run({"code": CODE, "args": "jnp.arange(3.0)", "transforms": [{"name": "jit"}],
-                  "outputs": ["jaxpr", "value"]})
+    events = run(
+        {
+            "code": CODE,
+            "args": "jnp.arange(3.0)",
+            "transforms": [{"name": "jit"}],
+            "outputs": ["jaxpr", "value"],
+        }
+    )
     out = by_type(events, "stdout")
-    assert [(e["stage"], e["text"]) for e in out] == [("trace", "tracing\n"), ("execute", "x0 = 0.0\n")]
+    assert [(e["stage"], e["text"]) for e in out] == [
+        ("trace", "tracing\n"),
+        ("execute", "x0 = 0.0\n"),
+    ]
     assert events[-1]["type"] == "done" and events[-1]["status"] == "ok"
 
 
 def test_events_come_in_stage_order_and_done_is_last_once(run) -> None:
-    events = run({"code": CODE, "args": "jnp.arange(3.0)", "transforms": [{"name": "grad"}],
-                  "outputs": ["jaxpr", "stablehlo", "hlo", "value", "cost"]})
+    events = run(
+        {
+            "code": CODE,
+            "args": "jnp.arange(3.0)",
+            "transforms": [{"name": "grad"}],
+            "outputs": ["jaxpr", "stablehlo", "hlo", "value", "cost"],
+        }
+    )
     kinds = [e["type"] for e in events]
     assert kinds[0] == "accepted" and kinds.count("done") == 1 and kinds[-1] == "done"
     order = [k for k in kinds if k in ("jaxpr", "stablehlo", "hlo", "value")]
@@ -40,8 +55,14 @@ def test_events_come_in_stage_order_and_done_is_last_once(run) -> None:
 
 
 def test_every_view_maps_the_sin_to_its_line(run) -> None:
-    events = run({"code": CODE, "args": "jnp.arange(3.0)", "transforms": [{"name": "jit"}],
-                  "outputs": ["jaxpr", "stablehlo", "hlo"]})
+    events = run(
+        {
+            "code": CODE,
+            "args": "jnp.arange(3.0)",
+            "transforms": [{"name": "jit"}],
+            "outputs": ["jaxpr", "stablehlo", "hlo"],
+        }
+    )
     for kind, needle in (("jaxpr", "sin "), ("stablehlo", "stablehlo.sine"), ("hlo", "sine(")):
         (event,) = by_type(events, kind)
         lines = event["text"].split("\n")
@@ -52,8 +73,14 @@ def test_every_view_maps_the_sin_to_its_line(run) -> None:
 
 
 def test_timing_compares_eager_and_compiled_and_mutes_the_loops(run) -> None:
-    events = run({"code": CODE, "args": "jnp.arange(3.0)", "transforms": [{"name": "jit"}],
-                  "outputs": ["timing"]})
+    events = run(
+        {
+            "code": CODE,
+            "args": "jnp.arange(3.0)",
+            "transforms": [{"name": "jit"}],
+            "outputs": ["timing"],
+        }
+    )
     (timing,) = by_type(events, "timing")
     labels = [row["label"] for row in timing["rows"]]
     assert labels == ["f (eager)", "jit(f)"]
@@ -65,8 +92,13 @@ def test_timing_compares_eager_and_compiled_and_mutes_the_loops(run) -> None:
 
 
 def test_abstract_arguments_compile_but_do_not_execute(run) -> None:
-    events = run({"code": CODE.replace('    jax.debug.print("x0 = {}", x[0])\n', ""),
-                  "args": "jax.ShapeDtypeStruct((8,), jnp.float32)", "transforms": [{"name": "grad"}]})
+    events = run(
+        {
+            "code": CODE.replace('    jax.debug.print("x0 = {}", x[0])\n', ""),
+            "args": "jax.ShapeDtypeStruct((8,), jnp.float32)",
+            "transforms": [{"name": "grad"}],
+        }
+    )
     kinds = {e["type"] for e in events}
     assert {"jaxpr", "stablehlo", "hlo", "cost"} <= kinds
     assert not kinds & {"value", "timing"}
@@ -74,9 +106,15 @@ def test_abstract_arguments_compile_but_do_not_execute(run) -> None:
 
 
 def test_compare_pipelines_are_labelled(run) -> None:
-    events = run({"code": "def f(x):\n    return jnp.sin(x) * x\n", "args": "jnp.ones(3)",
-                  "transforms": [{"name": "jacfwd"}], "compare": [[{"name": "jacrev"}]],
-                  "outputs": ["jaxpr", "value"]})
+    events = run(
+        {
+            "code": "def f(x):\n    return jnp.sin(x) * x\n",
+            "args": "jnp.ones(3)",
+            "transforms": [{"name": "jacfwd"}],
+            "compare": [[{"name": "jacrev"}]],
+            "outputs": ["jaxpr", "value"],
+        }
+    )
     (fwd,) = by_type(events, "value")
     (rev,) = by_type(events, "value", pipeline="0")
     assert fwd["tree"][0]["shape"] == rev["tree"][0]["shape"] == [3, 3]
@@ -84,9 +122,15 @@ def test_compare_pipelines_are_labelled(run) -> None:
 
 
 def test_an_error_in_one_pipeline_does_not_hide_the_others(run) -> None:
-    events = run({"code": "def f(x):\n    return jnp.sin(x)\n", "args": "jnp.ones(3)",
-                  "transforms": [{"name": "grad"}], "compare": [[{"name": "jacrev"}]],
-                  "outputs": ["value"]})
+    events = run(
+        {
+            "code": "def f(x):\n    return jnp.sin(x)\n",
+            "args": "jnp.ones(3)",
+            "transforms": [{"name": "grad"}],
+            "compare": [[{"name": "jacrev"}]],
+            "outputs": ["value"],
+        }
+    )
     (error,) = by_type(events, "error")
     assert error["kind"] == "TypeError" and "scalar" in error["hint"] and error["line"] == 1
     assert by_type(events, "value", pipeline="0")
@@ -95,16 +139,29 @@ def test_an_error_in_one_pipeline_does_not_hide_the_others(run) -> None:
 
 @pytest.mark.slow
 def test_wall_clock_kills_an_infinite_while_loop_under_jit(run) -> None:
-    code = ("def f(x):\n    return lax.while_loop(lambda c: c[1] > 0, lambda c: (c[0] + 1, c[1]), (0, x))[0]\n")
+    code = "def f(x):\n    return lax.while_loop(lambda c: c[1] > 0, lambda c: (c[0] + 1, c[1]), (0, x))[0]\n"
     started = time.monotonic()
-    events = run({"code": code, "args": "1.0", "transforms": [{"name": "jit"}], "outputs": ["value"], "timeout_s": 3})
+    events = run(
+        {
+            "code": code,
+            "args": "1.0",
+            "transforms": [{"name": "jit"}],
+            "outputs": ["value"],
+            "timeout_s": 3,
+        }
+    )
     assert time.monotonic() - started < 3 + 2
     assert events[-1]["status"] == "timeout" and events[-1]["reason"] == "wall clock 3 s"
 
 
 def test_output_flood_is_cut_and_said_so(run) -> None:
-    events = run({"code": "for i in range(10**7):\n    print('spam' * 20)\ndef f(x):\n    return x\n",
-                  "args": "1.0", "outputs": ["value"]})
+    events = run(
+        {
+            "code": "for i in range(10**7):\n    print('spam' * 20)\ndef f(x):\n    return x\n",
+            "args": "1.0",
+            "outputs": ["value"],
+        }
+    )
     assert events[-1]["status"] == "killed" and events[-1]["reason"] == "output 1 MiB"
     assert sum(len(e["text"]) for e in events if e["type"] == "stdout") <= 1024 * 1024
 
@@ -122,9 +179,28 @@ def test_sys_exit_in_user_code_is_a_user_error(run) -> None:
 
 
 def test_prng_keys_hash_by_key_data(run) -> None:
-    events = run({"code": "def f(k):\n    return jax.random.split(k)\n", "args": "jax.random.key(0)",
-                  "outputs": ["value"]})
+    events = run(
+        {
+            "code": "def f(k):\n    return jax.random.split(k)\n",
+            "args": "jax.random.key(0)",
+            "outputs": ["value"],
+        }
+    )
     (value,) = by_type(events, "value")
     leaf = value["tree"][0]
     assert leaf["shape"] == [2] and leaf["dtype"].startswith("key<")
     assert len(leaf["sha256"]) == 64
+
+
+def test_donated_arguments_are_not_reused_after_they_are_consumed(run) -> None:
+    events = run(
+        {
+            "code": "def f(x):\n    return x * 2\n",
+            "args": "jnp.ones(3)",
+            "transforms": [{"name": "jit", "donate_argnums": 0}],
+            "outputs": ["value", "timing"],
+        }
+    )
+    assert not by_type(events, "error") and events[-1]["status"] == "ok"
+    (timing,) = by_type(events, "timing")
+    assert [r["label"] for r in timing["rows"]] == ["f (eager)", "jit(f, donate_argnums=0)"]

@@ -43,7 +43,8 @@ def test_sandbox_never_imports_backend_or_the_web_stack() -> None:
 
 def test_backend_never_imports_jax_in_its_source() -> None:
     offenders = {
-        str(path.relative_to(ROOT)): sorted(_imported_roots(path) & JAX) for path in _python_files("backend")
+        str(path.relative_to(ROOT)): sorted(_imported_roots(path) & JAX)
+        for path in _python_files("backend")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 
@@ -61,6 +62,8 @@ def test_importing_every_backend_module_loads_no_jax() -> None:
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib'))\n"
         "print(','.join(loaded))\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", f"backend pulled in JAX: {result.stdout.strip()[:300]}"

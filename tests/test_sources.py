@@ -63,4 +63,8 @@ ENTRY %main (x: f32[3]) -> f32[3] {
 
 
 def test_hlo_stack_frames_follow_parents_to_the_user_frame() -> None:
-    assert hlo_sources(HLO) == [{"out_line": 20, "line": 4}, {"out_line": 21, "line": 4}, {"out_line": 22, "line": 7}]
+    assert hlo_sources(HLO) == [
+        {"out_line": 20, "line": 4},
+        {"out_line": 21, "line": 4},
+        {"out_line": 22, "line": 7},
+    ]

@@ -96,6 +96,8 @@ class Pipeline:
     #: static_broadcasted_argnums): passed to make_jaxpr and to the jit wrapper
     static_argnums: tuple[int, ...] = ()
     transforms: list[str] = field(default_factory=list)
+    #: jit was given donate_argnums/donate_argnames: a call consumes its arguments
+    donates: bool = False
 
     def lowerable(self) -> Any:
         """What ``.lower`` is called on: the pipeline itself when its outermost
@@ -135,14 +137,21 @@ def _describe(name: str, inner: str, opts: dict[str, Any]) -> str:
 def build(
     f: Callable[..., Any], entry: str, transforms: list[Transform], ns: dict[str, Any]
 ) -> Pipeline:
-    fn, label, static = f, entry, set[int]()
+    fn, label, static, donates = f, entry, set[int](), False
     for transform in transforms:
         opts = {k: as_python(v) for k, v in transform.options.items()}
         if transform.name == "jit":
             static |= set(_positions(opts.get("static_argnums")))
             static |= set(_names_to_positions(f, opts.get("static_argnames")))
+            donated = (opts.get("donate_argnums"), opts.get("donate_argnames"))
+            donates = donates or any(d is not None and d != () for d in donated)
         if transform.name == "pmap":
             static |= set(_positions(opts.get("static_broadcasted_argnums")))
         fn = RULES[transform.name](fn, opts, ns)
         label = _describe(transform.name, label, {k: v for k, v in transform.options.items()})
-    return Pipeline(fn, label, tuple(sorted(static)), [t.name for t in transforms])
+    return Pipeline(fn, label, tuple(sorted(static)), [t.name for t in transforms], donates)
+
+
+def copy_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Fresh buffers for a call that donates (and so deletes) its arguments."""
+    return jax.tree_util.tree_map(lambda a: a.copy() if isinstance(a, jax.Array) else a, args)

@@ -25,6 +25,24 @@ def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     jax.block_until_ready(fn(*args))
 
 
+def measure_fresh(
+    fn: Callable[..., Any], fresh: Callable[[], tuple[Any, ...]], budget_s: float
+) -> dict[str, Any]:
+    """Time calls that consume their arguments (donated buffers): each call gets
+    fresh copies, made before its clock starts, so batches are of one call."""
+    deadline = time.perf_counter() + budget_s
+    _call(fn, fresh())
+    per_call: list[float] = []
+    while len(per_call) < MAX_RUNS and (
+        len(per_call) < MIN_BATCHES or time.perf_counter() < deadline
+    ):
+        args = fresh()
+        start = time.perf_counter()
+        _call(fn, args)
+        per_call.append(time.perf_counter() - start)
+    return _summary(per_call, runs=len(per_call))
+
+
 def measure(fn: Callable[..., Any], args: tuple[Any, ...], budget_s: float) -> dict[str, Any]:
     """Time ``fn(*args)``; the first call (warm-up) is not counted."""
     deadline = time.perf_counter() + budget_s
@@ -48,6 +66,10 @@ def measure(fn: Callable[..., Any], args: tuple[Any, ...], budget_s: float) -> d
             _call(fn, args)
         per_call.append((time.perf_counter() - start) / number)
         runs += number
+    return _summary(per_call, runs)
+
+
+def _summary(per_call: list[float], runs: int) -> dict[str, Any]:
     quartiles = statistics.quantiles(per_call, n=4) if len(per_call) > 1 else [per_call[0]] * 3
     return {
         "runs": runs,

@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -95,14 +96,22 @@ def apply_config(request: RunRequest) -> None:
         jax.config.update(name, value)
 
 
+@dataclass
+class TimingRow:
+    pipeline: str
+    label: str
+    compile_ms: float | None
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    donates: bool = False
+
+
 class Run:
     def __init__(self, request: RunRequest, run_id: str, emitter: Emitter) -> None:
         self.request, self.run_id, self.emitter = request, run_id, emitter
         self.errors = 0
         self.entry_line: int | None = None
-        self.timing_rows: list[
-            tuple[str, str, float | None, Callable[..., Any], tuple[Any, ...]]
-        ] = []
+        self.timing_rows: list[TimingRow] = []
 
     def emit(self, event: dict[str, Any]) -> None:
         self.emitter.emit(event)
@@ -138,7 +147,11 @@ class Run:
 
         self.errors += 1
         event = error_event(error.stage, error.exc)
-        if event["line"] is None and self.entry_line is not None and error.stage not in ("exec", "args"):
+        if (
+            event["line"] is None
+            and self.entry_line is not None
+            and error.stage not in ("exec", "args")
+        ):
             # JAX raised outside any user frame (e.g. grad of a non-scalar output, checked
             # after f returned): point at the function the pipeline was built from.
             event["line"] = self.entry_line
@@ -221,36 +234,49 @@ class Run:
         if abstract:
             return
         if "value" in outputs:
-            out = self.staged("execute", lambda: jax.block_until_ready(pipe.fn(*args)))
+            call_args = pipelines.copy_args(args) if pipe.donates else args
+            out = self.staged("execute", lambda: jax.block_until_ready(pipe.fn(*call_args)))
             self.render("describing the value", lambda: values.value_event(out))
         if compiled is not None:
             name = self.emitter.pipeline
             self.timing_rows.append(
-                (name, pipe.label, compile_ms, compiled, pipe.dynamic_args(args))
+                TimingRow(
+                    name, pipe.label, compile_ms, compiled, pipe.dynamic_args(args), pipe.donates
+                )
             )
 
     def timing(self, f: Any, args: tuple[Any, ...]) -> None:
-        from sandbox.engine.timing import measure
+        from sandbox.engine.pipeline import copy_args
+        from sandbox.engine.timing import measure, measure_fresh
 
-        rows = [("main", f"{self.request.entry} (eager)", None, f, args), *self.timing_rows]
+        rows = [
+            TimingRow("main", f"{self.request.entry} (eager)", None, f, args),
+            *self.timing_rows,
+        ]
         budget = min(TIMING_ROW_BUDGET_S, TIMING_TOTAL_BUDGET_S / len(rows))
         measured = []
         started = time.perf_counter()
         # The timing loops call the function hundreds of times: what it prints
         # (jax.debug.print runs on every call) is counted, not relayed.
         self.emitter.muted, self.emitter.muted_lines = True, 0
-        for pipeline, label, compile_ms, fn, fn_args in rows:
+        for row in rows:
+            if row.donates:  # each call consumes its arguments: time it on fresh copies
+                fresh = functools.partial(copy_args, row.args)
+                timer = functools.partial(measure_fresh, row.fn, fresh, budget)
+            else:
+                timer = functools.partial(measure, row.fn, row.args, budget)
             try:
-                stats = self.staged(
-                    "timing",
-                    functools.partial(measure, fn, fn_args, budget),
-                    report=False,
-                )
+                stats = self.staged("timing", timer, report=False)
             except UserError as error:
                 self.fail(error)
                 continue
             measured.append(
-                {"label": label, "pipeline": pipeline, "compile_ms": compile_ms, **stats}
+                {
+                    "label": row.label,
+                    "pipeline": row.pipeline,
+                    "compile_ms": row.compile_ms,
+                    **stats,
+                }
             )
         self.emitter.flush_streams()
         self.emitter.muted = False
@@ -322,7 +348,14 @@ def run_message(message: dict[str, Any], event_fd: int) -> int:
         )
         emitter.emit(done_event("error", (time.perf_counter() - started) * 1000, "invalid request"))
         return 0
-    status = Run(request, str(message.get("run_id", "")), emitter).execute()
+    try:
+        status = Run(request, str(message.get("run_id", "")), emitter).execute()
+    except BaseException as exc:  # a bug of ours: say so, in the stream, not as a traceback
+        from sandbox.engine.errors import engine_error_event
+
+        emitter.muted = False
+        emitter.emit(engine_error_event("running the request", exc))
+        status = "error"
     reason = "" if status == "ok" else "the code raised an error"
     emitter.emit(done_event(status, (time.perf_counter() - started) * 1000, reason))
     return 0
