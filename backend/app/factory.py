@@ -1,0 +1,187 @@
+"""The app factory: ``create_app(settings)`` builds the app; its lifespan builds the
+services (pool, storage, cache, admission, metrics) and takes them down again.
+Nothing is created at import time. Tests pass a pool or a storage of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.staticfiles import StaticFiles
+
+from backend.app.admission import Admission
+from backend.app.cache import ResultCache, engine_fingerprint
+from backend.app.errors import install_error_handlers
+from backend.app.logs import fields, get_logger
+from backend.app.metrics import Metrics
+from backend.app.middleware import AccessLog, BodyLimit
+from backend.app.pools import make_pool
+from backend.app.routes import meta, pages, runs, snippets, ws
+from backend.app.runs import Caller, RunService
+from backend.app.services import Services
+from backend.app.settings import Settings
+from backend.app.storage import Storage, open_storage
+from sandbox.pool.base import Pool
+from sandbox.protocol import PROTOCOL_VERSION, RunRequest
+
+log = get_logger("app")
+
+#: the request that tells the server what its pool runs on (see Settings.probe_on_start)
+PROBE = RunRequest.model_validate(
+    {"code": "def f():\n    return 0\n", "outputs": ["jaxpr"], "timeout_s": 60}
+)
+
+DESCRIPTION = """\
+Run a JAX function through a pipeline of transformations and see what JAX makes of it:
+the jaxpr, StableHLO, optimised HLO, values, cost and timings, as a stream of events.
+The WebSocket (`GET /api/v1/ws`) is not listed below: see docs/api.md.
+"""
+
+
+def jaxplay_version() -> str:
+    try:
+        return package_version("jaxplay")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    pool: Pool | None = None,
+    pool_name: str | None = None,
+    storage: Storage | None = None,
+) -> FastAPI:
+    """The jaxplay server. ``pool`` and ``storage`` replace the configured ones."""
+    settings = settings if settings is not None else Settings()
+    version = jaxplay_version()
+    metrics = Metrics()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        services = await _start_services(settings, version, metrics, pool, pool_name, storage)
+        app.state.services = services
+        probe = None
+        if settings.probe_on_start:
+            probe = asyncio.create_task(_probe(services))
+        log.info(
+            "server.start",
+            extra=fields(version=version, pool=services.pool_name, database=settings.database_url),
+        )
+        try:
+            yield
+        finally:
+            if probe is not None:
+                probe.cancel()
+                with contextlib.suppress(BaseException):
+                    await probe
+            await services.runs.aclose()
+            await _close_quietly("pool", services.pool.close())
+            await _close_quietly("storage", services.storage.close())
+            log.info("server.stop")
+
+    app = FastAPI(
+        title="jaxplay",
+        version=version,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    install_error_handlers(app)
+    for router in (runs.router, snippets.router, meta.router, pages.router, ws.router):
+        app.include_router(router)
+    dist = settings.frontend_dist
+    if (dist / "index.html").is_file():
+        # The built page's files; routes above win, this catches the rest.
+        app.mount("/", StaticFiles(directory=dist), name="frontend")
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type", "Accept", "Authorization", "X-API-Token"],
+        )
+    app.add_middleware(AccessLog, metrics=metrics)
+    return app
+
+
+async def _start_services(
+    settings: Settings,
+    version: str,
+    metrics: Metrics,
+    pool: Pool | None,
+    pool_name: str | None,
+    storage: Storage | None,
+) -> Services:
+    if pool is None:
+        pool_name, pool = make_pool(settings)
+    store = storage if storage is not None else open_storage(settings.database_url)
+    await store.open()
+    try:
+        await pool.start()
+    except BaseException:
+        await store.close()
+        raise
+    name = pool_name or type(pool).__name__
+    metrics.watch_pool(pool.stats)
+    admission = Admission(settings, metrics)
+    cache = ResultCache(
+        store,
+        enabled=settings.cache_enabled,
+        max_entries=settings.cache_max_entries,
+        max_entry_bytes=settings.cache_max_entry_bytes,
+        worker_ttl_s=settings.cache_worker_ttl_s,
+        context={
+            "jaxplay": version,
+            "protocol": PROTOCOL_VERSION,
+            "engine": engine_fingerprint(),
+            "pool": name,
+            "pool_options": settings.pool_options,
+        },
+    )
+    return Services(
+        settings=settings,
+        version=version,
+        pool_name=name,
+        pool=pool,
+        storage=store,
+        metrics=metrics,
+        admission=admission,
+        cache=cache,
+        runs=RunService(settings, pool, admission, cache, metrics),
+        known_tokens=frozenset(settings.api_tokens),
+    )
+
+
+async def _probe(services: Services) -> None:
+    """One tiny run, so /api/v1/backends and the cache know the pool's worker."""
+    try:
+        stream = await services.runs.start(
+            PROBE, Caller("server:probe", "server:probe"), use_cache=False
+        )
+        async with contextlib.aclosing(stream.events()) as events:
+            async for event in events:
+                if event.get("type") == "done":
+                    log.info(
+                        "probe.done", extra=fields(status=event.get("status"), ms=event.get("ms"))
+                    )
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.warning("probe.failed", extra=fields(error=repr(exc)))
+
+
+async def _close_quietly(what: str, closing: object) -> None:
+    try:
+        await closing  # type: ignore[misc]
+    except Exception as exc:
+        log.warning("close.failed", extra=fields(what=what, error=repr(exc)))

@@ -1,0 +1,116 @@
+"""Pure ASGI middleware: the body size limit, and access logs with HTTP metrics.
+
+Pure ASGI rather than ``BaseHTTPMiddleware`` so that streamed answers (NDJSON) pass
+through event by event, never buffered.
+"""
+
+from __future__ import annotations
+
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from backend.app.errors import error_response
+from backend.app.logs import fields, get_logger
+from backend.app.metrics import Metrics
+from backend.app.wire import ErrorBody
+
+log = get_logger("http")
+
+
+class BodyLimit:
+    """Answers 413 for a body over ``max_bytes`` before the app parses any of it."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        too_large = ErrorBody(
+            status=413,
+            error="too_large",
+            message=f"body: over {self.max_bytes} bytes",
+            field="body",
+        )
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = 0
+                if declared > self.max_bytes:
+                    await error_response(too_large)(scope, receive, send)
+                    return
+        # Read the whole (bounded) body now, then hand it to the app in one message.
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await error_response(too_large)(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class AccessLog:
+    """One log line and one metrics sample per HTTP request, by route template."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 0
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            seconds = time.perf_counter() - started
+            route = _route_template(scope)
+            self.metrics.http_request(scope["method"], route, status, seconds)
+            if route not in ("/metrics", "/healthz"):
+                log.info(
+                    "http",
+                    extra=fields(
+                        method=scope["method"],
+                        path=scope["path"],
+                        route=route,
+                        status=status,
+                        ms=round(seconds * 1000, 2),
+                        client=(scope.get("client") or ("", 0))[0],
+                    ),
+                )
+
+
+def _route_template(scope: Scope) -> str:
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return str(path) if path else "unmatched"

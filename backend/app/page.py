@@ -1,0 +1,104 @@
+"""The page: the built frontend when there is one, else a small placeholder.
+
+``/s/{id}`` is the same page with the snippet's request embedded as
+``<script type="application/json" id="jaxplay-snippet">``, so a shared link shows
+its code without another round trip (the page may also fetch
+``/api/v1/snippets/{id}``).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+PLACEHOLDER = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>jaxplay</title>
+<style>
+ body{font:14px/1.4 system-ui,sans-serif;margin:0;display:grid;grid-template-columns:1fr 1fr;height:100vh}
+ section{padding:12px;overflow:auto} textarea,input{width:100%;box-sizing:border-box;font:13px monospace}
+ textarea{height:45vh} pre{white-space:pre-wrap;font:12px monospace;background:#f6f6f6;padding:8px}
+ h1{font-size:16px;margin:0 0 8px} .note{color:#666}
+</style></head><body>
+<section>
+<h1>jaxplay <span class="note">(placeholder page: the full page comes with the frontend build)</span></h1>
+<label>code<textarea id="code">import jax.numpy as jnp
+
+def f(x):
+    return jnp.sum(jnp.tanh(x) ** 2)
+</textarea></label>
+<label>args <input id="args" value="(jnp.ones((3,)),)"></label>
+<label>transforms (JSON) <input id="transforms" value='[{"name": "grad"}, {"name": "jit"}]'></label>
+<p><button id="run">Run (Ctrl+Enter)</button> <button id="share">Share</button> <span id="link"></span></p>
+<p class="note">API: <a href="/docs">/docs</a> · <a href="/api/v1/backends">/api/v1/backends</a></p>
+</section>
+<section><pre id="out">Events appear here.</pre></section>
+__SNIPPET__
+<script>
+const $ = (id) => document.getElementById(id);
+const snippet = document.getElementById("jaxplay-snippet");
+let base = {};
+if (snippet) {
+  base = JSON.parse(snippet.textContent);
+  $("code").value = base.code; $("args").value = base.args;
+  $("transforms").value = JSON.stringify(base.transforms);
+}
+function request() {
+  return Object.assign({}, base, {code: $("code").value, args: $("args").value,
+                       transforms: JSON.parse($("transforms").value || "[]")});
+}
+function show(ev) {
+  const out = $("out");
+  if (ev.text !== undefined) out.textContent += `\\n── ${ev.type} ──\\n${ev.text}`;
+  else out.textContent += "\\n" + JSON.stringify(ev);
+}
+async function run() {
+  $("out").textContent = "";
+  const r = await fetch("/api/v1/runs", {method: "POST",
+    headers: {"Content-Type": "application/json", "Accept": "application/x-ndjson"},
+    body: JSON.stringify(request())});
+  if (!r.ok) { $("out").textContent = JSON.stringify(await r.json(), null, 1); return; }
+  const reader = r.body.getReader(); const dec = new TextDecoder(); let buf = "";
+  for (;;) {
+    const {value, done} = await reader.read(); if (done) break;
+    buf += dec.decode(value, {stream: true}); let i;
+    while ((i = buf.indexOf("\\n")) >= 0) { show(JSON.parse(buf.slice(0, i))); buf = buf.slice(i + 1); }
+  }
+}
+async function share() {
+  const r = await fetch("/api/v1/snippets", {method: "POST",
+    headers: {"Content-Type": "application/json"}, body: JSON.stringify(request())});
+  const body = await r.json();
+  $("link").innerHTML = r.ok ? `<a href="${body.url}">${body.url}</a>` : body.message;
+}
+$("run").onclick = run; $("share").onclick = share;
+document.addEventListener("keydown", (e) => { if ((e.ctrlKey || e.metaKey) && e.key === "Enter") run(); });
+</script></body></html>
+"""
+
+
+def snippet_tag(request_json: str) -> str:
+    """The snippet as an inert JSON script tag; ``<`` escaped so it cannot end the tag."""
+    data = json.dumps(json.loads(request_json), ensure_ascii=False)
+    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return f'<script type="application/json" id="jaxplay-snippet">{data}</script>'
+
+
+def page_html(dist: Path, snippet_json: str | None = None) -> str:
+    index = dist / "index.html"
+    tag = snippet_tag(snippet_json) if snippet_json is not None else ""
+    if index.is_file():
+        text = index.read_text()
+        if tag:
+            text = text.replace("</head>", tag + "</head>", 1) if "</head>" in text else tag + text
+        return text
+    return PLACEHOLDER.replace("__SNIPPET__", tag)
+
+
+def not_found_html(snippet_id: str) -> str:
+    return (
+        "<!doctype html><meta charset=utf-8><title>jaxplay: no such snippet</title>"
+        f'<p>No snippet <code>{html.escape(snippet_id)}</code>. <a href="/">Start a new one</a>.</p>'
+    )

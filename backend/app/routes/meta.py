@@ -1,0 +1,82 @@
+"""``/api/v1/backends``, ``/healthz``, ``/metrics``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from backend.app.services import ServicesDep
+from backend.app.wire import BackendsAnswer, Health, WorkerInfo
+
+router = APIRouter(tags=["server"])
+
+
+@router.get("/api/v1/backends", response_model=BackendsAnswer)
+async def backends(services: ServicesDep) -> BackendsAnswer:
+    """The worker pools this server reaches: backend, devices, JAX version, queue."""
+    stats = services.pool.stats()
+    running = stats.get("running") if isinstance(stats.get("running"), int) else None
+    capacity = stats.get("capacity") if isinstance(stats.get("capacity"), int) else None
+    seen = {
+        name: worker
+        for (name, devices), worker in services.cache.workers().items()
+        if name != "auto" and devices == 1
+    }
+    if not seen:
+        seen = {"auto": {}}
+    answer = []
+    for name, worker in sorted(seen.items()):
+        answer.append(
+            WorkerInfo(
+                name=name,
+                pool=services.pool_name,
+                backend=_text(worker, "backend"),
+                platform=_text(worker, "platform"),
+                device_kind=_text(worker, "device_kind"),
+                devices=_count(worker, "devices"),
+                jax_version=_text(worker, "jax_version"),
+                jaxlib_version=_text(worker, "jaxlib_version"),
+                queue_length=services.admission.queue_length(name)
+                + services.admission.queue_length("auto"),
+                running=running,
+                capacity=capacity,
+            )
+        )
+    return BackendsAnswer(backends=answer)
+
+
+def _text(worker: dict[str, Any], key: str) -> str | None:
+    value = worker.get(key)
+    return value[:200] if isinstance(value, str) else None
+
+
+def _count(worker: dict[str, Any], key: str) -> int | None:
+    value = worker.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@router.get("/healthz", response_model=Health)
+async def healthz(services: ServicesDep) -> Health:
+    """Liveness: the server answers."""
+    return Health(
+        version=services.version, pool=services.pool_name, jax_imported="jax" in sys.modules
+    )
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+            "description": "Prometheus text format.",
+        }
+    },
+)
+async def metrics(services: ServicesDep) -> Response:
+    """Prometheus metrics."""
+    return Response(services.metrics.render(), media_type=CONTENT_TYPE_LATEST)

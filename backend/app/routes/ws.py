@@ -1,0 +1,305 @@
+"""``GET /api/v1/ws``: one connection, one event loop, one envelope (SPEC §3).
+
+The server greets with ``hello``; the client sends ``run`` (a new run cancels the
+connection's previous one), ``cancel`` and optionally ``hello``; events go out as
+``{"type": "event", "seq": N, "payload": event}`` as the pool produces them, ending
+with ``done``; problems as ``{"type": "error", "seq": N or -1, ...}``. A run either
+gets events ending in ``done`` or one ``error`` carrying its ``seq`` (refused before
+it started: the payload's ``status`` is the HTTP status REST would give).
+
+Named timeouts (settings): the first client message within ``handshake_timeout_s``;
+closed after ``idle_timeout_s`` without a run or a message; at most
+``session_timeout_s`` in all. Close codes: 1000 normal, 1001 a timeout or the
+server going away, 1008 a protocol violation, 1009 a message over ``max_body_bytes``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, WebSocket
+from pydantic import BaseModel, ValidationError
+
+from backend.app.errors import ApiError, validation_body
+from backend.app.logs import fields, get_logger
+from backend.app.runs import RunStream
+from backend.app.services import Services, get_services
+from backend.app.tenancy import caller_for
+from backend.app.wire import (
+    CLIENT_MESSAGE,
+    WS_VERSION,
+    ClientCancel,
+    ClientHello,
+    ClientRun,
+    ErrorPayload,
+    Event,
+    HelloPayload,
+    RunBody,
+    ServerError,
+    ServerEvent,
+    ServerHello,
+)
+from sandbox.protocol import MAX_CODE_BYTES, done_event
+
+router = APIRouter()
+log = get_logger("ws")
+
+CLOSE_NORMAL, CLOSE_GOING_AWAY, CLOSE_POLICY, CLOSE_TOO_BIG = 1000, 1001, 1008, 1009
+
+
+@dataclass
+class _Run:
+    seq: int
+    task: asyncio.Task[None] | None = None
+    stream: RunStream | None = None
+
+    def done(self) -> bool:
+        return self.task is None or self.task.done()
+
+
+def _event_message(seq: int, event: dict[str, Any]) -> ServerEvent | None:
+    try:
+        return ServerEvent(seq=seq, payload=Event.model_validate(event))
+    except ValidationError:
+        log.warning("ws.bad_event", extra=fields(type=str(event.get("type"))[:40]))
+        return None
+
+
+class _Closed(Exception):
+    """The client is gone; stop."""
+
+
+class Connection:
+    def __init__(self, ws: WebSocket, services: Services) -> None:
+        self.ws = ws
+        self.s = services
+        self.id = uuid.uuid4().hex[:16]
+        self.caller = caller_for(ws, services.known_tokens, connection_id=self.id)
+        self.current: _Run | None = None
+        self.run_ended = asyncio.Event()
+        self._send_lock = asyncio.Lock()
+        self._closed = False
+
+    # --- sending ---------------------------------------------------------------------
+    async def send(self, message: BaseModel) -> None:
+        text = message.model_dump_json(exclude_none=True)
+        async with self._send_lock:
+            if self._closed:
+                raise _Closed
+            try:
+                await self.ws.send_text(text)
+            except Exception as exc:  # the client went away mid-send
+                self._closed = True
+                raise _Closed from exc
+
+    async def send_error(self, seq: int, message: str, **extra: Any) -> None:
+        await self.send(ServerError(seq=seq, payload=ErrorPayload(message=message, **extra)))
+
+    async def close(self, code: int, reason: str) -> None:
+        async with self._send_lock:
+            if self._closed:
+                return
+            self._closed = True
+            with contextlib.suppress(Exception):
+                await self.ws.close(code, reason[:120])
+
+    # --- the loop --------------------------------------------------------------------
+    async def serve(self) -> None:
+        s = self.s.settings
+        await self.ws.accept()
+        self.s.metrics.ws_connections.inc()
+        log.info("ws.open", extra=fields(conn=self.id, client=self.caller.rate_key))
+        try:
+            await self.send(
+                ServerHello(
+                    payload=HelloPayload(
+                        server=self.s.version,
+                        timeouts={
+                            "handshake_s": s.handshake_timeout_s,
+                            "idle_s": s.idle_timeout_s,
+                            "session_s": s.session_timeout_s,
+                        },
+                        limits={
+                            "max_code_bytes": MAX_CODE_BYTES,
+                            "max_message_bytes": s.max_body_bytes,
+                            "max_timeout_s": s.max_timeout_s,
+                        },
+                    )
+                )
+            )
+            await self._loop()
+        except _Closed:
+            pass
+        finally:
+            await self._stop_current("the connection closed")
+            self._closed = True
+            self.s.metrics.ws_connections.dec()
+            log.info("ws.close", extra=fields(conn=self.id))
+
+    async def _loop(self) -> None:
+        s = self.s.settings
+        opened = time.monotonic()
+        session_end = opened + s.session_timeout_s
+        last_activity = opened
+        greeted = False
+        receive: asyncio.Future[Any] = asyncio.ensure_future(self.ws.receive())
+        try:
+            while True:
+                now = time.monotonic()
+                busy = self.current is not None and not self.current.done()
+                if not greeted:
+                    deadline, why = (
+                        opened + s.handshake_timeout_s,
+                        f"no message within {s.handshake_timeout_s:g} s",
+                    )
+                elif busy:
+                    deadline, why = session_end, f"session timeout {s.session_timeout_s:g} s"
+                else:
+                    deadline, why = (
+                        last_activity + s.idle_timeout_s,
+                        f"idle timeout {s.idle_timeout_s:g} s",
+                    )
+                if session_end < deadline:
+                    deadline, why = session_end, f"session timeout {s.session_timeout_s:g} s"
+                if now >= deadline:
+                    await self.close(CLOSE_GOING_AWAY, why)
+                    return
+                self.run_ended.clear()
+                ended = asyncio.ensure_future(self.run_ended.wait())
+                await asyncio.wait(
+                    {receive, ended}, timeout=deadline - now, return_when=asyncio.FIRST_COMPLETED
+                )
+                ended.cancel()
+                if self.run_ended.is_set():
+                    last_activity = max(last_activity, time.monotonic())
+                if not receive.done():
+                    continue
+                message = receive.result()
+                if message["type"] == "websocket.disconnect":
+                    self._closed = True
+                    return
+                last_activity = time.monotonic()
+                greeted = True
+                keep_going = await self._on_message(message)
+                if not keep_going:
+                    return
+                receive = asyncio.ensure_future(self.ws.receive())
+        finally:
+            if not receive.done():
+                receive.cancel()
+
+    async def _on_message(self, message: dict[str, Any]) -> bool:
+        s = self.s.settings
+        raw = message.get("text")
+        if raw is None and message.get("bytes") is not None:
+            raw = message["bytes"].decode("utf-8", "replace")
+        if raw is None:
+            return True
+        if len(raw.encode()) > s.max_body_bytes:
+            await self.send_error(-1, f"message over {s.max_body_bytes} bytes", status=413)
+            await self.close(CLOSE_TOO_BIG, "message too big")
+            return False
+        try:
+            parsed = CLIENT_MESSAGE.validate_json(raw)
+        except ValidationError as exc:
+            await self._bad_message(raw, exc)
+            return True
+        if isinstance(parsed, ClientHello):
+            if parsed.payload.version != WS_VERSION:
+                await self.send_error(
+                    parsed.seq,
+                    f"unsupported version {parsed.payload.version}; this server speaks {WS_VERSION}",
+                    status=400,
+                )
+                await self.close(CLOSE_POLICY, "unsupported version")
+                return False
+        elif isinstance(parsed, ClientRun):
+            await self._start(parsed.seq, parsed.payload)
+        elif isinstance(parsed, ClientCancel):
+            run = self.current
+            if run is not None and parsed.seq in (-1, run.seq):
+                await self._cancel(run, "cancelled by the client")
+        return True
+
+    async def _bad_message(self, raw: str, exc: ValidationError) -> None:
+        seq, kind = -1, None
+        with contextlib.suppress(Exception):
+            data = json.loads(raw)
+            if isinstance(data, dict):
+                kind = data.get("type")
+                if isinstance(data.get("seq"), int) and not isinstance(data.get("seq"), bool):
+                    seq = data["seq"]
+        if kind == "run":
+            # A new run cancels the previous one, even a run that fails to parse.
+            await self._stop_current("replaced by a newer run")
+        body = validation_body(
+            exc.errors(include_url=False), skip=("run", "hello", "cancel", "payload")
+        )
+        await self.send_error(seq, body.message, status=body.status, field=body.field)
+
+    # --- runs ------------------------------------------------------------------------
+    async def _start(self, seq: int, body: RunBody) -> None:
+        await self._stop_current(f"replaced by run {seq}")
+        run = _Run(seq)
+        run.task = asyncio.create_task(self._run(run, body))
+        run.task.add_done_callback(lambda _: self.run_ended.set())
+        self.current = run
+
+    async def _cancel(self, run: _Run, reason: str) -> None:
+        if run.stream is not None:
+            await run.stream.cancel(reason)
+        elif run.task is not None and not run.task.done():
+            run.task.cancel()  # still waiting for admission
+
+    async def _stop_current(self, reason: str) -> None:
+        run, self.current = self.current, None
+        if run is None or run.task is None or run.task.done():
+            return
+        await self._cancel(run, reason)
+        # Wait for its done (bounded), so the pool frees the worker before the next.
+        done, _ = await asyncio.wait({run.task}, timeout=self.s.settings.cancel_grace_s + 1)
+        if not done:
+            run.task.cancel()
+            with contextlib.suppress(BaseException):
+                await run.task
+
+    async def _run(self, run: _Run, body: RunBody) -> None:
+        seq = run.seq
+        started = time.monotonic()
+        try:
+            stream = await self.s.runs.start(body.to_request(), self.caller, use_cache=body.cache)
+        except ApiError as exc:
+            with contextlib.suppress(_Closed):
+                await self.send_error(
+                    seq, exc.message, status=exc.status, retry_after_s=exc.retry_after_s
+                )
+            return
+        except asyncio.CancelledError:
+            # Superseded while it waited for a worker: it still ends with done.
+            with contextlib.suppress(_Closed):
+                done = done_event(
+                    "cancelled", (time.monotonic() - started) * 1000, "cancelled before it started"
+                )
+                await self.send(ServerEvent(seq=seq, payload=Event.model_validate(done)))
+            return
+        run.stream = stream
+        try:
+            async with contextlib.aclosing(stream.events()) as events:
+                async for event in events:
+                    if (envelope := _event_message(seq, event)) is not None:
+                        await self.send(envelope)
+        except _Closed:
+            pass
+        finally:
+            await stream.close()
+
+
+@router.websocket("/api/v1/ws")
+async def websocket(ws: WebSocket) -> None:
+    await Connection(ws, get_services(ws)).serve()

@@ -1,0 +1,353 @@
+"""The run service: one path from a validated request to a stream of events.
+
+Both the REST routes and the WebSocket use it. ``start`` does everything that can
+refuse a run (rate, tenant limit, queue) before a single event goes out, so a
+refusal is a clean 429/503; the ``RunStream`` it returns relays the pool's events as
+they come, ends with exactly one ``done`` whatever happens, feeds the cache and the
+metrics, and gives the run's place back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from backend.app.admission import Admission, Ticket
+from backend.app.cache import ResultCache
+from backend.app.errors import ApiError, log_internal
+from backend.app.logs import fields, get_logger
+from backend.app.metrics import Metrics
+from backend.app.settings import Settings
+from sandbox.pool.base import Pool, RunHandle
+from sandbox.protocol import OUTPUTS, RunRequest, done_event
+
+log = get_logger("runs")
+
+_RESULT_TYPES = frozenset(OUTPUTS)
+#: events of the timings-only run that follows a cached answer
+_TIMING_RUN_TYPES = frozenset({"stage", "timing", "error", "done"})
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asks: ``tenant`` owns pool workers, ``rate_key`` pays the rate limit."""
+
+    tenant: str
+    rate_key: str
+    max_runs: int | None = None  # overrides max_runs_per_tenant (a WebSocket: 1)
+
+
+class RunService:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: Pool,
+        admission: Admission,
+        cache: ResultCache,
+        metrics: Metrics,
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.admission = admission
+        self.cache = cache
+        self.metrics = metrics
+        self._draining: set[asyncio.Task[None]] = set()
+        #: cache key -> resolved when the run computing it ends (single flight)
+        self._leaders: dict[str, asyncio.Future[None]] = {}
+
+    def drain(self, handle: RunHandle) -> None:
+        async def run() -> None:
+            with contextlib.suppress(Exception):
+                await handle.cancel()
+                async with asyncio.timeout(self.settings.cancel_grace_s):
+                    async for _ in handle.events():
+                        pass
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._draining.add(task)
+        task.add_done_callback(self._draining.discard)
+
+    async def aclose(self) -> None:
+        """Wait for runs being drained (at shutdown)."""
+        if self._draining:
+            await asyncio.wait(set(self._draining), timeout=self.settings.cancel_grace_s + 1)
+
+    def prepare(self, request: RunRequest) -> RunRequest:
+        """The request as it will run: ``timeout_s`` capped by the server's maximum."""
+        if request.timeout_s > self.settings.max_timeout_s:
+            return request.model_copy(update={"timeout_s": self.settings.max_timeout_s})
+        return request
+
+    async def start(
+        self, request: RunRequest, caller: Caller, *, use_cache: bool = True
+    ) -> RunStream:
+        """Admit the run (or raise Overloaded) and return its stream of events."""
+        request = self.prepare(request)
+        self.admission.check_rate(caller.rate_key)
+        cached: list[dict[str, Any]] | None = None
+        leader_key: str | None = None
+        if not use_cache or not self.cache.enabled:
+            self.metrics.cache.labels("bypass").inc()
+        elif not self.cache.usable(request):
+            self.metrics.cache.labels("uncacheable").inc()
+        else:
+            cached = await self.cache.lookup(request)
+            key = self.cache.key_for(request) if cached is None else None
+            if key is not None and key in self._leaders:
+                # The same request is running for someone else: wait for its answer
+                # rather than run it again (a shared link opened by many at once).
+                self.metrics.cache.labels("joined").inc()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        asyncio.shield(self._leaders[key]), self.settings.queue_timeout_s
+                    )
+                cached = await self.cache.lookup(request)
+            elif key is not None:
+                leader_key = key
+            self.metrics.cache.labels("hit" if cached is not None else "miss").inc()
+        needs_pool = cached is None or "timing" in request.outputs
+        if not needs_pool:
+            return RunStream(self, request, None, None, cached, store=False)
+        if leader_key is not None and leader_key not in self._leaders:
+            self._leaders[leader_key] = asyncio.get_running_loop().create_future()
+        else:
+            leader_key = None
+        try:
+            stream = await self._admit(request, caller, cached, use_cache)
+        except BaseException:
+            self._resolve(leader_key)
+            raise
+        stream.leader_key = leader_key
+        return stream
+
+    def _resolve(self, key: str | None) -> None:
+        """The run that others with the same key wait for has ended."""
+        future = self._leaders.pop(key, None) if key is not None else None
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    async def _admit(
+        self,
+        request: RunRequest,
+        caller: Caller,
+        cached: list[dict[str, Any]] | None,
+        use_cache: bool,
+    ) -> RunStream:
+        ticket = self.admission.enter(caller.tenant, request.backend, caller.max_runs)
+        pooled = request if cached is None else request.model_copy(update={"outputs": ["timing"]})
+        try:
+            handle = await self.admission.submit(self.pool, pooled, ticket)
+        except ApiError:
+            self.admission.release(ticket)
+            raise
+        except Exception as exc:
+            self.admission.release(ticket)
+            log_internal("pool.submit", exc)
+            raise ApiError(
+                503,
+                "pool_unavailable",
+                f"the worker pool failed: {type(exc).__name__}",
+                retry_after_s=5.0,
+            )
+        except BaseException:
+            self.admission.release(ticket)
+            raise
+        store = cached is None and use_cache and self.cache.usable(request)
+        return RunStream(self, request, handle, ticket, cached, store=store)
+
+
+class RunStream:
+    """One admitted run. Iterate ``events()`` once; ``cancel()`` from anywhere."""
+
+    def __init__(
+        self,
+        service: RunService,
+        request: RunRequest,
+        handle: RunHandle | None,
+        ticket: Ticket | None,
+        cached: list[dict[str, Any]] | None,
+        *,
+        store: bool,
+    ) -> None:
+        self._svc = service
+        self._request = request
+        self._handle = handle
+        self._ticket = ticket
+        self._cached = cached
+        self._store = store
+        self._cancelled: str | None = None
+        self._cancel_event = asyncio.Event()
+        self._started = time.monotonic()
+        self._closed = False
+        self._iterated = False
+        self.leader_key: str | None = None
+        self.run_id = handle.run_id if handle is not None else uuid.uuid4().hex
+
+    @property
+    def cached(self) -> bool:
+        return self._cached is not None
+
+    async def cancel(self, reason: str = "cancelled by the client") -> None:
+        if self._cancelled is None:
+            self._cancelled = reason
+            self._cancel_event.set()
+            if self._handle is not None:
+                with contextlib.suppress(Exception):
+                    await self._handle.cancel()
+
+    async def events(self) -> AsyncGenerator[dict[str, Any], None]:
+        svc = self._svc
+        self._iterated = True
+        status = "error"
+        first_result = accepted = False
+        kept: list[dict[str, Any]] = []
+        try:
+            if self._cached is not None:
+                for event in self._replay():
+                    yield event
+                    if self._cancelled is not None:
+                        break
+            if self._handle is None:
+                status = "cancelled" if self._cancelled else "ok"
+                yield self._done(status, self._cancelled or "", cached=True)
+                return
+            # Iterated even when cancelled already, so the pool sees the run end.
+            only = _TIMING_RUN_TYPES if self._cached is not None else None
+            async for event in self._relay(self._handle, only):
+                kind = event["type"]
+                if kind == "accepted" and not accepted and isinstance(event.get("worker"), dict):
+                    # Only the first: later lines may come from user code imitating one.
+                    svc.cache.learn_worker(self._request, event["worker"])
+                elif kind == "stage" and isinstance(event.get("ms"), int | float):
+                    svc.metrics.stage.labels(str(event.get("stage"))).observe(event["ms"] / 1000)
+                accepted = accepted or kind == "accepted"
+                if not first_result and kind in _RESULT_TYPES:
+                    first_result = True
+                    svc.metrics.first_event.observe(time.monotonic() - self._started)
+                if kind == "done":
+                    status = str(event.get("status"))
+                    if self._cached is not None:
+                        event = dict(event, cached=True)  # the results came from the cache
+                    if self._store and status == "ok":
+                        kept.append(event)
+                        await svc.cache.store(self._request, kept)
+                elif self._store:
+                    kept.append(event)
+                yield event
+                if kind == "done":
+                    return
+        finally:
+            await self.close()
+            cached = "true" if self._cached is not None else "false"
+            svc.metrics.runs.labels(status, cached).inc()
+            svc.metrics.run_seconds.labels(cached).observe(time.monotonic() - self._started)
+            log.info(
+                "run.done",
+                extra=fields(
+                    run_id=self.run_id,
+                    status=status,
+                    cached=self._cached is not None,
+                    ms=round((time.monotonic() - self._started) * 1000, 1),
+                ),
+            )
+
+    def _replay(self) -> list[dict[str, Any]]:
+        assert self._cached is not None
+        accepted = dict(self._cached[0], run_id=self.run_id, cached=True)
+        return [accepted, *self._cached[1:]]
+
+    def _done(self, status: str, reason: str, *, cached: bool = False) -> dict[str, Any]:
+        event = done_event(status, (time.monotonic() - self._started) * 1000, reason)
+        if cached:
+            event["cached"] = True
+        return event
+
+    async def _relay(
+        self, handle: RunHandle, only: frozenset[str] | None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The pool's events, guarded: a pool that stalls past the run's own
+        ``timeout_s`` + ``run_grace_s`` is cancelled, and dropped after
+        ``cancel_grace_s``; the stream ends with one ``done`` in every case."""
+        s = self._svc.settings
+        queue: asyncio.Queue[dict[str, Any] | BaseException | None] = asyncio.Queue()
+
+        async def pump() -> None:
+            try:
+                async for event in handle.events():
+                    await queue.put(event)
+                await queue.put(None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await queue.put(exc)
+
+        pump_task = asyncio.create_task(pump())
+        deadline = time.monotonic() + self._request.timeout_s + s.run_grace_s
+        forced: str | None = None
+        cancel_deadline: float | None = None
+        try:
+            while True:
+                now = time.monotonic()
+                if self._cancelled is not None and cancel_deadline is None:
+                    cancel_deadline = now + s.cancel_grace_s
+                limit = deadline if cancel_deadline is None else min(deadline, cancel_deadline)
+                if now >= limit:
+                    if forced is None and cancel_deadline is None:
+                        # The pool missed its own wall clock: ask it to stop, then wait a little.
+                        forced = f"the pool gave no result within {self._request.timeout_s:g} s + {s.run_grace_s:g} s"
+                        await self.cancel(forced)
+                        continue
+                    status = "cancelled" if forced is None else "killed"
+                    yield self._done(status, forced or self._cancelled or "cancelled")
+                    return
+                getter = asyncio.ensure_future(queue.get())
+                waits: set[asyncio.Future[Any]] = {getter}
+                cancel_wait: asyncio.Future[Any] | None = None
+                if self._cancelled is None:
+                    cancel_wait = asyncio.ensure_future(self._cancel_event.wait())
+                    waits.add(cancel_wait)
+                await asyncio.wait(waits, timeout=limit - now, return_when=asyncio.FIRST_COMPLETED)
+                if cancel_wait is not None:
+                    cancel_wait.cancel()
+                if not getter.done():
+                    getter.cancel()
+                    continue
+                item = getter.result()
+                if item is None:
+                    yield self._done("error", "the pool ended the run without a done event")
+                    return
+                if isinstance(item, BaseException):
+                    log_internal("pool.events", item)
+                    yield self._done("error", f"the worker pool failed: {type(item).__name__}")
+                    return
+                if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+                    continue
+                if only is not None and item["type"] not in only:
+                    continue
+                if item["type"] == "done" and forced is not None:
+                    item = self._done("killed", forced)
+                yield item
+                if item["type"] == "done":
+                    return
+        finally:
+            if not pump_task.done():
+                pump_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await pump_task
+
+    async def close(self) -> None:
+        """Give the run's place back; a run whose events were never read is
+        cancelled and drained in the background, so the pool sees it end."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._handle is not None and not self._iterated:
+            self._svc.drain(self._handle)
+        if self._ticket is not None:
+            self._svc.admission.release(self._ticket)
+        self._svc._resolve(self.leader_key)

@@ -1,0 +1,204 @@
+"""The server's settings: one typed class, every field an environment variable.
+
+Each setting is ``JAXPLAY_<NAME>`` (e.g. ``JAXPLAY_PORT=9000``) and carries a
+description; docs/server.md holds the table made from this class
+(``python -m backend.app`` prints it), and a test keeps the two in step. Nothing is
+read at import time: ``Settings()`` reads the environment when it is called.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="JAXPLAY_", extra="ignore")
+
+    # --- where it listens ----------------------------------------------------------
+    host: str = Field(default="127.0.0.1", description="Address `jaxplay serve` binds to.")
+    port: int = Field(default=8000, ge=0, le=65535, description="Port `jaxplay serve` listens on.")
+    public_url: str | None = Field(
+        default=None,
+        description="Base URL put in snippet links (e.g. `https://jaxplay.example`); "
+        "by default the URL the request came to.",
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins allowed to call the API from a browser (JSON list); "
+        "the page itself is same-origin and needs none.",
+    )
+    frontend_dist: Path = Field(
+        default=_REPO / "frontend" / "dist",
+        description="The built page (`frontend/dist`); a placeholder page is served while it does not exist.",
+    )
+
+    # --- storage -------------------------------------------------------------------
+    database_url: str = Field(
+        default="sqlite:///var/jaxplay.sqlite3",
+        description="Where snippets and cached results live: `sqlite:///PATH` "
+        "(relative to the working directory; WAL mode) or `sqlite:///:memory:`.",
+    )
+    queue_url: str | None = Field(
+        default=None,
+        description="`redis://HOST:6379` for remote `jaxplay worker` pools. "
+        "Not supported by this build yet: setting it stops the server at start-up.",
+    )
+
+    # --- the pool ------------------------------------------------------------------
+    pool: str = Field(
+        default="auto",
+        description="Which pool runs the code: `auto` (the jailed warm pool; without a "
+        "usable jail, refuse unless `unsafe_no_jail`), `zygote` (the jailed warm pool), "
+        "`subprocess` (one unjailed process per run: needs `unsafe_no_jail`), `fake` "
+        "(runs nothing: tests), or `module:factory`.",
+    )
+    pool_capacity: int = Field(
+        default=2,
+        ge=1,
+        description="Runs the `subprocess` pool executes at once (the `zygote` pool sizes "
+        "itself: `JAXPLAY_POOL_RUNNING`, `JAXPLAY_POOL_SIZE`, ... in the sandbox docs).",
+    )
+    pool_options: dict[str, object] = Field(
+        default_factory=dict,
+        description="Extra keyword arguments for the pool's constructor (JSON object).",
+    )
+    unsafe_no_jail: bool = Field(
+        default=False,
+        description="Allow user code to run without the jail (the `subprocess` pool, or "
+        "`auto` where bubblewrap is missing): it then runs with the server's rights. "
+        "For local development only; logged loudly.",
+    )
+    probe_on_start: bool = Field(
+        default=True,
+        description="Run one tiny request at start-up to learn the pool's backend, devices "
+        "and JAX version (for `/api/v1/backends` and the result cache).",
+    )
+
+    # --- admission -----------------------------------------------------------------
+    max_queue: int = Field(
+        default=16,
+        ge=0,
+        description="Runs that may wait for a free worker, per backend; beyond it: 503.",
+    )
+    max_runs_per_tenant: int = Field(
+        default=2,
+        ge=1,
+        description="Runs one tenant (API token, or client address) may have running or "
+        "queued at once; beyond it: 429. A WebSocket connection has one at a time.",
+    )
+    rate_limit_per_minute: float = Field(
+        default=120.0,
+        ge=0,
+        description="Runs per minute per client address (or known API token); 0 turns the limit off.",
+    )
+    rate_limit_burst: int = Field(
+        default=30,
+        ge=1,
+        description="Runs a client may send at once before the per-minute rate applies.",
+    )
+    api_tokens: list[str] = Field(
+        default_factory=list,
+        description="API tokens that get a rate limit of their own instead of their "
+        "address's (JSON list). Any token sent still names the tenant.",
+    )
+    max_body_bytes: int = Field(
+        default=512 * 1024,
+        ge=1024,
+        description="Largest request body or WebSocket message; beyond it: 413. "
+        "(`code` itself is limited to 64 KiB.)",
+    )
+    max_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=600,
+        description="Cap on a run's `timeout_s`; larger requests are capped.",
+    )
+
+    # --- named timeouts ------------------------------------------------------------
+    queue_timeout_s: float = Field(
+        default=20.0,
+        ge=0,
+        description="How long a run may wait in the queue for a worker before a 503.",
+    )
+    run_grace_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="How long past a run's own `timeout_s` the server waits for the pool's "
+        "`done` before it ends the run itself (status `killed`).",
+    )
+    cancel_grace_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="How long a cancelled run may take to end before the server drops it.",
+    )
+    handshake_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A WebSocket client must send its first message (`hello` or `run`) within this.",
+    )
+    idle_timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="A WebSocket with no run and no message for this long is closed (1001).",
+    )
+    session_timeout_s: float = Field(
+        default=4 * 3600.0,
+        gt=0,
+        description="The longest a WebSocket connection may stay open (1001).",
+    )
+
+    # --- result cache --------------------------------------------------------------
+    cache_enabled: bool = Field(
+        default=True,
+        description="Serve repeated runs from the result cache (deterministic outputs only; "
+        "never timings). A request can bypass it with `cache: false`.",
+    )
+    cache_max_entries: int = Field(
+        default=10_000, ge=0, description="Cached results kept; the oldest go first."
+    )
+    cache_worker_ttl_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="How long what the server last saw of a backend's worker (its JAX "
+        "version, device) keys the cache; after it, one run is made afresh to look again.",
+    )
+    cache_max_entry_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=0, description="Results larger than this are not cached."
+    )
+
+    # --- logs ----------------------------------------------------------------------
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Least severe log level written."
+    )
+    log_format: Literal["json", "text"] = Field(
+        default="json", description="`json`: one JSON object per line; `text`: for a terminal."
+    )
+
+    @model_validator(mode="after")
+    def _refuse_unsupported(self) -> Settings:
+        if not self.database_url.startswith("sqlite:///"):
+            raise ValueError(
+                "database_url: only sqlite:///PATH is supported by this build "
+                "(PostgreSQL comes later)"
+            )
+        if self.queue_url:
+            raise ValueError("queue_url: remote worker pools are not supported by this build yet")
+        return self
+
+
+def settings_table() -> str:
+    """The settings as a Markdown table (for docs/server.md)."""
+    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    for name, field in Settings.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        if isinstance(default, Path):
+            default = "frontend/dist" if default == _REPO / "frontend" / "dist" else str(default)
+        shown = "" if default is None else f"`{default!s}`".replace("|", "\\|")
+        rows.append(f"| `JAXPLAY_{name.upper()}` | {shown} | {field.description} |")
+    return "\n".join(rows) + "\n"

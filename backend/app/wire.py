@@ -1,0 +1,211 @@
+"""Wire models: what goes over HTTP and the WebSocket, apart from internal ones.
+
+The run request itself is ``sandbox.protocol.RunRequest``; the wire adds what only
+the server cares about (``cache``) and turns an oversized ``code`` into a 413
+instead of a 422. Every error leaves as one JSON shape, ``ErrorBody``.
+The WebSocket speaks one envelope ``{type, seq, payload}`` (SPEC §3), a pydantic
+discriminated union here and the same union in the page's TypeScript.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic_core import PydanticCustomError
+
+from sandbox.protocol import EVENT_FIELDS, MAX_CODE_BYTES, PROTOCOL_VERSION, RunRequest
+
+#: pydantic error type that the error handlers answer with 413 instead of 422
+TOO_LARGE = "too_large"
+
+#: version of the WebSocket envelope (the ``hello`` carries it)
+WS_VERSION = 1
+
+
+def _check_code_size(code: Any) -> Any:
+    if isinstance(code, str) and len(code.encode("utf-8", "surrogatepass")) > MAX_CODE_BYTES:
+        raise PydanticCustomError(
+            TOO_LARGE, "code is over {limit} KiB", {"limit": MAX_CODE_BYTES // 1024}
+        )
+    return code
+
+
+class SnippetBody(RunRequest):
+    """A run request to store as a snippet."""
+
+    # Strict: `"devices": "2"` or `"cache": 0` is a 422, as the schema says, not a guess.
+    model_config = ConfigDict(strict=True)
+
+    @field_validator("code", mode="before")
+    @classmethod
+    def _code_not_too_large(cls, code: Any) -> Any:
+        return _check_code_size(code)
+
+    def to_request(self) -> RunRequest:
+        return RunRequest.model_validate(self.model_dump(exclude={"cache"}))
+
+
+class RunBody(SnippetBody):
+    """A run request as the API takes it: SPEC §1 plus ``cache``."""
+
+    cache: bool = Field(
+        default=True,
+        description="Whether a cached result may answer this run (jaxplay extension). "
+        "`false` always runs the code; the `cache=false` query parameter does the same.",
+    )
+
+
+# --- HTTP answers --------------------------------------------------------------------
+
+
+class Event(BaseModel):
+    """One event of a run (SPEC §2); the fields depend on ``type``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal[tuple(EVENT_FIELDS)] = Field(description="The event's type.")  # type: ignore[valid-type]
+
+
+class RunResult(BaseModel):
+    events: list[Event] = Field(description="The run's events in order; `done` is last.")
+
+
+class SnippetCreated(BaseModel):
+    id: str = Field(description="The snippet's id: a prefix of the hash of its content.")
+    url: str = Field(description="The playground page with the snippet loaded.")
+
+
+class WorkerInfo(BaseModel):
+    name: str = Field(description="The backend a request names to reach it.")
+    pool: str = Field(description="The pool implementation serving it.")
+    backend: str | None = Field(default=None, description="The JAX backend the workers run.")
+    platform: str | None = None
+    device_kind: str | None = None
+    devices: int | None = Field(default=None, description="Devices a run sees by default.")
+    jax_version: str | None = None
+    jaxlib_version: str | None = None
+    queue_length: int = Field(default=0, description="Runs waiting for a worker now.")
+    running: int | None = Field(default=None, description="Runs executing now.")
+    capacity: int | None = Field(default=None, description="Runs the pool executes at once.")
+
+
+class BackendsAnswer(BaseModel):
+    backends: list[WorkerInfo]
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+    version: str
+    protocol: int = PROTOCOL_VERSION
+    pool: str
+    jax_imported: bool = Field(description="Always false: the server never imports JAX.")
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+    type: str
+
+
+class ErrorBody(BaseModel):
+    """Every error the API answers, whatever its status."""
+
+    status: int = Field(description="The HTTP status, repeated.")
+    error: str = Field(
+        description="A short machine-readable name: `invalid_request`, `too_large`, ..."
+    )
+    message: str = Field(
+        description="What went wrong, in words; names the field when one is at fault."
+    )
+    field: str | None = Field(
+        default=None, description="The first field at fault, dotted (`transforms.0.name`)."
+    )
+    errors: list[FieldError] = Field(default_factory=list)
+    retry_after_s: float | None = Field(
+        default=None, description="For 429 and 503: when to try again."
+    )
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    413: {"model": ErrorBody, "description": "The body or `code` is too large."},
+    422: {"model": ErrorBody, "description": "The request is malformed; `field` names where."},
+    429: {
+        "model": ErrorBody,
+        "description": "Rate or per-tenant limit reached; see `Retry-After`.",
+    },
+    503: {
+        "model": ErrorBody,
+        "description": "Every worker is busy and the queue is full; see `Retry-After`.",
+    },
+}
+
+
+# --- the WebSocket envelope ----------------------------------------------------------
+
+
+class ClientHelloPayload(BaseModel):
+    version: int = Field(default=WS_VERSION, description="The envelope version the client speaks.")
+
+
+class ClientHello(BaseModel):
+    type: Literal["hello"]
+    seq: int = -1
+    payload: ClientHelloPayload = Field(default_factory=ClientHelloPayload)
+
+
+class ClientRun(BaseModel):
+    type: Literal["run"]
+    seq: int = Field(ge=0, description="The client's number for this run; its events carry it.")
+    payload: RunBody
+
+
+class ClientCancel(BaseModel):
+    type: Literal["cancel"]
+    seq: int = -1
+    payload: dict[str, Any] | None = None
+
+
+ClientMessage = Annotated[ClientHello | ClientRun | ClientCancel, Field(discriminator="type")]
+CLIENT_MESSAGE: TypeAdapter[ClientHello | ClientRun | ClientCancel] = TypeAdapter(ClientMessage)
+
+
+class HelloPayload(BaseModel):
+    version: int = WS_VERSION
+    protocol: int = PROTOCOL_VERSION
+    server: str = Field(description="jaxplay's version.")
+    timeouts: dict[str, float] = Field(description="The connection's named timeouts, in seconds.")
+    limits: dict[str, int | float] = Field(
+        description="Request limits: `max_code_bytes`, `max_timeout_s`, ..."
+    )
+
+
+class ServerHello(BaseModel):
+    type: Literal["hello"] = "hello"
+    seq: int = -1
+    payload: HelloPayload
+
+
+class ServerEvent(BaseModel):
+    type: Literal["event"] = "event"
+    seq: int
+    payload: Event
+
+
+class ErrorPayload(BaseModel):
+    message: str
+    status: int | None = Field(
+        default=None, description="The HTTP status the same problem gets over REST."
+    )
+    field: str | None = None
+    retry_after_s: float | None = None
+
+
+class ServerError(BaseModel):
+    type: Literal["error"] = "error"
+    seq: int = -1
+    payload: ErrorPayload
+
+
+ServerMessage = Annotated[ServerHello | ServerEvent | ServerError, Field(discriminator="type")]
+SERVER_MESSAGE: TypeAdapter[ServerHello | ServerEvent | ServerError] = TypeAdapter(ServerMessage)

@@ -1,0 +1,62 @@
+"""Fixtures for the server tests: settings on a temporary database, the app with
+the fake pool (fast unit tests) or with the real subprocess pool (the real path)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from backend.app import Settings, create_app
+
+from .fakes import FakePool
+
+
+def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": f"sqlite:///{tmp_path / 'jaxplay.sqlite3'}",
+        "probe_on_start": False,
+        "rate_limit_per_minute": 0,
+        "max_runs_per_tenant": 8,
+        "frontend_dist": tmp_path / "no-dist",
+        "log_format": "text",
+        "log_level": "warning",
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture
+def settings_factory(tmp_path: Path) -> Callable[..., Settings]:
+    return lambda **overrides: make_settings(tmp_path, **overrides)
+
+
+@pytest.fixture
+def fake_pool() -> FakePool:
+    return FakePool(max_concurrent=4)
+
+
+@pytest.fixture
+def make_client(tmp_path: Path) -> Iterator[Callable[..., tuple[TestClient, FakePool]]]:
+    """``make_client(pool=..., **settings)`` -> a started TestClient and its pool."""
+    clients: list[TestClient] = []
+
+    def make(pool: Any = None, **overrides: Any) -> tuple[TestClient, Any]:
+        pool = pool if pool is not None else FakePool(max_concurrent=4)
+        app = create_app(make_settings(tmp_path, **overrides), pool=pool, pool_name="fake")
+        client = TestClient(app)
+        client.__enter__()
+        clients.append(client)
+        return client, pool
+
+    yield make
+    for client in clients:
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def client(make_client: Callable[..., tuple[TestClient, FakePool]]) -> TestClient:
+    return make_client()[0]
