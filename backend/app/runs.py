@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,6 +185,7 @@ class RunStream:
         self._started = time.monotonic()
         self._closed = False
         self._iterated = False
+        self._seen_accepted = self._seen_result = False
         self.leader_key: str | None = None
         self.run_id = handle.run_id if handle is not None else uuid.uuid4().hex
 
@@ -201,10 +202,8 @@ class RunStream:
                     await self._handle.cancel()
 
     async def events(self) -> AsyncGenerator[dict[str, Any], None]:
-        svc = self._svc
         self._iterated = True
-        status = "error"
-        first_result = accepted = False
+        status = "abandoned"  # until a done is relayed: the consumer left first
         kept: list[dict[str, Any]] = []
         try:
             if self._cached is not None:
@@ -218,43 +217,49 @@ class RunStream:
                 return
             # Iterated even when cancelled already, so the pool sees the run end.
             only = _TIMING_RUN_TYPES if self._cached is not None else None
-            async for event in self._relay(self._handle, only):
-                kind = event["type"]
-                if kind == "accepted" and not accepted and isinstance(event.get("worker"), dict):
-                    # Only the first: later lines may come from user code imitating one.
-                    svc.cache.learn_worker(self._request, event["worker"])
-                elif kind == "stage" and isinstance(event.get("ms"), int | float):
-                    svc.metrics.stage.labels(str(event.get("stage"))).observe(event["ms"] / 1000)
-                accepted = accepted or kind == "accepted"
-                if not first_result and kind in _RESULT_TYPES:
-                    first_result = True
-                    svc.metrics.first_event.observe(time.monotonic() - self._started)
-                if kind == "done":
+            async with contextlib.aclosing(self._relay(self._handle, only)) as relayed:
+                async for event in relayed:
+                    self._observe(event)
+                    if event["type"] != "done":
+                        if self._store:
+                            kept.append(event)
+                        yield event
+                        continue
                     status = str(event.get("status"))
                     if self._cached is not None:
                         event = dict(event, cached=True)  # the results came from the cache
                     if self._store and status == "ok":
-                        kept.append(event)
-                        await svc.cache.store(self._request, kept)
-                elif self._store:
-                    kept.append(event)
-                yield event
-                if kind == "done":
+                        await self._svc.cache.store(self._request, [*kept, event])
+                    yield event
                     return
         finally:
             await self.close()
-            cached = "true" if self._cached is not None else "false"
-            svc.metrics.runs.labels(status, cached).inc()
-            svc.metrics.run_seconds.labels(cached).observe(time.monotonic() - self._started)
-            log.info(
-                "run.done",
-                extra=fields(
-                    run_id=self.run_id,
-                    status=status,
-                    cached=self._cached is not None,
-                    ms=round((time.monotonic() - self._started) * 1000, 1),
-                ),
-            )
+            self._record(status)
+
+    def _observe(self, event: dict[str, Any]) -> None:
+        """What the server learns from an event: the worker, stage times."""
+        kind, metrics = event["type"], self._svc.metrics
+        if kind == "accepted" and not self._seen_accepted and isinstance(event.get("worker"), dict):
+            # Only the first: later lines may come from user code imitating one.
+            self._svc.cache.learn_worker(self._request, event["worker"])
+        elif kind == "stage" and isinstance(event.get("ms"), int | float):
+            metrics.stage.labels(str(event.get("stage"))).observe(event["ms"] / 1000)
+        self._seen_accepted = self._seen_accepted or kind == "accepted"
+        if not self._seen_result and kind in _RESULT_TYPES:
+            self._seen_result = True
+            metrics.first_event.observe(time.monotonic() - self._started)
+
+    def _record(self, status: str) -> None:
+        cached = "true" if self._cached is not None else "false"
+        ms = (time.monotonic() - self._started) * 1000
+        self._svc.metrics.runs.labels(status, cached).inc()
+        self._svc.metrics.run_seconds.labels(cached).observe(ms / 1000)
+        log.info(
+            "run.done",
+            extra=fields(
+                run_id=self.run_id, status=status, cached=cached == "true", ms=round(ms, 1)
+            ),
+        )
 
     def _replay(self) -> list[dict[str, Any]]:
         assert self._cached is not None
@@ -269,7 +274,7 @@ class RunStream:
 
     async def _relay(
         self, handle: RunHandle, only: frozenset[str] | None
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """The pool's events, guarded: a pool that stalls past the run's own
         ``timeout_s`` + ``run_grace_s`` is cancelled, and dropped after
         ``cancel_grace_s``; the stream ends with one ``done`` in every case."""

@@ -8,6 +8,7 @@ from fastapi.responses import HTMLResponse
 from backend.app.page import not_found_html, page_html
 from backend.app.routes.snippets import load_snippet
 from backend.app.services import ServicesDep
+from backend.app.wire import ERROR_RESPONSES
 
 router = APIRouter(tags=["page"])
 
@@ -23,7 +24,11 @@ async def index(services: ServicesDep) -> HTMLResponse:
 @router.get(
     "/s/{snippet_id}",
     response_class=HTMLResponse,
-    responses={200: _HTML, 404: {"description": "No snippet has this id.", **_HTML}},
+    responses={
+        200: _HTML,
+        404: {"description": "No snippet has this id.", **_HTML},
+        503: ERROR_RESPONSES[503],
+    },
 )
 async def shared(snippet_id: str, services: ServicesDep) -> HTMLResponse:
     """The playground page with a snippet loaded."""
