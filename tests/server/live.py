@@ -77,9 +77,9 @@ class LiveServer:
                 return int(line.split()[1]) * 1024
         return 0
 
-    def children(self, needle: str) -> list[int]:
-        """Processes under the server whose command line holds ``needle``."""
-        found = []
+    def descendants(self) -> dict[int, tuple[int, str]]:
+        """Every process under the server: pid -> (depth, command line)."""
+        children: dict[int, list[tuple[int, str]]] = {}
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
@@ -89,8 +89,14 @@ class LiveServer:
                 cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             except (OSError, ValueError, IndexError):
                 continue
-            if ppid == self.pid and needle in cmdline:
-                found.append(int(entry.name))
+            children.setdefault(ppid, []).append((int(entry.name), cmdline))
+        found: dict[int, tuple[int, str]] = {}
+        todo = [(self.pid, 0)]
+        while todo:
+            parent, depth = todo.pop()
+            for pid, cmdline in children.get(parent, []):
+                found[pid] = (depth + 1, cmdline)
+                todo.append((pid, depth + 1))
         return found
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 15.0) -> int | None:

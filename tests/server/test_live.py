@@ -5,8 +5,10 @@ stopped and restarted), memory, and no JAX in the server."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -34,16 +36,34 @@ SLEEPY = "import time\ntime.sleep({s})\n\ndef f():\n    return 1.0\n"
 SPIN = "while True:\n    pass\n\ndef f():\n    return 1.0\n"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    db = tmp_path_factory.mktemp("live") / "jaxplay.sqlite3"
-    live = LiveServer(
-        db,
-        "--pool",
+def _jail_available() -> bool:
+    return importlib.util.find_spec("sandbox.pool.zygote_pool") is not None and bool(
+        shutil.which("bwrap")
+    )
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
         "subprocess",
-        "--unsafe-no-jail",
-        env={"JAXPLAY_RATE_LIMIT_PER_MINUTE": "0", "JAXPLAY_POOL_CAPACITY": "2"},
-    ).start()
+        pytest.param(
+            "zygote",
+            marks=pytest.mark.skipif(
+                not _jail_available(), reason="the jailed pool needs bubblewrap"
+            ),
+        ),
+    ],
+)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    """A real server on the real pool: unjailed processes, and the jailed warm pool."""
+    db = tmp_path_factory.mktemp("live") / "jaxplay.sqlite3"
+    args = ["--pool", request.param] + (
+        ["--unsafe-no-jail"] if request.param == "subprocess" else []
+    )
+    env = {"JAXPLAY_RATE_LIMIT_PER_MINUTE": "0", "JAXPLAY_POOL_CAPACITY": "2"}
+    live = LiveServer(db, *args, env=env).start()
     yield live
     live.stop()
 
@@ -170,13 +190,21 @@ def test_a_worker_killed_mid_run(server: LiveServer) -> None:
         async with websockets.connect(ws_url(server)) as conn:
             ws = WS(conn)
             await ws.recv()
+            before = set(server.descendants())
             await ws.send(
                 {"type": "run", "seq": 1, "payload": {"code": SLEEPY.format(s=30), "timeout_s": 40}}
             )
             assert (await ws.recv())["payload"]["type"] == "accepted"
-            workers = server.children("sandbox.engine")
-            assert len(workers) == 1, workers
-            os.kill(workers[0], signal.SIGKILL)
+            # The run's process: the deepest new Python under the server (a fresh
+            # engine process, or the child forked from a zygote inside its jail).
+            now = server.descendants()
+            new = {
+                pid: depth
+                for pid, (depth, cmd) in now.items()
+                if pid not in before and "python" in cmd
+            }
+            assert new, now
+            os.kill(max(new, key=lambda pid: new[pid]), signal.SIGKILL)
             killed_at = time.monotonic()
             done = (await ws.until_done(1, timeout=5))[-1]["payload"]
             elapsed = time.monotonic() - killed_at
