@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
 
+from backend import serve_cli
 from backend.render import render_event
 from sandbox.protocol import OUTPUTS, RunRequest
 
@@ -85,7 +87,7 @@ def _build_request(
     raise AssertionError("unreachable")
 
 
-async def _local_events(request: RunRequest) -> AsyncIterator[dict[str, Any]]:
+async def _local_events(request: RunRequest) -> AsyncGenerator[dict[str, Any], None]:
     from sandbox.pool.subprocess_pool import SubprocessPool
 
     pool = SubprocessPool(max_concurrent=1)
@@ -102,10 +104,16 @@ async def _drive(
     events: AsyncIterator[dict[str, Any]], show: Callable[[dict[str, Any]], None]
 ) -> str:
     status = "error"
-    async for event in events:
-        show(event)
-        if event.get("type") == "done":
-            status = event.get("status", "error")
+    try:
+        async for event in events:
+            show(event)
+            if event.get("type") == "done":
+                status = event.get("status", "error")
+    finally:
+        # close the generator here, in its own loop, even when printing failed
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
     return status
 
 
@@ -172,8 +180,26 @@ def run(
         status = asyncio.run(_drive(events, show))
     except KeyboardInterrupt:
         raise typer.Exit(130)
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly, as command-line tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(1)
+    except (ConnectionError, OSError) as exc:
+        typer.echo(f"jaxplay: cannot reach {server or 'the local worker'}: {exc}", err=True)
+        raise typer.Exit(1)
+    except Exception as exc:
+        from backend.client import ServerError
+
+        if not isinstance(exc, ServerError):
+            raise
+        typer.echo(f"jaxplay: {exc}", err=True)
+        # the server refused the request itself (malformed, too large): as a local bad request
+        raise typer.Exit(EXIT_BAD_REQUEST if exc.status in (413, 422) else 1)
     raise typer.Exit(0 if status == "ok" else 1)
 
 
 def main() -> None:
     app()
+
+
+serve_cli.register(app)
