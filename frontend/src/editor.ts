@@ -1,0 +1,128 @@
+// The Python editor: CodeMirror 6 with Python, the run key, the colour bands and the
+// marker for the line an error points at.
+import { autocompletion, closeBrackets, closeBracketsKeymap, completionKeymap } from "@codemirror/autocomplete";
+import { defaultKeymap, history, historyKeymap, indentWithTab } from "@codemirror/commands";
+import { python } from "@codemirror/lang-python";
+import { bracketMatching, foldGutter, indentOnInput } from "@codemirror/language";
+import { highlightSelectionMatches, searchKeymap } from "@codemirror/search";
+import { EditorState, RangeSetBuilder, StateEffect, StateField } from "@codemirror/state";
+import {
+  Decoration,
+  EditorView,
+  WidgetType,
+  drawSelection,
+  highlightActiveLine,
+  highlightActiveLineGutter,
+  keymap,
+  lineNumbers,
+  type DecorationSet,
+} from "@codemirror/view";
+import { highlighting } from "./highlight";
+import { h, withCode } from "./dom";
+import { editorLinking } from "./linking";
+
+export interface ErrorMark {
+  line: number;
+  kind: string;
+  hint: string;
+}
+
+export const setErrorMark = StateEffect.define<ErrorMark | null>();
+
+class HintWidget extends WidgetType {
+  constructor(readonly mark: ErrorMark) {
+    super();
+  }
+  override eq(other: HintWidget): boolean {
+    return other.mark.kind === this.mark.kind && other.mark.hint === this.mark.hint;
+  }
+  toDOM(): HTMLElement {
+    return h(
+      "div",
+      { class: "cm-error-hint", role: "note", "aria-label": `error on line ${this.mark.line}` },
+      h("strong", {}, this.mark.kind),
+      this.mark.hint ? [" — ", ...withCode(this.mark.hint)] : "",
+    );
+  }
+  override ignoreEvent(): boolean {
+    return false;
+  }
+}
+
+const errorField = StateField.define<{ mark: ErrorMark | null; deco: DecorationSet }>({
+  create: () => ({ mark: null, deco: Decoration.none }),
+  update(value, tr) {
+    let mark = value.mark;
+    let deco = value.deco.map(tr.changes);
+    for (const e of tr.effects) {
+      if (!e.is(setErrorMark)) continue;
+      mark = e.value;
+      const builder = new RangeSetBuilder<Decoration>();
+      const doc = tr.state.doc;
+      if (mark && mark.line >= 1 && mark.line <= doc.lines) {
+        const line = doc.line(mark.line);
+        builder.add(line.from, line.from, Decoration.line({ class: "cm-error-line", attributes: { "data-error-line": String(mark.line) } }));
+        builder.add(line.to, line.to, Decoration.widget({ widget: new HintWidget(mark), block: true, side: 1 }));
+      }
+      deco = builder.finish();
+    }
+    return { mark, deco };
+  },
+  provide: (f) => EditorView.decorations.from(f, (v) => v.deco),
+});
+
+export interface EditorHooks {
+  onChange: (code: string) => void;
+  onRun: () => void;
+  onHover: (codeLine: number | null, from: EditorView) => void;
+}
+
+export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHooks): EditorView {
+  const runKey = keymap.of([
+    { key: "Mod-Enter", run: () => (hooks.onRun(), true), preventDefault: true },
+    { key: "Shift-Enter", run: () => (hooks.onRun(), true), preventDefault: true },
+  ]);
+  return new EditorView({
+    parent,
+    state: EditorState.create({
+      doc,
+      extensions: [
+        runKey,
+        lineNumbers(),
+        highlightActiveLineGutter(),
+        foldGutter(),
+        history(),
+        drawSelection(),
+        indentOnInput(),
+        bracketMatching(),
+        closeBrackets(),
+        autocompletion(),
+        highlightActiveLine(),
+        highlightSelectionMatches(),
+        python(),
+        highlighting,
+        EditorState.tabSize.of(4),
+        keymap.of([...closeBracketsKeymap, ...defaultKeymap, ...searchKeymap, ...historyKeymap, ...completionKeymap, indentWithTab]),
+        errorField,
+        editorLinking(hooks.onHover),
+        EditorView.contentAttributes.of({ "aria-label": "Python code", "data-testid": "code" }),
+        EditorView.updateListener.of((u) => {
+          if (u.docChanged) hooks.onChange(u.state.doc.toString());
+        }),
+      ],
+    }),
+  });
+}
+
+/** Replaces the whole document as one undoable change. */
+export function setCode(view: EditorView, code: string): void {
+  if (view.state.doc.toString() === code) return;
+  view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: code } });
+}
+
+export function revealLine(view: EditorView, line: number): void {
+  if (line < 1 || line > view.state.doc.lines) return;
+  const pos = view.state.doc.line(line).from;
+  view.dispatch({ selection: { anchor: pos }, effects: EditorView.scrollIntoView(pos, { y: "center" }) });
+  view.focus();
+}

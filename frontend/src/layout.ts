@@ -1,0 +1,101 @@
+// The page's skeleton: the top bar, the editor column, the pipeline builders, the
+// progress line and the output tabs. Behaviour lives in main.ts.
+import { h } from "./dom";
+import { EXAMPLES, PRESETS } from "./examples";
+import { CONFIG_TOGGLES } from "./state";
+
+export const TABS = [
+  { id: "jaxpr", title: "jaxpr" },
+  { id: "stablehlo", title: "StableHLO" },
+  { id: "hlo", title: "HLO" },
+  { id: "value", title: "Value" },
+  { id: "cost", title: "Cost" },
+  { id: "timing", title: "Timing" },
+  { id: "console", title: "Console" },
+  { id: "errors", title: "Errors" },
+] as const;
+export type TabId = (typeof TABS)[number]["id"];
+
+export function buildLayout(root: HTMLElement) {
+  const examples = h(
+    "select",
+    { id: "examples", "aria-label": "Load an example" },
+    h("option", { value: "" }, "Examples…"),
+    ...EXAMPLES.map((e) => h("option", { value: e.id }, e.title)),
+  );
+  const presets = h(
+    "select",
+    { id: "presets", "aria-label": "Set the pipeline from a preset" },
+    h("option", { value: "" }, "Presets…"),
+    ...PRESETS.map((p) => h("option", { value: p.id }, p.title)),
+  );
+  const backend = h("select", { id: "backend", "aria-label": "Backend" }, h("option", { value: "auto" }, "auto"));
+  const devices = h("input", { id: "devices", type: "number", min: 1, max: 64, step: 1, value: 1, "aria-label": "Devices", title: "devices the run sees (virtual CPU devices on CPU)" });
+  const configBoxes = CONFIG_TOGGLES.map((c) => h("input", { type: "checkbox", "data-config": c.name, id: `cfg-${c.name}` }));
+  const config = h(
+    "details",
+    { class: "config" },
+    h("summary", {}, "config"),
+    h("div", { class: "config-body" }, ...CONFIG_TOGGLES.map((c, i) => h("label", { for: `cfg-${c.name}`, title: c.help }, configBoxes[i]!, c.label))),
+  );
+  const compareBtn = h("button", { type: "button", id: "compare", "aria-pressed": "false", title: "run a second pipeline B beside A, with a diff" }, "Compare");
+  const themeBtn = h("button", { type: "button", id: "theme", "aria-label": "Switch between light and dark", title: "light / dark" }, "◐");
+  const shareBtn = h("button", { type: "button", id: "share", title: "store this snippet and copy its link" }, "Share");
+  const runBtn = h("button", { type: "button", id: "run", class: "primary", title: "Ctrl+Enter / Cmd+Enter" }, "Run");
+  const cancelBtn = h("button", { type: "button", id: "cancel", disabled: true }, "Cancel");
+  const toast = h("div", { class: "toast", role: "status", "aria-live": "polite", hidden: true });
+
+  const editorHolder = h("div", { class: "editor-holder" });
+  const entry = h("input", { id: "entry", class: "mono", value: "f", spellcheck: "false", autocomplete: "off", size: 6 });
+  const args = h("input", { id: "args", class: "mono", spellcheck: "false", autocomplete: "off", placeholder: "(jnp.ones(3),)" });
+  const left = h(
+    "section",
+    { class: "left", "aria-label": "Code" },
+    editorHolder,
+    h(
+      "div",
+      { class: "call-row" },
+      h("label", { for: "entry" }, "entry"),
+      entry,
+      h("label", { for: "args" }, "args"),
+      args,
+    ),
+  );
+
+  const pipeA = h("div", { class: "pipeline pipeline-a", "data-testid": "pipeline-A" });
+  const pipeB = h("div", { class: "pipeline pipeline-b", "data-testid": "pipeline-B", hidden: true });
+  const progress = h("div", { class: "progress" });
+  const bands = h("input", { type: "checkbox", id: "bands", checked: true });
+  const tablist = h("div", { role: "tablist", class: "tabs", "aria-label": "Outputs" });
+  const tabs = {} as Record<TabId, HTMLButtonElement>;
+  const panels = {} as Record<TabId, HTMLElement>;
+  const panelHolder = h("div", { class: "panels" });
+  for (const t of TABS) {
+    const tab = h("button", { type: "button", role: "tab", id: `tab-${t.id}`, "aria-controls": `panel-${t.id}`, "aria-selected": "false", tabindex: -1, "data-tab": t.id }, t.title, h("span", { class: "tab-badge" }));
+    const panel = h("div", { role: "tabpanel", id: `panel-${t.id}`, "aria-labelledby": `tab-${t.id}`, class: `panel panel-${t.id}`, hidden: true, tabindex: 0 });
+    tabs[t.id] = tab;
+    panels[t.id] = panel;
+    tablist.append(tab);
+    panelHolder.append(panel);
+  }
+  const right = h(
+    "section",
+    { class: "right", "aria-label": "Pipeline and outputs" },
+    h("div", { class: "pipelines" }, pipeA, pipeB),
+    progress,
+    h("div", { class: "tabs-row" }, tablist, h("label", { class: "bands-toggle", for: "bands", title: "colour bands linking code and output lines" }, bands, "bands")),
+    panelHolder,
+  );
+
+  root.append(
+    h(
+      "header",
+      { class: "topbar" },
+      h("h1", {}, h("span", { class: "logo" }, "jaxplay"), h("span", { class: "tagline" }, " what JAX makes of your function")),
+      h("nav", { class: "controls", "aria-label": "Controls" }, examples, presets, h("label", { class: "inline" }, "backend ", backend), h("label", { class: "inline" }, "devices ", devices), config, compareBtn, themeBtn, shareBtn, cancelBtn, runBtn),
+    ),
+    h("main", { class: "layout" }, left, right),
+    toast,
+  );
+  return { examples, presets, backend, devices, configBoxes, compareBtn, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, pipeA, pipeB, progress, bands, tabs, panels };
+}

@@ -1,0 +1,437 @@
+// The playground: wires the editor, the pipeline builders, the connection and the
+// output panes together. Every output is rendered as text, never as HTML.
+import "./style.css";
+import type { EditorView } from "@codemirror/view";
+import { Connection, wsUrl } from "./connection";
+import { h } from "./dom";
+import { createEditor, revealLine, setCode, setErrorMark } from "./editor";
+import { DEFAULT_STATE, EXAMPLES, PRESETS } from "./examples";
+import { buildLayout, TABS, type TabId } from "./layout";
+import { firstLinkedLine, setBandLines, showHovered } from "./linking";
+import { ConsolePane } from "./panes/console";
+import { CostPane } from "./panes/cost";
+import { ErrorsPane } from "./panes/errors";
+import { IrPane } from "./panes/ir";
+import { Progress } from "./panes/progress";
+import { TimingPane } from "./panes/timing";
+import { ValuePane } from "./panes/value";
+import { PipelineBuilder } from "./pipeline";
+import { ApiError, Backends, IR_TYPES, SnippetCreated, pipelineOf, type IrType, type RunEvent } from "./protocol";
+import { embeddedSnippet, fromRequest, loadAutosave, saveAutosave, snippetIdFromPath, toRequest, type PlayState } from "./state";
+import { describePipeline, type StepProblem } from "./transforms";
+
+const ui = buildLayout(document.getElementById("app")!);
+let state: PlayState = structuredClone(DEFAULT_STATE);
+
+// --- theme -------------------------------------------------------------------------
+const THEME_KEY = "jaxplay:theme";
+function applyTheme(theme: string): void {
+  document.documentElement.dataset.theme = theme;
+  ui.themeBtn.setAttribute("aria-label", theme === "dark" ? "Switch to the light theme" : "Switch to the dark theme");
+}
+applyTheme(localStorage.getItem(THEME_KEY) ?? (matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light"));
+ui.themeBtn.addEventListener("click", () => {
+  const next = document.documentElement.dataset.theme === "dark" ? "light" : "dark";
+  applyTheme(next);
+  localStorage.setItem(THEME_KEY, next);
+});
+
+// --- linking: hover a line on one side, its partners light up on the other ---------
+let activeTab: TabId = "jaxpr";
+const irPanes = {} as Record<IrType, IrPane>;
+
+function activeIr(): IrPane | null {
+  return (IR_TYPES as readonly string[]).includes(activeTab) ? irPanes[activeTab as IrType] : null;
+}
+
+function hover(codeLine: number | null, from: EditorView): void {
+  const fromEditor = from === editor;
+  showHovered(editor, codeLine, !fromEditor && codeLine !== null ? codeLine : null);
+  for (const view of activeIr()?.views() ?? []) {
+    showHovered(view, codeLine, fromEditor && codeLine !== null ? firstLinkedLine(view, codeLine) : null);
+  }
+}
+
+function refreshBands(): void {
+  editor.dispatch({ effects: setBandLines.of(activeIr()?.codeLines() ?? new Set()) });
+}
+
+ui.bands.addEventListener("change", () => document.body.classList.toggle("no-bands", !ui.bands.checked));
+
+// --- the editor and the call ---------------------------------------------------------
+let saveTimer = 0;
+function changed(): void {
+  window.clearTimeout(saveTimer);
+  saveTimer = window.setTimeout(() => saveAutosave(state), 300);
+}
+
+const editor = createEditor(ui.editorHolder, state.code, {
+  onChange: (code) => {
+    state.code = code;
+    changed();
+  },
+  onRun: () => void run(),
+  onHover: hover,
+});
+
+ui.entry.addEventListener("input", () => {
+  state.entry = ui.entry.value;
+  builderA.refreshSummary();
+  builderB.refreshSummary();
+  changed();
+});
+ui.args.addEventListener("input", () => {
+  state.args = ui.args.value;
+  changed();
+});
+
+const builderA = new PipelineBuilder(ui.pipeA, "A", (steps) => ((state.steps = steps), changed()), () => state.entry || "f");
+const builderB = new PipelineBuilder(ui.pipeB, "B", (steps) => ((state.compare = steps), changed()), () => state.entry || "f");
+ui.pipeA.prepend(h("h2", { class: "pipeline-title" }, "Pipeline ", h("span", { class: "pipe-a compare-only" }, "A")));
+ui.pipeB.prepend(h("h2", { class: "pipeline-title" }, "Pipeline ", h("span", { class: "pipe-b" }, "B")));
+
+function setCompare(on: boolean, steps?: PlayState["compare"]): void {
+  state.compare = on ? (steps ?? state.compare ?? structuredClone(state.steps)) : null;
+  ui.compareBtn.setAttribute("aria-pressed", String(on));
+  ui.pipeB.hidden = !on;
+  document.body.classList.toggle("comparing", on);
+  if (on) builderB.set(state.compare!);
+}
+ui.compareBtn.addEventListener("click", () => {
+  setCompare(state.compare === null);
+  changed();
+});
+
+// --- backend, devices, config ---------------------------------------------------------
+ui.backend.addEventListener("change", () => ((state.backend = ui.backend.value), changed()));
+ui.devices.addEventListener("input", () => {
+  const n = Number(ui.devices.value);
+  if (Number.isInteger(n) && n >= 1 && n <= 64) {
+    state.devices = n;
+    changed();
+  }
+});
+for (const box of ui.configBoxes) {
+  box.addEventListener("change", () => {
+    const name = box.dataset.config!;
+    if (box.checked) state.config[name] = true;
+    else delete state.config[name];
+    changed();
+  });
+}
+
+async function loadBackends(): Promise<void> {
+  try {
+    const r = await fetch("/api/v1/backends");
+    const parsed = Backends.safeParse(await r.json());
+    if (!parsed.success) return;
+    for (const b of parsed.data.backends) {
+      if (b.name === "auto" || [...ui.backend.options].some((o) => o.value === b.name)) continue;
+      const what = [b.device_kind, b.jax_version ? `jax ${b.jax_version}` : ""].filter(Boolean).join(", ");
+      ui.backend.append(h("option", { value: b.name }, what ? `${b.name} (${what})` : b.name));
+    }
+    ui.backend.value = state.backend;
+    if (ui.backend.value !== state.backend) ui.backend.value = "auto";
+  } catch {
+    // the run itself will say if the server is unreachable
+  }
+}
+
+/** Puts `s` into every control. */
+function show(s: PlayState): void {
+  state = structuredClone(s);
+  setCode(editor, state.code);
+  ui.entry.value = state.entry;
+  ui.args.value = state.args;
+  builderA.set(state.steps);
+  setCompare(state.compare !== null, state.compare);
+  if (![...ui.backend.options].some((o) => o.value === state.backend)) {
+    ui.backend.append(h("option", { value: state.backend }, state.backend));
+  }
+  ui.backend.value = state.backend;
+  ui.devices.value = String(state.devices);
+  for (const box of ui.configBoxes) box.checked = state.config[box.dataset.config!] === true;
+  builderA.refreshSummary();
+  changed();
+}
+
+ui.examples.addEventListener("change", () => {
+  const ex = EXAMPLES.find((e) => e.id === ui.examples.value);
+  ui.examples.value = "";
+  if (!ex) return;
+  show({ ...structuredClone(ex.state), backend: state.backend });
+  editor.dispatch({ effects: setErrorMark.of(null) });
+  void run();
+});
+
+ui.presets.addEventListener("change", () => {
+  const preset = PRESETS.find((p) => p.id === ui.presets.value);
+  ui.presets.value = "";
+  if (!preset) return;
+  const ex = preset.example ? EXAMPLES.find((e) => e.id === preset.example) : undefined;
+  if (ex) show({ ...structuredClone(ex.state), backend: state.backend });
+  else {
+    state.steps = structuredClone(preset.steps);
+    builderA.set(state.steps);
+    setCompare(preset.compare !== null, structuredClone(preset.compare));
+    changed();
+  }
+  void run();
+});
+
+// --- tabs ------------------------------------------------------------------------------
+function selectTab(id: TabId, focus = false): void {
+  activeTab = id;
+  for (const t of TABS) {
+    const on = t.id === id;
+    ui.tabs[t.id].setAttribute("aria-selected", String(on));
+    ui.tabs[t.id].tabIndex = on ? 0 : -1;
+    ui.panels[t.id].hidden = !on;
+  }
+  ui.tabs[id].classList.remove("fresh");
+  if (focus) ui.tabs[id].focus();
+  refreshBands();
+  for (const view of activeIr()?.views() ?? []) view.requestMeasure();
+}
+for (const [i, t] of TABS.entries()) {
+  const tab = ui.tabs[t.id];
+  tab.addEventListener("click", () => selectTab(t.id));
+  tab.addEventListener("keydown", (e) => {
+    const n = TABS.length;
+    const to = { ArrowRight: (i + 1) % n, ArrowLeft: (i - 1 + n) % n, Home: 0, End: n - 1 }[e.key];
+    if (to === undefined) return;
+    e.preventDefault();
+    selectTab(TABS[to]!.id, true);
+  });
+}
+
+function mark(tab: TabId, badge?: string): void {
+  if (tab !== activeTab) ui.tabs[tab].classList.add("fresh");
+  if (badge !== undefined) ui.tabs[tab].querySelector(".tab-badge")!.textContent = badge;
+}
+
+// --- panes ------------------------------------------------------------------------------
+for (const kind of IR_TYPES) irPanes[kind] = new IrPane(kind, ui.panels[kind], hover);
+const valuePane = new ValuePane(ui.panels.value);
+const costPane = new CostPane(ui.panels.cost);
+const timingPane = new TimingPane(ui.panels.timing);
+const consolePane = new ConsolePane(ui.panels.console);
+const errorsPane = new ErrorsPane(ui.panels.errors, (line) => revealLine(editor, line));
+const progress = new Progress(ui.progress);
+selectTab("jaxpr");
+
+// --- running ----------------------------------------------------------------------------
+let labels: Record<string, string> = {};
+
+const conn = new Connection(wsUrl(location), {
+  onEvent: (_seq, event) => onEvent(event),
+  onProblem: (seq, message, status, field) => {
+    const title = status === 422 ? "The server refused the request" : status === 429 || status === 503 ? "The server is busy" : "Server problem";
+    errorsPane.addProblem(title, field ? `${message} (field: ${field})` : message);
+    mark("errors", String(errorsPane.size()));
+    if (seq !== -1) {
+      progress.problem(status ? `(${status})` : "");
+      runEnded();
+      selectTab("errors");
+    }
+  },
+  onDropped: (_seq, why) => {
+    progress.problem(`— ${why}`);
+    errorsPane.addProblem("Connection lost", why);
+    runEnded();
+  },
+});
+
+function runEnded(): void {
+  ui.cancelBtn.disabled = true;
+  document.body.classList.remove("running");
+  for (const p of Object.values(irPanes)) p.end();
+  valuePane.end();
+  costPane.end();
+  timingPane.end();
+}
+
+function pipelineLabel(p: string): string | null {
+  if (state.compare === null && p === "main") return null;
+  return p === "main" ? "A" : "B";
+}
+
+function onEvent(event: RunEvent): void {
+  const p = pipelineOf(event);
+  switch (event.type) {
+    case "accepted": {
+      const w = event.worker;
+      const cached = event.cached === true ? "results from the cache; timings fresh" : "";
+      if (w) progress.setWorker([w.backend ?? w.platform, w.device_kind, w.devices ? `${w.devices} device${w.devices === 1 ? "" : "s"}` : "", w.jax_version ? `jax ${w.jax_version}` : "", cached].filter(Boolean).join(" · "));
+      progress.started();
+      break;
+    }
+    case "stage":
+      progress.stage(p, event.stage, event.ms ?? null);
+      break;
+    case "stdout":
+    case "stderr":
+      consolePane.add(event.type, event.stage, p, event.text);
+      mark("console", String(consolePane.count()));
+      break;
+    case "jaxpr":
+    case "stablehlo":
+    case "hlo":
+      irPanes[event.type].set(p, event.text, event.sources);
+      mark(event.type);
+      if (activeTab === event.type) refreshBands();
+      break;
+    case "value":
+      valuePane.set(p, event);
+      mark("value");
+      break;
+    case "cost":
+      costPane.set(p, event);
+      mark("cost");
+      break;
+    case "timing":
+      timingPane.set(event.rows);
+      mark("timing");
+      break;
+    case "error": {
+      errorsPane.addRunError(event, pipelineLabel(p));
+      mark("errors", String(errorsPane.size()));
+      progress.failed(p, event.stage);
+      if (event.line != null && event.line > 0) {
+        editor.dispatch({ effects: setErrorMark.of({ line: event.line, kind: event.kind, hint: event.hint ?? "" }) });
+      }
+      const pane = activeIr();
+      if (!pane || !pane.has(p)) selectTab("errors");
+      break;
+    }
+    case "done":
+      progress.done(event.status, event.ms, event.reason);
+      runEnded();
+      break;
+  }
+}
+
+async function run(): Promise<void> {
+  const problems: StepProblem[] = [];
+  const request = toRequest(state, problems);
+  errorsPane.reset();
+  mark("errors", "");
+  mark("console", "");
+  if (problems.length > 0) {
+    for (const pr of problems) errorsPane.addProblem("A transform option does not parse", `step ${pr.step + 1}, ${pr.option}: ${pr.message}`);
+    mark("errors", String(problems.length));
+    progress.problem("— fix the transform options first");
+    selectTab("errors");
+    return;
+  }
+  const pipelines = state.compare ? ["main", "0"] : ["main"];
+  labels = { main: describePipeline(state.steps, request.entry) };
+  if (state.compare) labels["0"] = describePipeline(state.compare, request.entry);
+  for (const pane of Object.values(irPanes)) pane.reset(pipelines, labels);
+  valuePane.reset(pipelines, labels);
+  costPane.reset(pipelines, labels);
+  timingPane.reset(pipelines);
+  consolePane.reset(pipelines);
+  progress.reset(pipelines, labels);
+  progress.setWorker("");
+  editor.dispatch({ effects: setErrorMark.of(null) });
+  refreshBands();
+  for (const t of TABS) ui.tabs[t.id].classList.remove("fresh");
+  ui.cancelBtn.disabled = false;
+  document.body.classList.add("running");
+  try {
+    await conn.run(request);
+  } catch (e) {
+    progress.problem(`— ${(e as Error).message}`);
+    errorsPane.addProblem("Cannot reach the server", (e as Error).message);
+    mark("errors", String(errorsPane.size()));
+    runEnded();
+  }
+}
+
+ui.runBtn.addEventListener("click", () => void run());
+ui.cancelBtn.addEventListener("click", () => {
+  // the server answers a cancel with the run's `done` (cancelled)
+  if (conn.cancel()) return;
+  progress.done("cancelled", null, "before it started");
+  runEnded();
+});
+document.addEventListener("keydown", (e) => {
+  if ((e.ctrlKey || e.metaKey) && e.key === "Enter") {
+    e.preventDefault();
+    void run();
+  }
+});
+
+// --- share -------------------------------------------------------------------------------
+let toastTimer = 0;
+function toast(...content: (Node | string)[]): void {
+  ui.toast.replaceChildren(...content);
+  ui.toast.hidden = false;
+  window.clearTimeout(toastTimer);
+  toastTimer = window.setTimeout(() => (ui.toast.hidden = true), 8000);
+}
+
+ui.shareBtn.addEventListener("click", async () => {
+  const problems: StepProblem[] = [];
+  const request = toRequest(state, problems);
+  if (problems.length) {
+    toast("Fix the transform options before sharing.");
+    return;
+  }
+  try {
+    const r = await fetch("/api/v1/snippets", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(request) });
+    const body: unknown = await r.json();
+    if (!r.ok) {
+      const err = ApiError.safeParse(body);
+      toast(`Could not share: ${err.success ? err.data.message : r.statusText}`);
+      return;
+    }
+    const created = SnippetCreated.parse(body);
+    const url = new URL(created.url, location.origin);
+    history.replaceState(null, "", url.pathname);
+    const field = h("input", { class: "mono share-link", readonly: true, value: url.href, "aria-label": "Link to this snippet", "data-testid": "share-link" });
+    let copied = false;
+    try {
+      await navigator.clipboard.writeText(url.href);
+      copied = true;
+    } catch {
+      // no clipboard permission: the link is selected for copying by hand
+    }
+    toast(copied ? "Link copied: " : "Link: ", field);
+    field.select();
+  } catch (e) {
+    toast(`Could not share: ${(e as Error).message}`);
+  }
+});
+
+// For scripts and tests: the full texts (CodeMirror renders only what is on screen).
+Object.assign(window, {
+  jaxplay: {
+    text: (kind: IrType, pipeline = "main") => irPanes[kind]?.text(pipeline) ?? null,
+    code: () => editor.state.doc.toString(),
+  },
+});
+
+// --- start ---------------------------------------------------------------------------------
+async function start(): Promise<void> {
+  let snippet = embeddedSnippet(document);
+  const id = snippetIdFromPath(location.pathname);
+  if (!snippet && id) {
+    try {
+      const r = await fetch(`/api/v1/snippets/${encodeURIComponent(id)}`);
+      if (r.ok) snippet = await r.json();
+    } catch {
+      // shown as the default state
+    }
+  }
+  if (snippet) {
+    show(fromRequest(snippet, DEFAULT_STATE));
+    void loadBackends();
+    void run(); // a shared link shows its results at once (from the cache when it has them)
+    return;
+  }
+  show(loadAutosave(DEFAULT_STATE) ?? DEFAULT_STATE);
+  void loadBackends();
+}
+void start();

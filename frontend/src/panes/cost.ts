@@ -1,0 +1,106 @@
+// Cost and memory: XLA's own estimates, one column per pipeline, with bars.
+import { clear, h } from "../dom";
+import { fmtBytes, fmtCount } from "../format";
+import type { EventOf } from "../protocol";
+
+type Cost = EventOf<"cost">;
+
+interface Metric {
+  label: string;
+  help: string;
+  get: (c: Cost) => number | null | undefined;
+  fmt: (n: number | null | undefined) => string;
+}
+
+const METRICS: Metric[] = [
+  { label: "FLOPs", help: "floating-point operations", get: (c) => c.flops, fmt: fmtCount },
+  { label: "transcendentals", help: "exp, log, sin, tanh, …", get: (c) => c.transcendentals, fmt: fmtCount },
+  { label: "bytes accessed", help: "memory traffic", get: (c) => c.bytes_accessed, fmt: fmtBytes },
+  {
+    label: "FLOPs per byte",
+    help: "arithmetic intensity",
+    get: (c) => (c.flops != null && c.bytes_accessed ? c.flops / c.bytes_accessed : null),
+    fmt: (n) => (n == null ? "—" : n.toFixed(2)),
+  },
+];
+
+const MEMORY = ["argument", "output", "temp", "alias", "generated_code", "peak"];
+
+export class CostPane {
+  private costs = new Map<string, Cost>();
+  private pipelines: string[] = ["main"];
+  private labels: Record<string, string> = {};
+  private ended = false;
+
+  constructor(readonly root: HTMLElement) {
+    this.render();
+  }
+
+  reset(pipelines: string[], labels: Record<string, string>): void {
+    this.costs.clear();
+    this.pipelines = pipelines;
+    this.labels = labels;
+    this.ended = false;
+    this.render();
+  }
+
+  set(pipeline: string, cost: Cost): void {
+    this.costs.set(pipeline, cost);
+    this.render();
+  }
+
+  end(): void {
+    this.ended = true;
+    this.render();
+  }
+
+  has(): boolean {
+    return this.costs.size > 0;
+  }
+
+  private render(): void {
+    clear(this.root);
+    if (this.costs.size === 0) {
+      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No cost figures: the run ended before compiling." : "Waiting for XLA's cost analysis…"));
+      return;
+    }
+    const cols = this.pipelines;
+    const compare = cols.length > 1;
+    const head = h(
+      "tr",
+      {},
+      h("th", { scope: "col" }, "XLA estimate"),
+      ...cols.map((p, i) => h("th", { scope: "col", class: compare ? (i === 0 ? "pipe-a" : "pipe-b") : "" }, compare ? `${i === 0 ? "A" : "B"}: ${this.labels[p] ?? p}` : (this.labels[p] ?? p))),
+    );
+    const row = (label: string, help: string, values: (number | null | undefined)[], fmt: (n: number | null | undefined) => string, bars: boolean): HTMLElement => {
+      const max = Math.max(0, ...values.map((v) => v ?? 0));
+      return h(
+        "tr",
+        {},
+        h("th", { scope: "row", title: help }, label),
+        ...values.map((v, i) =>
+          h(
+            "td",
+            { class: "num" },
+            fmt(v),
+            bars && max > 0 && v != null
+              ? h("div", { class: `bar ${i === 0 ? "bar-a" : "bar-b"}`, style: `width:${Math.max(1, (100 * v) / max).toFixed(1)}%` })
+              : null,
+          ),
+        ),
+      );
+    };
+    const body = h("tbody", {});
+    for (const m of METRICS) body.append(row(m.label, m.help, cols.map((p) => { const c = this.costs.get(p); return c ? m.get(c) : null; }), m.fmt, compare));
+    body.append(h("tr", { class: "section" }, h("th", { scope: "rowgroup", colspan: cols.length + 1 }, "memory")));
+    for (const key of MEMORY) {
+      const values = cols.map((p) => this.costs.get(p)?.memory?.[key]);
+      if (values.every((v) => v == null)) continue;
+      body.append(row(key.replace("_", " "), `${key} bytes`, values, fmtBytes, true));
+    }
+    this.root.append(
+      h("div", { class: "scroll-x" }, h("table", { class: "cost" }, h("thead", {}, head), body)),
+      h("p", { class: "pane-note" }, "From XLA's cost and memory analysis of the compiled executable: estimates, per call."),
+    );
+  }
+}

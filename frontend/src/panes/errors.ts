@@ -1,0 +1,68 @@
+// Errors: the kind, the line (a button that jumps there), the hint, JAX's page for
+// it, and the full message. Also the server's own refusals (422, 429, 503).
+import { clear, docLink, h, withCode } from "../dom";
+import type { EventOf } from "../protocol";
+
+export class ErrorsPane {
+  private count = 0;
+  private list: HTMLElement;
+  private note: HTMLElement;
+
+  constructor(
+    readonly root: HTMLElement,
+    private readonly onGoToLine: (line: number) => void,
+  ) {
+    this.note = h("p", { class: "pane-note" }, "No errors.");
+    this.list = h("div", { class: "errors" });
+    root.append(this.note, this.list);
+  }
+
+  reset(): void {
+    this.count = 0;
+    clear(this.list);
+    this.note.hidden = false;
+  }
+
+  size(): number {
+    return this.count;
+  }
+
+  addRunError(e: EventOf<"error">, pipelineLabel: string | null): void {
+    this.count++;
+    this.note.hidden = true;
+    const line = e.line ?? null;
+    this.list.append(
+      h(
+        "article",
+        { class: "error-card", "data-kind": e.kind },
+        h(
+          "header",
+          {},
+          h("strong", { class: "error-kind" }, e.kind),
+          e.stage ? h("span", { class: "badge" }, `at ${e.stage}`) : null,
+          pipelineLabel ? h("span", { class: "badge" }, pipelineLabel) : null,
+          line !== null
+            ? h("button", { type: "button", class: "linklike error-line", onclick: () => this.onGoToLine(line) }, `line ${line}`)
+            : null,
+        ),
+        e.hint ? h("p", { class: "error-hint" }, withCode(e.hint)) : null,
+        e.doc_url ? h("p", { class: "error-doc" }, "More: ", docLink(e.doc_url, e.doc_url)) : null,
+        h("details", { open: !e.hint }, h("summary", {}, "message"), h("pre", { class: "error-message" }, e.message)),
+      ),
+    );
+  }
+
+  addProblem(title: string, message: string, detail?: string): void {
+    this.count++;
+    this.note.hidden = true;
+    this.list.append(
+      h(
+        "article",
+        { class: "error-card problem" },
+        h("header", {}, h("strong", { class: "error-kind" }, title)),
+        h("p", { class: "error-hint" }, message),
+        detail ? h("pre", { class: "error-message" }, detail) : null,
+      ),
+    );
+  }
+}

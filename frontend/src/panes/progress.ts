@@ -1,0 +1,119 @@
+// Stage progress: one chip per stage as it finishes, per pipeline; the run's status.
+import { clear, h } from "../dom";
+import { fmtMs } from "../format";
+
+const MAIN_STAGES = ["exec", "args", "trace", "lower", "compile", "execute", "timing"];
+const COMPARE_STAGES = ["trace", "lower", "compile", "execute"];
+
+type StageState = { ms: number | null; failed?: boolean };
+
+export type RunStatus = "idle" | "queued" | "running" | "ok" | "error" | "timeout" | "killed" | "cancelled";
+
+export class Progress {
+  private stages = new Map<string, Map<string, StageState>>();
+  private pipelines: string[] = ["main"];
+  private labels: Record<string, string> = {};
+  private status: RunStatus = "idle";
+  private detail = "";
+  private rows: HTMLElement;
+  private statusEl: HTMLElement;
+  private workerEl: HTMLElement;
+
+  constructor(readonly root: HTMLElement) {
+    this.statusEl = h("span", { class: "run-status", role: "status", "aria-live": "polite", "data-status": "idle" });
+    this.workerEl = h("span", { class: "worker" });
+    this.rows = h("div", { class: "stage-rows" });
+    root.append(h("div", { class: "status-line" }, this.statusEl, this.workerEl), this.rows);
+    this.render();
+  }
+
+  reset(pipelines: string[], labels: Record<string, string>): void {
+    this.pipelines = pipelines;
+    this.labels = labels;
+    this.stages = new Map(pipelines.map((p) => [p, new Map()]));
+    this.status = "queued";
+    this.detail = "";
+    this.render();
+  }
+
+  setWorker(text: string): void {
+    this.workerEl.textContent = text;
+  }
+
+  started(): void {
+    if (this.status === "queued") this.status = "running";
+    this.render();
+  }
+
+  stage(pipeline: string, stage: string, ms: number | null): void {
+    // timing is one stage for the whole run; show it on the main row
+    const p = stage === "timing" ? this.pipelines[0]! : pipeline;
+    if (!this.stages.has(p)) this.stages.set(p, new Map());
+    this.stages.get(p)!.set(stage, { ms });
+    this.started();
+  }
+
+  failed(pipeline: string, stage: string | null | undefined): void {
+    if (!stage) return;
+    if (!this.stages.has(pipeline)) this.stages.set(pipeline, new Map());
+    this.stages.get(pipeline)!.set(stage, { ms: null, failed: true });
+    this.render();
+  }
+
+  done(status: string, ms: number | null | undefined, reason: string | null | undefined): void {
+    this.status = (["ok", "error", "timeout", "killed", "cancelled"].includes(status) ? status : "error") as RunStatus;
+    this.detail = [ms != null ? `in ${fmtMs(ms)}` : "", reason ?? ""].filter(Boolean).join(" — ");
+    this.render();
+  }
+
+  problem(message: string): void {
+    this.status = "error";
+    this.detail = message;
+    this.render();
+  }
+
+  isLive(): boolean {
+    return this.status === "queued" || this.status === "running";
+  }
+
+  private render(): void {
+    const words: Record<RunStatus, string> = {
+      idle: "Ready — Ctrl+Enter runs",
+      queued: "Waiting for a worker…",
+      running: "Running…",
+      ok: "Done",
+      error: "Error",
+      timeout: "Timed out",
+      killed: "Killed",
+      cancelled: "Cancelled",
+    };
+    this.statusEl.dataset.status = this.status;
+    this.statusEl.textContent = [words[this.status], this.detail].filter(Boolean).join(" ");
+    clear(this.rows);
+    if (this.status === "idle") return;
+    const live = this.isLive();
+    this.pipelines.forEach((p, i) => {
+      const seen = this.stages.get(p) ?? new Map<string, StageState>();
+      const order = i === 0 ? MAIN_STAGES : COMPARE_STAGES;
+      // the stage after the last one seen is the one running (a cached run skips some)
+      const lastSeen = order.reduce((m, s, j) => (seen.has(s) ? j : m), -1);
+      const nextIdx = lastSeen + 1;
+      const chips = order.map((s, j) => {
+        const st = seen.get(s);
+        let cls = "pending";
+        let text = s;
+        if (st?.failed) cls = "failed";
+        else if (st) {
+          cls = "done";
+          text = `${s} ${fmtMs(st.ms)}`;
+        } else if (live && j === nextIdx) cls = "running";
+        else if (!live) cls = this.status === "ok" ? "unseen" : "skipped";
+        return h("li", { class: `stage ${cls}`, "data-stage": s }, text);
+      });
+      const name = this.pipelines.length > 1 ? `${i === 0 ? "A" : "B"}: ${this.labels[p] ?? p}` : (this.labels[p] ?? "");
+      this.rows.append(
+        h("div", { class: "stage-row", "data-pipeline": p }, h("span", { class: `stage-pipe ${i === 0 ? "pipe-a" : "pipe-b"}` }, name), h("ol", { class: "stages", "aria-label": `stages of ${name || "the run"}` }, chips)),
+      );
+    });
+  }
+}

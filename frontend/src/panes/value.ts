@@ -1,0 +1,109 @@
+// Values and gradients: the pytree's leaves with path, dtype, shape, a summary and
+// the first values; in compare mode the largest difference from pipeline A.
+import { clear, h } from "../dom";
+import { fmtAval, fmtNum } from "../format";
+import type { EventOf, ValueLeaf } from "../protocol";
+
+const PREVIEW = 12;
+
+function preview(leaf: ValueLeaf): string {
+  const data = leaf.data;
+  if (!data) return "(too large to send; see the summary)";
+  const shown = data.slice(0, PREVIEW).map(fmtNum).join(", ");
+  return data.length > PREVIEW ? `[${shown}, … ${data.length - PREVIEW} more]` : `[${shown}]`;
+}
+
+function maxAbsDiff(a: ValueLeaf | undefined, b: ValueLeaf): string | null {
+  if (!a || !a.data || !b.data || a.data.length !== b.data.length) return null;
+  if (a.sha256 && a.sha256 === b.sha256) return "identical bytes";
+  let m = 0;
+  for (let i = 0; i < a.data.length; i++) {
+    const x = a.data[i];
+    const y = b.data[i];
+    if (typeof x !== "number" || typeof y !== "number") return null;
+    m = Math.max(m, Math.abs(x - y));
+  }
+  return `max |A−B| = ${fmtNum(m)}`;
+}
+
+export class ValuePane {
+  private values = new Map<string, EventOf<"value">>();
+  private pipelines: string[] = ["main"];
+  private labels: Record<string, string> = {};
+  private ended = false;
+
+  constructor(readonly root: HTMLElement) {
+    this.render();
+  }
+
+  reset(pipelines: string[], labels: Record<string, string>): void {
+    this.values.clear();
+    this.pipelines = pipelines;
+    this.labels = labels;
+    this.ended = false;
+    this.render();
+  }
+
+  set(pipeline: string, event: EventOf<"value">): void {
+    this.values.set(pipeline, event);
+    this.render();
+  }
+
+  end(): void {
+    this.ended = true;
+    this.render();
+  }
+
+  has(): boolean {
+    return this.values.size > 0;
+  }
+
+  private render(): void {
+    clear(this.root);
+    const compare = this.pipelines.length > 1;
+    const first = this.values.get(this.pipelines[0]!);
+    for (const [i, p] of this.pipelines.entries()) {
+      const value = this.values.get(p);
+      const section = h("section", { class: "value-block", "data-pipeline": p });
+      if (compare) section.append(h("h3", { class: i === 0 ? "pipe-a" : "pipe-b" }, `${i === 0 ? "A" : "B"}: ${this.labels[p] ?? p}`));
+      if (!value) {
+        section.append(h("p", { class: "pane-note" }, this.ended ? "No value: the run ended before it." : "Waiting for the value…"));
+        this.root.append(section);
+        continue;
+      }
+      const firstByPath = new Map((first?.tree ?? []).map((l) => [l.path, l]));
+      const rows = value.tree.map((leaf) => {
+        const s = leaf.summary;
+        const bad = (s?.nan_count ?? 0) > 0 || (s?.inf_count ?? 0) > 0;
+        const diff = compare && i > 0 ? maxAbsDiff(firstByPath.get(leaf.path), leaf) : null;
+        return h(
+          "tr",
+          { class: bad ? "bad" : "" },
+          h("td", { class: "mono" }, leaf.path || "(root)"),
+          h("td", { class: "mono" }, fmtAval(leaf.dtype, leaf.shape)),
+          h("td", { class: "num" }, fmtNum(s?.min)),
+          h("td", { class: "num" }, fmtNum(s?.max)),
+          h("td", { class: "num" }, fmtNum(s?.mean)),
+          h("td", { class: "num" }, `${s?.nan_count ?? 0} / ${s?.inf_count ?? 0}`),
+          h("td", { class: "mono small", title: leaf.sha256 ?? "" }, (leaf.sha256 ?? "").slice(0, 12)),
+          h("td", { class: "mono small" }, preview(leaf), diff ? h("div", { class: "diff-note" }, diff) : null),
+        );
+      });
+      section.append(
+        h("div", { class: "scroll-x" }, h(
+          "table",
+          { class: "leaves" },
+          h("caption", {}, `${value.tree.length} leaf${value.tree.length === 1 ? "" : "s"}`),
+          h(
+            "thead",
+            {},
+            h("tr", {}, ...["path", "aval", "min", "max", "mean", "NaN / inf", "sha256", "values"].map((t) => h("th", { scope: "col" }, t))),
+          ),
+          h("tbody", {}, rows),
+        )),
+        h("details", { open: true }, h("summary", {}, "repr"), h("pre", { class: "repr" }, value.repr)),
+      );
+      this.root.append(section);
+    }
+  }
+}

@@ -1,0 +1,124 @@
+// What the page edits, how it becomes a run request (SPEC §1), and how it is saved
+// locally and restored from a shared snippet. Pure apart from localStorage access.
+import { fromRequestTransforms, toRequestTransforms, type Json, type Step, type StepProblem } from "./transforms";
+
+export interface PlayState {
+  code: string;
+  entry: string;
+  args: string;
+  steps: Step[];
+  /** the second pipeline of compare mode; null when compare mode is off */
+  compare: Step[] | null;
+  backend: string;
+  devices: number;
+  config: Record<string, boolean | string>;
+}
+
+export const CONFIG_TOGGLES: { name: string; label: string; help: string }[] = [
+  { name: "jax_enable_x64", label: "x64", help: "64-bit floats and ints (jax_enable_x64)" },
+  { name: "jax_debug_nans", label: "debug NaNs", help: "raise at the first NaN (jax_debug_nans)" },
+  { name: "jax_disable_jit", label: "disable jit", help: "run jit-decorated code eagerly (jax_disable_jit)" },
+];
+
+export interface RunRequest {
+  code: string;
+  entry: string;
+  args: string;
+  transforms: Record<string, Json>[];
+  compare: Record<string, Json>[][];
+  backend: string;
+  devices: number;
+  config: Record<string, boolean | string>;
+}
+
+export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRequest {
+  const compareProblems: StepProblem[] = [];
+  const request: RunRequest = {
+    code: state.code,
+    entry: state.entry.trim() || "f",
+    args: state.args.trim() || "()",
+    transforms: toRequestTransforms(state.steps, problems),
+    compare: state.compare ? [toRequestTransforms(state.compare, compareProblems)] : [],
+    backend: state.backend || "auto",
+    devices: state.devices,
+    config: { ...state.config },
+  };
+  for (const p of compareProblems) problems.push({ ...p, step: p.step, option: `B: ${p.option}` });
+  return request;
+}
+
+/** A stored request (a snippet, an autosave) back into page state; lenient. */
+export function fromRequest(data: unknown, fallback: PlayState): PlayState {
+  if (!data || typeof data !== "object") return fallback;
+  const d = data as Record<string, unknown>;
+  const str = (v: unknown, dflt: string): string => (typeof v === "string" ? v : dflt);
+  const compare = Array.isArray(d.compare) && d.compare.length > 0 ? fromRequestTransforms(d.compare[0]) : null;
+  const config: Record<string, boolean | string> = {};
+  if (d.config && typeof d.config === "object") {
+    for (const [k, v] of Object.entries(d.config as Record<string, unknown>)) {
+      if (typeof v === "boolean" || typeof v === "string") config[k] = v;
+    }
+  }
+  const devices = typeof d.devices === "number" && d.devices >= 1 && d.devices <= 64 ? Math.floor(d.devices) : 1;
+  return {
+    code: str(d.code, fallback.code),
+    entry: str(d.entry, "f"),
+    args: str(d.args, "()"),
+    steps: fromRequestTransforms(d.transforms),
+    compare,
+    backend: str(d.backend, "auto"),
+    devices,
+    config,
+  };
+}
+
+// --- local autosave ----------------------------------------------------------------
+
+const KEY = "jaxplay:state:v1";
+
+/** The autosaved state, as typed (option text included), or null. */
+export function loadAutosave(fallback: PlayState): PlayState | null {
+  try {
+    const raw = localStorage.getItem(KEY);
+    if (!raw) return null;
+    const saved = JSON.parse(raw) as Partial<PlayState>;
+    if (typeof saved.code !== "string" || !Array.isArray(saved.steps)) return null;
+    const steps = (v: unknown): Step[] =>
+      (Array.isArray(v) ? v : []).filter(
+        (s): s is Step => !!s && typeof s.name === "string" && !!s.options && typeof s.options === "object",
+      );
+    return {
+      ...fallback,
+      ...saved,
+      steps: steps(saved.steps),
+      compare: saved.compare ? steps(saved.compare) : null,
+      config: saved.config && typeof saved.config === "object" ? saved.config : {},
+    };
+  } catch {
+    return null;
+  }
+}
+
+export function saveAutosave(state: PlayState): void {
+  try {
+    localStorage.setItem(KEY, JSON.stringify(state));
+  } catch {
+    // storage full or disabled: autosave is a convenience
+  }
+}
+
+/** The snippet the server embedded in the page for `/s/{id}` (backend/app/page.py). */
+export function embeddedSnippet(doc: Document): unknown {
+  const tag = doc.getElementById("jaxplay-snippet");
+  if (!tag?.textContent) return null;
+  try {
+    return JSON.parse(tag.textContent);
+  } catch {
+    return null;
+  }
+}
+
+export function snippetIdFromPath(path: string): string | null {
+  const m = /^\/s\/([A-Za-z0-9_-]+)\/?$/.exec(path);
+  return m ? m[1]! : null;
+}

@@ -1,0 +1,258 @@
+// The transforms the engine applies and their options, spelled as JAX spells them
+// (sandbox/protocol.py TRANSFORM_OPTIONS). Pure: no DOM, unit-tested.
+
+export type Json = null | boolean | number | string | Json[];
+
+/** How an option is edited and turned into JSON. */
+export type OptionKind =
+  | "ints" //       0  or  0, 1        -> 0 or [0, 1]
+  | "names" //      n  or  n, m        -> "n" or ["n", "m"]
+  | "axes" //       0, None, (None, 0) -> nested arrays of int|null
+  | "int" //        4
+  | "bool" //       checkbox
+  | "name" //       an identifier
+  | "policy" //     a name from jax.checkpoint_policies
+  | "expr"; //      a Python expression (tangents, cotangents)
+
+export interface OptionSpec {
+  name: string;
+  kind: OptionKind;
+  /** JAX's own default, shown as the placeholder; bools are sent only when they differ. */
+  jaxDefault: string | boolean;
+  help: string;
+}
+
+const argnums = (d = "0"): OptionSpec => ({ name: "argnums", kind: "ints", jaxDefault: d, help: "which positional arguments to differentiate" });
+const hasAux: OptionSpec = { name: "has_aux", kind: "bool", jaxDefault: false, help: "f returns (output, aux); aux is passed through" };
+const holomorphic: OptionSpec = { name: "holomorphic", kind: "bool", jaxDefault: false, help: "f is holomorphic (complex inputs and outputs)" };
+
+export const TRANSFORMS: Record<string, { help: string; options: OptionSpec[] }> = {
+  jit: {
+    help: "compile with XLA",
+    options: [
+      { name: "static_argnums", kind: "ints", jaxDefault: "", help: "arguments treated as compile-time constants" },
+      { name: "static_argnames", kind: "names", jaxDefault: "", help: "keyword arguments treated as constants" },
+      { name: "donate_argnums", kind: "ints", jaxDefault: "", help: "arguments whose buffers XLA may reuse" },
+    ],
+  },
+  grad: {
+    help: "gradient of a scalar function",
+    options: [argnums(), hasAux, holomorphic, { name: "allow_int", kind: "bool", jaxDefault: false, help: "allow integer inputs (float0 gradients)" }],
+  },
+  value_and_grad: {
+    help: "(value, gradient)",
+    options: [argnums(), hasAux, holomorphic, { name: "allow_int", kind: "bool", jaxDefault: false, help: "allow integer inputs" }],
+  },
+  vmap: {
+    help: "vectorise over a batch axis",
+    options: [
+      { name: "in_axes", kind: "axes", jaxDefault: "0", help: "batch axis of each argument: 0, None, (None, 0), ..." },
+      { name: "out_axes", kind: "axes", jaxDefault: "0", help: "batch axis of the outputs" },
+      { name: "axis_name", kind: "name", jaxDefault: "", help: "name for collectives (lax.psum, ...)" },
+      { name: "axis_size", kind: "int", jaxDefault: "", help: "batch size when no argument is mapped" },
+    ],
+  },
+  pmap: {
+    help: "parallel map over devices",
+    options: [
+      { name: "axis_name", kind: "name", jaxDefault: "", help: "name for collectives (lax.psum, ...)" },
+      { name: "in_axes", kind: "axes", jaxDefault: "0", help: "mapped axis of each argument" },
+      { name: "out_axes", kind: "axes", jaxDefault: "0", help: "mapped axis of the outputs" },
+      { name: "static_broadcasted_argnums", kind: "ints", jaxDefault: "", help: "arguments broadcast as constants" },
+    ],
+  },
+  jacfwd: { help: "Jacobian, forward mode", options: [argnums(), hasAux, holomorphic] },
+  jacrev: { help: "Jacobian, reverse mode", options: [argnums(), hasAux, holomorphic] },
+  hessian: { help: "Hessian (jacfwd of jacrev)", options: [argnums(), hasAux] },
+  checkpoint: {
+    help: "rematerialise in the backward pass",
+    options: [
+      { name: "prevent_cse", kind: "bool", jaxDefault: true, help: "keep XLA from undoing the rematerialisation" },
+      { name: "policy", kind: "policy", jaxDefault: "", help: "which intermediates may be saved" },
+    ],
+  },
+  jvp: { help: "forward-mode: (f(x), J·t)", options: [{ name: "tangents", kind: "expr", jaxDefault: "", help: "a Python expression: tangents like args (default: ones)" }] },
+  vjp: { help: "reverse-mode: (f(x), ct·J)", options: [{ name: "cotangents", kind: "expr", jaxDefault: "", help: "a Python expression: cotangents like the output (default: ones)" }] },
+};
+
+export const TRANSFORM_NAMES = Object.keys(TRANSFORMS);
+
+export const CHECKPOINT_POLICIES = [
+  "everything_saveable",
+  "nothing_saveable",
+  "dots_saveable",
+  "checkpoint_dots",
+  "dots_with_no_batch_dims_saveable",
+  "checkpoint_dots_with_no_batch_dims",
+];
+
+/** One step of a pipeline as the page keeps it: option values as the user typed them. */
+export interface Step {
+  name: string;
+  /** text for text-like options, booleans for checkboxes */
+  options: Record<string, string | boolean>;
+}
+
+export class OptionError extends Error {}
+
+// --- parsing what the user typed ---------------------------------------------------
+
+/** Parses `0`, `None`, `(None, 0)`, `[0, (1, None)]`, `-1` into JSON (tuples as arrays). */
+export function parseAxes(src: string): Json {
+  const tokens = src.match(/\s*(-?\d+|None|null|[()[\],])\s*/gy);
+  const joined = (tokens ?? []).join("");
+  if (joined.length !== src.length) throw new OptionError("expected ints, None and (...) tuples");
+  const toks = (tokens ?? []).map((t) => t.trim());
+  let i = 0;
+  const value = (): Json => {
+    const t = toks[i++];
+    if (t === undefined) throw new OptionError("unexpected end");
+    if (t === "None" || t === "null") return null;
+    if (/^-?\d+$/.test(t)) return Number(t);
+    if (t === "(" || t === "[") {
+      const close = t === "(" ? ")" : "]";
+      const items: Json[] = [];
+      while (toks[i] !== close) {
+        if (toks[i] === undefined) throw new OptionError(`missing ${close}`);
+        items.push(value());
+        if (toks[i] === ",") i++;
+        else if (toks[i] !== close) throw new OptionError(`expected , or ${close}`);
+      }
+      i++;
+      return items;
+    }
+    throw new OptionError(`unexpected ${t}`);
+  };
+  if (toks.length === 0) throw new OptionError("empty");
+  // A bare `None, 0` is a tuple, as in Python.
+  const first = value();
+  if (i === toks.length) return first;
+  const items = [first];
+  while (i < toks.length) {
+    if (toks[i] !== ",") throw new OptionError("expected ,");
+    i++;
+    if (i < toks.length) items.push(value());
+  }
+  return items;
+}
+
+function parseInts(src: string): Json {
+  const v = parseAxes(src);
+  const ok = (x: Json): boolean => typeof x === "number";
+  if (ok(v) || (Array.isArray(v) && v.every(ok))) return v;
+  throw new OptionError("expected an int or ints: 0  or  0, 1");
+}
+
+const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+function parseNames(src: string): Json {
+  const parts = src.replace(/^[([]|[)\]]$/g, "").split(",").map((s) => s.trim().replace(/^['"]|['"]$/g, "")).filter(Boolean);
+  if (parts.length === 0 || !parts.every((p) => IDENT.test(p))) throw new OptionError("expected names: n  or  n, m");
+  return parts.length === 1 && !src.includes(",") ? parts[0]! : parts;
+}
+
+/** One option's JSON value, `undefined` when it is left at JAX's default. */
+export function optionValue(spec: OptionSpec, raw: string | boolean | undefined): Json | undefined {
+  if (spec.kind === "bool") {
+    if (raw === undefined || raw === spec.jaxDefault) return undefined;
+    return Boolean(raw);
+  }
+  const src = typeof raw === "string" ? raw.trim() : "";
+  if (src === "") return undefined;
+  switch (spec.kind) {
+    case "ints":
+      return parseInts(src);
+    case "names":
+      return parseNames(src);
+    case "axes":
+      return parseAxes(src);
+    case "int": {
+      if (!/^\d+$/.test(src)) throw new OptionError("expected a whole number");
+      return Number(src);
+    }
+    case "name":
+    case "policy":
+      if (!IDENT.test(src)) throw new OptionError("expected a Python name");
+      return src;
+    case "expr":
+      return src;
+  }
+}
+
+export interface StepProblem {
+  step: number;
+  option: string;
+  message: string;
+}
+
+/** The steps as the run request wants them: `{name, **options}`; problems listed, not thrown. */
+export function toRequestTransforms(steps: Step[], problems: StepProblem[] = []): Record<string, Json>[] {
+  return steps.map((step, i) => {
+    const out: Record<string, Json> = { name: step.name };
+    for (const spec of TRANSFORMS[step.name]?.options ?? []) {
+      try {
+        const v = optionValue(spec, step.options[spec.name]);
+        if (v !== undefined) out[spec.name] = v;
+      } catch (e) {
+        problems.push({ step: i, option: spec.name, message: (e as Error).message });
+      }
+    }
+    return out;
+  });
+}
+
+/** The reverse: a stored request's transforms back into editable steps. */
+export function fromRequestTransforms(items: unknown): Step[] {
+  if (!Array.isArray(items)) return [];
+  const steps: Step[] = [];
+  for (const item of items) {
+    if (!item || typeof item !== "object") continue;
+    const { name, ...rest } = item as Record<string, unknown>;
+    if (typeof name !== "string" || !(name in TRANSFORMS)) continue;
+    const options: Record<string, string | boolean> = {};
+    for (const spec of TRANSFORMS[name]!.options) {
+      if (!(spec.name in rest)) continue;
+      const v = rest[spec.name];
+      options[spec.name] = spec.kind === "bool" ? Boolean(v) : formatJson(v as Json);
+    }
+    steps.push({ name, options });
+  }
+  return steps;
+}
+
+/** JSON back into the Python spelling the user would type: `(None, 0)`. */
+export function formatJson(v: Json): string {
+  if (v === null) return "None";
+  if (typeof v === "boolean") return v ? "True" : "False";
+  if (Array.isArray(v)) {
+    const inner = v.map(formatJson).join(", ");
+    return v.length === 1 ? `(${inner},)` : `(${inner})`;
+  }
+  return String(v);
+}
+
+function formatOption(v: Json): string {
+  if (typeof v === "string") return JSON.stringify(v).replace(/^"|"$/g, "'");
+  return formatJson(v);
+}
+
+/** What the pipeline means in JAX's own words: `[grad, jit]` -> `jit(grad(f))`. */
+export function describePipeline(steps: Step[], entry = "f"): string {
+  let expr = entry;
+  for (const step of steps) {
+    let opts: Record<string, Json>;
+    try {
+      opts = toRequestTransforms([step])[0]!;
+    } catch {
+      opts = { name: step.name };
+    }
+    const parts = [expr];
+    for (const [k, v] of Object.entries(opts)) {
+      if (k === "name") continue;
+      if (k === "policy") parts.push(`policy=jax.checkpoint_policies.${String(v)}`);
+      else parts.push(`${k}=${formatOption(v)}`);
+    }
+    expr = `${step.name}(${parts.join(", ")})`;
+  }
+  return expr;
+}

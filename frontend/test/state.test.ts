@@ -1,0 +1,43 @@
+import { describe, expect, it } from "vitest";
+import { DEFAULT_STATE, EXAMPLES, PRESETS } from "../src/examples";
+import { fromRequest, snippetIdFromPath, toRequest } from "../src/state";
+
+describe("state", () => {
+  it("builds the SPEC §1 request, compare included", () => {
+    const ex = EXAMPLES.find((e) => e.id === "jacfwd-jacrev")!;
+    const req = toRequest({ ...ex.state, backend: "cpu" });
+    expect(req).toMatchObject({
+      entry: "f",
+      transforms: [{ name: "jacfwd" }, { name: "jit" }],
+      compare: [[{ name: "jacrev" }, { name: "jit" }]],
+      backend: "cpu",
+      devices: 1,
+    });
+  });
+
+  it("restores a stored snippet", () => {
+    const stored = { code: "def f(x):\n    return x\n", args: "1.0", transforms: [{ name: "pmap", axis_name: "i" }], devices: 4, compare: [[{ name: "jit" }]] };
+    const s = fromRequest(stored, DEFAULT_STATE);
+    expect(s.steps).toEqual([{ name: "pmap", options: { axis_name: "i" } }]);
+    expect(s.compare).toEqual([{ name: "jit", options: {} }]);
+    expect(s.devices).toBe(4);
+    expect(toRequest(s)).toMatchObject({ transforms: stored.transforms, compare: stored.compare, devices: 4, entry: "f" });
+  });
+
+  it("every example and preset makes a valid request", () => {
+    for (const ex of EXAMPLES) {
+      const problems: unknown[] = [];
+      toRequest({ ...ex.state, backend: "auto" }, problems as never);
+      expect(problems, ex.id).toEqual([]);
+    }
+    for (const p of PRESETS) {
+      if (p.example) expect(EXAMPLES.some((e) => e.id === p.example), p.id).toBe(true);
+    }
+  });
+
+  it("reads snippet ids from /s/ paths", () => {
+    expect(snippetIdFromPath("/s/abc123")).toBe("abc123");
+    expect(snippetIdFromPath("/")).toBeNull();
+    expect(snippetIdFromPath("/s/../x")).toBeNull();
+  });
+});

@@ -1,0 +1,33 @@
+import { defineConfig } from "vitest/config";
+
+// The page is served by the backend (`jaxplay serve`) from frontend/dist, at `/` and
+// at `/s/{id}`, so assets use absolute paths. `npm run dev` proxies the API to a
+// running `jaxplay serve` (JAXPLAY_DEV_API, default http://127.0.0.1:8000).
+declare const process: { env: Record<string, string | undefined> };
+const api = process.env.JAXPLAY_DEV_API ?? "http://127.0.0.1:8000";
+
+export default defineConfig({
+  base: "/",
+  resolve: {
+    // One copy of CodeMirror's state and view, or extensions stop matching.
+    dedupe: ["@codemirror/state", "@codemirror/view", "@codemirror/language"],
+  },
+  build: {
+    outDir: "dist",
+    emptyOutDir: true,
+    target: "es2022",
+    sourcemap: false,
+    reportCompressedSize: true,
+    chunkSizeWarningLimit: 1200,
+  },
+  server: {
+    proxy: {
+      "/api": { target: api, ws: true },
+      "/s/": { target: api },
+    },
+  },
+  test: {
+    environment: "node",
+    include: ["test/**/*.test.ts"],
+  },
+});

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds the page: frontend/src -> frontend/dist (committed, so `jaxplay serve` needs
+# no Node at run time). Installs the locked toolchain (npm ci) when node_modules is
+# missing or older than the lock file, type-checks, runs the unit tests, builds.
+#
+#   scripts/build_frontend.sh           build frontend/dist
+#   scripts/build_frontend.sh --check   build into a temporary folder and fail if it
+#                                       differs from the committed frontend/dist (CI)
+set -euo pipefail
+cd "$(dirname "$0")/../frontend"
+
+if ! command -v npm >/dev/null 2>&1; then
+    echo "build_frontend: needs Node.js >= 20 and npm (e.g. apt-get install nodejs npm)" >&2
+    exit 1
+fi
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    echo "build_frontend: npm ci"
+    npm ci --no-audit --no-fund --loglevel=error
+fi
+npx tsc --noEmit -p .
+npx vitest run --reporter=dot
+
+if [ "${1:-}" = "--check" ]; then
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    npx vite build --logLevel warn --outDir "$tmp/dist" --emptyOutDir
+    if ! diff -r "$tmp/dist" dist >/dev/null; then
+        echo "build_frontend: frontend/dist is not what frontend/src builds to;" \
+             "run scripts/build_frontend.sh and commit frontend/dist" >&2
+        diff -rq "$tmp/dist" dist >&2 || true
+        exit 1
+    fi
+    echo "build_frontend: frontend/dist matches a fresh build"
+else
+    npx vite build --logLevel warn
+    echo "build_frontend: built frontend/dist ($(du -sh dist | cut -f1))"
+fi
