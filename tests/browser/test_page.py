@@ -306,3 +306,16 @@ def test_screenshots(page: Any, tmp_path: Path) -> None:
     page.click("#tab-value")
     page.screenshot(path=str(out / "narrow.png"), full_page=True)
     assert (out / "narrow.png").stat().st_size > 10_000
+
+
+def test_every_example_runs_as_it_should(page: Any) -> None:
+    options = page.locator("#examples option").all()
+    ids = [o.get_attribute("value") for o in options if o.get_attribute("value")]
+    assert len(ids) >= 7
+    for example in ids:
+        page.select_option("#examples", example)
+        want = "error" if example == "sharp-bit" else "ok"
+        assert wait_done(page) == want, (example, page.inner_text("#panel-errors"))
+        if example == "pmap":
+            assert "4 devices" in page.inner_text(".worker")
+            assert "pmap" in output_text(page, "jaxpr") or "shard_map" in output_text(page, "jaxpr")
