@@ -60,6 +60,7 @@ def render_event(event: dict[str, Any]) -> str | None:
                 f"  {row['label'][:40]:40} {_fmt_ms(row.get('compile_ms')):>9} {_fmt_ms(row['median_ms']):>9}"
                 f" {_fmt_ms(row['min_ms']):>9} {_fmt_ms(row['iqr_ms']):>9} {row['runs']:>7}"
             )
+        lines += [f"  note: {note}" for note in event.get("notes", [])]
         return "\n".join(lines)
     if kind == "error":
         where = f" at line {event['line']}" if event.get("line") else ""

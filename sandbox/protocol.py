@@ -191,7 +191,7 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "hlo": ("text", "sources"),
     "value": ("repr", "tree"),
     "cost": ("flops", "transcendentals", "bytes_accessed", "memory"),
-    "timing": ("rows",),
+    "timing": ("rows", "notes"),
     "error": ("stage", "kind", "message", "line", "hint", "doc_url"),
     "done": ("status", "ms", "reason"),
 }

@@ -204,3 +204,21 @@ def test_donated_arguments_are_not_reused_after_they_are_consumed(run) -> None:
     assert not by_type(events, "error") and events[-1]["status"] == "ok"
     (timing,) = by_type(events, "timing")
     assert [r["label"] for r in timing["rows"]] == ["f (eager)", "jit(f, donate_argnums=0)"]
+
+
+def test_a_collective_that_cannot_run_eagerly_is_a_timing_note_not_an_error(run) -> None:
+    events = run(
+        {
+            "code": 'def f(x):\n    return lax.psum(x * 2, "i")\n',
+            "args": "jnp.arange(4.0)",
+            "transforms": [{"name": "pmap", "axis_name": "i"}],
+            "devices": 4,
+            "outputs": ["value", "timing"],
+        }
+    )
+    assert not by_type(events, "error") and events[-1]["status"] == "ok"
+    (timing,) = by_type(events, "timing")
+    assert [r["label"] for r in timing["rows"]] == ["pmap(f, axis_name='i')"]
+    assert timing["notes"] and "unbound axis name" in timing["notes"][0]
+    (value,) = by_type(events, "value")
+    assert value["tree"][0]["data"] == [12.0] * 4
