@@ -29,7 +29,12 @@ MAX_DEVICES = 64
 Output = Literal["jaxpr", "stablehlo", "hlo", "value", "cost", "timing"]
 OUTPUTS: tuple[Output, ...] = ("jaxpr", "stablehlo", "hlo", "value", "cost", "timing")
 Backend = Literal["cpu", "gpu", "tpu", "auto"]
-STAGES = ("exec", "trace", "lower", "compile", "execute")
+#: what ``stage`` events name, in the order they happen (SPEC §2's five, plus
+#: ``args``, evaluating the example arguments, and ``timing``, the comparison)
+STAGES = ("exec", "args", "trace", "lower", "compile", "execute", "timing")
+#: what ``error`` events may name besides: before exec (``request``, ``config``),
+#: building the pipeline from its options (``transform``), and jaxplay's own failure
+ERROR_STAGES = ("request", "config", *STAGES[:2], "transform", *STAGES[2:], "engine")
 
 #: Options each transform accepts, spelled as the JAX function of that name spells
 #: them. ``jvp``'s ``tangents`` and ``vjp``'s ``cotangents`` are Python expressions.

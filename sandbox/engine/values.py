@@ -23,7 +23,9 @@ def leaf_array(leaf: Any) -> np.ndarray:
 
 
 def _plain(values: np.ndarray) -> Any:
-    """Values as JSON-able Python numbers (complex as [re, im])."""
+    """Values as JSON-able Python numbers (complex as [re, im]); None for float0."""
+    if values.dtype.itemsize == 0:  # float0: the "gradient" of an integer input
+        return None
     if values.dtype.kind == "c":
         return [[float(z.real), float(z.imag)] for z in values.reshape(-1)]
     if values.dtype.kind in "biu":
@@ -34,7 +36,11 @@ def _plain(values: np.ndarray) -> Any:
 
 
 def summary(values: np.ndarray) -> dict[str, Any] | None:
-    if values.size == 0 or (values.dtype.kind not in "biufc" and values.dtype.name != "bfloat16"):
+    if (
+        values.dtype.itemsize == 0
+        or values.size == 0
+        or (values.dtype.kind not in "biufc" and values.dtype.name != "bfloat16")
+    ):
         return None
     data = values.astype(np.complex128 if values.dtype.kind == "c" else np.float64)
     if data.dtype.kind == "c":

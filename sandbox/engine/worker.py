@@ -169,7 +169,7 @@ class Run:
             namespace = module.__dict__
             args = self.staged("args", lambda: program.evaluate_args(request.args, namespace))
             f = self.staged(
-                "entry", lambda: program.resolve_entry(module, request.entry), report=False
+                "exec", lambda: program.resolve_entry(module, request.entry), report=False
             )
         except UserError as error:
             self.fail(error)

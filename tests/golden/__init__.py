@@ -1,0 +1,179 @@
+"""Golden tests: what JAX itself prints, against what jaxplay's engine streams back.
+
+- ``cases/<name>.json``: a run request (SPEC §1; ``code`` may be a list of lines)
+  with a ``description`` and an optional ``expect`` (hints that pin down what the
+  case is about: the error kind/line/stage, lines of stdout, which ops come from
+  which lines, whether timing is checked).
+- ``reference.py``: computes, with JAX directly and independently of
+  ``sandbox.engine``, the jaxpr / StableHLO / HLO texts and the value leaves of each
+  pipeline, or the first error. Always run in a fresh process, one per case.
+- ``data/<name>.json``: the golden files, the reference's output with the jax
+  version that made it; refreshed only explicitly, with
+  ``python -m tests.golden.regenerate`` (``make golden``), then reviewed as a diff.
+
+The rules the reference implements (the engine must agree) are those of SPEC §1/§2:
+transforms applied in list order, JSON arrays in options taken as tuples, the jaxpr
+of ``jax.make_jaxpr(pipeline, static_argnums=S)`` with S the static arguments of
+``jit`` (``static_argnames`` by their positions) and ``pmap``, the StableHLO/HLO of
+``pipeline.lower`` when the outermost transform is ``jit``/``pmap`` and of
+``jax.jit(pipeline, static_argnums=S).lower`` otherwise, values from
+``pipeline(*args)`` with a sha256 of each leaf's C-order bytes (key data for PRNG
+keys), and errors with the innermost line of ``snippet.py`` in the traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tests.golden.reference import request_of
+
+__all__ = [
+    "CASES_DIR",
+    "DATA_DIR",
+    "REFERENCE",
+    "ROOT",
+    "case_names",
+    "from_golden",
+    "jaxplay_command",
+    "load_case",
+    "load_golden",
+    "parallel",
+    "request_of",
+    "run_engine",
+    "run_reference",
+    "to_golden",
+]
+
+GOLDEN_DIR = Path(__file__).resolve().parent
+ROOT = GOLDEN_DIR.parents[1]
+CASES_DIR = GOLDEN_DIR / "cases"
+DATA_DIR = GOLDEN_DIR / "data"
+REFERENCE = GOLDEN_DIR / "reference.py"
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def case_names() -> list[str]:
+    return sorted(p.stem for p in CASES_DIR.glob("*.json"))
+
+
+def load_case(name: str) -> dict[str, Any]:
+    with open(CASES_DIR / f"{name}.json") as fh:
+        case: dict[str, Any] = json.load(fh)
+    return case
+
+
+def _lean_env() -> dict[str, str]:
+    """The environment for child processes: the machine is shared, keep them small."""
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.pop("JAX_PLATFORMS", None)
+    env.pop("XLA_FLAGS", None)
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def run_reference(name: str, timeout: float = 180) -> dict[str, Any]:
+    """The reference's output for one case, from a fresh process."""
+    proc = subprocess.run(
+        [sys.executable, str(REFERENCE), str(CASES_DIR / f"{name}.json")],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_lean_env(),
+        cwd=ROOT,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"reference failed on {name} (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+        )
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def jaxplay_command() -> list[str]:
+    """The console script of the venv this test runs in."""
+    script = Path(sys.executable).parent / "jaxplay"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "backend.cli"]
+
+
+def run_engine(request: dict[str, Any], timeout: float = 180) -> dict[str, Any]:
+    """``jaxplay run --request - --json``: the events, the exit code and stderr."""
+    proc = subprocess.run(
+        [*jaxplay_command(), "run", "--request", "-", "--json"],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_lean_env(),
+        cwd=ROOT,
+    )
+    events = []
+    bad_lines = []
+    for line in proc.stdout.splitlines():
+        if not line.strip():
+            continue
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            bad_lines.append(line)
+    return {
+        "events": events,
+        "bad_lines": bad_lines,
+        "returncode": proc.returncode,
+        "stderr": proc.stderr,
+    }
+
+
+def parallel(fn: Callable[[T], R], items: Iterable[T], workers: int = 2) -> dict[T, Any]:
+    """``fn`` over ``items`` on a small thread pool (each call runs a subprocess).
+    The value for an item is what ``fn`` returned, or the exception it raised."""
+    items = list(items)
+    out: dict[T, Any] = {}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {item: pool.submit(fn, item) for item in items}
+        for item, future in futures.items():
+            try:
+                out[item] = future.result()
+            except Exception as exc:
+                out[item] = exc
+    return out
+
+
+# --- golden files: texts are stored as lists of lines, so diffs can be reviewed --
+
+
+def _map_texts(obj: Any, fn: Callable[[Any], Any]) -> Any:
+    if isinstance(obj, dict):
+        return {k: fn(v) if k == "text" else _map_texts(v, fn) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_map_texts(v, fn) for v in obj]
+    return obj
+
+
+def to_golden(result: dict[str, Any]) -> dict[str, Any]:
+    converted: dict[str, Any] = _map_texts(result, lambda text: text.split("\n"))
+    return converted
+
+
+def from_golden(data: dict[str, Any]) -> dict[str, Any]:
+    converted: dict[str, Any] = _map_texts(data, lambda lines: "\n".join(lines))
+    return converted
+
+
+def load_golden(name: str) -> dict[str, Any] | None:
+    path = DATA_DIR / f"{name}.json"
+    if not path.exists():
+        return None
+    with open(path) as fh:
+        return from_golden(json.load(fh))
