@@ -41,7 +41,7 @@ def worker_message(run_id: str, request: RunRequest) -> bytes:
     return json.dumps(message).encode()
 
 
-def _human_bytes(n: int) -> str:
+def human_bytes(n: int) -> str:
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size and n % size == 0:
             return f"{n // size} {unit}"
@@ -55,35 +55,56 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
-class SupervisedRun:
-    """One worker process running one request; iterate ``events()`` once."""
+class WorkerStartError(Exception):
+    """The worker could not be started; the message says why, in words."""
+
+
+class RunSupervisor:
+    """Relays one run's event and stderr streams, with every cap, ending with ``done``.
+
+    Subclasses say how the worker starts (``_start``: its event and stderr streams),
+    how to learn its end (``_wait``: a returncode, negative for a signal), how to kill
+    it (``_kill``, from outside, idempotent) and what to do after (``_finish``).
+    """
 
     def __init__(
         self,
-        argv: Sequence[str],
         request: RunRequest,
         run_id: str,
         *,
         wall_s: float | None = None,
         limits: OutputLimits | None = None,
-        env: dict[str, str] | None = None,
-        pass_fds: Sequence[int] = (),
-        cwd: str | None = None,
     ) -> None:
         self.run_id = run_id
-        self._argv = list(argv)
         self._request = request
         self._wall_s = request.timeout_s if wall_s is None else wall_s
         self._limits = limits or OutputLimits()
-        self._env = env
-        self._pass_fds = tuple(pass_fds)
-        self._cwd = cwd
-        self._proc: asyncio.subprocess.Process | None = None
         self._end: tuple[str, str] | None = None  # (status, reason) decided by us
         self._queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self._user_bytes = 0
         self._event_bytes = 0
         self._worker_done: dict[str, Any] | None = None
+        self._returncode: int | None = None
+
+    # --- what subclasses provide -------------------------------------------------
+
+    async def _start(self) -> tuple[asyncio.StreamReader, asyncio.StreamReader]:
+        raise NotImplementedError
+
+    async def _wait(self) -> int | None:
+        raise NotImplementedError
+
+    def _kill(self) -> None:
+        raise NotImplementedError
+
+    async def _finish(self) -> None:
+        """After the stream ended (normally or not); the worker is dead or done."""
+
+    def _limit_hit(self) -> tuple[str, str] | None:
+        """A limit the worker died of that only the host can see (e.g. memory)."""
+        return None
+
+    # --- the relay ---------------------------------------------------------------
 
     async def cancel(self) -> None:
         self._stop("cancelled", "cancelled by the client")
@@ -93,62 +114,41 @@ class SupervisedRun:
             self._end = (status, reason)
         self._kill()
 
-    def _kill(self) -> None:
-        if self._proc is not None and self._proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
-
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         started = time.monotonic()
         try:
-            self._proc = await asyncio.create_subprocess_exec(
-                *self._argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=self._env,
-                cwd=self._cwd,
-                pass_fds=self._pass_fds,
-                start_new_session=True,  # its own process group, killed as one
-                limit=MAX_EVENT_BYTES,
+            try:
+                stdout, stderr = await self._start()
+            except (OSError, WorkerStartError) as exc:
+                yield done_event(
+                    "error",
+                    (time.monotonic() - started) * 1000,
+                    f"the worker could not start: {exc}",
+                )
+                return
+            readers = [
+                asyncio.create_task(self._read_events(stdout)),
+                asyncio.create_task(self._read_stderr(stderr)),
+            ]
+            waiter = asyncio.create_task(self._wait_then_end(readers))
+            watchdog = asyncio.get_running_loop().call_later(
+                self._wall_s, self._stop, "timeout", f"wall clock {self._wall_s:g} s"
             )
-        except OSError as exc:
-            yield done_event("error", 0.0, f"the worker could not start: {exc}")
-            return
-        proc = self._proc
-        assert proc.stdin and proc.stdout and proc.stderr
-        readers = [
-            asyncio.create_task(self._read_events(proc.stdout)),
-            asyncio.create_task(self._read_stderr(proc.stderr)),
-        ]
-        feeder = asyncio.create_task(self._feed(proc.stdin))
-        waiter = asyncio.create_task(self._wait(proc, readers))
-        watchdog = asyncio.get_running_loop().call_later(
-            self._wall_s, self._stop, "timeout", f"wall clock {self._wall_s:g} s"
-        )
-        try:
-            while (event := await self._queue.get()) is not None:
-                yield event
-            yield self._final_done(proc.returncode, (time.monotonic() - started) * 1000)
+            try:
+                while (event := await self._queue.get()) is not None:
+                    yield event
+                yield self._final_done(self._returncode, (time.monotonic() - started) * 1000)
+            finally:
+                watchdog.cancel()
+                for task in (*readers, waiter):
+                    task.cancel()
         finally:
-            watchdog.cancel()
-            self._kill()
-            for task in (*readers, feeder, waiter):
-                task.cancel()
+            await self._finish()
 
-    async def _feed(self, stdin: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            stdin.write(worker_message(self.run_id, self._request))
-            await stdin.drain()
-            stdin.close()
-
-    async def _wait(
-        self, proc: asyncio.subprocess.Process, readers: list[asyncio.Task[None]]
-    ) -> None:
-        await proc.wait()
+    async def _wait_then_end(self, readers: list[asyncio.Task[None]]) -> None:
+        self._returncode = await self._wait()
         # The worker may leave children holding the pipes open: give the readers a
         # moment for buffered lines, then end regardless.
-        self._kill()
         await asyncio.wait(readers, timeout=0.5)
         await self._queue.put(None)
 
@@ -157,13 +157,13 @@ class SupervisedRun:
             try:
                 line = await stream.readline()
             except ValueError:  # a line over MAX_EVENT_BYTES
-                self._stop("killed", f"a worker message over {_human_bytes(MAX_EVENT_BYTES)}")
+                self._stop("killed", f"a worker message over {human_bytes(MAX_EVENT_BYTES)}")
                 return
             if not line:
                 return
             self._event_bytes += len(line)
             if self._event_bytes > self._limits.event_bytes:
-                self._stop("killed", f"results over {_human_bytes(self._limits.event_bytes)}")
+                self._stop("killed", f"results over {human_bytes(self._limits.event_bytes)}")
                 return
             event = self._parse(line)
             if event is not None:
@@ -196,7 +196,7 @@ class SupervisedRun:
         self._user_bytes += n
         if self._user_bytes <= self._limits.output_bytes:
             return True
-        self._stop("killed", f"output {_human_bytes(self._limits.output_bytes)}")
+        self._stop("killed", f"output {human_bytes(self._limits.output_bytes)}")
         return False
 
     async def _read_stderr(self, stream: asyncio.StreamReader) -> None:
@@ -213,6 +213,9 @@ class SupervisedRun:
     def _final_done(self, returncode: int | None, ms: float) -> dict[str, Any]:
         if self._end is not None:
             return done_event(self._end[0], ms, self._end[1])
+        limit = self._limit_hit()
+        if limit is not None:
+            return done_event(limit[0], ms, limit[1])
         done = self._worker_done
         if done is not None and done.get("status") in ("ok", "error"):
             return done_event(done["status"], ms, str(done.get("reason", ""))[:1000])
@@ -221,3 +224,68 @@ class SupervisedRun:
         return done_event(
             "error", ms, f"the worker exited with status {returncode} before finishing"
         )
+
+
+class SupervisedRun(RunSupervisor):
+    """One worker process running one request; iterate ``events()`` once."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        request: RunRequest,
+        run_id: str,
+        *,
+        wall_s: float | None = None,
+        limits: OutputLimits | None = None,
+        env: dict[str, str] | None = None,
+        pass_fds: Sequence[int] = (),
+        cwd: str | None = None,
+    ) -> None:
+        super().__init__(request, run_id, wall_s=wall_s, limits=limits)
+        self._argv = list(argv)
+        self._env = env
+        self._pass_fds = tuple(pass_fds)
+        self._cwd = cwd
+        self._proc: asyncio.subprocess.Process | None = None
+        self._feeder: asyncio.Task[None] | None = None
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            *self._argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self._env,
+            cwd=self._cwd,
+            pass_fds=self._pass_fds,
+            start_new_session=True,  # its own process group, killed as one
+            limit=MAX_EVENT_BYTES,
+        )
+
+    async def _start(self) -> tuple[asyncio.StreamReader, asyncio.StreamReader]:
+        self._proc = proc = await self._spawn()
+        assert proc.stdin and proc.stdout and proc.stderr
+        self._feeder = asyncio.create_task(self._feed(proc.stdin))
+        return proc.stdout, proc.stderr
+
+    async def _wait(self) -> int | None:
+        assert self._proc is not None
+        returncode = await self._proc.wait()
+        self._kill()  # children left holding the pipes
+        return returncode
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+
+    async def _finish(self) -> None:
+        self._kill()
+        if self._feeder is not None:
+            self._feeder.cancel()
+
+    async def _feed(self, stdin: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            stdin.write(worker_message(self.run_id, self._request))
+            await stdin.drain()
+            stdin.close()

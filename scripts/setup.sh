@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(bubblewrap libseccomp2)
+# bubblewrap + libseccomp2: the jail; acl: setfacl, to let the jail's uid reach the
+# Python runtime when it lives under a private directory (see below and docs/sandbox.md).
+APT_PACKAGES=(bubblewrap libseccomp2 acl)
 
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     missing=()
@@ -32,4 +34,43 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q -e '.[dev]'
     touch "$stamp"
+fi
+
+# The jail's unprivileged uid (docs/sandbox.md, "Who runs the jail"). When jaxplay runs
+# as root it launches bubblewrap as this user, never as root. Its primary group is what
+# the ACLs below name.
+JAIL_USER=${JAXPLAY_JAIL_USER:-jaxplay-sandbox}
+if [ "$(id -u)" = 0 ]; then
+    if ! getent group "$JAIL_USER" >/dev/null; then
+        groupadd --system "$JAIL_USER"
+    fi
+    if ! getent passwd "$JAIL_USER" >/dev/null; then
+        echo "setup: creating the jail user $JAIL_USER"
+        useradd --system --gid "$JAIL_USER" --no-create-home --home-dir /nonexistent \
+            --shell /usr/sbin/nologin "$JAIL_USER"
+    fi
+    # bubblewrap, running as that user, must resolve the Python runtime, the venv and
+    # the sandbox package to bind them read-only into the jail. Where a directory on the
+    # way is private (pyenv under /root is mode 700), grant the group search (x) only:
+    # no listing, no reading, nothing for anyone else. Only bubblewrap itself resolves
+    # host paths as this user; code in the jail sees nothing but what is bound.
+    jail_uid=$(id -u "$JAIL_USER")
+    jail_gid=$(getent group "$JAIL_USER" | cut -d: -f3)
+    as_jail() { setpriv --reuid="$jail_uid" --regid="$jail_gid" --clear-groups -- "$@"; }
+    base=$(.venv/bin/python -c 'import os, sys; print(os.path.realpath(sys.base_prefix))')
+    for target in "$base" "$(pwd)/.venv" "$(pwd)/sandbox"; do
+        dir=/
+        IFS=/ read -ra parts <<<"${target#/}"
+        for part in "${parts[@]}"; do
+            dir=${dir%/}/$part
+            if ! as_jail test -x "$dir"; then
+                echo "setup: granting group $JAIL_USER search (x) on $dir"
+                setfacl -m "g:$JAIL_USER:x" "$dir"
+            fi
+        done
+        if ! as_jail test -r "$target"; then
+            echo "setup: $target is not readable by $JAIL_USER; the jail cannot start" >&2
+            exit 1
+        fi
+    done
 fi

@@ -1,0 +1,123 @@
+"""The bubblewrap command line of a jail, and what of the host it binds.
+
+The jail sees: ``/usr`` (read-only, with the usr-merge symlinks), the Python runtime,
+its virtual environment and the ``sandbox`` package, each read-only at its host path
+(so the interpreter, ``sys.path`` and the editable install work unchanged), a fresh
+``/proc`` of its own pid namespace, a minimal ``/dev``, and private size-capped
+tmpfs ``/tmp`` and ``/dev/shm``. No ``/etc`` beyond the dynamic linker's cache, no
+``/home``, ``/root`` (save the runtime path inside it), ``/var``, ``/sys``, ``/run``.
+Every namespace is new, the network one empty; no capability, no new privileges,
+no nested user namespace, a new session (TIOCSTI), death with its parent.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import sandbox
+from sandbox.jail.settings import JailLimits
+
+#: The uid and gid user code sees inside the jail (mapped to the unprivileged host uid).
+INNER_UID = 1000
+INNER_HOSTNAME = "sandbox"
+
+#: The whole environment of a jailed process. Nothing of the server's reaches it.
+BASE_ENV: dict[str, str] = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "USER": "sandbox",
+    "LOGNAME": "sandbox",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "JAX_PLATFORMS": "cpu",
+}
+
+#: What bwrap itself is started with: its pid-1 helper keeps this environment, and
+#: the jail can read it in /proc/1/environ.
+LAUNCH_ENV: dict[str, str] = {"PATH": "/usr/bin:/bin"}
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The interpreter and the host directories bound read-only into every jail."""
+
+    python: str
+    ro_paths: tuple[str, ...]
+
+    @classmethod
+    def discover(cls) -> Runtime:
+        package = Path(sandbox.__file__).resolve().parent
+        candidates = [
+            Path(os.path.realpath(sys.base_prefix)),
+            Path(sys.prefix).absolute(),
+            package,
+        ]
+        kept: list[Path] = []
+        for path in sorted(set(candidates), key=lambda p: len(p.parts)):
+            if path.is_relative_to("/usr") or any(path.is_relative_to(k) for k in kept):
+                continue
+            kept.append(path)
+        return cls(
+            python=str(Path(sys.prefix).absolute() / "bin" / "python"),
+            ro_paths=tuple(map(str, kept)),
+        )
+
+
+def bwrap_argv(
+    bwrap: str,
+    runtime: Runtime,
+    limits: JailLimits,
+    command: Sequence[str],
+    *,
+    seccomp_fd: int,
+    env: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The full bwrap command that runs ``command`` in a fresh jail."""
+    argv = [
+        bwrap,
+        "--unshare-all",  # user, ipc, pid, net, uts, cgroup
+        "--unshare-user",  # explicit: fail, never silently run without a user namespace
+        "--disable-userns",
+        "--uid", str(INNER_UID), "--gid", str(INNER_UID),
+        "--hostname", INNER_HOSTNAME,
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop", "ALL",
+        "--clearenv",
+    ]  # fmt: skip
+    for key, value in {**BASE_ENV, **(env or {})}.items():
+        argv += ["--setenv", key, value]
+    argv += [
+        "--ro-bind", "/usr", "/usr",
+        "--symlink", "usr/lib", "/lib",
+        "--symlink", "usr/lib64", "/lib64",
+        "--symlink", "usr/bin", "/bin",
+        "--symlink", "usr/sbin", "/sbin",
+        "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+    ]  # fmt: skip
+    for path in runtime.ro_paths:
+        argv += ["--ro-bind", path, path]
+    argv += [
+        "--proc", "/proc",
+        "--dev", "/dev",
+        "--size", str(limits.tmp_bytes), "--perms", "0700", "--tmpfs", "/tmp",
+        "--size", str(limits.shm_bytes), "--perms", "0700", "--tmpfs", "/dev/shm",
+        "--remount-ro", "/dev",  # bwrap's /dev is a tmpfs the jail could otherwise fill
+        "--remount-ro", "/",
+        "--chdir", "/tmp",
+        "--seccomp", str(seccomp_fd),
+        "--",
+        *command,
+    ]  # fmt: skip
+    return argv
+
+
+def python_command(runtime: Runtime, *args: str) -> list[str]:
+    """The interpreter in isolated mode (no PYTHON* variables, no user site, no cwd on
+    sys.path) and without writing bytecode (everything it can see is read-only)."""
+    return [runtime.python, "-I", "-B", *args]

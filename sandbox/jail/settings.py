@@ -1,0 +1,158 @@
+"""The jail's settings: every limit is one field with a default and a line of help.
+
+Each field is read from ``JAXPLAY_<FIELD>`` by ``from_env()``; docs/sandbox.md lists
+them all (a test checks it). The server may wrap these in pydantic-settings; this
+module stays dependency-free so the sandbox can be used on its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": KiB, "m": MiB, "g": GiB, "t": 1 << 40}
+
+
+def parse_bytes(text: str) -> int:
+    """``"2G"``, ``"2GiB"``, ``"512m"``, ``"1048576"`` → bytes (binary units)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError(f"not a size: {text!r} (write e.g. 2G, 512M, 1048576)")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def setting(default: Any, help: str, *, size: bool = False) -> Any:
+    return field(default=default, metadata={"help": help, "size": size})
+
+
+T = TypeVar("T")
+
+
+def read_env(cls: type[T], environ: Mapping[str, str] | None, prefix: str = "JAXPLAY_") -> T:
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        name = prefix + f.name.upper()
+        if name not in env:
+            continue
+        raw = env[name]
+        kind = type(f.default)
+        try:
+            if f.metadata.get("size"):
+                values[f.name] = parse_bytes(raw)
+            elif kind is bool:
+                values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
+            elif kind is int:
+                values[f.name] = int(raw)
+            elif kind is float:
+                values[f.name] = float(raw)
+            else:
+                values[f.name] = raw
+        except ValueError as exc:
+            raise ValueError(f"{name}={raw!r}: {exc}") from None
+    return cls(**values)
+
+
+def describe(cls: type) -> list[tuple[str, Any, str]]:
+    """(environment variable, default, help) for every field, for docs and tests."""
+    return [
+        ("JAXPLAY_" + f.name.upper(), f.default, f.metadata.get("help", ""))
+        for f in dataclasses.fields(cls)
+    ]
+
+
+@dataclass(frozen=True)
+class JailLimits:
+    """Limits enforced on every jail from outside it. Sizes accept ``2G``-style values."""
+
+    max_wall_s: float = setting(
+        60.0,
+        "Upper bound on a run's wall clock; a request's timeout_s is capped by it. "
+        "At the end the whole jail is SIGKILLed.",
+    )
+    memory_bytes: int = setting(
+        2 * GiB,
+        "Memory of one jail (its zygote and the run together): cgroup memory.max "
+        "(v2) or memory.limit_in_bytes (v1). Swap is capped at 0 where the host allows.",
+        size=True,
+    )
+    data_bytes: int = setting(
+        2 * GiB,
+        "RLIMIT_DATA of every process in the jail: the second line behind the "
+        "cgroup, giving a clean MemoryError / RESOURCE_EXHAUSTED. (RLIMIT_AS is never set: "
+        "XLA reserves ~1.5 GiB of address space and aborts under it.)",
+        size=True,
+    )
+    pids: int = setting(
+        128,
+        "cgroup pids.max of one jail: processes and threads together. XLA starts about "
+        "9 + 4 x CPUs threads; 16 crashes it.",
+    )
+    nproc: int = setting(
+        4096,
+        "RLIMIT_NPROC: a coarse backstop counted per uid across all jails (the "
+        "per-jail limit is the pids cgroup).",
+    )
+    fsize_bytes: int = setting(
+        16 * MiB, "RLIMIT_FSIZE: the largest file a run may write.", size=True
+    )
+    nofile: int = setting(256, "RLIMIT_NOFILE: open file descriptors per process.")
+    cpu_s: int = setting(
+        600,
+        "RLIMIT_CPU (soft; hard is one more, so the kernel's SIGKILL follows): CPU "
+        "seconds of one process, all threads summed. The zygote counts its own too.",
+    )
+    cpus: int = setting(
+        1, "CPUs one jail may use: its affinity, cpuset and CPU quota. 0 = all of them, no quota."
+    )
+    tmp_bytes: int = setting(64 * MiB, "Size of the jail's private /tmp (tmpfs).", size=True)
+    shm_bytes: int = setting(8 * MiB, "Size of the jail's /dev/shm (tmpfs).", size=True)
+    output_bytes: int = setting(
+        1 * MiB,
+        "User output (stdout + stderr) of one run, after which the run is killed and done says so.",
+        size=True,
+    )
+    event_bytes: int = setting(
+        64 * MiB,
+        "All events of one run (jaxprs, HLO, values...) after which it is killed.",
+        size=True,
+    )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> JailLimits:
+        return read_env(cls, environ)
+
+
+@dataclass(frozen=True)
+class JailConfig:
+    """How jails are made on this host (not limits)."""
+
+    bwrap: str = setting("bwrap", "The bubblewrap executable.")
+    jail_user: str = setting(
+        "jaxplay-sandbox",
+        "When jaxplay runs as root, the unprivileged user that launches "
+        "bubblewrap (created by scripts/setup.sh). Ignored when not root: jails then run "
+        "as jaxplay's own uid.",
+    )
+    cgroup_root: str = setting(
+        "",
+        "Where per-jail cgroups are made. Empty: cgroup v2 -> /sys/fs/cgroup/jaxplay "
+        "(needs root or a delegated subtree); v1 -> <own cgroup>/jaxplay in each "
+        "controller; 'none' -> rlimits only (degraded).",
+    )
+    unsafe_no_jail: bool = setting(
+        False,
+        "Development only: run user code WITHOUT a jail when bubblewrap is missing "
+        "or unusable. Logs a loud warning. Never on a server others can reach.",
+    )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> JailConfig:
+        return read_env(cls, environ)

@@ -1,0 +1,127 @@
+"""A pool that runs nothing: scripted events, for fast tests of what sits on a pool.
+
+By default each run streams ``accepted``, a ``stage``, a ``jaxpr``, a ``value`` and
+``done ok``. A test may pass its own ``script`` (a list of events, or a function of
+the request returning one). Markers in the request's code steer a run:
+``# fake: slow=0.2`` waits that long before each event; ``# fake: hang`` never
+finishes until cancelled; ``# fake: error`` ends with an error; ``# fake: nodone``
+ends without ``done`` (a broken pool, for the server's own guard).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from sandbox.pool.base import PoolFull
+from sandbox.protocol import RunRequest, done_event
+
+WORKER = {
+    "backend": "cpu",
+    "platform": "cpu",
+    "device_kind": "cpu",
+    "devices": 1,
+    "jax_version": "0.0.fake",
+    "jaxlib_version": "0.0.fake",
+}
+Script = list[dict[str, Any]] | Callable[[RunRequest], list[dict[str, Any]]]
+
+
+def default_script(request: RunRequest) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = [
+        {"type": "stage", "stage": "trace", "ms": 1.0},
+        {"type": "jaxpr", "text": "{ lambda ; a:f32[]. let  in (a,) }", "sources": []},
+        {"type": "value", "repr": "Array(1., dtype=float32)", "tree": []},
+    ]
+    if "# fake: error" in request.code:
+        events.append(
+            {"type": "error", "stage": "exec", "kind": "NameError", "message": "fake",
+             "line": 1, "hint": None, "doc_url": None}
+        )  # fmt: skip
+    return events
+
+
+class FakeRun:
+    def __init__(self, pool: FakePool, request: RunRequest, tenant: str) -> None:
+        self.pool, self.request, self.tenant = pool, request, tenant
+        self.run_id = uuid.uuid4().hex
+        self._cancelled = asyncio.Event()
+
+    def _marker(self, name: str) -> str | None:
+        m = re.search(rf"# fake: {name}(?:=(\S+))?", self.request.code)
+        return None if m is None else (m.group(1) or "")
+
+    async def cancel(self) -> None:
+        self._cancelled.set()
+
+    async def _wait(self, seconds: float) -> bool:
+        """Sleep; True when cancelled meanwhile."""
+        try:
+            await asyncio.wait_for(self._cancelled.wait(), seconds)
+            return True
+        except TimeoutError:
+            return False
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        self.pool.running += 1
+        try:
+            script = self.pool.script
+            events = script(self.request) if callable(script) else list(script)
+            slow = float(self._marker("slow") or 0)
+            worker = dict(WORKER, devices=self.request.devices)
+            yield {"type": "accepted", "run_id": self.run_id, "worker": worker, "pipeline": "main"}
+            for event in events:
+                if await self._wait(slow):
+                    yield done_event("cancelled", 0.0, "cancelled by the client")
+                    return
+                yield {"pipeline": "main", **event}
+            if self._marker("hang") is not None:
+                await self._cancelled.wait()
+                yield done_event("cancelled", 0.0, "cancelled by the client")
+                return
+            if self._marker("nodone") is not None:
+                return
+            failed = any(e.get("type") == "error" for e in events)
+            yield done_event(
+                "error" if failed else "ok", 1.0, "the code raised an error" if failed else ""
+            )
+        finally:
+            self.pool.running -= 1
+            self.pool.finished += 1
+
+
+class FakePool:
+    """Implements sandbox.pool.base.Pool without processes or JAX."""
+
+    def __init__(self, max_concurrent: int = 4, script: Script | None = None) -> None:
+        self.capacity = max_concurrent
+        self.script: Script = script if script is not None else default_script
+        self.running = self.total = self.finished = 0
+        self.tenants: list[str] = []
+        self.requests: list[RunRequest] = []
+        self.started = self.closed = False
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def close(self) -> None:
+        self.closed = True
+
+    async def submit(self, request: RunRequest, tenant: str) -> FakeRun:
+        if self.total - self.finished >= self.capacity:  # submitted but unfinished
+            raise PoolFull("fake pool full", retry_after_s=0.05)
+        self.total += 1
+        self.tenants.append(tenant)
+        self.requests.append(request)
+        return FakeRun(self, request, tenant)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "kind": "fake",
+            "running": self.running,
+            "capacity": self.capacity,
+            "runs": self.total,
+        }

@@ -1,0 +1,54 @@
+"""The warm pool's settings: sizes follow the machine unless set."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sandbox.jail.settings import MiB, read_env, setting
+
+#: What one idle zygote costs in memory (JAX imported, tracing warmed), for sizing.
+IDLE_ZYGOTE_BYTES = 256 * MiB
+
+
+def machine() -> tuple[int, int]:
+    """(usable CPUs, total memory in bytes) of this machine."""
+    cpus = len(os.sched_getaffinity(0))
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return cpus, memory
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    pool_size: int = setting(
+        0,
+        "Most zygotes alive at once (spares and tenants' together). 0: from the "
+        "machine, min(4 x CPUs, half the memory / 256 MiB), at least 2.",
+    )
+    pool_running: int = setting(
+        0,
+        "Most runs at once; more get PoolFull (HTTP 429). 0: from the machine, "
+        "min(CPUs, 3/4 of the memory / JAXPLAY_MEMORY_BYTES), at least 1.",
+    )
+    pool_spares: int = setting(
+        1, "Zygotes kept ready for tenants not seen yet, so none waits for import jax."
+    )
+    pool_per_tenant: int = setting(2, "Most zygotes one tenant may hold (its concurrent runs).")
+    pool_idle_s: float = setting(300.0, "A tenant's zygote retires after this long unused.")
+    pool_max_runs: int = setting(200, "A zygote retires after this many runs.")
+    pool_max_age_s: float = setting(3600.0, "A zygote retires after this long alive.")
+    pool_start_s: float = setting(
+        60.0, "A zygote that is not ready (JAX imported and warmed) after this long is killed."
+    )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> PoolSettings:
+        return read_env(cls, environ)
+
+    def sizes(self, memory_per_run: int) -> tuple[int, int]:
+        """(zygotes, concurrent runs) for this machine, settings first."""
+        cpus, memory = machine()
+        size = self.pool_size or max(2, min(4 * cpus, memory // 2 // IDLE_ZYGOTE_BYTES))
+        running = self.pool_running or max(1, min(cpus, memory * 3 // 4 // max(1, memory_per_run)))
+        return size, min(running, size)

@@ -1,0 +1,502 @@
+"""The warm pool: jailed zygotes that imported JAX once; each run forks a fresh child.
+
+A zygote (sandbox/jail/zygote.py) lives in its own jail and serves one tenant only.
+Spares, bound to no tenant yet, are kept ready so a new tenant never waits for
+``import jax``. Per run the supervisor makes two pipes (events, stderr) and a memfd
+with the worker message, passes them to the zygote over its control socket
+(SCM_RIGHTS), and reads the pipes itself, with the same caps as every run
+(sandbox/supervisor.py). The zygote forks, the child runs the engine, and when it is
+gone the zygote kills what it left and empties /tmp before it takes the next run.
+
+A timeout, an output or event cap, the OOM killer, a zygote that dies or a cleanup
+that fails: each kills the whole jail (SIGKILL from outside, cgroup emptied) and the
+zygote is retired. A cancel only kills the run's child (the zygote stays), unless
+that takes longer than a second. Zygotes also retire on idle time, run count and age.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sandbox.jail.jail import Jailer
+from sandbox.jail.run import jail_returncode
+from sandbox.pool.base import PoolFull
+from sandbox.pool.settings import PoolSettings
+from sandbox.protocol import RunRequest
+from sandbox.supervisor import (
+    MAX_EVENT_BYTES,
+    OutputLimits,
+    RunSupervisor,
+    WorkerStartError,
+    human_bytes,
+    worker_message,
+)
+
+log = logging.getLogger(__name__)
+
+_BOOT = "import sys; from sandbox.jail.zygote import main; main(sys.argv)"
+#: Largest control message accepted from a zygote (they are a few dozen bytes).
+_CTL_BYTES = 4096
+#: Bytes of a zygote's own stdout/stderr that are logged; the rest is read and dropped.
+_LOG_BYTES = 64 * 1024
+#: How long a cancelled run's child may take to be killed by its zygote.
+CANCEL_S = 1.0
+
+
+class Zygote:
+    """One jail with one zygote process in it, and its control socket."""
+
+    def __init__(self, pool: ZygotePool, seq: int, tenant: str | None) -> None:
+        self.pool = pool
+        self.id = f"z{seq}"
+        self.tenant = tenant
+        self.jail = pool.jailer.jail()
+        self.state = "starting"  # starting -> idle <-> busy -> retired
+        self.run: ZygoteRun | None = None  # the run it is reserved for or running
+        self.runs = 0
+        self.born = self.last_used = time.monotonic()
+        self.ready: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.info: dict[str, Any] = {}
+        self._ctl: socket.socket | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closed: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<Zygote {self.id} {self.state} tenant={self.tenant!r} runs={self.runs}>"
+
+    async def start(self) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            proc = await self.jail.start(
+                self.pool.jailer.python("-c", _BOOT, str(child.fileno()), self.pool.worker_module),
+                pass_fds=(child.fileno(),),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+        except BaseException as exc:
+            parent.close()
+            self.retire(f"could not start: {exc}")
+            raise
+        finally:
+            child.close()
+        assert proc.stdin and proc.stdout
+        proc.stdin.close()
+        parent.setblocking(False)
+        self._ctl = parent
+        self._tasks = [
+            asyncio.create_task(self._read_control()),
+            asyncio.create_task(self._read_log(proc.stdout)),
+            asyncio.create_task(self._watch(proc)),
+        ]
+        try:
+            self.info = await asyncio.wait_for(
+                asyncio.shield(self.ready), self.pool.settings.pool_start_s
+            )
+        except TimeoutError:
+            self.retire(f"not ready after {self.pool.settings.pool_start_s:g} s")
+            raise
+        if self.state == "starting":
+            self.state = "busy" if self.run is not None else "idle"
+        log.debug(
+            "%s ready in %.0f ms, %s KiB RSS",
+            self.id,
+            self.info.get("ms", 0),
+            self.info.get("rss_kib"),
+        )
+
+    async def _read_control(self) -> None:
+        assert self._ctl is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                data = await loop.sock_recv(self._ctl, _CTL_BYTES)
+                message = json.loads(data) if data else None
+            except (OSError, ValueError):
+                message = None
+            if not isinstance(message, dict):
+                break
+            op = message.get("op")
+            if op == "ready" and not self.ready.done():
+                self.ready.set_result(message)
+            elif op == "exited" and self.run is not None:
+                status, clean = message.get("status"), message.get("clean") is True
+                run = self.run
+                self._run_ended(clean and isinstance(status, int))
+                run.exited(status if isinstance(status, int) else None)
+            elif op != "started":
+                break
+        self.retire("control channel closed")
+
+    async def _read_log(self, stream: asyncio.StreamReader) -> None:
+        logged = 0
+        while line := await stream.readline():
+            if logged < _LOG_BYTES:
+                logged += len(line)
+                log.info("%s: %s", self.id, line.decode(errors="replace").rstrip())
+
+    async def _watch(self, proc: asyncio.subprocess.Process) -> None:
+        returncode = jail_returncode(await proc.wait())
+        self.retire(f"the zygote exited with status {returncode}")
+
+    def _run_ended(self, clean: bool) -> None:
+        run, self.run = self.run, None
+        self.last_used = time.monotonic()
+        if self.state == "retired":
+            return
+        verdict = run.verdict() if run is not None else None
+        if not clean:
+            self.retire("a run left processes or files it could not remove")
+        elif verdict is not None:
+            self.retire(verdict)
+        elif self.runs >= self.pool.settings.pool_max_runs:
+            self.retire(f"{self.runs} runs")
+        else:
+            self.state = "idle"
+            self.pool.changed()
+
+    def send_run(self, fds: list[int]) -> None:
+        assert self._ctl is not None
+        socket.send_fds(self._ctl, [b'{"op":"run"}'], fds)
+        self.runs += 1
+        self.pool.total_runs += 1
+
+    def send_kill(self) -> None:
+        if self._ctl is not None:
+            with contextlib.suppress(OSError):
+                self._ctl.send(b'{"op":"kill"}')
+
+    def retire(self, why: str) -> None:
+        """Kill the jail (if alive) and forget the zygote; idempotent."""
+        if self.state == "retired":
+            return
+        log.info("%s retires: %s", self.id, why)
+        self.state = "retired"
+        self.jail.kill()
+        if not self.ready.done():
+            self.ready.set_exception(WorkerStartError(f"the sandbox {why}"))
+            self.ready.exception()  # retrieved: no "never retrieved" warning
+        self._closed = asyncio.create_task(self._close())
+        self.pool.forget(self)
+
+    async def _close(self) -> None:
+        await self.jail.close()
+        if self._ctl is not None:
+            self._ctl.close()
+        current = asyncio.current_task()
+        tasks = [t for t in self._tasks if t is not current]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.run is not None:
+            run, self.run = self.run, None
+            run.exited(None)
+
+    async def closed(self) -> None:
+        if self._closed is not None:
+            await asyncio.shield(self._closed)
+
+
+class ZygoteRun(RunSupervisor):
+    """One run in a zygote's fresh child; iterate ``events()`` once."""
+
+    def __init__(self, zygote: Zygote, request: RunRequest, run_id: str, **kwargs: Any) -> None:
+        super().__init__(request, run_id, **kwargs)
+        self._zygote = zygote
+        self._exit: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        self._transports: list[asyncio.BaseTransport] = []
+        self._oom_base = 0
+        self._sent = False
+
+    @property
+    def zygote_id(self) -> str:
+        return self._zygote.id
+
+    async def _start(self) -> tuple[asyncio.StreamReader, asyncio.StreamReader]:
+        z = self._zygote
+        await z.ready
+        if z.state == "retired":
+            raise WorkerStartError("the sandbox was retired before the run could start")
+        cgroup = z.jail.cgroup
+        self._oom_base = cgroup.oom_kills() if cgroup is not None else 0
+        message = os.memfd_create("jaxplay-run")
+        events_r, events_w = os.pipe()
+        stderr_r, stderr_w = os.pipe()
+        try:
+            os.write(message, worker_message(self.run_id, self._request))
+            os.lseek(message, 0, os.SEEK_SET)
+            z.send_run([message, events_w, stderr_w])
+            self._sent = True
+        except OSError:
+            os.close(events_r)
+            os.close(stderr_r)
+            raise
+        finally:
+            for fd in (message, events_w, stderr_w):
+                os.close(fd)
+        z.state = "busy"
+        return await self._reader(events_r, MAX_EVENT_BYTES), await self._reader(stderr_r, 2**16)
+
+    async def _reader(self, fd: int, limit: int) -> asyncio.StreamReader:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=limit)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader),
+            open(fd, "rb", buffering=0),  # noqa: SIM115 (the transport owns and closes it)
+        )
+        self._transports.append(transport)
+        return reader
+
+    def exited(self, status: int | None) -> None:
+        if not self._exit.done():
+            self._exit.set_result(status)
+
+    async def _wait(self) -> int | None:
+        status = await self._exit
+        if status is None:  # the whole jail is gone
+            await self._zygote.closed()
+            if self._end is None:
+                self._end = ("killed", self._limit_reason() or "the sandbox ended during the run")
+        return status
+
+    def _kill(self) -> None:
+        self._zygote.retire(f"run {self.run_id}: {self._end[1] if self._end else 'killed'}")
+
+    async def cancel(self) -> None:
+        if self._end is not None or self._exit.done():
+            return
+        self._end = ("cancelled", "cancelled by the client")
+        if not self._sent:
+            self._kill()
+            return
+        self._zygote.send_kill()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._exit), CANCEL_S)
+        except TimeoutError:
+            self._kill()
+
+    def _limit_reason(self) -> str | None:
+        cgroup = self._zygote.jail.cgroup
+        if cgroup is not None and cgroup.oom_kills() > self._oom_base:
+            return f"memory {human_bytes(self._zygote.pool.jailer.limits.memory_bytes)}"
+        return None
+
+    def _limit_hit(self) -> tuple[str, str] | None:
+        reason = self._limit_reason()
+        return ("killed", reason) if reason else None
+
+    def verdict(self) -> str | None:
+        """Why this run's zygote must not serve another run, if it must not."""
+        if self._end is not None and self._end[0] != "cancelled":
+            return f"run ended by {self._end[0]}: {self._end[1]}"
+        return self._limit_reason()
+
+    async def _finish(self) -> None:
+        for transport in self._transports:
+            transport.close()
+        if not self._sent:
+            z = self._zygote
+            if z.run is self:
+                z.run = None
+                if z.state in ("idle", "busy"):
+                    z.state = "idle"
+            self._zygote.pool.changed()
+
+
+class ZygotePool:
+    """Jailed warm zygotes on this machine; implements sandbox.pool.base.Pool."""
+
+    def __init__(
+        self,
+        jailer: Jailer | None = None,
+        settings: PoolSettings | None = None,
+        *,
+        worker_module: str = "sandbox.engine.worker",
+    ) -> None:
+        self.jailer = jailer or Jailer()
+        self.settings = settings or PoolSettings.from_env()
+        self.worker_module = worker_module
+        self.size, self.max_running = self.settings.sizes(self.jailer.limits.memory_bytes)
+        self.zygotes: list[Zygote] = []
+        self.total_runs = 0
+        self.retired = 0
+        self._seq = 0
+        self._refiller: asyncio.Task[None] | None = None
+        self._maintainer: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._retiring: set[Zygote] = set()
+        self._starting: set[asyncio.Task[None]] = set()
+
+    # --- lifecycle ----------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.jailer.check()
+        self._maintainer = asyncio.create_task(self._maintain())
+        self.changed()
+
+    async def close(self) -> None:
+        self._closing = True
+        self.changed()
+        tasks = [t for t in (self._maintainer, self._refiller) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for z in list(self.zygotes):
+            z.retire("the pool is closing")
+        await asyncio.gather(*tasks, *self._starting, return_exceptions=True)
+        await self.drain()
+
+    async def drain(self) -> None:
+        """Wait until every retired jail is gone (its processes and cgroup)."""
+        while self._retiring:
+            await asyncio.gather(
+                *(z.closed() for z in list(self._retiring)), return_exceptions=True
+            )
+
+    async def ready(self, timeout_s: float = 120.0) -> None:
+        """Wait until the spares are up (tests and the benchmark use this)."""
+        deadline = time.monotonic() + timeout_s
+        while self._spares(ready_only=True) < min(self.settings.pool_spares, self.size):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the pool's spares did not start")
+            await asyncio.sleep(0.05)
+
+    # --- runs ---------------------------------------------------------------------
+
+    async def submit(self, request: RunRequest, tenant: str) -> ZygoteRun:
+        if self._closing:
+            raise PoolFull("the pool is closing", retry_after_s=5.0)
+        busy = sum(1 for z in self.zygotes if z.run is not None)
+        if busy >= self.max_running:
+            raise PoolFull(f"{busy} runs in progress", retry_after_s=1.0)
+        z = self._pick(tenant)
+        jl = self.jailer.limits
+        run = ZygoteRun(
+            z,
+            request,
+            uuid.uuid4().hex,
+            wall_s=min(request.timeout_s, jl.max_wall_s),
+            limits=OutputLimits(output_bytes=jl.output_bytes, event_bytes=jl.event_bytes),
+        )
+        z.run = run
+        if z.state == "idle":
+            z.state = "busy"
+        z.last_used = time.monotonic()
+        self.changed()
+        return run
+
+    def _pick(self, tenant: str) -> Zygote:
+        mine = [z for z in self.zygotes if z.tenant == tenant]
+        idle = [z for z in mine if z.state == "idle" and z.run is None]
+        if idle:
+            return max(idle, key=lambda z: z.last_used)
+        if len(mine) >= self.settings.pool_per_tenant:
+            raise PoolFull(f"{len(mine)} runs of this client in progress", retry_after_s=1.0)
+        spares = [z for z in self.zygotes if z.tenant is None and z.run is None]
+        if spares:
+            z = min(spares, key=lambda z: (z.state != "idle", z.born))  # ready ones first
+            z.tenant = tenant
+            return z
+        if len(self.zygotes) >= self.size:
+            evictable = [z for z in self.zygotes if z.state == "idle" and z.run is None]
+            if not evictable:
+                raise PoolFull("every sandbox is busy", retry_after_s=1.0)
+            min(evictable, key=lambda z: z.last_used).retire("evicted for a new client")
+        return self._spawn(tenant)
+
+    # --- zygotes ------------------------------------------------------------------
+
+    def _spawn(self, tenant: str | None) -> Zygote:
+        self._seq += 1
+        z = Zygote(self, self._seq, tenant)
+        self.zygotes.append(z)
+        task = asyncio.create_task(z.start())
+        self._starting.add(task)
+        task.add_done_callback(self._started)
+        return z
+
+    def _started(self, task: asyncio.Task[None]) -> None:
+        self._starting.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved; a failed start was logged by retire()
+
+    def forget(self, z: Zygote) -> None:
+        if z in self.zygotes:
+            self.zygotes.remove(z)
+            self.retired += 1
+            self._retiring.add(z)
+            assert z._closed is not None
+            z._closed.add_done_callback(lambda _: self._retiring.discard(z))
+        self.changed()
+
+    def changed(self) -> None:
+        self._wake.set()
+
+    def _spares(self, ready_only: bool = False) -> int:
+        return sum(
+            1
+            for z in self.zygotes
+            if z.tenant is None and z.run is None and (z.state == "idle" or not ready_only)
+        )
+
+    async def _maintain(self) -> None:
+        # Ends on _closing rather than on cancellation alone: Python 3.11's wait_for
+        # may swallow a cancel that arrives as the event fires.
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 1.0)
+            self._wake.clear()
+            if self._closing:
+                return
+            now = time.monotonic()
+            s = self.settings
+            for z in list(self.zygotes):
+                if z.state != "idle" or z.run is not None:
+                    continue
+                if now - z.born > s.pool_max_age_s:
+                    z.retire(f"age over {s.pool_max_age_s:g} s")
+                elif z.tenant is not None and now - z.last_used > s.pool_idle_s:
+                    z.retire(f"idle over {s.pool_idle_s:g} s")
+            if self._refiller is None or self._refiller.done():
+                self._refiller = asyncio.create_task(self._refill())
+
+    async def _refill(self) -> None:
+        """Start spares one at a time (each import of JAX takes a core for a second)."""
+        while (
+            not self._closing
+            and self._spares() < self.settings.pool_spares
+            and len(self.zygotes) < self.size
+        ):
+            z = self._spawn(None)
+            with contextlib.suppress(Exception):
+                await z.ready
+            if z.state == "retired" and not z.info:  # failed to start: do not spin
+                await asyncio.sleep(5.0)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "kind": "zygote",
+            "zygotes": len(self.zygotes),
+            "size": self.size,
+            "spares": self._spares(ready_only=True),
+            "tenants": len({z.tenant for z in self.zygotes if z.tenant is not None}),
+            "running": sum(1 for z in self.zygotes if z.run is not None),
+            "capacity": self.max_running,
+            "runs": self.total_runs,
+            "retired": self.retired,
+            "jail": self.jailer.describe(),
+        }
+
+    async def iter_events(self, request: RunRequest, tenant: str) -> AsyncIterator[dict[str, Any]]:
+        """Submit and stream in one call (a convenience for scripts and tests)."""
+        run = await self.submit(request, tenant)
+        async for event in run.events():
+            yield event

@@ -1,0 +1,147 @@
+"""Shared fixtures: a real jailed warm pool on its own event loop, and checks that
+nothing of a run is left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from sandbox.jail.jail import Jailer
+from sandbox.jail.settings import GiB, JailConfig, JailLimits, KiB, MiB
+from sandbox.pool.settings import PoolSettings
+from sandbox.pool.zygote_pool import ZygotePool
+from sandbox.protocol import RunRequest
+
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed"
+)
+
+#: Small limits so that every hostile case ends fast.
+TEST_LIMITS = JailLimits(
+    max_wall_s=10.0,
+    memory_bytes=1 * GiB,
+    data_bytes=768 * MiB,
+    output_bytes=256 * KiB,
+    event_bytes=8 * MiB,
+    tmp_bytes=32 * MiB,
+    cpus=1,
+)
+TEST_POOL = PoolSettings(pool_size=6, pool_running=2, pool_spares=2, pool_per_tenant=2)
+
+#: Planted in the supervisor's environment: user code must never see it.
+CANARY = "sk-jaxplay-canary-7f3a9c"
+os.environ["JAXPLAY_TEST_CANARY_SECRET"] = CANARY
+
+
+@dataclass
+class Result:
+    events: list[dict[str, Any]]
+    elapsed_s: float
+    zygote: str = ""
+    done: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.done = self.events[-1]
+        assert self.done["type"] == "done", self.events[-5:]
+        assert sum(e["type"] == "done" for e in self.events) == 1
+
+    @property
+    def status(self) -> str:
+        return str(self.done["status"])
+
+    @property
+    def out(self) -> str:
+        return "".join(e["text"] for e in self.events if e["type"] in ("stdout", "stderr"))
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == kind]
+
+
+class LivePool:
+    """A ZygotePool driven from synchronous tests through its own event loop."""
+
+    def __init__(self, pool: ZygotePool) -> None:
+        self.pool = pool
+        self.loop = asyncio.new_event_loop()
+
+    def call(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    def run(self, code: str, tenant: str = "t", **request: Any) -> Result:
+        request.setdefault("outputs", ["jaxpr"])
+        request.setdefault("args", "(1.0,)")
+        if "def f(" not in code:
+            code += "\n\ndef f(x):\n    return x\n"
+        req = RunRequest(code=code, **request)
+
+        async def go() -> Result:
+            started = time.monotonic()
+            run = await self.pool.submit(req, tenant)
+            events = [e async for e in run.events()]
+            return Result(events, time.monotonic() - started, run.zygote_id)
+
+        return self.call(go())
+
+    def strays(self) -> list[str]:
+        """Processes or cgroups of this pool's jails that should not exist now."""
+        self.call(self.pool.drain())
+        problems = []
+        cgroups = self.pool.jailer.cgroups
+        live = {z.jail.cgroup.main for z in self.pool.zygotes if z.jail.cgroup is not None}
+        if cgroups.main_root is not None:
+            for d in cgroups.main_root.glob(cgroups.prefix + "*"):
+                if d not in live:
+                    problems.append(f"{d} outlived its zygote")
+        for z in self.pool.zygotes:
+            if z.jail.cgroup is not None and z.state == "idle":
+                pids = z.jail.cgroup.pids()
+                if len(pids) > 3:  # bwrap, its pid-1 helper, the zygote
+                    problems.append(f"{z}: {len(pids)} processes in an idle jail")
+        return problems
+
+    def close(self) -> None:
+        async def close() -> None:
+            task = asyncio.create_task(self.pool.close())
+            done, _ = await asyncio.wait([task], timeout=20)
+            if not done:
+                for t in asyncio.all_tasks():
+                    t.print_stack(limit=4)
+                print(self.pool.zygotes, self.pool._retiring, self.pool._starting)
+                raise TimeoutError("the pool did not close")
+
+        self.call(close())
+        self.loop.close()
+
+
+def make_live_pool(
+    limits: JailLimits = TEST_LIMITS, settings: PoolSettings = TEST_POOL
+) -> LivePool:
+    live = LivePool.__new__(LivePool)
+    live.loop = asyncio.new_event_loop()
+
+    async def build() -> ZygotePool:
+        pool = ZygotePool(Jailer(limits, JailConfig()), settings)
+        await pool.start()
+        await pool.ready()
+        return pool
+
+    live.pool = live.loop.run_until_complete(build())
+    return live
+
+
+@pytest.fixture(scope="module")
+def live_pool() -> Iterator[LivePool]:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    live = make_live_pool()
+    try:
+        yield live
+    finally:
+        live.close()

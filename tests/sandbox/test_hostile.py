@@ -1,0 +1,796 @@
+"""The hostile-input battery: user code that attacks the jail, through the real pool.
+
+Twelve classes (docs/sandbox.md, notes/sandbox.md §c): A filesystem escape, B secret
+leakage, C network, D processes, E memory, F CPU and endless loops, G disk, H output,
+I signals, J other processes' memory, K privilege and kernel surface, L JAX's own
+paths; X is isolation between runs and tenants. Each case names its safe outcome.
+In-jail probes print ``SAFE <what>`` when refused and ``LEAK <what>`` when not; the
+test asserts no LEAK, the SAFE lines it expects, the final status, the time it took,
+that nothing of the run is left behind, and (after the destructive ones) that the
+next run still works.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.sandbox.conftest import CANARY, TEST_LIMITS, LivePool, Result, needs_bwrap
+
+pytestmark = [needs_bwrap, pytest.mark.slow]
+
+PRELUDE = '''
+import ctypes, errno, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+def probe(name, fn):
+    """Run fn; SAFE if it raises, LEAK (with what it got) if it does not."""
+    try:
+        got = fn()
+    except BaseException as exc:
+        print(f"SAFE {name}: {type(exc).__name__} {getattr(exc, 'errno', '')}")
+        return
+    print(f"LEAK {name}: {got!r}"[:400])
+
+def sys_errno(name, nr, *args, want):
+    """A raw system call must fail with errno ``want``."""
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    e = ctypes.get_errno()
+    verdict = "SAFE" if r == -1 and e == want else "LEAK"
+    print(f"{verdict} {name}: r={r} errno={e} want={want}")
+
+def must(name, ok, detail=""):
+    print(f"{'SAFE' if ok else 'LEAK'} {name} {detail}"[:400])
+'''
+
+# Files the supervisor can read and the jail must not: one world-readable in the
+# host's /tmp, one private to root.
+_CANARY_DIR = Path(tempfile.mkdtemp(prefix="jaxplay-canary-"))
+CANARY_TMP = _CANARY_DIR / "secret.txt"
+CANARY_TMP.write_text(CANARY)
+CANARY_TMP.chmod(0o644)
+_CANARY_DIR.chmod(0o755)
+CANARY_ROOT = Path("/root/.jaxplay-test-canary")
+
+
+@dataclass
+class Case:
+    id: str
+    code: str
+    status: str | tuple[str, ...] = "ok"
+    safe: int = 1  # how many SAFE lines at least
+    reason: str = ""  # a word the done reason must contain
+    timeout_s: float = 20.0
+    destructive: bool = False  # check that the next run still works
+    request: dict[str, Any] = field(default_factory=dict)
+    check: Callable[[Result], None] | None = None
+
+
+def _case(id: str, code: str, **kw: Any) -> Case:
+    return Case(id, PRELUDE + textwrap.dedent(code), **kw)
+
+
+CASES = [
+    # --- A: filesystem escape and host secrets ------------------------------------------
+    _case(
+        "A1-host-tmp-canary",
+        f"probe('read host /tmp canary', lambda: open({str(CANARY_TMP)!r}).read())",
+    ),
+    _case(
+        "A2-root-canary", f"probe('read /root canary', lambda: open({str(CANARY_ROOT)!r}).read())"
+    ),
+    _case(
+        "A3-etc-secrets",
+        """
+        for p in ('/etc/shadow', '/etc/passwd', '/etc/hostname', '/etc/ssh/ssh_host_rsa_key'):
+            probe('read ' + p, lambda p=p: open(p).read())
+        """,
+        safe=4,
+    ),
+    _case(
+        "A4-write-outside-tmp",
+        """
+        for p in ('/x', '/usr/x', sys.prefix + '/x', os.path.dirname(os.__file__) + '/x', '/proc/x'):
+            probe('write ' + p, lambda p=p: open(p, 'w').write('x'))
+        """,
+        safe=5,
+    ),
+    _case(
+        "A5-host-trees-absent",
+        """
+        for p in ('/home', '/var', '/run', '/sys', '/boot', '/mnt', '/srv', '/opt', '/root/.ssh'):
+            probe('list ' + p, lambda p=p: os.listdir(p))
+        """,
+        safe=9,
+    ),
+    _case(
+        "A6-mounts-only-bound",
+        """
+        allowed = ('/', '/usr', '/proc', '/dev', '/tmp', '/dev/shm', '/etc/ld.so.cache')
+        bound = {sys.prefix, os.path.realpath(sys.base_prefix)}
+        points = [l.split()[4] for l in open('/proc/self/mountinfo')]
+        bad = [p for p in points if not (p in allowed or p.startswith(('/dev/', '/proc/'))
+               or any(p == b or p.startswith(b + '/') for b in bound)
+               or p.endswith('/sandbox'))]
+        must('only expected mounts', not bad, bad)
+        """,
+    ),
+    _case(
+        "A7-proc1-root",
+        f"probe('host file via /proc/1/root', lambda: open('/proc/1/root{CANARY_TMP}').read())",
+    ),
+    _case("A8-open-by-handle", "sys_errno('open_by_handle_at', 304, -100, 0, 0, want=errno.EPERM)"),
+    # --- B: environment and secrets ------------------------------------------------------
+    _case(
+        "B1-environ",
+        f"""
+        must('no canary in os.environ', {CANARY!r} not in repr(dict(os.environ)))
+        allowed = {{'PATH', 'HOME', 'TMPDIR', 'USER', 'LOGNAME', 'LANG', 'PYTHONDONTWRITEBYTECODE',
+                   'JAX_PLATFORMS', 'XLA_FLAGS', 'LC_CTYPE', 'PWD',
+                   'TF_CPP_MIN_LOG_LEVEL', 'TPU_SKIP_MDS_QUERY'}}  # the last two: set by jax itself
+        must('only allowed variables', set(os.environ) <= allowed, sorted(set(os.environ) - allowed))
+        """,
+        safe=2,
+    ),
+    _case(
+        "B2-proc1-environ",
+        f"""
+        env = open('/proc/1/environ', 'rb').read()
+        must('no canary in /proc/1/environ', {CANARY!r}.encode() not in env, env[:200])
+        must('minimal /proc/1/environ', env.count(b'=') <= 2, env[:200])
+        """,
+        safe=2,
+    ),
+    _case(
+        "B3-all-proc-environ-cmdline",
+        f"""
+        seen = b''
+        for pid in [p for p in os.listdir('/proc') if p.isdigit()]:
+            for name in ('environ', 'cmdline'):
+                try:
+                    seen += open(f'/proc/{{pid}}/{{name}}', 'rb').read()
+                except OSError:
+                    pass
+        must('no canary in any /proc/*/environ or cmdline', {CANARY!r}.encode() not in seen)
+        """,
+    ),
+    _case(
+        "B4-inherited-fds",
+        """
+        fds = {}
+        for fd in os.listdir('/proc/self/fd'):
+            try:
+                fds[int(fd)] = os.readlink(f'/proc/self/fd/{fd}')
+            except OSError:  # the directory's own fd, closed by now
+                pass
+        sockets = {fd: t for fd, t in fds.items() if t.startswith('socket:')}
+        must('no socket inherited (control channel closed)', not sockets, sockets)
+        must('few fds', len(fds) < 12, fds)
+        """,
+        safe=2,
+    ),
+    _case(
+        "B5-identity",
+        """
+        import pwd
+        must('uid 1000', os.getuid() == 1000 and os.geteuid() == 1000, os.getuid())
+        must('hostname sandbox', socket.gethostname() == 'sandbox', socket.gethostname())
+        probe('setuid(0)', lambda: os.setuid(0))
+        """,
+        safe=3,
+    ),
+    # --- C: network --------------------------------------------------------------------------
+    _case(
+        "C1-internet-tcp",
+        """
+        def go():
+            s = socket.create_connection(('1.1.1.1', 80), timeout=2)
+            return s.getpeername()
+        probe('tcp to 1.1.1.1', go)
+        """,
+    ),
+    _case("C2-dns", "probe('resolve a name', lambda: socket.getaddrinfo('example.com', 80))"),
+    _case(
+        "C3-metadata",
+        """
+        probe('tcp to 169.254.169.254', lambda: socket.create_connection(('169.254.169.254', 80), timeout=2))
+        probe('udp to 8.8.8.8', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('8.8.8.8', 53)))
+        """,
+        safe=2,
+    ),
+    _case("C4-host-loopback-service", "HOST_PORT_PROBE"),  # filled in by the test
+    _case("C5-host-abstract-unix", "HOST_ABSTRACT_PROBE"),
+    _case(
+        "C6-raw-families",
+        """
+        for fam, name in ((16, 'AF_NETLINK'), (17, 'AF_PACKET'), (40, 'AF_VSOCK'), (38, 'AF_ALG'), (31, 'AF_BLUETOOTH')):
+            try:
+                socket.socket(fam, socket.SOCK_RAW if fam != 40 else socket.SOCK_STREAM)
+                print('LEAK', name)
+            except OSError as exc:
+                must(name + ' refused', exc.errno == errno.EAFNOSUPPORT, exc.errno)
+        """,
+        safe=5,
+    ),
+    _case(
+        "C7-interfaces",
+        """
+        names = [l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]]
+        must('only loopback', names == ['lo'], names)
+        """,
+    ),
+    _case(
+        "C8-ipv6",
+        "probe('tcp to [2606:4700:4700::1111]', lambda: socket.create_connection(('2606:4700:4700::1111', 80), timeout=2))",
+    ),
+    # --- D: processes -------------------------------------------------------------------------
+    _case(
+        "D1-fork-bomb",
+        """
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                pass
+        """,
+        status="timeout",
+        timeout_s=3,
+        destructive=True,
+        safe=0,
+    ),
+    _case(
+        "D2-thread-bomb",
+        """
+        import threading, time
+        n = 0
+        try:
+            while True:
+                threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+                n += 1
+        except RuntimeError as exc:
+            must('threads capped', n < 200, n)
+        os._exit(0)
+        """,
+        status=("error", "killed", "ok"),
+        timeout_s=5,
+        destructive=True,
+        safe=0,
+    ),
+    _case(
+        "D3-daemon-left-behind",
+        """
+        import subprocess
+        subprocess.Popen(['sleep', '1000'], start_new_session=True)
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                import time
+                time.sleep(1000)
+            os._exit(0)
+        print('SAFE spawned daemons')
+        """,
+    ),
+    _case(
+        "D4-ignore-signals-and-linger",
+        """
+        import signal, subprocess
+        for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(s, signal.SIG_IGN)
+        subprocess.Popen(['sh', '-c', 'trap "" TERM HUP INT; while :; do sleep 1; done'])
+        print('SAFE lingering child started')
+        """,
+    ),
+    # --- E: memory -----------------------------------------------------------------------------
+    _case("E1-huge-bytearray", "probe('8 GiB bytearray', lambda: len(bytearray(8 << 30)))"),
+    _case(
+        "E2-growth",
+        """
+        chunks = []
+        def grow():
+            while True:
+                chunks.append(bytearray(64 << 20))
+        probe('grow 64 MiB at a time', grow)
+        chunks.clear()
+        """,
+    ),
+    _case(
+        "E3-huge-jax-array",
+        """
+        import jax.numpy as jnp
+        probe('8 GiB jnp array', lambda: jnp.ones((1 << 31,), jnp.float32).block_until_ready())
+        """,
+    ),
+    _case(
+        "E4-shared-memory",
+        """
+        import mmap
+        m = mmap.mmap(-1, 3 << 30, flags=mmap.MAP_SHARED)
+        block = b'x' * (64 << 20)
+        for i in range(48):
+            m.write(block)
+        print('LEAK wrote 3 GiB of shared memory')
+        """,
+        status="killed",
+        reason="memory",
+        destructive=True,
+        safe=0,
+    ),
+    _case("E5-sysv-shm", "sys_errno('shmget', 29, 0, 1 << 30, 0o1000 | 0o600, want=errno.EPERM)"),
+    # --- F: CPU and endless loops -------------------------------------------------------------
+    _case(
+        "F1-busy-loop",
+        "while True:\n    pass\n",
+        status="timeout",
+        timeout_s=2,
+        safe=0,
+        destructive=True,
+    ),
+    _case(
+        "F2-while-loop-under-jit",
+        """
+        import jax, jax.numpy as jnp
+        from jax import lax
+        @jax.jit
+        def spin(x):
+            return lax.while_loop(lambda c: c == c, lambda c: c + 1, x)
+        spin(jnp.int32(0)).block_until_ready()
+        """,
+        status="timeout",
+        timeout_s=3,
+        safe=0,
+        destructive=True,
+    ),
+    _case(
+        "F3-ignores-signals",
+        """
+        import signal
+        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGHUP, signal.SIGXCPU):
+            signal.signal(s, signal.SIG_IGN)
+        signal.alarm(1)
+        while True:
+            pass
+        """,
+        status="timeout",
+        timeout_s=2,
+        safe=0,
+        destructive=True,
+    ),
+    _case(
+        "F4-sleep",
+        "import time\ntime.sleep(1000)\n",
+        status="timeout",
+        timeout_s=2,
+        safe=0,
+        destructive=True,
+    ),
+    _case(
+        "F5-cpu-affinity",
+        f"""
+        try:
+            os.sched_setaffinity(0, set(range(os.cpu_count())))
+        except OSError:
+            pass
+        cpus = os.sched_getaffinity(0)
+        must('pinned to {TEST_LIMITS.cpus} cpu', len(cpus) <= {TEST_LIMITS.cpus}, cpus)
+        """,
+    ),
+    # --- G: disk ---------------------------------------------------------------------------------
+    _case(
+        "G1-big-file",
+        """
+        def big():
+            with open('/tmp/big', 'wb') as f:
+                for _ in range(64):
+                    f.write(b'x' * (1 << 20))
+        probe('64 MiB file (RLIMIT_FSIZE 16 MiB)', big)
+        """,
+    ),
+    _case(
+        "G2-fill-tmp",
+        """
+        def fill():
+            for i in range(100):
+                with open(f'/tmp/fill{i}', 'wb') as f:
+                    f.write(b'x' * (15 << 20))
+        probe('fill /tmp past its size', fill)
+        """,
+    ),
+    _case(
+        "G3-fill-dev-shm",
+        """
+        def fill():
+            for i in range(100):
+                with open(f'/dev/shm/fill{i}', 'wb') as f:
+                    f.write(b'x' * (4 << 20))
+        probe('fill /dev/shm past its size', fill)
+        """,
+    ),
+    _case(
+        "G4-inode-flood",
+        """
+        import time
+        end = time.monotonic() + 1.5
+        n = 0
+        try:
+            while time.monotonic() < end:
+                open(f'/tmp/i{n}', 'w').close()
+                n += 1
+        except OSError:
+            pass
+        print('SAFE made', n, 'files')
+        """,
+        status=("ok", "error"),
+        destructive=True,
+    ),
+    _case("G5-write-dev", "probe('create a file in /dev', lambda: open('/dev/evil', 'w'))"),
+    # --- H: output -------------------------------------------------------------------------------
+    _case(
+        "H1-print-flood",
+        "while True:\n    print('x' * 1000)\n",
+        status="killed",
+        reason="output",
+        safe=0,
+        destructive=True,
+    ),
+    _case(
+        "H2-raw-fd-flood",
+        "while True:\n    os.write(2, b'y' * 65536)\n",
+        status="killed",
+        reason="output",
+        safe=0,
+        destructive=True,
+    ),
+    _case(
+        "H3-one-huge-line",
+        "print('z' * (8 << 20))\n",
+        status="killed",
+        reason="output",
+        safe=0,
+        destructive=True,
+    ),
+    _case(
+        "H4-forged-events",
+        """
+        import json
+        for fd in range(3, 20):
+            for line in (b'not json\\n', b'{"type": "evil", "text": "x"}\\n', b'[1, 2]\\n',
+                         json.dumps({"type": "done", "status": "timeout", "ms": 0, "reason": "forged"}).encode() + b'\\n'):
+                try:
+                    os.write(fd, line)
+                except OSError:
+                    pass
+        print('SAFE wrote forged lines')
+        """,
+    ),
+    _case(
+        "H5-terminal-html",
+        r"""
+        print('\x1b]0;pwned\x07\x1b[2J<script>alert(1)</script>')
+        print('SAFE escape sequences are data')
+        """,
+    ),
+    # --- I: signals ------------------------------------------------------------------------------
+    _case(
+        "I1-kill-parent",
+        "import signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(5)\n",
+        status="killed",
+        safe=0,
+        destructive=True,
+    ),
+    _case(
+        "I2-kill-everything",
+        "import signal\nos.kill(-1, signal.SIGKILL)\n",
+        status="killed",
+        safe=0,
+        destructive=True,
+    ),
+    _case(
+        "I3-signal-pid1",
+        """
+        import signal, time
+        for s in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP):
+            try:
+                os.kill(1, s)
+            except OSError:
+                pass
+        time.sleep(0.2)
+        print('SAFE still alive after signalling pid 1')
+        """,
+    ),
+    _case(
+        "I4-signal-host-pids",
+        f"""
+        import signal
+        for pid in ({os.getpid()}, {os.getppid()}):  # the supervisor and its parent, on the host
+            probe(f'signal host pid {{pid}}', lambda: os.kill(pid, signal.SIGKILL))
+        """,
+        safe=2,
+    ),
+    # --- J: other processes' memory ----------------------------------------------------------
+    _case(
+        "J1-ptrace",
+        "sys_errno('ptrace(PTRACE_ATTACH, parent)', 101, 16, os.getppid(), 0, 0, want=errno.EPERM)",
+    ),
+    _case(
+        "J2-process-vm-readv",
+        "sys_errno('process_vm_readv', 310, os.getppid(), 0, 0, 0, 0, 0, want=errno.EPERM)",
+    ),
+    _case(
+        "J3-parent-mem",
+        """
+        ppid = os.getppid()
+        probe('open zygote /proc/pid/mem', lambda: open(f'/proc/{ppid}/mem', 'rb').read(1))
+        probe('list zygote fds', lambda: os.listdir(f'/proc/{ppid}/fd'))
+        probe('read zygote environ', lambda: open(f'/proc/{ppid}/environ').read())
+        """,
+        safe=3,
+    ),
+    # --- K: privilege and kernel attack surface ------------------------------------------------
+    _case(
+        "K1-status",
+        """
+        st = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())
+        for key, want in (('CapEff', '0000000000000000'), ('CapPrm', '0000000000000000'),
+                          ('CapBnd', '0000000000000000'), ('NoNewPrivs', '1'), ('Seccomp', '2')):
+            must(f'{key}={want}', st[key].strip() == want, st[key].strip())
+        """,
+        safe=5,
+    ),
+    _case(
+        "K2-namespaces",
+        """
+        sys_errno('unshare(CLONE_NEWUSER)', 272, 0x10000000, want=errno.EPERM)
+        sys_errno('unshare(CLONE_NEWNS)', 272, 0x00020000, want=errno.EPERM)
+        sys_errno('setns', 308, 0, 0, want=errno.EPERM)
+        sys_errno('clone3', 435, 0, 0, want=errno.ENOSYS)
+        r = libc.syscall(ctypes.c_long(56), ctypes.c_long(0x10000000 | 17), 0, 0, 0, 0)
+        if r == 0:
+            os._exit(0)
+        must('clone(CLONE_NEWUSER)', r == -1 and ctypes.get_errno() == errno.EPERM, ctypes.get_errno())
+        """,
+        safe=5,
+    ),
+    _case(
+        "K3-mounts",
+        """
+        sys_errno('mount', 165, 0, 0, 0, 0, 0, want=errno.EPERM)
+        sys_errno('umount2', 166, 0, 0, want=errno.EPERM)
+        sys_errno('chroot', 161, 0, want=errno.EPERM)
+        for name, nr in (('open_tree', 428), ('move_mount', 429), ('fsopen', 430), ('fsmount', 432), ('mount_setattr', 442)):
+            sys_errno(name, nr, 0, 0, 0, 0, 0, want=errno.ENOSYS)
+        """,
+        safe=8,
+    ),
+    _case(
+        "K4-keys-bpf-perf",
+        """
+        sys_errno('keyctl', 250, 0, 0, 0, 0, 0, want=errno.EPERM)
+        sys_errno('add_key', 248, 0, 0, 0, 0, 0, want=errno.EPERM)
+        sys_errno('bpf', 321, 0, 0, 0, want=errno.EPERM)
+        sys_errno('perf_event_open', 298, 0, 0, -1, -1, 0, want=errno.EPERM)
+        sys_errno('userfaultfd', 323, 0, want=errno.EPERM)
+        sys_errno('io_uring_setup', 425, 1, 0, want=errno.ENOSYS)
+        sys_errno('init_module', 175, 0, 0, 0, want=errno.EPERM)
+        sys_errno('kexec_load', 246, 0, 0, 0, 0, want=errno.EPERM)
+        """,
+        safe=8,
+    ),
+    _case(
+        "K5-tiocsti",
+        """
+        c = ctypes.c_char(b'x')
+        sys_errno('ioctl TIOCSTI', 16, 1, 0x5412, ctypes.addressof(c), want=errno.EPERM)
+        sys_errno('ioctl TIOCSTI high bits (CVE-2019-10063)', 16, 1, 0x100005412, ctypes.addressof(c), want=errno.EPERM)
+        sys_errno('ioctl TIOCLINUX', 16, 1, 0x541C, ctypes.addressof(c), want=errno.EPERM)
+        """,
+        safe=3,
+    ),
+    _case(
+        "K6-setuid-binaries",
+        """
+        import subprocess
+        for argv in (['su', '-c', 'id'], ['mount', '-t', 'tmpfs', 'x', '/tmp'], ['unshare', '-r', 'id']):
+            try:
+                r = subprocess.run(argv, capture_output=True, text=True, timeout=5)
+                must(' '.join(argv[:1]) + ' gains nothing', r.returncode != 0 or 'uid=0' not in r.stdout, r.stdout)
+            except OSError:
+                print('SAFE', argv[0], 'absent')
+        """,
+        safe=3,
+    ),
+    _case(
+        "K7-i386-syscall",
+        """
+        import mmap
+        buf = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        buf.write(bytes([0xb8, 0x14, 0, 0, 0, 0xcd, 0x80, 0xc3]))  # mov eax, 20; int 0x80; ret
+        fn = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(buf)))
+        print('LEAK int 0x80 returned', fn())
+        """,
+        status="killed",
+        reason="SIGSYS",
+        safe=0,
+    ),
+    # --- L: JAX's own paths --------------------------------------------------------------------
+    _case(
+        "L1-pure-callback",
+        f"""
+        import jax, jax.numpy as jnp
+        def cb(x):
+            probe('canary from a callback', lambda: open({str(CANARY_TMP)!r}).read())
+            probe('network from a callback', lambda: socket.create_connection(('1.1.1.1', 80), timeout=2))
+            return x
+        def f(x):
+            return jax.pure_callback(cb, jax.ShapeDtypeStruct((), jnp.float32), x)
+        """,
+        safe=2,
+        request={"outputs": ["value"]},
+    ),
+    _case(
+        "L2-io-callback-shell",
+        """
+        import jax, jax.numpy as jnp, subprocess
+        from jax.experimental import io_callback
+        def cb(x):
+            out = subprocess.run(['id', '-u'], capture_output=True, text=True).stdout.strip()
+            must('host callback runs as the jail uid', out == '1000', out)
+            return x
+        def f(x):
+            return io_callback(cb, jax.ShapeDtypeStruct((), jnp.float32), x)
+        """,
+        request={"outputs": ["value"]},
+    ),
+    _case(
+        "L3-compile-bomb",
+        """
+        import jax.numpy as jnp
+        def f(x):
+            for i in range(20000):
+                x = jnp.sin(x) + i
+            return x
+        """,
+        status="timeout",
+        timeout_s=3,
+        safe=0,
+        destructive=True,
+        request={"outputs": ["jaxpr", "hlo"]},
+    ),
+    # 64 virtual devices want more threads than the pids limit allows: XLA aborts, contained.
+    _case(
+        "L4-many-devices",
+        "print('asked for 64 devices')\n",
+        safe=0,
+        status=("ok", "error", "killed"),
+        destructive=True,
+        request={"devices": 64, "outputs": ["jaxpr", "value"]},
+    ),
+    _case(
+        "L5-compilation-cache-dir",
+        """
+        import jax
+        jax.config.update('jax_compilation_cache_dir', '/tmp/jaxcache')
+        jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)
+        jax.jit(lambda x: x + 1)(1.0).block_until_ready()
+        print('SAFE cache written inside the jail only')
+        """,
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def host_services() -> Any:
+    """A TCP server on the host's loopback and an abstract unix socket, both listening."""
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen()
+    unix = socket.socket(socket.AF_UNIX)
+    name = b"\0jaxplay-test-" + CANARY.encode()
+    unix.bind(name)
+    unix.listen()
+    yield tcp.getsockname()[1], name
+    tcp.close()
+    unix.close()
+
+
+def _code(case: Case, host_services: Any) -> str:
+    port, name = host_services
+    code = case.code.replace(
+        "HOST_PORT_PROBE",
+        f"probe('host loopback service', lambda: socket.create_connection(('127.0.0.1', {port}), timeout=2))\n"
+        f"probe('host loopback v6', lambda: socket.create_connection(('::1', {port}), timeout=2))\n",
+    )
+    return code.replace(
+        "HOST_ABSTRACT_PROBE",
+        f"probe('host abstract unix socket', lambda: socket.socket(socket.AF_UNIX).connect({name!r}))\n",
+    )
+
+
+def test_battery_is_broad() -> None:
+    classes = {c.id[0] for c in CASES}
+    assert classes >= set("ABCDEFGHIJKL")
+    assert len(CASES) >= 40
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_hostile(case: Case, live_pool: LivePool, host_services: Any) -> None:
+    if case.id.startswith("A2") and not CANARY_ROOT.exists():
+        CANARY_ROOT.write_text(CANARY)
+        CANARY_ROOT.chmod(0o600)
+    result = live_pool.run(
+        _code(case, host_services), tenant="hostile", timeout_s=case.timeout_s, **case.request
+    )
+    out = result.out
+    statuses = (case.status,) if isinstance(case.status, str) else case.status
+    assert result.status in statuses, (result.done, out[-2000:])
+    assert "LEAK" not in out, out[-2000:]
+    assert out.count("SAFE") >= case.safe, (result.done, out[-2000:])
+    assert CANARY not in repr(result.events)
+    if case.reason:
+        assert case.reason in result.done["reason"], result.done
+    # every run ends within its wall clock + 2 s, whatever it did
+    assert result.elapsed_s <= min(case.timeout_s, TEST_LIMITS.max_wall_s) + 2.0, result.elapsed_s
+    if case.check:
+        case.check(result)
+    assert live_pool.strays() == []
+    if case.destructive:
+        after = live_pool.run("print('alive')", tenant="hostile")
+        assert after.status == "ok" and "alive" in after.out, after.events
+
+
+def test_nothing_survives_a_run(live_pool: LivePool) -> None:
+    """X1: run A's files, processes, globals and monkeypatches of jax are invisible to B."""
+    a = live_pool.run(
+        PRELUDE
+        + textwrap.dedent("""
+        import builtins, jax, jax.numpy as jnp, subprocess
+        builtins.LEAKED = 1
+        jnp.sum = lambda *a, **k: 42
+        jax.config.update('jax_enable_x64', True)
+        open('/tmp/a.txt', 'w').write('from run A')
+        os.makedirs('/tmp/d/e')
+        os.chmod('/tmp/d', 0)
+        open('/dev/shm/a', 'w').write('from run A')
+        subprocess.Popen(['sleep', '1000'], start_new_session=True)
+        print('SAFE planted')
+        """),
+        tenant="iso",
+    )
+    assert a.status == "ok", a.events
+    b = live_pool.run(
+        PRELUDE
+        + textwrap.dedent("""
+        import builtins, jax, jax.numpy as jnp
+        must('no global from A', not hasattr(builtins, 'LEAKED'))
+        must('jnp.sum is jax\\'s', jnp.sum(jnp.ones(3)) == 3)
+        must('x64 off', not jax.config.jax_enable_x64)
+        must('/tmp empty', os.listdir('/tmp') == [], os.listdir('/tmp'))
+        must('/dev/shm empty', os.listdir('/dev/shm') == [], os.listdir('/dev/shm'))
+        procs = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+        must('only pid 1, the zygote and me', len(procs) == 3, procs)
+        """),
+        tenant="iso",
+    )
+    assert a.zygote == b.zygote  # the same warm zygote served both
+    assert b.status == "ok" and "LEAK" not in b.out and b.out.count("SAFE") == 6, b.out
+
+
+def test_tenants_never_share_a_zygote(live_pool: LivePool) -> None:
+    """X2: a zygote that served one tenant never serves another."""
+    seen: dict[str, set[str]] = {"red": set(), "blue": set()}
+    for _ in range(2):
+        for tenant in seen:
+            r = live_pool.run("print(open('/proc/self/cgroup').read().count('/'))", tenant=tenant)
+            assert r.status == "ok"
+            seen[tenant].add(r.zygote)
+    assert not seen["red"] & seen["blue"]
+    for z in live_pool.pool.zygotes:
+        assert z.tenant in (None, "red", "blue", "hostile", "iso")

@@ -1,0 +1,125 @@
+"""The jail on its own: settings, the bwrap command, the seccomp filter, a fresh
+jailed run of the real engine, and the refusal to run without a jail."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from sandbox.jail.bwrap import BASE_ENV, LAUNCH_ENV, Runtime, bwrap_argv
+from sandbox.jail.jail import Jailer, JailUnavailable
+from sandbox.jail.run import JailedRun, jail_returncode
+from sandbox.jail.seccomp import filter_bpf
+from sandbox.jail.settings import GiB, JailConfig, JailLimits, MiB, describe, parse_bytes
+from sandbox.pool import make_pool
+from sandbox.pool.settings import PoolSettings
+from sandbox.pool.subprocess_pool import SubprocessPool
+from sandbox.protocol import RunRequest
+from tests.sandbox.conftest import TEST_LIMITS, needs_bwrap
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "sandbox.md"
+
+
+def test_sizes() -> None:
+    assert parse_bytes("2G") == 2 * GiB
+    assert parse_bytes("512MiB") == 512 * MiB
+    assert parse_bytes("1048576") == MiB
+    with pytest.raises(ValueError):
+        parse_bytes("lots")
+
+
+def test_limits_from_env() -> None:
+    limits = JailLimits.from_env(
+        {"JAXPLAY_MEMORY_BYTES": "512M", "JAXPLAY_PIDS": "64", "JAXPLAY_MAX_WALL_S": "5"}
+    )
+    assert (limits.memory_bytes, limits.pids, limits.max_wall_s) == (512 * MiB, 64, 5.0)
+    assert JailConfig.from_env({"JAXPLAY_UNSAFE_NO_JAIL": "1"}).unsafe_no_jail
+    with pytest.raises(ValueError, match="JAXPLAY_PIDS"):
+        JailLimits.from_env({"JAXPLAY_PIDS": "many"})
+
+
+def test_every_setting_is_documented() -> None:
+    text = DOCS.read_text()
+    for cls in (JailLimits, JailConfig, PoolSettings):
+        for name, _, help in describe(cls):
+            assert name in text, f"{name} is not in docs/sandbox.md"
+            assert help
+        assert len(describe(cls)) == len(fields(cls))
+
+
+def test_bwrap_command_has_every_isolation_flag() -> None:
+    argv = bwrap_argv(
+        "bwrap", Runtime("/venv/bin/python", ("/venv",)), JailLimits(), ["python"], seccomp_fd=7
+    )
+    joined = " ".join(argv)
+    for flag in ("--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+                 "--new-session", "--cap-drop ALL", "--clearenv", "--seccomp 7",
+                 "--ro-bind /usr /usr", "--ro-bind /venv /venv", "--proc /proc", "--dev /dev",
+                 "--remount-ro /"):  # fmt: skip
+        assert flag in joined
+    assert re.search(r"--size \d+ --perms 0700 --tmpfs /tmp", joined)
+    assert "--share-net" not in argv and "--bind" not in argv
+    env = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
+    assert env == BASE_ENV
+    assert set(LAUNCH_ENV) == {"PATH"}
+
+
+def test_seccomp_filter_builds() -> None:
+    bpf = filter_bpf()
+    assert len(bpf) % 8 == 0 and len(bpf) > 100  # struct sock_filter is 8 bytes
+
+
+def test_bwrap_signal_status() -> None:
+    assert jail_returncode(137) == -9
+    assert jail_returncode(1) == 1
+
+
+def test_no_jail_no_run(caplog: pytest.LogCaptureFixture) -> None:
+    missing = JailConfig(bwrap="/nonexistent/bwrap")
+    with pytest.raises(JailUnavailable, match="JAXPLAY_UNSAFE_NO_JAIL"):
+        make_pool(config=missing)
+    with caplog.at_level(logging.CRITICAL):
+        pool = make_pool(config=missing, unsafe_no_jail=True)
+    assert isinstance(pool, SubprocessPool)
+    assert "UNSAFE" in caplog.text
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_a_fresh_jailed_run() -> None:
+    jailer = Jailer(TEST_LIMITS, JailConfig())
+    request = RunRequest(
+        code="import os\ndef f(x):\n    print(os.getuid())\n    return x * 2\n",
+        args="(3.0,)",
+        outputs=["jaxpr", "value"],
+    )
+
+    async def go() -> list[dict]:
+        return [e async for e in JailedRun(jailer, request, "r1").events()]
+
+    events = asyncio.run(go())
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "accepted" and kinds[-1] == "done", kinds
+    assert events[-1]["status"] == "ok"
+    assert "1000\n" in [e["text"] for e in events if e["type"] == "stdout"]
+    assert next(e for e in events if e["type"] == "value")["repr"] == "6.0"
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_a_fresh_jailed_run_is_killed_on_time() -> None:
+    jailer = Jailer(TEST_LIMITS, JailConfig())
+    request = RunRequest(code="while True:\n    pass\n", timeout_s=1.5)
+
+    async def go() -> tuple[list[dict], JailedRun]:
+        run = JailedRun(jailer, request, "r2")
+        return [e async for e in run.events()], run
+
+    events, run = asyncio.run(go())
+    assert events[-1]["status"] == "timeout"
+    assert run._jail.cgroup is None or not run._jail.cgroup.main.exists()

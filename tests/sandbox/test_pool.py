@@ -1,0 +1,158 @@
+"""The warm pool's behaviour: spares, tenants, cancel, retirement, limits, stats."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from sandbox.pool.base import PoolFull
+from sandbox.protocol import RunRequest
+from tests.sandbox.conftest import TEST_POOL, LivePool, make_live_pool, needs_bwrap
+
+pytestmark = [needs_bwrap, pytest.mark.slow]
+
+SMALL = "def f(x):\n    return x * 2\n"
+
+
+@pytest.fixture(scope="module")
+def small_pool() -> Iterator[LivePool]:
+    """A second pool with tight retirement settings."""
+    live = make_live_pool(
+        settings=replace(
+            TEST_POOL,
+            pool_size=3,
+            pool_spares=1,
+            pool_max_runs=2,
+            pool_idle_s=1.0,
+            pool_per_tenant=1,
+        )
+    )
+    try:
+        yield live
+    finally:
+        live.close()
+
+
+def test_zygotes_are_warm_and_single_threaded(live_pool: LivePool) -> None:
+    spares = [z for z in live_pool.pool.zygotes if z.tenant is None and z.state == "idle"]
+    assert spares, live_pool.pool.zygotes
+    for z in spares:
+        assert z.info["threads"] == 1  # forking is safe only with one thread
+        assert z.info["rss_kib"] < 250 * 1024  # an idle warm worker stays under 250 MB
+
+
+def test_a_new_tenant_gets_a_ready_spare(live_pool: LivePool) -> None:
+    ready = {z.id for z in live_pool.pool.zygotes if z.tenant is None and z.state == "idle"}
+    r = live_pool.run(SMALL, tenant="newcomer")
+    assert r.status == "ok"
+    assert r.zygote in ready
+    assert [e["type"] for e in r.events][:1] == ["accepted"]
+    assert r.of("jaxpr")[0]["text"].startswith("{ lambda")
+
+
+def test_same_tenant_reuses_its_zygote(live_pool: LivePool) -> None:
+    first = live_pool.run(SMALL, tenant="regular")
+    second = live_pool.run(SMALL, tenant="regular")
+    assert first.zygote == second.zygote
+
+
+def test_cancel_kills_the_run_but_keeps_the_zygote(live_pool: LivePool) -> None:
+    async def go() -> tuple[list[dict], str]:
+        run = await live_pool.pool.submit(
+            RunRequest(
+                code="import time\ntime.sleep(30)\n" + SMALL, args="(1.0,)", outputs=["jaxpr"]
+            ),
+            "canceller",
+        )
+        events = []
+        started = time.monotonic()
+        async for event in run.events():
+            events.append(event)
+            if event["type"] == "accepted":
+                await asyncio.sleep(0.2)
+                await run.cancel()
+        assert time.monotonic() - started < 5
+        return events, run.zygote_id
+
+    events, zygote = live_pool.call(go())
+    assert events[-1]["status"] == "cancelled"
+    after = live_pool.run(SMALL, tenant="canceller")
+    assert after.status == "ok" and after.zygote == zygote
+    assert live_pool.strays() == []
+
+
+def test_a_timeout_retires_the_zygote(live_pool: LivePool) -> None:
+    retired = live_pool.pool.retired
+    r = live_pool.run("while True:\n    pass\n", tenant="looper", timeout_s=1)
+    assert r.status == "timeout" and r.done["reason"] == "wall clock 1 s"
+    assert r.elapsed_s < 3
+    assert live_pool.pool.retired == retired + 1
+    assert all(z.id != r.zygote for z in live_pool.pool.zygotes)
+    after = live_pool.run(SMALL, tenant="looper")
+    assert after.status == "ok" and after.zygote != r.zygote
+    assert live_pool.strays() == []
+
+
+def test_request_timeout_is_capped_by_the_limit(live_pool: LivePool) -> None:
+    run = live_pool.call(live_pool.pool.submit(RunRequest(code=SMALL, timeout_s=600), "capped"))
+    assert run._wall_s == live_pool.pool.jailer.limits.max_wall_s
+    live_pool.call(run.cancel())
+    live_pool.call(_drain(run))
+
+
+async def _drain(run: object) -> list[dict]:
+    return [e async for e in run.events()]  # type: ignore[attr-defined]
+
+
+def test_stats(live_pool: LivePool) -> None:
+    stats = live_pool.pool.stats()
+    assert stats["kind"] == "zygote"
+    for key in (
+        "zygotes",
+        "size",
+        "spares",
+        "tenants",
+        "running",
+        "capacity",
+        "runs",
+        "retired",
+        "jail",
+    ):
+        assert key in stats
+    assert stats["jail"]["uid"] != 0
+
+
+def test_retire_after_max_runs(small_pool: LivePool) -> None:
+    zygotes = [small_pool.run(SMALL, tenant="busy").zygote for _ in range(3)]
+    assert zygotes[0] == zygotes[1] != zygotes[2]
+
+
+def test_retire_when_idle(small_pool: LivePool) -> None:
+    r = small_pool.run(SMALL, tenant="sleepy")
+    small_pool.call(asyncio.sleep(2.5))
+    assert all(z.id != r.zygote for z in small_pool.pool.zygotes)
+    assert small_pool.strays() == []
+
+
+def test_per_tenant_limit(small_pool: LivePool) -> None:
+    async def go() -> None:
+        first = await small_pool.pool.submit(RunRequest(code=SMALL), "greedy")
+        with pytest.raises(PoolFull):
+            await small_pool.pool.submit(RunRequest(code=SMALL), "greedy")
+        await first.cancel()
+        await _drain(first)
+
+    small_pool.call(go())
+
+
+def test_close_leaves_nothing() -> None:
+    live = make_live_pool(settings=replace(TEST_POOL, pool_spares=1))
+    assert live.run(SMALL, tenant="x").status == "ok"
+    cgroups = live.pool.jailer.cgroups
+    live.close()
+    if cgroups.main_root is not None:
+        assert list(cgroups.main_root.glob(cgroups.prefix + "*")) == []
