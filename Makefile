@@ -9,7 +9,10 @@ help:  ## list the commands
 setup:  ## install system packages (as root) and .venv
 	@scripts/setup.sh
 
-play: setup  ## set everything up and run an example through the engine
+play: setup  ## set everything up and start the playground on http://127.0.0.1:8000
+	$(VENV)/jaxplay serve
+
+example: setup  ## run an example through the engine from the command line
 	$(VENV)/jaxplay run $(EXAMPLE) --args "(jnp.ones((3,)),)" --transform grad --transform jit
 
 test: setup  ## run the whole test suite
@@ -27,7 +30,13 @@ format: setup  ## apply ruff's formatting and fixes
 golden: setup  ## regenerate the golden files from JAX itself (then review the diff)
 	$(VENV)/python -m tests.golden.regenerate
 
+frontend:  ## build the page (frontend/src -> frontend/dist; commit dist)
+	scripts/build_frontend.sh
+
+screenshots: setup  ## refresh docs/screenshots from a real browser
+	JAXPLAY_SCREENSHOTS=1 $(VENV)/python -m pytest -q tests/browser -k screenshots
+
 bench: setup  ## run the benchmarks
 	$(VENV)/python benchmarks/timing_agreement.py
 
-.PHONY: help setup play test lint format golden bench
+.PHONY: help setup play test lint format golden frontend screenshots example bench

@@ -275,8 +275,8 @@ def test_every_example_suggests_a_command() -> None:
         compile(text, str(path), "exec")
 
 
-def test_make_play_example() -> None:
-    """The Makefile's ``make play`` command, as written there."""
+def test_make_example() -> None:
+    """The Makefile's ``make example`` command, as written there."""
     proc = jaxplay(
         "run", "examples/grad_of_loss.py", "--args", "(jnp.ones((3,)),)",
         "--transform", "grad", "--transform", "jit",
