@@ -5,11 +5,13 @@ and calls its ``prepare()`` (JAX imported and tracing warmed, backend not starte
 forking stays safe), freezes the heap, says ``ready`` and waits for orders on the
 control socket (a SOCK_SEQPACKET unix socket from the supervisor):
 
-- ``{"op": "run"}`` with three file descriptors (SCM_RIGHTS): a memfd holding the
-  worker message, the write end of the run's event pipe and of its stderr pipe.
-  The zygote forks a child that reads the message and calls the engine's
-  ``run_message(message, event_fd)`` with fds 1 and 2 on the stderr pipe; it
-  answers ``{"op": "started", "pid"}``.
+- ``{"op": "run", "warm": bool}`` with three file descriptors (SCM_RIGHTS): a memfd
+  holding the worker message, the write end of the run's event pipe and of its
+  stderr pipe. A child reads the message and calls the engine's
+  ``run_message(message, event_fd)`` with fds 1 and 2 on the stderr pipe; the zygote
+  answers ``{"op": "started", "pid"}``. The child is the pre-forked warm one (its
+  backend already started, for one CPU device) when ``warm`` says the request fits
+  it, else a cold one forked now. ``{"op": "warm"}`` says a warm child is ready.
 - ``{"op": "kill"}``: SIGKILL the current run (a cancel).
 
 When the child is gone the zygote kills every other process left in the jail
@@ -23,6 +25,7 @@ the control socket ends it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import importlib
@@ -39,6 +42,8 @@ from typing import Any
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 WIPED = ("/tmp", "/dev/shm")
+#: How long the zygote waits for its first warm child before saying ready anyway.
+WARM_S = 10.0
 CLEANUP_S = 2.0
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -80,20 +85,11 @@ def main(argv: list[str]) -> None:
         "rss_kib": _rss_kib(),
         "threads": len(os.listdir("/proc/self/task")),  # must be 1: we fork
     }
+    zygote = Zygote(ctl, worker)
+    zygote.prefork()
+    zygote.wait_warm(WARM_S)  # so that a new tenant's first run finds it ready
     _send(ctl, ready)
-    while True:
-        try:
-            data, fds, _, _ = socket.recv_fds(ctl, 4096, 4)
-        except OSError:
-            break
-        if not data:
-            break
-        message = json.loads(data)
-        if message.get("op") == "run" and len(fds) == 3:
-            _serve(ctl, worker, *fds)
-        else:
-            for fd in fds:
-                os.close(fd)
+    zygote.loop()
     os._exit(0)
 
 
@@ -108,35 +104,145 @@ def _warm_backend_discovery() -> None:
         pass
 
 
-def _serve(ctl: socket.socket, worker: Any, msg_fd: int, event_fd: int, err_fd: int) -> None:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        _child(ctl, worker, msg_fd, event_fd, err_fd)
-    for fd in (msg_fd, event_fd, err_fd):
-        os.close(fd)
-    _send(ctl, {"op": "started", "pid": pid})
-    pidfd = os.pidfd_open(pid)
-    supervisor_gone = False
-    while True:
-        ready, _, _ = select.select([ctl.fileno(), pidfd], [], [])
-        if pidfd in ready:
-            break
-        data = ctl.recv(4096)
-        if not data or json.loads(data).get("op") == "kill":
-            supervisor_gone = not data
-            os.kill(pid, signal.SIGKILL)
-    os.close(pidfd)
-    _, status = os.waitpid(pid, 0)
-    clean = _cleanup()
-    if supervisor_gone:
-        os._exit(0)
-    _send(ctl, {"op": "exited", "status": os.waitstatus_to_exitcode(status), "clean": clean})
+class Zygote:
+    """The zygote's loop, and its one pre-forked warm child (pid, socket) if any."""
+
+    def __init__(self, ctl: socket.socket, worker: Any) -> None:
+        self.ctl, self.worker = ctl, worker
+        self.warm: tuple[int, socket.socket] | None = None
+        self._warmed: set[int] = set()  # warm children that said they are ready
+
+    def loop(self) -> None:
+        while True:
+            if self.warm is not None and self.warm[0] not in self._warmed:
+                ready, _, _ = select.select([self.ctl.fileno(), self.warm[1].fileno()], [], [])
+                if self.ctl.fileno() not in ready:
+                    if self.wait_warm(0):
+                        _send(self.ctl, {"op": "warm"})
+                    else:  # it died warming up: the next run gets a cold child
+                        self.warm[1].close()
+                        self.warm = None
+                    continue
+            try:
+                data, fds, _, _ = socket.recv_fds(self.ctl, 4096, 4)
+            except OSError:
+                return
+            if not data:
+                return
+            message = json.loads(data)
+            if message.get("op") == "run" and len(fds) == 3:
+                self.serve(fds, warm_ok=message.get("warm") is True)
+            else:
+                for fd in fds:
+                    os.close(fd)
+
+    def prefork(self) -> None:
+        """Fork the next run's child now: it starts the backend and compiles a little
+        while nobody waits, then blocks until a run's descriptors arrive. It never
+        ran user code before its run, like any child; it is made after the cleanup of
+        the previous run, so the jail is empty but for it."""
+        if self.warm is not None:
+            return
+        mine, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            mine.close()
+            _become_child(self.ctl)
+            _warm_backend(self.worker)
+            try:
+                its.send(b"warm")
+                _, fds, _, _ = socket.recv_fds(its, 16, 4)
+            except OSError:
+                fds = []
+            if len(fds) != 3:
+                os._exit(0)
+            its.close()
+            _run(self.worker, *fds)
+        its.close()
+        self.warm = (pid, mine)
+
+    def wait_warm(self, timeout_s: float) -> bool:
+        """Whether the warm child has finished warming up (waiting up to timeout_s)."""
+        if self.warm is None:
+            return False
+        pid, sock = self.warm
+        if pid in self._warmed:
+            return True
+        sock.settimeout(timeout_s)
+        try:
+            if sock.recv(16) == b"warm":
+                self._warmed.add(pid)
+                return True
+        except OSError:
+            pass
+        finally:
+            sock.settimeout(None)
+        return False
+
+    def serve(self, fds: list[int], warm_ok: bool) -> None:
+        pid: int | None = None
+        # A warm child still warming up (runs back to back) is not waited for: a cold
+        # child is as fast, once the warm one is out of the way.
+        if warm_ok and self.warm is not None and self.wait_warm(0):
+            pid, sock = self.warm
+            try:
+                socket.send_fds(sock, [b"run"], fds)
+            except OSError:  # it died (killed from inside the jail?)
+                pid = None
+            sock.close()
+            self.warm = None
+        warm = pid is not None
+        if pid is None:
+            if self.warm is not None:  # not used: out of the way (CPU, pids) at once
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.warm[0], signal.SIGKILL)
+                self.warm[1].close()  # before the fork: the cold child must not inherit it
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(self.warm[0], 0)  # no zombie in the run's view of /proc
+                self.warm = None
+            pid = self._fork_cold(fds)
+        for fd in fds:
+            os.close(fd)
+        _send(self.ctl, {"op": "started", "pid": pid, "warm": warm})
+        pidfd = os.pidfd_open(pid)
+        supervisor_gone = False
+        while True:
+            ready, _, _ = select.select([self.ctl.fileno(), pidfd], [], [])
+            if pidfd in ready:
+                break
+            data = self.ctl.recv(4096)
+            if not data or json.loads(data).get("op") == "kill":
+                supervisor_gone = not data
+                os.kill(pid, signal.SIGKILL)
+        os.close(pidfd)
+        _, status = os.waitpid(pid, 0)
+        if self.warm is not None:  # unused: the cleanup kills it with the rest
+            self.warm[1].close()
+            self.warm = None
+        self._warmed.clear()
+        clean = _cleanup()
+        if supervisor_gone:
+            os._exit(0)
+        if clean:
+            self.prefork()
+        _send(
+            self.ctl, {"op": "exited", "status": os.waitstatus_to_exitcode(status), "clean": clean}
+        )
+
+    def _fork_cold(self, fds: list[int]) -> int:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _become_child(self.ctl)
+            _run(self.worker, *fds)
+        return pid
 
 
-def _child(ctl: socket.socket, worker: Any, msg_fd: int, event_fd: int, err_fd: int) -> None:
-    code = 70
+def _become_child(ctl: socket.socket) -> None:
+    """What every run's child does first, before anything else."""
     try:
         ctl.close()
         os.setsid()
@@ -144,6 +250,49 @@ def _child(ctl: socket.socket, worker: Any, msg_fd: int, event_fd: int, err_fd: 
         _prctl(PR_SET_DUMPABLE, 1)  # like any fresh process; the zygote stays undumpable
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
+    except BaseException:
+        traceback.print_exc()
+        os._exit(70)
+
+
+#: What a warm child runs (events to /dev/null) before it waits for its real run: a
+#: small grad and jit through every view but timing, on a shape (2,) that requests
+#: rarely use, so that what it warms is JAX's and XLA's one-time set-up (backend,
+#: first compile and execution, lowering and printing paths), not a cached result.
+WARM_MESSAGE = {
+    "protocol": 1,
+    "run_id": "warm-up",
+    "request": {
+        "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.sin(x) ** 2)\n",
+        "args": "(jnp.full((2,), 0.5),)",
+        "transforms": [{"name": "grad"}, {"name": "jit"}],
+        "outputs": ["jaxpr", "stablehlo", "hlo", "value", "cost"],
+        "backend": "cpu",
+    },
+}
+
+
+def _warm_backend(worker: Any) -> None:
+    """Start the CPU backend with the defaults a run asks for (one device) and run a
+    small request: the first compile and run in a process pay ~40 ms of set-up."""
+    try:
+        warm = getattr(worker, "warm_backend", None)
+        if warm is not None:
+            warm()
+            return
+        with open(os.devnull, "w") as sink:
+            saved = sys.stdout, sys.stderr
+            try:
+                worker.run_message(WARM_MESSAGE, sink.fileno())
+            finally:
+                sys.stdout, sys.stderr = saved
+    except Exception:
+        traceback.print_exc()
+
+
+def _run(worker: Any, msg_fd: int, event_fd: int, err_fd: int) -> None:
+    code = 70
+    try:
         with os.fdopen(msg_fd, "rb") as f:
             message = json.loads(f.read())
         null = os.open("/dev/null", os.O_RDONLY)

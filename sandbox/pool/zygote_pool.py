@@ -52,6 +52,12 @@ _LOG_BYTES = 64 * 1024
 CANCEL_S = 1.0
 
 
+def fits_warm_child(request: RunRequest) -> bool:
+    """Whether a zygote's pre-forked child (CPU backend started with one device) can
+    run this request; otherwise the zygote forks a cold child for it."""
+    return request.devices == 1 and request.backend in ("auto", "cpu")
+
+
 class Zygote:
     """One jail with one zygote process in it, and its control socket."""
 
@@ -66,6 +72,8 @@ class Zygote:
         self.born = self.last_used = time.monotonic()
         self.ready: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.info: dict[str, Any] = {}
+        #: whether its pre-forked child has its backend warm (the next run starts fast)
+        self.warm_child = False
         self._ctl: socket.socket | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closed: asyncio.Task[None] | None = None
@@ -132,6 +140,10 @@ class Zygote:
                 run = self.run
                 self._run_ended(clean and isinstance(status, int))
                 run.exited(status if isinstance(status, int) else None)
+            elif op == "warm":
+                self.warm_child = True
+            elif op == "started" and self.run is not None:
+                self.run.warm = message.get("warm") is True
             elif op != "started":
                 break
         self.retire("control channel closed")
@@ -163,9 +175,10 @@ class Zygote:
             self.state = "idle"
             self.pool.changed()
 
-    def send_run(self, fds: list[int]) -> None:
+    def send_run(self, fds: list[int], warm: bool) -> None:
         assert self._ctl is not None
-        socket.send_fds(self._ctl, [b'{"op":"run"}'], fds)
+        socket.send_fds(self._ctl, [json.dumps({"op": "run", "warm": warm}).encode()], fds)
+        self.warm_child = False
         self.runs += 1
         self.pool.total_runs += 1
 
@@ -215,6 +228,8 @@ class ZygoteRun(RunSupervisor):
         self._transports: list[asyncio.BaseTransport] = []
         self._oom_base = 0
         self._sent = False
+        #: whether the zygote's pre-forked child (backend already warm) took the run
+        self.warm = False
 
     @property
     def zygote_id(self) -> str:
@@ -233,7 +248,7 @@ class ZygoteRun(RunSupervisor):
         try:
             os.write(message, worker_message(self.run_id, self._request))
             os.lseek(message, 0, os.SEEK_SET)
-            z.send_run([message, events_w, stderr_w])
+            z.send_run([message, events_w, stderr_w], warm=fits_warm_child(self._request))
             self._sent = True
         except OSError:
             os.close(events_r)
@@ -487,6 +502,7 @@ class ZygotePool:
             "zygotes": len(self.zygotes),
             "size": self.size,
             "spares": self._spares(ready_only=True),
+            "warm_children": sum(1 for z in self.zygotes if z.warm_child),
             "tenants": len({z.tenant for z in self.zygotes if z.tenant is not None}),
             "running": sum(1 for z in self.zygotes if z.run is not None),
             "capacity": self.max_running,

@@ -102,7 +102,7 @@ class LivePool:
         for z in self.pool.zygotes:
             if z.jail.cgroup is not None and z.state == "idle":
                 pids = z.jail.cgroup.pids()
-                if len(pids) > 3:  # bwrap, its pid-1 helper, the zygote
+                if len(pids) > 4:  # bwrap, its pid-1 helper, the zygote, its warm child
                     problems.append(f"{z}: {len(pids)} processes in an idle jail")
         return problems
 

@@ -60,6 +60,29 @@ def test_same_tenant_reuses_its_zygote(live_pool: LivePool) -> None:
     assert first.zygote == second.zygote
 
 
+def test_warm_and_cold_children(live_pool: LivePool) -> None:
+    first = live_pool.run(SMALL, tenant="warmth")
+    zygote = next(z for z in live_pool.pool.zygotes if z.id == first.zygote)
+    deadline = time.monotonic() + 20
+    while not zygote.warm_child:  # the next child's backend warms up meanwhile
+        assert time.monotonic() < deadline
+        live_pool.call(asyncio.sleep(0.05))
+
+    async def go(**request: object) -> tuple[bool, list[dict]]:
+        run = await live_pool.pool.submit(
+            RunRequest(code=SMALL, args="(1.0,)", **request), "warmth"
+        )
+        events = [e async for e in run.events()]
+        return run.warm, events
+
+    warm, events = live_pool.call(go())
+    assert warm and events[-1]["status"] == "ok"
+    # two devices: the warm child (started with one) cannot take it; a cold child does
+    warm, events = live_pool.call(go(devices=2))
+    assert not warm and events[-1]["status"] == "ok"
+    assert events[0]["worker"]["devices"] == 2
+
+
 def test_cancel_kills_the_run_but_keeps_the_zygote(live_pool: LivePool) -> None:
     async def go() -> tuple[list[dict], str]:
         run = await live_pool.pool.submit(

@@ -1,0 +1,227 @@
+"""What the warm pool costs: jaxplay's end-to-end time against JAX itself.
+
+Runs a fixed set of requests three ways, side by side, in one go:
+
+- floor: the engine's ``run_message`` in a process that already imported JAX and
+  started its backend, with JAX's caches cleared before each run (so it traces,
+  lowers and compiles exactly what a fresh child does), pinned to one CPU like a jail;
+- warm pool: ``ZygotePool`` end to end (submit → done), jailed, one CPU per jail,
+  with ``--pause`` seconds between a tenant's runs (the time its zygote needs to have
+  the next child's backend warm; 0 measures the cold-child path);
+- fresh process: ``SubprocessPool``, a new unjailed ``python -m sandbox.engine`` per run.
+
+Prints the medians per case, the overhead of the pool over the floor (median, p95),
+the time to the first ``jaxpr`` event, the speed-up over a fresh process, and the
+memory of an idle warm zygote.
+
+    .venv/bin/python benchmarks/pool_overhead.py [--repeat 10] [--fresh-repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sandbox.protocol import RunRequest
+
+OUTPUTS = ["jaxpr", "stablehlo", "hlo", "value", "cost"]  # timing: its budget is noise
+CASES: dict[str, dict[str, Any]] = {
+    "jaxpr-small": {
+        "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.tanh(x) ** 2)\n",
+        "args": "(jnp.ones(3),)",
+        "transforms": [{"name": "grad"}],
+        "outputs": ["jaxpr"],
+    },
+    "grad-jit": {
+        "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.tanh(x) ** 2)\n",
+        "args": "(jnp.ones(3),)",
+        "transforms": [{"name": "grad"}, {"name": "jit"}],
+        "outputs": OUTPUTS,
+    },
+    "vmap-matmul": {
+        "code": "import jax.numpy as jnp\n\ndef f(x, y):\n    return jnp.tanh(x @ y)\n",
+        "args": "(jnp.ones((8, 4, 4)), jnp.ones((8, 4, 4)))",
+        "transforms": [{"name": "vmap"}, {"name": "jit"}],
+        "outputs": OUTPUTS,
+    },
+    "jacrev": {
+        "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sin(x) * jnp.cos(x[::-1])\n",
+        "args": "(jnp.arange(4.0),)",
+        "transforms": [{"name": "jacrev"}],
+        "outputs": OUTPUTS,
+    },
+}
+
+
+def _request(case: str) -> RunRequest:
+    return RunRequest(**CASES[case])
+
+
+# --- the floor: in a child process of its own, so this one never imports JAX ---------
+
+
+def floor_main(repeat: int) -> None:
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    import jax
+
+    from sandbox.engine import worker
+
+    worker.prepare()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    results: dict[str, list[float]] = {c: [] for c in CASES}
+    for i in range(repeat + 1):
+        for case in CASES:
+            message = {"protocol": 1, "run_id": "floor", "request": _request(case).model_dump()}
+            jax.clear_caches()
+            started = time.perf_counter()
+            worker.run_message(message, devnull)
+            if i:  # the first round starts the backend and imports the rest: not counted
+                results[case].append((time.perf_counter() - started) * 1000)
+    sys.stdout = sys.__stdout__
+    print(json.dumps(results))
+
+
+def measure_floor(repeat: int) -> dict[str, list[float]]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--floor", "--repeat", str(repeat)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# --- the pools -------------------------------------------------------------------------
+
+
+async def _timed(pool: Any, case: str, tenant: str) -> tuple[float, float | None, str]:
+    started = time.perf_counter()
+    run = await pool.submit(_request(case), tenant)
+    first_jaxpr = None
+    status = "?"
+    async for event in run.events():
+        if event["type"] == "jaxpr" and first_jaxpr is None:
+            first_jaxpr = (time.perf_counter() - started) * 1000
+        if event["type"] == "done":
+            status = event["status"]
+    return (time.perf_counter() - started) * 1000, first_jaxpr, status
+
+
+async def measure_pools(repeat: int, fresh_repeat: int, pause_s: float) -> dict[str, Any]:
+    from sandbox.jail.jail import Jailer
+    from sandbox.pool.settings import PoolSettings
+    from sandbox.pool.subprocess_pool import SubprocessPool
+    from sandbox.pool.zygote_pool import ZygotePool
+
+    pool = ZygotePool(Jailer(), PoolSettings(pool_spares=1))
+    await pool.start()
+    await pool.ready()
+    spare = next(z for z in pool.zygotes if z.state == "idle")
+    idle_rss_kib = spare.info["rss_kib"]
+    idle_jail_bytes = spare.jail.cgroup.memory_bytes() if spare.jail.cgroup else 0
+    warm: dict[str, list[float]] = {c: [] for c in CASES}
+    first: list[float] = []
+    new_tenant_first: list[float] = []
+    try:
+        for case in CASES:  # one warm-up run each (the supervisor's own first time)
+            await _timed(pool, case, "bench")
+        for _ in range(repeat):
+            for case in CASES:
+                await asyncio.sleep(pause_s)
+                ms, jaxpr_ms, status = await _timed(pool, case, "bench")
+                assert status == "ok", (case, status)
+                warm[case].append(ms)
+                if case == "jaxpr-small" and jaxpr_ms is not None:
+                    first.append(jaxpr_ms)
+        for i in range(3):  # a tenant never seen before takes a ready spare
+            await pool.ready()
+            _, jaxpr_ms, _ = await _timed(pool, "jaxpr-small", f"newcomer-{i}")
+            if jaxpr_ms is not None:
+                new_tenant_first.append(jaxpr_ms)
+    finally:
+        await pool.close()
+    fresh: dict[str, list[float]] = {c: [] for c in CASES}
+    sub = SubprocessPool(max_concurrent=1)
+    for _ in range(fresh_repeat):
+        for case in CASES:
+            ms, _, status = await _timed(sub, case, "bench")
+            assert status == "ok", (case, status)
+            fresh[case].append(ms)
+    return {
+        "warm": warm,
+        "fresh": fresh,
+        "first_jaxpr": first,
+        "new_tenant_first_jaxpr": new_tenant_first,
+        "idle_rss_kib": idle_rss_kib,
+        "idle_jail_bytes": idle_jail_bytes,
+    }
+
+
+def _p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--fresh-repeat", type=int, default=2)
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=0.5,
+        help="seconds between two runs of the tenant (a person reading the result); "
+        "0: back to back, so each run's child starts cold",
+    )
+    parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.floor:
+        floor_main(args.repeat)
+        return
+    load = os.getloadavg()[0]
+    floor = measure_floor(args.repeat)
+    pools = asyncio.run(measure_pools(args.repeat, args.fresh_repeat, args.pause))
+    warm, fresh = pools["warm"], pools["fresh"]
+    print(
+        f"{len(os.sched_getaffinity(0))} CPUs, load average {load:.1f}, {args.pause:g} s between "
+        f"a tenant's runs; medians in ms"
+    )
+    print(
+        f"{'case':<14}{'floor':>10}{'warm pool':>12}{'overhead':>11}{'fresh proc':>12}{'fresh/warm':>12}"
+    )
+    overheads: list[float] = []
+    ratios: list[float] = []
+    for case in CASES:
+        f_med, w_med, x_med = (statistics.median(d[case]) for d in (floor, warm, fresh))
+        overheads += [w - f_med for w in warm[case]]
+        ratios.append(x_med / w_med)
+        print(
+            f"{case:<14}{f_med:>10.1f}{w_med:>12.1f}{w_med - f_med:>11.1f}{x_med:>12.1f}{x_med / w_med:>11.1f}x"
+        )
+    print(
+        f"overhead of the warm pool over the floor: median {statistics.median(overheads):.1f} ms, "
+        f"p95 {_p(overheads, 0.95):.1f} ms (targets 10 / 30)"
+    )
+    print(
+        f"first jaxpr event after submit (jaxpr-small): median {statistics.median(pools['first_jaxpr']):.1f} ms; "
+        f"for a new tenant (ready spare): median {statistics.median(pools['new_tenant_first_jaxpr']):.1f} ms (target 40)"
+    )
+    print(f"fresh process / warm pool: median {statistics.median(ratios):.1f}x (target >= 10x)")
+    print(
+        f"idle warm zygote: {pools['idle_rss_kib'] / 1024:.0f} MiB RSS; whole idle jail "
+        f"(cgroup, incl. bwrap): {pools['idle_jail_bytes'] / 2**20:.0f} MiB (target 250 MB)"
+    )
+
+
+if __name__ == "__main__":
+    main()
