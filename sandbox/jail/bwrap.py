@@ -100,14 +100,18 @@ def bwrap_argv(
         "--symlink", "usr/sbin", "/sbin",
         "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
     ]  # fmt: skip
-    for path in runtime.ro_paths:
-        argv += ["--ro-bind", path, path]
     argv += [
         "--proc", "/proc",
         "--dev", "/dev",
         "--size", str(limits.tmp_bytes), "--perms", "0700", "--tmpfs", "/tmp",
         "--size", str(limits.shm_bytes), "--perms", "0700", "--tmpfs", "/dev/shm",
         "--remount-ro", "/dev",  # bwrap's /dev is a tmpfs the jail could otherwise fill
+    ]  # fmt: skip
+    # After the tmpfs mounts: bwrap mounts in argument order, so a runtime that lives
+    # under /tmp (a checkout in /tmp/...) is bound on top of the private /tmp, not hidden by it.
+    for path in runtime.ro_paths:
+        argv += ["--ro-bind", path, path]
+    argv += [
         "--remount-ro", "/",
         "--chdir", "/tmp",
         "--seccomp", str(seccomp_fd),

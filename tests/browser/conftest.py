@@ -133,8 +133,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         srv.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    # Module scope, not session: Playwright's sync API keeps an asyncio loop running
+    # in this thread while it is open, and every later test that calls asyncio.run()
+    # would fail. It must be closed before pytest moves on to the other test files.
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
