@@ -4,7 +4,10 @@ Runs a fixed set of requests three ways, side by side, in one go:
 
 - floor: the engine's ``run_message`` in a process that already imported JAX and
   started its backend, with JAX's caches cleared before each run (so it traces,
-  lowers and compiles exactly what a fresh child does), pinned to one CPU like a jail;
+  lowers and compiles what a fresh child does), pinned to one CPU like a jail;
+- forked: the same in a child forked from a prepared process, its backend warmed as a
+  zygote's warm child does, but without jail, pool or supervisor: the difference to
+  the warm pool is what the jail and the pool themselves cost;
 - warm pool: ``ZygotePool`` end to end (submit → done), jailed, one CPU per jail,
   with ``--pause`` seconds between a tenant's runs (the time its zygote needs to have
   the next child's backend warm; 0 measures the cold-child path);
@@ -72,12 +75,33 @@ def _request(case: str) -> RunRequest:
 
 def floor_main(repeat: int) -> None:
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
-    import jax
-
     from sandbox.engine import worker
+    from sandbox.jail import zygote
 
     worker.prepare()
     devnull = os.open(os.devnull, os.O_WRONLY)
+    # forked: what a zygote's warm child does, without jail, pool or supervisor (the
+    # fork happens before this process starts a backend, as in a zygote)
+    forked: dict[str, list[float]] = {c: [] for c in CASES}
+    for _ in range(repeat):
+        for case in CASES:
+            message = {"protocol": 1, "run_id": "floor", "request": _request(case).model_dump()}
+            go_r, go_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                zygote._warm_backend(worker)
+                os.read(go_r, 1)
+                worker.run_message(message, devnull)
+                os._exit(0)
+            time.sleep(0.5)  # its warm-up, as between a tenant's runs
+            started = time.perf_counter()
+            os.write(go_w, b"g")
+            os.waitpid(pid, 0)
+            forked[case].append((time.perf_counter() - started) * 1000)
+            os.close(go_r)
+            os.close(go_w)
+    import jax
+
     results: dict[str, list[float]] = {c: [] for c in CASES}
     for i in range(repeat + 1):
         for case in CASES:
@@ -88,10 +112,10 @@ def floor_main(repeat: int) -> None:
             if i:  # the first round starts the backend and imports the rest: not counted
                 results[case].append((time.perf_counter() - started) * 1000)
     sys.stdout = sys.__stdout__
-    print(json.dumps(results))
+    print(json.dumps({"floor": results, "forked": forked}))
 
 
-def measure_floor(repeat: int) -> dict[str, list[float]]:
+def measure_floor(repeat: int) -> dict[str, dict[str, list[float]]]:
     out = subprocess.run(
         [sys.executable, __file__, "--floor", "--repeat", str(repeat)],
         capture_output=True,
@@ -127,8 +151,11 @@ async def measure_pools(repeat: int, fresh_repeat: int, pause_s: float) -> dict[
     await pool.start()
     await pool.ready()
     spare = next(z for z in pool.zygotes if z.state == "idle")
+    while not spare.warm_child:
+        await asyncio.sleep(0.05)
     idle_rss_kib = spare.info["rss_kib"]
     idle_jail_bytes = spare.jail.cgroup.memory_bytes() if spare.jail.cgroup else 0
+    idle_memory = _jail_memory(spare.jail.cgroup.pids()) if spare.jail.cgroup else {}
     warm: dict[str, list[float]] = {c: [] for c in CASES}
     first: list[float] = []
     new_tenant_first: list[float] = []
@@ -164,7 +191,27 @@ async def measure_pools(repeat: int, fresh_repeat: int, pause_s: float) -> dict[
         "new_tenant_first_jaxpr": new_tenant_first,
         "idle_rss_kib": idle_rss_kib,
         "idle_jail_bytes": idle_jail_bytes,
+        "idle_memory": idle_memory,
     }
+
+
+def _jail_memory(pids: set[int]) -> dict[str, int]:
+    """RSS and PSS (KiB) of each process of an idle jail, by name, and the PSS total:
+    PSS shares pages between the zygote and its forked child instead of counting them twice."""
+    found: dict[str, int] = {"pss_total_kib": 0}
+    for pid in sorted(pids):
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in rollup.splitlines()[1:])
+        pss = int(fields["Pss"].split()[0])
+        rss = int(fields["Rss"].split()[0])
+        name = status.split("\n", 1)[0].split()[1]
+        found["pss_total_kib"] += pss
+        found[f"{pid}:{name} rss_kib"] = rss
+    return found
 
 
 def _p(values: list[float], q: float) -> float:
@@ -189,7 +236,8 @@ def main() -> None:
         floor_main(args.repeat)
         return
     load = os.getloadavg()[0]
-    floor = measure_floor(args.repeat)
+    floors = measure_floor(args.repeat)
+    floor, forked = floors["floor"], floors["forked"]
     pools = asyncio.run(measure_pools(args.repeat, args.fresh_repeat, args.pause))
     warm, fresh = pools["warm"], pools["fresh"]
     print(
@@ -197,29 +245,44 @@ def main() -> None:
         f"a tenant's runs; medians in ms"
     )
     print(
-        f"{'case':<14}{'floor':>10}{'warm pool':>12}{'overhead':>11}{'fresh proc':>12}{'fresh/warm':>12}"
+        f"{'case':<14}{'floor':>8}{'forked':>8}{'warm pool':>11}{'overhead':>10}"
+        f"{'vs forked':>11}{'fresh proc':>12}{'fresh/warm':>12}"
     )
     overheads: list[float] = []
+    transport: list[float] = []
     ratios: list[float] = []
     for case in CASES:
-        f_med, w_med, x_med = (statistics.median(d[case]) for d in (floor, warm, fresh))
+        f_med, k_med, w_med, x_med = (
+            statistics.median(d[case]) for d in (floor, forked, warm, fresh)
+        )
         overheads += [w - f_med for w in warm[case]]
+        transport += [w - k_med for w in warm[case]]
         ratios.append(x_med / w_med)
         print(
-            f"{case:<14}{f_med:>10.1f}{w_med:>12.1f}{w_med - f_med:>11.1f}{x_med:>12.1f}{x_med / w_med:>11.1f}x"
+            f"{case:<14}{f_med:>8.1f}{k_med:>8.1f}{w_med:>11.1f}{w_med - f_med:>10.1f}"
+            f"{w_med - k_med:>11.1f}{x_med:>12.1f}{x_med / w_med:>11.1f}x"
         )
     print(
         f"overhead of the warm pool over the floor: median {statistics.median(overheads):.1f} ms, "
         f"p95 {_p(overheads, 0.95):.1f} ms (targets 10 / 30)"
     )
     print(
+        f"of which jail + pool + supervisor (warm pool - forked child without them): median "
+        f"{statistics.median(transport):.1f} ms, p95 {_p(transport, 0.95):.1f} ms"
+    )
+    print(
         f"first jaxpr event after submit (jaxpr-small): median {statistics.median(pools['first_jaxpr']):.1f} ms; "
         f"for a new tenant (ready spare): median {statistics.median(pools['new_tenant_first_jaxpr']):.1f} ms (target 40)"
     )
     print(f"fresh process / warm pool: median {statistics.median(ratios):.1f}x (target >= 10x)")
+    memory = pools["idle_memory"]
+    rss = ", ".join(
+        f"{k.split()[0]} {v / 1024:.0f}" for k, v in memory.items() if k.endswith("rss_kib")
+    )
     print(
-        f"idle warm zygote: {pools['idle_rss_kib'] / 1024:.0f} MiB RSS; whole idle jail "
-        f"(cgroup, incl. bwrap): {pools['idle_jail_bytes'] / 2**20:.0f} MiB (target 250 MB)"
+        f"idle warm jail: zygote {pools['idle_rss_kib'] / 1024:.0f} MiB RSS; RSS per process "
+        f"(MiB): {rss}; PSS of the whole jail {memory.get('pss_total_kib', 0) / 1024:.0f} MiB; "
+        f"cgroup charge {pools['idle_jail_bytes'] / 2**20:.0f} MiB (target 250 MB)"
     )
 
 

@@ -226,6 +226,26 @@ class Cgroups:
                 raise CgroupError(f"cgroup v1 controller {needed} is not mounted")
         return cls(1, roots)
 
+    def sweep(self) -> int:
+        """Remove the cgroups of jails whose supervisor died without cleaning up
+        (killed hard): kill what is left in them, then rmdir. Returns how many."""
+        swept = 0
+        for root in self._roots.values():
+            for d in root.glob("jail-*-*-*"):
+                try:
+                    os.kill(int(d.name.split("-")[1]), 0)
+                    continue  # its supervisor is alive: not ours to touch
+                except ProcessLookupError:
+                    pass
+                except (ValueError, PermissionError):
+                    continue
+                group = JailCgroup(self.version, {"": d} if self.version == 2 else {root.name: d})
+                group.kill()
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+                    swept += 1
+        return swept
+
     def make(self, limits: JailLimits, cpus: list[int] | None) -> JailCgroup | None:
         """A new, empty cgroup for one jail, with the limits written."""
         if not self.version:

@@ -74,6 +74,8 @@ class Jailer:
             self.user = (entry.pw_uid, entry.pw_gid)
         self.runtime = Runtime.discover()
         self.cgroups = Cgroups.detect(self.config)
+        if swept := self.cgroups.sweep():
+            log.warning("removed %d cgroups left by a jaxplay that died without cleaning up", swept)
         self._cpus = sorted(os.sched_getaffinity(0))
         self._next_cpu = 0
 

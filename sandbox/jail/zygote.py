@@ -87,7 +87,7 @@ def main(argv: list[str]) -> None:
     }
     zygote = Zygote(ctl, worker)
     zygote.prefork()
-    zygote.wait_warm(WARM_S)  # so that a new tenant's first run finds it ready
+    ready["warm"] = zygote.wait_warm(WARM_S)  # so a new tenant's first run finds it warm
     _send(ctl, ready)
     zygote.loop()
     os._exit(0)

@@ -134,6 +134,7 @@ class Zygote:
                 break
             op = message.get("op")
             if op == "ready" and not self.ready.done():
+                self.warm_child = message.get("warm") is True
                 self.ready.set_result(message)
             elif op == "exited" and self.run is not None:
                 status, clean = message.get("status"), message.get("clean") is True

@@ -123,3 +123,15 @@ def test_a_fresh_jailed_run_is_killed_on_time() -> None:
     events, run = asyncio.run(go())
     assert events[-1]["status"] == "timeout"
     assert run._jail.cgroup is None or not run._jail.cgroup.main.exists()
+
+
+@needs_bwrap
+def test_cgroups_of_a_dead_supervisor_are_swept() -> None:
+    jailer = Jailer(TEST_LIMITS, JailConfig())
+    root = jailer.cgroups.main_root
+    if root is None:
+        pytest.skip("no cgroups on this host")
+    stale = root / f"jail-{2**22 + 1}-1-1"  # above any pid_max: its supervisor is dead
+    stale.mkdir()
+    assert Jailer(TEST_LIMITS, JailConfig()).cgroups.main_root is not None
+    assert not stale.exists()
