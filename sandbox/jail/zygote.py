@@ -44,6 +44,8 @@ PR_SET_CHILD_SUBREAPER = 36
 WIPED = ("/tmp", "/dev/shm")
 #: How long the zygote waits for its first warm child before saying ready anyway.
 WARM_S = 10.0
+#: How long after a run the zygote waits before forking the next warm child.
+PREFORK_DELAY_S = 0.05
 CLEANUP_S = 2.0
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -111,18 +113,28 @@ class Zygote:
         self.ctl, self.worker = ctl, worker
         self.warm: tuple[int, socket.socket] | None = None
         self._warmed: set[int] = set()  # warm children that said they are ready
+        self._clean = True  # the last cleanup succeeded: a warm child may be forked
+        self._prefork_at = 0.0
 
     def loop(self) -> None:
         while True:
+            waiting = [self.ctl.fileno()]
+            timeout = None
             if self.warm is not None and self.warm[0] not in self._warmed:
-                ready, _, _ = select.select([self.ctl.fileno(), self.warm[1].fileno()], [], [])
-                if self.ctl.fileno() not in ready:
-                    if self.wait_warm(0):
-                        _send(self.ctl, {"op": "warm"})
-                    else:  # it died warming up: the next run gets a cold child
-                        self.warm[1].close()
-                        self.warm = None
-                    continue
+                waiting.append(self.warm[1].fileno())
+            elif self.warm is None and self._clean:
+                timeout = max(0.0, self._prefork_at - time.monotonic())
+            ready, _, _ = select.select(waiting, [], [], timeout)
+            if self.ctl.fileno() not in ready:
+                if self.warm is None:
+                    self.prefork()  # no run came within PREFORK_DELAY_S
+                elif self.wait_warm(0):
+                    _send(self.ctl, {"op": "warm"})
+                else:  # it died warming up: the next run gets a cold child
+                    self.warm[1].close()
+                    self.warm = None
+                    self._clean = False
+                continue
             try:
                 data, fds, _, _ = socket.recv_fds(self.ctl, 4096, 4)
             except OSError:
@@ -225,8 +237,10 @@ class Zygote:
         clean = _cleanup()
         if supervisor_gone:
             os._exit(0)
-        if clean:
-            self.prefork()
+        # The next warm child is forked a moment later, unless a run comes first: runs
+        # back to back would only find it half-warm and have to kill it.
+        self._clean = clean
+        self._prefork_at = time.monotonic() + PREFORK_DELAY_S
         _send(
             self.ctl, {"op": "exited", "status": os.waitstatus_to_exitcode(status), "clean": clean}
         )
