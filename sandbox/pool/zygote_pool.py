@@ -24,7 +24,6 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 from sandbox.jail.jail import Jailer
@@ -511,9 +510,3 @@ class ZygotePool:
             "retired": self.retired,
             "jail": self.jailer.describe(),
         }
-
-    async def iter_events(self, request: RunRequest, tenant: str) -> AsyncIterator[dict[str, Any]]:
-        """Submit and stream in one call (a convenience for scripts and tests)."""
-        run = await self.submit(request, tenant)
-        async for event in run.events():
-            yield event
