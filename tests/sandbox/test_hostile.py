@@ -54,11 +54,8 @@ def must(name, ok, detail=""):
 
 # Files the supervisor can read and the jail must not: one world-readable in the
 # host's /tmp, one private to root.
-_CANARY_DIR = Path(tempfile.mkdtemp(prefix="jaxplay-canary-"))
+_CANARY_DIR = Path(tempfile.gettempdir()) / f"jaxplay-canary-{os.getpid()}"
 CANARY_TMP = _CANARY_DIR / "secret.txt"
-CANARY_TMP.write_text(CANARY)
-CANARY_TMP.chmod(0o644)
-_CANARY_DIR.chmod(0o755)
 CANARY_ROOT = Path("/root/.jaxplay-test-canary")
 
 
@@ -686,6 +683,21 @@ CASES = [
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def canary_files() -> Any:
+    """The canaries exist while the battery runs, and not after it."""
+    _CANARY_DIR.mkdir(mode=0o755, exist_ok=True)
+    _CANARY_DIR.chmod(0o755)
+    CANARY_TMP.write_text(CANARY)
+    CANARY_TMP.chmod(0o644)
+    CANARY_ROOT.write_text(CANARY)
+    CANARY_ROOT.chmod(0o600)
+    yield
+    CANARY_ROOT.unlink(missing_ok=True)
+    CANARY_TMP.unlink(missing_ok=True)
+    _CANARY_DIR.rmdir()
+
+
 @pytest.fixture(scope="module")
 def host_services() -> Any:
     """A TCP server on the host's loopback and an abstract unix socket, both listening."""
@@ -722,9 +734,6 @@ def test_battery_is_broad() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_hostile(case: Case, live_pool: LivePool, host_services: Any) -> None:
-    if case.id.startswith("A2") and not CANARY_ROOT.exists():
-        CANARY_ROOT.write_text(CANARY)
-        CANARY_ROOT.chmod(0o600)
     result = live_pool.run(
         _code(case, host_services), tenant="hostile", timeout_s=case.timeout_s, **case.request
     )
