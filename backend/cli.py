@@ -88,9 +88,11 @@ def _build_request(
 
 
 async def _local_events(request: RunRequest) -> AsyncGenerator[dict[str, Any], None]:
-    from sandbox.pool.subprocess_pool import SubprocessPool
+    """The run in the local jailed pool (``make_pool`` refuses to run without the jail
+    unless JAXPLAY_UNSAFE_NO_JAIL is set, and then says so loudly)."""
+    from sandbox.pool import make_pool
 
-    pool = SubprocessPool(max_concurrent=1)
+    pool = make_pool()
     await pool.start()
     try:
         handle = await pool.submit(request, tenant="cli")
@@ -189,7 +191,11 @@ def run(
         raise typer.Exit(1)
     except Exception as exc:
         from backend.client import ServerError
+        from sandbox.jail.jail import JailUnavailable
 
+        if isinstance(exc, JailUnavailable):
+            typer.echo(f"jaxplay: {exc}", err=True)
+            raise typer.Exit(1)
         if not isinstance(exc, ServerError):
             raise
         typer.echo(f"jaxplay: {exc}", err=True)
