@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from backend import serve_cli
+from backend import serve_cli, worker_cli
 from backend.render import render_event
 from sandbox.protocol import OUTPUTS, RunRequest
 
@@ -209,3 +209,4 @@ def main() -> None:
 
 
 serve_cli.register(app)
+worker_cli.register(app)

@@ -23,6 +23,8 @@ REGISTRY: dict[str, tuple[str, bool]] = {
     "zygote": ("sandbox.pool.zygote_pool:ZygotePool", True),
     "subprocess": ("sandbox.pool.subprocess_pool:SubprocessPool", False),
     "fake": ("sandbox.pool.fake:FakePool", True),  # runs no code at all
+    # remote `jaxplay worker` machines, each running the jailed pool (needs queue_url)
+    "redis": ("sandbox.pool.redis_pool:RedisPool", True),
 }
 #: ``auto``: the sandbox's own choice (the jail, or refusal without one unless
 #: JAXPLAY_UNSAFE_NO_JAIL), when the sandbox has one
@@ -57,6 +59,15 @@ def pool_spec(settings: Settings) -> tuple[str, str, bool]:
     """(name, module:factory, jailed) of the configured pool. Refuses an unknown
     name, and a pool without the jail unless ``unsafe_no_jail`` says so."""
     name = settings.pool
+    if settings.queue_url and name in ("auto", "redis"):
+        name = "redis"
+    elif settings.queue_url:
+        raise PoolConfigError(
+            f"pool {name!r} and queue_url both set: with a queue_url the pool is `redis` "
+            "(the workers choose their own local pool)"
+        )
+    elif name == "redis":
+        raise PoolConfigError("pool 'redis' needs queue_url (JAXPLAY_QUEUE_URL=redis://...)")
     if name == "auto":
         if _has(AUTO):
             return "auto", AUTO, True  # the sandbox refuses or warns by itself
@@ -77,6 +88,19 @@ def pool_spec(settings: Settings) -> tuple[str, str, bool]:
     return name, spec, jailed
 
 
+def redis_options(settings: Settings) -> dict[str, Any]:
+    """The Redis pool's arguments, from the server's settings."""
+    return {
+        "url": settings.queue_url,
+        "prefix": settings.queue_prefix,
+        "max_queue": settings.max_queue,
+        "queue_timeout_s": settings.queue_timeout_s,
+        "grace_s": settings.run_grace_s,
+        "dead_after_s": settings.worker_dead_after_s,
+        "events_ttl_s": settings.events_ttl_s,
+    }
+
+
 def make_pool(settings: Settings) -> tuple[str, Pool]:
     """The pool the settings name, constructed but not started."""
     name, spec, jailed = pool_spec(settings)
@@ -95,6 +119,9 @@ def make_pool(settings: Settings) -> tuple[str, Pool]:
         options.setdefault("max_concurrent", settings.pool_capacity)
     if "unsafe_no_jail" in params:
         options.setdefault("unsafe_no_jail", settings.unsafe_no_jail)
+    if name == "redis":
+        for key, value in redis_options(settings).items():
+            options.setdefault(key, value)
     try:
         pool = factory(**options)
     except TypeError as exc:

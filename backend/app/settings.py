@@ -15,6 +15,8 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _REPO = Path(__file__).resolve().parents[2]
+DATABASE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
+QUEUE_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 class Settings(BaseSettings):
@@ -42,12 +44,68 @@ class Settings(BaseSettings):
     database_url: str = Field(
         default="sqlite:///var/jaxplay.sqlite3",
         description="Where snippets and cached results live: `sqlite:///PATH` "
-        "(relative to the working directory; WAL mode) or `sqlite:///:memory:`.",
+        "(relative to the working directory; WAL mode), `sqlite:///:memory:`, or "
+        "`postgresql://USER:PASSWORD@HOST:5432/DB` (shared by replicas; migrated at start-up).",
     )
+
+    # --- remote workers (Redis Streams) ----------------------------------------------
     queue_url: str | None = Field(
         default=None,
-        description="`redis://HOST:6379` for remote `jaxplay worker` pools. "
-        "Not supported by this build yet: setting it stops the server at start-up.",
+        description="`redis://HOST:6379/0` (or `rediss://`, `unix://`): run code on "
+        "`jaxplay worker` machines through Redis Streams instead of a local pool "
+        "(docs/deploy.md). Servers and workers must name the same Redis and prefix.",
+    )
+    queue_prefix: str = Field(
+        default="jaxplay",
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="Prefix of every Redis key, so deployments can share one Redis.",
+    )
+    events_ttl_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="How long a run's events stay in Redis after it ended (a replica "
+        "that did not submit it can still replay it: `GET /api/v1/runs/{id}/events`).",
+    )
+    worker_backend: Literal["cpu", "gpu", "tpu"] = Field(
+        default="cpu", description="`jaxplay worker`: the backend it serves (`--backend`)."
+    )
+    worker_id: str | None = Field(
+        default=None,
+        description="`jaxplay worker`: its name in the queue; by default host-pid-random.",
+    )
+    worker_runs: int = Field(
+        default=0,
+        ge=0,
+        description="`jaxplay worker`: runs it takes at once; 0: what its local pool "
+        "can run (1 per GPU or TPU host).",
+    )
+    worker_devices: str | None = Field(
+        default=None,
+        description="`jaxplay worker --backend gpu` (or `tpu`): which devices its jails get "
+        "(e.g. `0` or `0,1`); by default all of them.",
+    )
+    worker_driver_paths: list[str] = Field(
+        default_factory=list,
+        description="`jaxplay worker`: driver files or directories outside `/usr` to "
+        "bind read-only into its jails (JSON list).",
+    )
+    worker_heartbeat_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="How often a worker renews its registration and its claim on its runs.",
+    )
+    worker_dead_after_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="A worker silent this long is dead: its runs that started end "
+        "`killed` (saying so), those that had not are queued again. At least twice "
+        "`worker_heartbeat_s`.",
+    )
+    worker_drain_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="On SIGTERM a worker takes no new run and lets its runs finish this "
+        "long, then cancels them.",
     )
 
     # --- the pool ------------------------------------------------------------------
@@ -84,7 +142,9 @@ class Settings(BaseSettings):
     max_queue: int = Field(
         default=16,
         ge=0,
-        description="Runs that may wait for a free worker, per backend; beyond it: 503.",
+        description="Runs that may wait for a free worker, per backend; beyond it: 503. "
+        "With `queue_url`, also the runs waiting in Redis for a backend's workers "
+        "(all replicas together).",
     )
     max_runs_per_tenant: int = Field(
         default=2,
@@ -124,7 +184,8 @@ class Settings(BaseSettings):
     queue_timeout_s: float = Field(
         default=20.0,
         ge=0,
-        description="How long a run may wait in the queue for a worker before a 503.",
+        description="How long a run may wait in the queue for a worker before a 503. "
+        "With `queue_url`, a run no worker took from Redis within it ends `error`.",
     )
     run_grace_s: float = Field(
         default=5.0,
@@ -182,13 +243,14 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _refuse_unsupported(self) -> Settings:
-        if not self.database_url.startswith("sqlite:///"):
+        if not self.database_url.startswith(DATABASE_SCHEMES):
             raise ValueError(
-                "database_url: only sqlite:///PATH is supported by this build "
-                "(PostgreSQL comes later)"
+                "database_url: use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:5432/DB"
             )
-        if self.queue_url:
-            raise ValueError("queue_url: remote worker pools are not supported by this build yet")
+        if self.queue_url and not self.queue_url.startswith(QUEUE_SCHEMES):
+            raise ValueError("queue_url: use redis://HOST:6379/0 (or rediss://, unix://)")
+        if self.worker_dead_after_s < 2 * self.worker_heartbeat_s:
+            raise ValueError("worker_dead_after_s must be at least twice worker_heartbeat_s")
         return self
 
 

@@ -4,7 +4,8 @@ Snippets are immutable and content-addressed (SPEC §3, DESIGN "Storage"): the i
 the shortest prefix (at least ``MIN_ID_LENGTH``) of the base32 SHA-256 of
 ``"jaxplay-snippet-v<FORMAT>\\n" + canonical JSON`` that no other snippet has; the
 same content always gets the same id. SQLite (WAL) is the implementation here;
-PostgreSQL joins later behind the same ``Storage`` protocol.
+PostgreSQL (``pg_storage.PgStorage``, shared by server replicas) has the same schema
+and behaviour behind the same ``Storage`` protocol; ``open_storage`` picks by URL.
 """
 
 from __future__ import annotations
@@ -179,4 +180,10 @@ class SqliteStorage:
 def open_storage(url: str) -> Storage:
     if url.startswith("sqlite:///"):
         return SqliteStorage.from_url(url)
-    raise ValueError(f"database_url: unsupported {url.split(':', 1)[0]!r}; use sqlite:///PATH")
+    if url.startswith(("postgresql://", "postgres://")):
+        from backend.app.pg_storage import PgStorage
+
+        return PgStorage(url)
+    raise ValueError(
+        f"database_url: unsupported {url.split(':', 1)[0]!r}; use sqlite:///PATH or postgresql://..."
+    )

@@ -9,7 +9,8 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from backend.app.services import ServicesDep
+from backend.app.routes import watch
+from backend.app.services import Services, ServicesDep
 from backend.app.wire import BackendsAnswer, Health, WorkerInfo
 
 router = APIRouter(tags=["server"])
@@ -19,6 +20,8 @@ router = APIRouter(tags=["server"])
 async def backends(services: ServicesDep) -> BackendsAnswer:
     """The worker pools this server reaches: backend, devices, JAX version, queue."""
     stats = services.pool.stats()
+    if isinstance(stats.get("backends"), dict):
+        return _registered(services, stats["backends"])
     running = stats.get("running") if isinstance(stats.get("running"), int) else None
     capacity = stats.get("capacity") if isinstance(stats.get("capacity"), int) else None
     seen = {
@@ -44,6 +47,35 @@ async def backends(services: ServicesDep) -> BackendsAnswer:
                 + services.admission.queue_length("auto"),
                 running=running,
                 capacity=capacity,
+            )
+        )
+    return BackendsAnswer(backends=answer)
+
+
+def _registered(services: Services, backends: dict[str, Any]) -> BackendsAnswer:
+    """Remote pools: what the live workers registered (devices, JAX version), per
+    backend, with the runs waiting for them in Redis and in this server's queue."""
+    answer = []
+    for name in sorted(backends):
+        view = backends[name]
+        if not isinstance(view, dict) or not view.get("workers"):
+            continue
+        worker: dict[str, Any] = view["worker"] if isinstance(view.get("worker"), dict) else {}
+        answer.append(
+            WorkerInfo(
+                name=name,
+                pool=services.pool_name,
+                backend=name,
+                platform=_text(worker, "platform"),
+                device_kind=_text(worker, "device_kind"),
+                devices=_count(worker, "devices"),
+                jax_version=_text(worker, "jax_version"),
+                jaxlib_version=_text(worker, "jaxlib_version"),
+                queue_length=(_count(view, "queue_length") or 0)
+                + services.admission.queue_length(name)
+                + services.admission.queue_length("auto"),
+                running=_count(view, "running"),
+                capacity=_count(view, "capacity"),
             )
         )
     return BackendsAnswer(backends=answer)
@@ -80,3 +112,8 @@ async def healthz(services: ServicesDep) -> Health:
 async def metrics(services: ServicesDep) -> Response:
     """Prometheus metrics."""
     return Response(services.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+# Following a run any replica started belongs with the runs, but lives in its own
+# module; it is served through this router so that the app factory needs no change.
+router.include_router(watch.router)

@@ -1,0 +1,176 @@
+"""PostgreSQL storage: the same schema and behaviour as SQLite, shared by replicas.
+
+Opened with ``postgresql://USER:PASSWORD@HOST:5432/DB`` (``database_url``). At open
+the schema is migrated (``backend/app/migrations``, under an advisory lock, so
+replicas that start together migrate once). Snippet ids are taken as in SQLite — the
+shortest free prefix of the digest — but safely across replicas: each prefix is
+claimed with one ``INSERT ... ON CONFLICT DO NOTHING``, and a conflict that was the
+same content (another replica, same moment) answers that row's id.
+
+A few connections are kept (``connections``); one that breaks (PostgreSQL
+restarted) is dropped and the call is tried once more on a fresh one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import psycopg
+
+from backend.app.migrations import migrate
+from backend.app.storage import MIN_ID_LENGTH, SNIPPET_FORMAT
+
+T = TypeVar("T")
+
+#: Every how many result writes the oldest results beyond ``max_entries`` are deleted.
+TRIM_EVERY = 64
+
+
+class PgStorage:
+    def __init__(self, url: str, *, connections: int = 4, connect_timeout_s: float = 10.0) -> None:
+        self._url = url.replace("postgres://", "postgresql://", 1)
+        self._max = max(1, connections)
+        self._connect_timeout_s = connect_timeout_s
+        self._idle: asyncio.Queue[psycopg.AsyncConnection[Any]] = asyncio.Queue()
+        self._open_count = 0
+        self._all: set[psycopg.AsyncConnection[Any]] = set()
+        self._puts = 0
+        self._opened = False
+
+    # --- connections --------------------------------------------------------------
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        conn = await psycopg.AsyncConnection.connect(
+            self._url, autocommit=True, connect_timeout=int(self._connect_timeout_s)
+        )
+        self._all.add(conn)
+        return conn
+
+    @contextlib.asynccontextmanager
+    async def _conn(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        assert self._opened, "storage is not open"
+        if self._idle.empty() and self._open_count < self._max:
+            self._open_count += 1
+            try:
+                conn = await self._connect()
+            except BaseException:
+                self._open_count -= 1
+                raise
+        else:
+            conn = await self._idle.get()
+        try:
+            yield conn
+        finally:
+            if conn.closed or conn.broken:
+                self._all.discard(conn)
+                self._open_count -= 1
+                with contextlib.suppress(Exception):
+                    await conn.close()
+            else:
+                self._idle.put_nowait(conn)
+
+    async def _call(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """Run ``fn`` on a connection; once more on a fresh one if the first broke."""
+        for attempt in (1, 2):
+            try:
+                async with self._conn() as conn:
+                    return await fn(conn)
+            except psycopg.OperationalError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    # --- lifecycle ----------------------------------------------------------------
+
+    async def open(self) -> None:
+        conn = await self._connect()
+        try:
+            await migrate(conn)
+        except BaseException:
+            self._all.discard(conn)
+            await conn.close()
+            raise
+        self._open_count = 1
+        self._idle.put_nowait(conn)
+        self._opened = True
+
+    async def close(self) -> None:
+        self._opened = False
+        for conn in list(self._all):
+            with contextlib.suppress(Exception):
+                await conn.close()
+        self._all.clear()
+        self._open_count = 0
+        self._idle = asyncio.Queue()
+
+    # --- snippets -----------------------------------------------------------------
+
+    async def put_snippet(self, digest: str, body: str) -> str:
+        async def put(conn: psycopg.AsyncConnection[Any]) -> str:
+            found = await _one(conn, "SELECT id FROM snippets WHERE digest = %s", (digest,))
+            if found is not None:
+                return str(found)
+            for n in range(MIN_ID_LENGTH, len(digest) + 1):
+                prefix = digest[:n]
+                inserted = await _one(
+                    conn,
+                    "INSERT INTO snippets (id, digest, format, body, created) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
+                    (prefix, digest, SNIPPET_FORMAT, body, time.time()),
+                )
+                if inserted is not None:
+                    return prefix
+                # The prefix is taken: by this very content (another replica just
+                # stored it), or by another snippet (then try a longer prefix).
+                found = await _one(conn, "SELECT id FROM snippets WHERE digest = %s", (digest,))
+                if found is not None:
+                    return str(found)
+            raise RuntimeError("no free id for a snippet")  # only if a full digest collided
+
+        return await self._call(put)
+
+    async def get_snippet(self, snippet_id: str) -> str | None:
+        async def get(conn: psycopg.AsyncConnection[Any]) -> str | None:
+            body = await _one(conn, "SELECT body FROM snippets WHERE id = %s", (snippet_id,))
+            return None if body is None else str(body)
+
+        return await self._call(get)
+
+    # --- results ------------------------------------------------------------------
+
+    async def get_result(self, key: str) -> str | None:
+        async def get(conn: psycopg.AsyncConnection[Any]) -> str | None:
+            body = await _one(conn, "SELECT body FROM results WHERE key = %s", (key,))
+            return None if body is None else str(body)
+
+        return await self._call(get)
+
+    async def put_result(self, key: str, body: str, max_entries: int) -> None:
+        self._puts += 1
+        trim = self._puts % TRIM_EVERY == 1
+
+        async def put(conn: psycopg.AsyncConnection[Any]) -> None:
+            await conn.execute(
+                "INSERT INTO results (key, body, created) VALUES (%s, %s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body, created = EXCLUDED.created",
+                (key, body, time.time()),
+            )
+            if trim:
+                await conn.execute(
+                    "DELETE FROM results WHERE key IN "
+                    "(SELECT key FROM results ORDER BY created DESC OFFSET %s)",
+                    (max_entries,),
+                )
+
+        await self._call(put)
+
+
+async def _one(conn: psycopg.AsyncConnection[Any], sql: str, params: tuple[Any, ...]) -> Any:
+    """The first column of the first row, or None."""
+    cur = await conn.execute(sql, params)
+    row = await cur.fetchone()
+    return None if row is None else row[0]

@@ -1,0 +1,175 @@
+"""``jaxplay worker``: serve one backend's runs from a Redis queue with a local pool.
+
+    jaxplay worker --queue redis://HOST:6379/0 [--backend cpu|gpu|tpu]
+
+It runs the same jailed warm pool as ``jaxplay serve`` (for ``gpu``/``tpu`` with the
+device nodes and driver paths the jail needs: ``sandbox.queue.devices``), joins the
+backend's consumer group, heartbeats its registration, and on SIGTERM/SIGINT
+finishes its runs (``JAXPLAY_WORKER_DRAIN_S``) and leaves. Registered on the
+``jaxplay`` typer app by ``register(app)``; also runs alone as
+``python -m backend.worker_cli``. Flags override ``JAXPLAY_*`` settings.
+This module never imports JAX: the runs do, in their jails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+
+def worker(
+    queue: Annotated[
+        str | None,
+        typer.Option(help="The Redis the servers use: redis://HOST:6379/0 (JAXPLAY_QUEUE_URL)."),
+    ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            help="cpu, gpu or tpu: the runs this machine serves (JAXPLAY_WORKER_BACKEND)."
+        ),
+    ] = None,
+    pool: Annotated[
+        str | None,
+        typer.Option(
+            help="The local pool: auto (jailed), zygote, subprocess, fake or module:factory "
+            "(JAXPLAY_POOL)."
+        ),
+    ] = None,
+    runs: Annotated[
+        int | None,
+        typer.Option(help="Runs taken at once; 0: what the local pool runs (JAXPLAY_WORKER_RUNS)."),
+    ] = None,
+    devices: Annotated[
+        str | None,
+        typer.Option(
+            help="gpu/tpu: the devices its jails get, e.g. 0 or 0,1 (JAXPLAY_WORKER_DEVICES)."
+        ),
+    ] = None,
+    worker_id: Annotated[
+        str | None,
+        typer.Option(
+            "--id", help="Its name in the queue (JAXPLAY_WORKER_ID; default host-pid-random)."
+        ),
+    ] = None,
+    prefix: Annotated[
+        str | None, typer.Option(help="Redis key prefix, as the servers' (JAXPLAY_QUEUE_PREFIX).")
+    ] = None,
+    unsafe_no_jail: Annotated[
+        bool | None,
+        typer.Option(
+            "--unsafe-no-jail",
+            help="Allow running user code without the jail (local development only).",
+        ),
+    ] = None,
+    log_level: Annotated[str | None, typer.Option(help="debug, info, warning or error.")] = None,
+    log_format: Annotated[str | None, typer.Option(help="json or text.")] = None,
+) -> None:
+    """Run one backend's jobs from the Redis queue on this machine (SPEC §4)."""
+    from backend.app.logs import configure_logging
+    from backend.app.pools import PoolConfigError
+    from backend.app.settings import Settings
+
+    overrides: dict[str, Any] = {
+        "queue_url": queue,
+        "worker_backend": backend,
+        "pool": pool,
+        "worker_runs": runs,
+        "worker_devices": devices,
+        "worker_id": worker_id,
+        "queue_prefix": prefix,
+        "unsafe_no_jail": unsafe_no_jail,
+        "log_level": log_level,
+        "log_format": log_format,
+    }
+    try:
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
+        )
+        typer.echo(f"jaxplay worker: bad settings: {problems}", err=True)
+        raise typer.Exit(2)
+    if not settings.queue_url:
+        typer.echo(
+            "jaxplay worker: give --queue redis://HOST:6379/0 (or JAXPLAY_QUEUE_URL)", err=True
+        )
+        raise typer.Exit(2)
+    configure_logging(settings.log_level, settings.log_format)
+    _log_sandbox_too(settings.log_level)
+    try:
+        local = local_pool(settings)
+    except (PoolConfigError, RuntimeError) as exc:
+        typer.echo(f"jaxplay worker: {exc}", err=True)
+        raise typer.Exit(2)
+    try:
+        asyncio.run(serve_queue(settings, local))
+    except RuntimeError as exc:  # WorkerStartError, a failed pool start
+        typer.echo(f"jaxplay worker: {exc}", err=True)
+        raise typer.Exit(1)
+
+
+def _log_sandbox_too(level: str) -> None:
+    """The queue loop and the pool log under ``sandbox``: through the same handler."""
+    import logging
+
+    from backend.app.logs import LOGGER
+
+    ours, theirs = logging.getLogger(LOGGER), logging.getLogger("sandbox")
+    theirs.handlers[:] = ours.handlers
+    theirs.setLevel(level.upper())
+    theirs.propagate = False
+
+
+def local_pool(settings: Any) -> Any:
+    """The pool this machine runs jobs on: the jailed warm pool set up for the
+    backend's devices (``auto``, ``zygote``), or another by name (tests, development)."""
+    from backend.app.pools import make_pool
+    from sandbox.queue.devices import DeviceError, device_pool, device_setup
+
+    try:
+        setup = device_setup(
+            settings.worker_backend,
+            visible=settings.worker_devices,
+            ro_paths=tuple(settings.worker_driver_paths),
+        )
+    except DeviceError as exc:
+        raise RuntimeError(str(exc)) from None
+    if settings.pool in ("auto", "zygote"):
+        return device_pool(setup, unsafe_no_jail=settings.unsafe_no_jail)
+    _, pool = make_pool(settings.model_copy(update={"queue_url": None}))
+    return pool
+
+
+async def serve_queue(settings: Any, pool: Any) -> None:
+    from sandbox.queue.worker import QueueWorker
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    worker = QueueWorker(
+        settings.queue_url,
+        settings.worker_backend,
+        pool,
+        prefix=settings.queue_prefix,
+        worker_id=settings.worker_id,
+        capacity=settings.worker_runs,
+        heartbeat_s=settings.worker_heartbeat_s,
+        dead_after_s=settings.worker_dead_after_s,
+        events_ttl_s=settings.events_ttl_s,
+        drain_s=settings.worker_drain_s,
+    )
+    await worker.run(stop)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``worker`` to the ``jaxplay`` command line."""
+    app.command()(worker)
+
+
+if __name__ == "__main__":
+    typer.run(worker)

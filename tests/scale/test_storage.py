@@ -1,0 +1,185 @@
+"""The storage promises, on SQLite and on PostgreSQL alike (the same tests, both
+backends), and what only a shared database must add: replicas writing at once,
+migrations, a database restart."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from backend.app import create_app
+from backend.app.storage import Storage, canonical_json, open_storage, snippet_digest
+from sandbox.protocol import RunRequest
+from tests.server.conftest import make_settings
+from tests.server.fakes import FakePool
+
+from .services import Postgres
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'jaxplay.sqlite3'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+def run(fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> Any:
+    return asyncio.run(fn(*args))
+
+
+async def opened(url: str) -> Storage:
+    store = open_storage(url)
+    await store.open()
+    return store
+
+
+def test_snippet_ids_extend_until_unique_and_survive_reopening(url: str) -> None:
+    async def go() -> None:
+        store = await opened(url)
+        a = await store.put_snippet("abcdefgh" + "x" * 44, '{"a":1}')
+        b = await store.put_snippet("abcdefgh" + "y" * 44, '{"b":2}')
+        c = await store.put_snippet("abcdefgh" + "x" * 44, '{"a":1}')
+        assert (a, b, c) == ("abcdefgh", "abcdefghy", "abcdefgh")
+        assert await store.get_snippet("abcdefghy") == '{"b":2}'
+        assert await store.get_snippet("nosuchid") is None
+        await store.close()
+        again = await opened(url)
+        assert await again.get_snippet("abcdefgh") == '{"a":1}'
+        assert await again.put_snippet("abcdefgh" + "y" * 44, '{"b":2}') == "abcdefghy"
+        await again.close()
+
+    run(go)
+
+
+def test_results_are_replaced_and_the_oldest_trimmed(url: str) -> None:
+    async def go() -> None:
+        store = await opened(url)
+        await store.put_result("k", "one", 100)
+        await store.put_result("k", "two", 100)
+        assert await store.get_result("k") == "two"
+        assert await store.get_result("missing") is None
+        # The trim runs every 64th write: after the 65th, 10 are left, the newest.
+        for i in range(62):  # writes 3 to 64
+            await store.put_result(f"r{i:03}", str(i), 10)
+        assert await store.get_result("r000") == "0"
+        await store.put_result("last", "x", 10)  # the 65th
+        assert await store.get_result("r000") is None and await store.get_result("k") is None
+        assert await store.get_result("r061") == "61" and await store.get_result("last") == "x"
+        kept = [await store.get_result(f"r{i:03}") for i in range(62)]
+        assert sum(v is not None for v in kept) == 9  # and "last"
+        await store.close()
+
+    run(go)
+
+
+def test_replicas_storing_at_once_agree_on_ids(url: str) -> None:
+    """Two servers (two storages on one database) store snippets at the same moment."""
+
+    async def go() -> None:
+        a, b = await opened(url), await opened(url)
+        same = "samepref" + "s" * 44
+        ids = await asyncio.gather(*(s.put_snippet(same, "{}") for s in (a, b, a, b)))
+        assert set(ids) == {"samepref"}
+        # different content, the same 8-character prefix: one each, both kept
+        one, two = "clashing" + "1" * 44, "clashing" + "2" * 44
+        got = await asyncio.gather(a.put_snippet(one, '"1"'), b.put_snippet(two, '"2"'))
+        assert sorted(map(len, got)) == [8, 9] and all(g.startswith("clashing") for g in got)
+        assert {await a.get_snippet(got[0]), await b.get_snippet(got[1])} == {'"1"', '"2"'}
+        assert await a.put_snippet(two, '"2"') == got[1]
+        await a.close()
+        await b.close()
+
+    run(go)
+
+
+def test_the_app_keeps_snippets_and_results_in_it(url: str, tmp_path: Path) -> None:
+    """The server's own snippet and cache paths, over this storage."""
+    body = {"code": "def f(x):\n    return x\n", "outputs": ["jaxpr", "value"]}
+
+    def client() -> tuple[TestClient, FakePool]:
+        pool = FakePool(max_concurrent=4)
+        app = create_app(make_settings(tmp_path, database_url=url), pool=pool, pool_name="fake")
+        return TestClient(app), pool
+
+    c1, pool1 = client()
+    with c1:
+        created = c1.post("/api/v1/snippets", json=body)
+        assert created.status_code == 201, created.text
+        first = c1.post("/api/v1/runs", json=body).json()["events"]
+        second = c1.post("/api/v1/runs", json=body).json()["events"]
+        assert pool1.total == 1 and second[0]["cached"] is True
+        assert [e["type"] for e in second] == [e["type"] for e in first if e["type"] != "stage"]
+    c2, pool2 = client()  # another replica, or the same after a restart
+    with c2:
+        snippet = c2.get(f"/api/v1/snippets/{created.json()['id']}")
+        assert snippet.status_code == 200
+        assert snippet.json() == RunRequest.model_validate(body).model_dump(mode="json")
+        assert c2.post("/api/v1/snippets", json=body).json()["id"] == created.json()["id"]
+        c2.post(
+            "/api/v1/runs", json={**body, "code": "def g():\n    return 1\n"}
+        )  # meets its worker
+        assert c2.post("/api/v1/runs", json=body).json()["events"][0]["cached"] is True
+        assert pool2.total == 1
+
+
+# --- PostgreSQL only ---------------------------------------------------------------
+
+
+def test_migrations_run_once_even_when_replicas_start_together(pg_url: str) -> None:
+    import psycopg
+
+    async def go() -> None:
+        stores = [open_storage(pg_url) for _ in range(3)]
+        await asyncio.gather(*(s.open() for s in stores))
+        for s in stores:
+            await s.close()
+
+    run(go)
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT version, name FROM jaxplay_migrations").fetchall()
+        tables = {
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            ).fetchall()
+        }
+    assert rows == [(1, "initial")]
+    assert {"snippets", "results", "jaxplay_migrations"} <= tables
+
+
+def test_a_database_from_a_newer_jaxplay_is_refused(pg_url: str) -> None:
+    import psycopg
+
+    run(lambda: opened(pg_url))
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO jaxplay_migrations VALUES (999, 'future', 0)")
+    with pytest.raises(Exception, match="newer than this jaxplay"):
+        run(opened, pg_url)
+
+
+def test_storage_survives_a_postgres_restart(pg_url: str, postgres: Postgres) -> None:
+    async def go() -> None:
+        store = await opened(pg_url)
+        digest = snippet_digest(canonical_json(RunRequest.model_validate({"code": "x = 1\n"})))
+        sid = await store.put_snippet(digest, "{}")
+        await asyncio.to_thread(postgres.restart)
+        # the connection it held broke: the call is tried again on a fresh one
+        assert await store.get_snippet(sid) == "{}"
+        assert await store.put_snippet(digest, "{}") == sid
+        await store.close()
+
+    run(go)
+
+
+def test_settings_accept_a_postgresql_url(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, database_url="postgresql://u:p@db:5432/jaxplay")
+    assert settings.database_url.startswith("postgresql://")
+    with pytest.raises(ValueError, match="database_url"):
+        make_settings(tmp_path, database_url="mysql://db/jaxplay")
