@@ -115,6 +115,7 @@ class Zygote:
         self._warmed: set[int] = set()  # warm children that said they are ready
         self._clean = True  # the last cleanup succeeded: a warm child may be forked
         self._prefork_at = 0.0
+        self._kept = kept_paths()
 
     def loop(self) -> None:
         while True:
@@ -234,7 +235,7 @@ class Zygote:
             self.warm[1].close()
             self.warm = None
         self._warmed.clear()
-        clean = _cleanup()
+        clean = _cleanup(self._kept)
         if supervisor_gone:
             os._exit(0)
         # The next warm child is forked a moment later, unless a run comes first: runs
@@ -331,7 +332,24 @@ def _others() -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
 
 
-def _cleanup() -> bool:
+def kept_paths(tops: tuple[str, ...] = WIPED) -> dict[str, int]:
+    """Directories under the wiped places that must stay, with their modes: bind
+    mounts (the runtime, when a checkout lives under /tmp) and the directories bwrap
+    made on the way to them. Read once, at start: nothing in the jail can mount."""
+    kept: dict[str, int] = {}
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4].replace("\\040", " ") for line in f]
+    for point in points:
+        for top in tops:
+            if point.startswith(top + "/"):
+                path = point
+                while path != top:
+                    kept.setdefault(path, os.lstat(path).st_mode & 0o7777)
+                    path = os.path.dirname(path)
+    return kept
+
+
+def _cleanup(kept: dict[str, int]) -> bool:
     """Kill whatever the run left in the jail and empty its writable places."""
     deadline = time.monotonic() + CLEANUP_S
     while _others():
@@ -352,20 +370,27 @@ def _cleanup() -> bool:
     try:
         for top in WIPED:
             os.chmod(top, 0o700)  # the run owns it and may have locked itself out
-            _wipe(top, deadline)
+            wipe(top, deadline, kept)
     except (OSError, RecursionError, TimeoutError):
         return False
     return True
 
 
-def _wipe(path: str, deadline: float) -> None:
+def wipe(path: str, deadline: float, kept: dict[str, int]) -> None:
+    """Remove everything under ``path`` but the ``kept`` directories, which are
+    emptied of anything else and get their modes back."""
     if time.monotonic() > deadline:
         raise TimeoutError
     with os.scandir(path) as entries:
         for entry in list(entries):
-            if entry.is_dir(follow_symlinks=False):
+            if entry.path in kept:
+                if not os.path.ismount(entry.path):  # a directory on the way to one
+                    os.chmod(entry.path, 0o700)
+                    wipe(entry.path, deadline, kept)
+                    os.chmod(entry.path, kept[entry.path])
+            elif entry.is_dir(follow_symlinks=False):
                 os.chmod(entry.path, 0o700)
-                _wipe(entry.path, deadline)
+                wipe(entry.path, deadline, kept)
                 os.rmdir(entry.path)
             else:
                 os.unlink(entry.path)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -179,3 +182,51 @@ def test_close_leaves_nothing() -> None:
     live.close()
     if cgroups.main_root is not None:
         assert list(cgroups.main_root.glob(cgroups.prefix + "*")) == []
+
+
+def test_a_runtime_under_tmp_survives_the_wipe() -> None:
+    """A checkout under /tmp is bound into the jail's private /tmp: the wipe between
+    runs removes what a run put around it, keeps the bind mount and the directories
+    on the way to it, and the zygote stays warm."""
+    from sandbox.jail.jail import Jailer
+    from sandbox.jail.settings import JailConfig
+    from sandbox.pool.zygote_pool import ZygotePool
+    from tests.sandbox.conftest import TEST_LIMITS
+
+    base = Path(tempfile.mkdtemp(prefix="jaxplay-runtime-"))  # the jail user must reach it
+    lib = base / "deep" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "data.txt").write_text("bound")
+    for p in (base, base / "deep", lib, lib / "data.txt"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    jailer = Jailer(TEST_LIMITS, JailConfig())
+    jailer.runtime = replace(jailer.runtime, ro_paths=(*jailer.runtime.ro_paths, str(lib)))
+    live = LivePool.__new__(LivePool)
+    live.loop = asyncio.new_event_loop()
+
+    async def build() -> ZygotePool:
+        pool = ZygotePool(jailer, replace(TEST_POOL, pool_spares=1))
+        await pool.start()
+        await pool.ready()
+        return pool
+
+    live.pool = live.call(build())
+    try:
+        a = live.run(
+            f"import os\nopen({str(base / 'evil')!r}, 'w').write('x')\n"
+            f"open({str(base / 'deep' / 'evil')!r}, 'w').write('x')\n"
+            f"os.chmod({str(base)!r}, 0)\n",
+            tenant="tmp",
+        )
+        assert a.status == "ok", a.events
+        b = live.run(
+            f"import os\nprint(sorted(os.listdir({str(base)!r})), sorted(os.listdir({str(base / 'deep')!r})),"
+            f" open({str(lib / 'data.txt')!r}).read())\n",
+            tenant="tmp",
+        )
+        assert b.status == "ok", b.events
+        assert b.zygote == a.zygote  # not retired: the cleanup succeeded
+        assert "['deep'] ['lib'] bound" in b.out, b.out
+    finally:
+        live.close()
+        shutil.rmtree(base)
