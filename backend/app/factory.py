@@ -22,7 +22,7 @@ from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
 from backend.app.middleware import AccessLog, BodyLimit
 from backend.app.pools import make_pool
-from backend.app.routes import meta, pages, runs, snippets, ws
+from backend.app.routes import meta, pages, runs, snippets, watch, ws
 from backend.app.runs import Caller, RunService
 from backend.app.services import Services
 from backend.app.settings import Settings
@@ -96,7 +96,14 @@ def create_app(
         redoc_url=None,
     )
     install_error_handlers(app)
-    for router in (runs.router, snippets.router, meta.router, pages.router, ws.router):
+    for router in (
+        runs.router,
+        watch.router,
+        snippets.router,
+        meta.router,
+        pages.router,
+        ws.router,
+    ):
         app.include_router(router)
     dist = settings.frontend_dist
     if (dist / "index.html").is_file():

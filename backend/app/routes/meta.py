@@ -9,7 +9,6 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from backend.app.routes import watch
 from backend.app.services import Services, ServicesDep
 from backend.app.wire import BackendsAnswer, Health, WorkerInfo
 
@@ -112,8 +111,3 @@ async def healthz(services: ServicesDep) -> Health:
 async def metrics(services: ServicesDep) -> Response:
     """Prometheus metrics."""
     return Response(services.metrics.render(), media_type=CONTENT_TYPE_LATEST)
-
-
-# Following a run any replica started belongs with the runs, but lives in its own
-# module; it is served through this router so that the app factory needs no change.
-router.include_router(watch.router)
