@@ -76,8 +76,12 @@ def bwrap_argv(
     *,
     seccomp_fd: int,
     env: Mapping[str, str] | None = None,
+    devices: Sequence[str] = (),
 ) -> list[str]:
-    """The full bwrap command that runs ``command`` in a fresh jail."""
+    """The full bwrap command that runs ``command`` in a fresh jail.
+
+    ``devices``: host device nodes (a GPU's ``/dev/nvidia*``, a TPU's ``/dev/accel*``)
+    bound into the jail's otherwise minimal ``/dev``; nothing is bound on CPU workers."""
     argv = [
         bwrap,
         "--unshare-all",  # user, ipc, pid, net, uts, cgroup
@@ -103,6 +107,7 @@ def bwrap_argv(
     argv += [
         "--proc", "/proc",
         "--dev", "/dev",
+        *[arg for node in devices for arg in ("--dev-bind", node, node)],
         "--size", str(limits.tmp_bytes), "--perms", "0700", "--tmpfs", "/tmp",
         "--size", str(limits.shm_bytes), "--perms", "0700", "--tmpfs", "/dev/shm",
         "--remount-ro", "/dev",  # bwrap's /dev is a tmpfs the jail could otherwise fill

@@ -60,6 +60,8 @@ class Jailer:
             filter_bpf()
         except SeccompUnavailable as exc:
             raise JailUnavailable(str(exc)) from None
+        #: device nodes bound into every jail (a GPU/TPU worker's; none on CPU)
+        self.devices: tuple[str, ...] = ()
         self.user: tuple[int, int] | None = None
         if os.geteuid() == 0:
             try:
@@ -157,7 +159,13 @@ class Jail:
         seccomp = filter_fd()
         try:
             argv = self._limits_argv() + bwrap_argv(
-                jailer.bwrap, jailer.runtime, limits, command, seccomp_fd=seccomp, env=env
+                jailer.bwrap,
+                jailer.runtime,
+                limits,
+                command,
+                seccomp_fd=seccomp,
+                env=env,
+                devices=jailer.devices,
             )
             kwargs: dict[str, Any] = {}
             if jailer.user is not None:

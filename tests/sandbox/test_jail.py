@@ -135,3 +135,51 @@ def test_cgroups_of_a_dead_supervisor_are_swept() -> None:
     stale.mkdir()
     assert Jailer(TEST_LIMITS, JailConfig()).cgroups.main_root is not None
     assert not stale.exists()
+
+
+def test_device_nodes_are_bound_only_when_asked() -> None:
+    runtime = Runtime(python="/usr/bin/python3", ro_paths=())
+    plain = bwrap_argv("bwrap", runtime, TEST_LIMITS, ["true"], seccomp_fd=3)
+    assert "--dev-bind" not in plain
+    gpu = bwrap_argv(
+        "bwrap",
+        runtime,
+        TEST_LIMITS,
+        ["true"],
+        seccomp_fd=3,
+        devices=("/dev/nvidia0", "/dev/nvidiactl"),
+    )
+    at = gpu.index("--dev")
+    assert gpu[at + 2 : at + 8] == [
+        "--dev-bind", "/dev/nvidia0", "/dev/nvidia0", "--dev-bind", "/dev/nvidiactl", "/dev/nvidiactl",
+    ]  # fmt: skip
+
+
+# A host device node that bwrap's minimal /dev lacks: the CPU twin of a GPU worker's
+# /dev/nvidia* (binding it is harmless: the test only looks at it).
+_TWIN_NODES = [
+    n for n in ("/dev/fuse", "/dev/hwrng", "/dev/vga_arbiter", "/dev/kmsg") if Path(n).exists()
+]
+
+
+@needs_bwrap
+@pytest.mark.slow
+@pytest.mark.skipif(not _TWIN_NODES, reason="no spare device node on this host to bind")
+def test_a_jail_with_a_device_node_sees_it_and_only_it() -> None:
+    node = _TWIN_NODES[0]
+    jailer = Jailer(TEST_LIMITS, JailConfig())
+    jailer.devices = (node,)
+    code = (
+        "import os, stat\n"
+        f"st = os.stat({node!r})\n"
+        "print(stat.S_ISCHR(st.st_mode), sorted(set(os.listdir('/dev')) & {'nvidia0', 'kvm', 'vda'}))\n"
+        "def f(x):\n    return x\n"
+    )
+    request = RunRequest(code=code, args="(1.0,)", outputs=["value"])
+
+    async def go() -> list[dict]:
+        return [e async for e in JailedRun(jailer, request, "dev").events()]
+
+    events = asyncio.run(go())
+    assert events[-1]["status"] == "ok", events[-3:]
+    assert "True []\n" in [e["text"] for e in events if e["type"] == "stdout"]
