@@ -36,7 +36,9 @@ frontend:  ## build the page (frontend/src -> frontend/dist; commit dist)
 screenshots: setup  ## refresh docs/screenshots from a real browser
 	JAXPLAY_SCREENSHOTS=1 $(VENV)/python -m pytest -q tests/browser -k screenshots
 
-bench: setup  ## run the benchmarks
+bench: setup  ## run the benchmarks (timing agreement, warm pool overhead, server load)
 	$(VENV)/python benchmarks/timing_agreement.py
+	$(VENV)/python benchmarks/pool_overhead.py
+	$(VENV)/python benchmarks/load_ws.py
 
 .PHONY: help setup play test lint format golden frontend screenshots example bench
