@@ -5,7 +5,8 @@ By default each run streams ``accepted``, a ``stage``, a ``jaxpr``, a ``value`` 
 the request returning one). Markers in the request's code steer a run:
 ``# fake: slow=0.2`` waits that long before each event; ``# fake: hang`` never
 finishes until cancelled; ``# fake: error`` ends with an error; ``# fake: nodone``
-ends without ``done`` (a broken pool, for the server's own guard).
+ends without ``done`` (a broken pool, for the server's own guard);
+``# fake: ignore-cancel`` does not react to cancel (a worker that does not answer).
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ WORKER = {
     "jax_version": "0.0.fake",
     "jaxlib_version": "0.0.fake",
 }
-Script = list[dict[str, Any]] | Callable[[RunRequest], list[dict[str, Any]]]
+#: a run's events after ``accepted``: a list, or a function of the run (its
+#: ``request`` and ``number``, 1 for the pool's first run) returning one
+Script = list[dict[str, Any]] | Callable[["FakeRun"], list[dict[str, Any]]]
 
 
-def default_script(request: RunRequest) -> list[dict[str, Any]]:
+def default_script(run: FakeRun) -> list[dict[str, Any]]:
+    request = run.request
     events: list[dict[str, Any]] = [
         {"type": "stage", "stage": "trace", "ms": 1.0},
         {"type": "jaxpr", "text": "{ lambda ; a:f32[]. let  in (a,) }", "sources": []},
@@ -48,6 +52,7 @@ class FakeRun:
     def __init__(self, pool: FakePool, request: RunRequest, tenant: str) -> None:
         self.pool, self.request, self.tenant = pool, request, tenant
         self.run_id = uuid.uuid4().hex
+        self.number = pool.total
         self._cancelled = asyncio.Event()
 
     def _marker(self, name: str) -> str | None:
@@ -59,6 +64,9 @@ class FakeRun:
 
     async def _wait(self, seconds: float) -> bool:
         """Sleep; True when cancelled meanwhile."""
+        if self._marker("ignore-cancel") is not None:
+            await asyncio.sleep(seconds)
+            return False
         try:
             await asyncio.wait_for(self._cancelled.wait(), seconds)
             return True
@@ -69,9 +77,9 @@ class FakeRun:
         self.pool.running += 1
         try:
             script = self.pool.script
-            events = script(self.request) if callable(script) else list(script)
+            events = script(self) if callable(script) else list(script)
             slow = float(self._marker("slow") or 0)
-            worker = dict(WORKER, devices=self.request.devices)
+            worker = dict(self.pool.worker, devices=self.request.devices)
             yield {"type": "accepted", "run_id": self.run_id, "worker": worker, "pipeline": "main"}
             for event in events:
                 if await self._wait(slow):
@@ -103,6 +111,7 @@ class FakePool:
         self.tenants: list[str] = []
         self.requests: list[RunRequest] = []
         self.started = self.closed = False
+        self.worker = dict(WORKER)
 
     async def start(self) -> None:
         self.started = True
