@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -78,7 +80,10 @@ def floor_main(repeat: int) -> None:
     from sandbox.engine import worker
     from sandbox.jail import zygote
 
-    worker.prepare()
+    worker.prepare(thorough=True)  # as a zygote prepares (main() in zygote.py)
+    zygote._warm_backend_discovery()
+    gc.collect()
+    gc.freeze()
     devnull = os.open(os.devnull, os.O_WRONLY)
     # forked: what a zygote's warm child does, without jail, pool or supervisor (the
     # fork happens before this process starts a backend, as in a zygote)
@@ -86,20 +91,22 @@ def floor_main(repeat: int) -> None:
     for _ in range(repeat):
         for case in CASES:
             message = {"protocol": 1, "run_id": "floor", "request": _request(case).model_dump()}
-            go_r, go_w = os.pipe()
+            mine, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             pid = os.fork()
             if pid == 0:
-                zygote._warm_backend(worker)
-                os.read(go_r, 1)
+                mine.close()
+                zygote._warm_up(worker, its)  # as a warm child: stops when the run comes
+                its.recv(16)
                 worker.run_message(message, devnull)
                 os._exit(0)
-            time.sleep(0.5)  # its warm-up, as between a tenant's runs
+            its.close()
+            mine.recv(16)  # warm
+            time.sleep(0.5)  # its further warm-up, as between a tenant's runs
             started = time.perf_counter()
-            os.write(go_w, b"g")
+            mine.send(b"run")
             os.waitpid(pid, 0)
             forked[case].append((time.perf_counter() - started) * 1000)
-            os.close(go_r)
-            os.close(go_w)
+            mine.close()
     import jax
 
     results: dict[str, list[float]] = {c: [] for c in CASES}

@@ -29,6 +29,7 @@ import contextlib
 import ctypes
 import gc
 import importlib
+import inspect
 import json
 import os
 import select
@@ -77,7 +78,10 @@ def main(argv: list[str]) -> None:
     worker = importlib.import_module(module)
     prepare = getattr(worker, "prepare", None)
     if prepare is not None:
-        prepare()
+        if "thorough" in inspect.signature(prepare).parameters:
+            prepare(thorough=True)  # warm what a run's first use of JAX pays, once
+        else:
+            prepare()
     _warm_backend_discovery()
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them on first GC
@@ -163,9 +167,8 @@ class Zygote:
         if pid == 0:
             mine.close()
             _become_child(self.ctl)
-            _warm_backend(self.worker)
             try:
-                its.send(b"warm")
+                _warm_up(self.worker, its)
                 _, fds, _, _ = socket.recv_fds(its, 16, 4)
             except OSError:
                 fds = []
@@ -270,10 +273,11 @@ def _become_child(ctl: socket.socket) -> None:
         os._exit(70)
 
 
-#: What a warm child runs (events to /dev/null) before it waits for its real run: a
-#: small grad and jit through every view but timing, on a shape (2,) that requests
-#: rarely use, so that what it warms is JAX's and XLA's one-time set-up (backend,
-#: first compile and execution, lowering and printing paths), not a cached result.
+#: What a warm child runs (events to /dev/null) before it waits for its real run, when
+#: the worker module has no ``warm_backend``: a small grad and jit through every view
+#: but timing, on a shape (2,) that requests rarely use, so that what it warms is JAX's
+#: and XLA's one-time set-up (backend, first compile and execution, lowering and
+#: printing paths), not a cached result.
 WARM_MESSAGE = {
     "protocol": 1,
     "run_id": "warm-up",
@@ -287,14 +291,36 @@ WARM_MESSAGE = {
 }
 
 
-def _warm_backend(worker: Any) -> None:
+def _warm_up(worker: Any, sock: socket.socket) -> None:
+    """A warm child's warm-up: start the backend and run the worker's warm-up request,
+    say ``warm`` on ``sock``, then run the worker's further warm-ups (a first compile
+    of a matmul, control flow, ...) one at a time for as long as no run has arrived,
+    and last collect and freeze the heap, so that the run starts with no garbage to
+    collect. A run that arrives waits for the step in progress at most (tens of ms)."""
+    steps = _warm_backend(worker)
+    sock.send(b"warm")
+    for step in [*steps, _freeze_heap]:
+        if select.select([sock], [], [], 0)[0]:  # the run is here: no more warming
+            return
+        try:
+            step()
+        except Exception:
+            traceback.print_exc()
+
+
+def _freeze_heap() -> None:
+    gc.collect()
+    gc.freeze()
+
+
+def _warm_backend(worker: Any) -> list[Any]:
     """Start the CPU backend with the defaults a run asks for (one device) and run a
-    small request: the first compile and run in a process pay ~40 ms of set-up."""
+    small request: the first compile and run in a process pay ~40 ms of set-up.
+    Returns the further warm-up steps the worker offers (callables)."""
     try:
         warm = getattr(worker, "warm_backend", None)
         if warm is not None:
-            warm()
-            return
+            return list(warm() or [])
         with open(os.devnull, "w") as sink:
             saved = sys.stdout, sys.stderr
             try:
@@ -303,6 +329,7 @@ def _warm_backend(worker: Any) -> None:
                 sys.stdout, sys.stderr = saved
     except Exception:
         traceback.print_exc()
+    return []
 
 
 def _run(worker: Any, msg_fd: int, event_fd: int, err_fd: int) -> None:
