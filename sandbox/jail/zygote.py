@@ -92,7 +92,9 @@ def main(argv: list[str]) -> None:
         "threads": len(os.listdir("/proc/self/task")),  # must be 1: we fork
     }
     zygote = Zygote(ctl, worker)
-    zygote.prefork()
+    # A new tenant's first run comes as soon as the zygote is ready: its first warm
+    # child says warm only once all its warm-ups are done, so none is in its way.
+    zygote.prefork(settle=True)
     ready["warm"] = zygote.wait_warm(WARM_S)  # so a new tenant's first run finds it warm
     _send(ctl, ready)
     zygote.loop()
@@ -153,7 +155,7 @@ class Zygote:
                 for fd in fds:
                     os.close(fd)
 
-    def prefork(self) -> None:
+    def prefork(self, settle: bool = False) -> None:
         """Fork the next run's child now: it starts the backend and compiles a little
         while nobody waits, then blocks until a run's descriptors arrive. It never
         ran user code before its run, like any child; it is made after the cleanup of
@@ -168,7 +170,7 @@ class Zygote:
             mine.close()
             _become_child(self.ctl)
             try:
-                _warm_up(self.worker, its)
+                _warm_up(self.worker, its, settle)
                 _, fds, _, _ = socket.recv_fds(its, 16, 4)
             except OSError:
                 fds = []
@@ -291,14 +293,16 @@ WARM_MESSAGE = {
 }
 
 
-def _warm_up(worker: Any, sock: socket.socket) -> None:
+def _warm_up(worker: Any, sock: socket.socket, settle: bool = False) -> None:
     """A warm child's warm-up: start the backend and run the worker's warm-up request,
-    say ``warm`` on ``sock``, then run the worker's further warm-ups (a first compile
-    of a matmul, control flow, ...) one at a time for as long as no run has arrived,
-    and last collect and freeze the heap, so that the run starts with no garbage to
-    collect. A run that arrives waits for the step in progress at most (tens of ms)."""
+    say ``warm`` on ``sock``, then run the worker's further warm-ups (a matmul's first
+    compile and run) one at a time for as long as no run has arrived, and last collect
+    and freeze the heap, so that the run starts with no garbage to collect. A run that
+    arrives waits for the step in progress at most (tens of ms). ``settle``: say
+    ``warm`` only after all of it (no run can come before)."""
     steps = _warm_backend(worker)
-    sock.send(b"warm")
+    if not settle:
+        sock.send(b"warm")
     for step in [*steps, _freeze_heap]:
         if select.select([sock], [], [], 0)[0]:  # the run is here: no more warming
             return
@@ -306,6 +310,8 @@ def _warm_up(worker: Any, sock: socket.socket) -> None:
             step()
         except Exception:
             traceback.print_exc()
+    if settle:
+        sock.send(b"warm")
 
 
 def _freeze_heap() -> None:
