@@ -14,6 +14,7 @@ import typer
 from pydantic import ValidationError
 
 from backend import serve_cli, worker_cli
+from backend.cli_common import validation_problems
 from backend.render import render_event
 from sandbox.protocol import OUTPUTS, RunRequest
 
@@ -51,14 +52,6 @@ def _parse_transform(text: str) -> dict[str, Any]:
     return {"name": text}
 
 
-def _validation_message(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        field = ".".join(str(p) for p in error["loc"]) or "request"
-        parts.append(f"{field}: {error['msg']}")
-    return "invalid request: " + "; ".join(parts)
-
-
 def _build_request(
     file: Path | None, request_path: str | None, overrides: dict[str, Any]
 ) -> RunRequest:
@@ -83,7 +76,7 @@ def _build_request(
     try:
         return RunRequest.model_validate(data)
     except ValidationError as exc:
-        _fail(_validation_message(exc))
+        _fail("invalid request: " + validation_problems(exc, "request"))
     raise AssertionError("unreachable")
 
 

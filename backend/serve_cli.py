@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
 
 def serve(
@@ -45,7 +44,7 @@ def serve(
     from backend.app.factory import create_app
     from backend.app.logs import configure_logging
     from backend.app.pools import PoolConfigError, make_pool
-    from backend.app.settings import Settings
+    from backend.cli_common import settings_from_flags
 
     overrides: dict[str, Any] = {
         "host": host,
@@ -57,16 +56,10 @@ def serve(
         "log_level": log_level,
         "log_format": log_format,
     }
+    settings = settings_from_flags("serve", overrides)
+    configure_logging(settings.log_level, settings.log_format)
     try:
-        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
-        configure_logging(settings.log_level, settings.log_format)
         pool_name, the_pool = make_pool(settings)  # refuse a bad pool before binding the port
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
-        )
-        typer.echo(f"jaxplay serve: bad settings: {problems}", err=True)
-        raise typer.Exit(2)
     except PoolConfigError as exc:
         typer.echo(f"jaxplay serve: {exc}", err=True)
         raise typer.Exit(2)

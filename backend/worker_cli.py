@@ -18,7 +18,6 @@ import signal
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
 
 def worker(
@@ -71,7 +70,7 @@ def worker(
     """Run one backend's jobs from the Redis queue on this machine (SPEC §4)."""
     from backend.app.logs import configure_logging
     from backend.app.pools import PoolConfigError
-    from backend.app.settings import Settings
+    from backend.cli_common import settings_from_flags
 
     overrides: dict[str, Any] = {
         "queue_url": queue,
@@ -85,14 +84,7 @@ def worker(
         "log_level": log_level,
         "log_format": log_format,
     }
-    try:
-        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
-        )
-        typer.echo(f"jaxplay worker: bad settings: {problems}", err=True)
-        raise typer.Exit(2)
+    settings = settings_from_flags("worker", overrides)
     if not settings.queue_url:
         typer.echo(
             "jaxplay worker: give --queue redis://HOST:6379/0 (or JAXPLAY_QUEUE_URL)", err=True
