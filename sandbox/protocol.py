@@ -155,8 +155,10 @@ class RunRequest(BaseModel):
     @field_validator("entry")
     @classmethod
     def _entry_name(cls, entry: str) -> str:
-        if not _IDENTIFIER.match(entry):
-            raise ValueError("entry must be a Python identifier")
+        if not all(_IDENTIFIER.match(part) for part in entry.split(".")):
+            raise ValueError(
+                "entry must be a Python name or a dotted path of names (like jax.nn.gelu)"
+            )
         return entry
 
     @field_validator("config")

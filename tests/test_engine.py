@@ -222,3 +222,54 @@ def test_a_collective_that_cannot_run_eagerly_is_a_timing_note_not_an_error(run)
     assert timing["notes"] and "unbound axis name" in timing["notes"][0]
     (value,) = by_type(events, "value")
     assert value["tree"][0]["data"] == [12.0] * 4
+
+
+@pytest.mark.parametrize(
+    ("code", "entry", "args", "transforms", "primitive"),
+    [
+        ("", "jax.nn.gelu", "jnp.ones(3)", [{"name": "jit"}], "tanh"),
+        ("", "jnp.linalg.solve", "(jnp.eye(2) * 2.0, jnp.ones(2))", [], "lu"),
+        (
+            "from jax import random\n",
+            "random.normal",
+            "(random.key(0), (3,))",
+            [{"name": "jit", "static_argnums": 1}],
+            "random_bits",
+        ),
+    ],
+)
+def test_a_dotted_entry_names_a_library_function(
+    run, code, entry, args, transforms, primitive
+) -> None:
+    events = run(
+        {
+            "code": code,
+            "entry": entry,
+            "args": args,
+            "transforms": transforms,
+            "outputs": ["jaxpr", "value"],
+        }
+    )
+    assert events[-1]["status"] == "ok", [e for e in events if e["type"] == "error"]
+    assert primitive in by_type(events, "jaxpr")[0]["text"]
+    assert by_type(events, "value")
+
+
+def test_a_dotted_entry_that_does_not_resolve_says_which_part(run) -> None:
+    events = run({"code": "", "entry": "jax.nn.gleu", "args": "jnp.ones(3)"})
+    (error,) = by_type(events, "error")
+    assert error["kind"] == "EntryError" and error["stage"] == "exec"
+    assert "'jax.nn' has no attribute 'gleu'" in error["message"]
+    events = run({"code": "", "entry": "flax.linen", "args": "1"})
+    (error,) = by_type(events, "error")
+    assert "the code defines no 'flax'" in error["message"]
+
+
+@pytest.mark.parametrize("entry", ["jax..nn", "jax.nn.", ".f", "f()", "jax.nn gelu", "1f"])
+def test_an_entry_that_is_not_a_dotted_name_is_refused(entry) -> None:
+    from pydantic import ValidationError
+
+    from sandbox.protocol import RunRequest
+
+    with pytest.raises(ValidationError, match="dotted path of names"):
+        RunRequest.model_validate({"code": "", "entry": entry})

@@ -51,7 +51,10 @@ def evaluate_args(expr: str, namespace: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def resolve_entry(module: types.ModuleType, entry: str) -> Any:
-    if entry not in module.__dict__:
+    """The function ``entry`` names: a name in the module, or a dotted path from one
+    by attributes (``jax.nn.gelu``, ``jnp.linalg.solve``), as the snippet would spell it."""
+    head, *rest = entry.split(".")
+    if head not in module.__dict__:
         defined = sorted(
             name
             for name, value in module.__dict__.items()
@@ -60,8 +63,14 @@ def resolve_entry(module: types.ModuleType, entry: str) -> Any:
             and not isinstance(value, types.ModuleType)
         )
         listing = ", ".join(defined) if defined else "none"
-        raise EntryError(f"the code defines no {entry!r}; callables it defines: {listing}")
-    fn = module.__dict__[entry]
+        raise EntryError(f"the code defines no {head!r}; callables it defines: {listing}")
+    fn = module.__dict__[head]
+    path = head
+    for name in rest:
+        if not hasattr(fn, name):
+            raise EntryError(f"{path!r} has no attribute {name!r}")
+        fn = getattr(fn, name)
+        path = f"{path}.{name}"
     if not callable(fn):
         raise EntryError(f"{entry!r} is a {type(fn).__name__}, not a function")
     return fn
