@@ -47,7 +47,9 @@ export function buildLayout(root: HTMLElement) {
 
   const editorHolder = h("div", { class: "editor-holder" });
   const entry = h("input", { id: "entry", class: "mono", value: "f", spellcheck: "false", autocomplete: "off", size: 6 });
-  const args = h("input", { id: "args", class: "mono", spellcheck: "false", autocomplete: "off", placeholder: "(jnp.ones(3),)" });
+  const args = h("input", { id: "args", class: "mono", spellcheck: "false", autocomplete: "off", placeholder: "(jnp.ones(3),)", "aria-describedby": "args-note" });
+  // Says when the args were filled from the entry's signature (they stay editable).
+  const argsNote = h("p", { id: "args-note", class: "args-note", role: "status", "aria-live": "polite" });
   const left = h(
     "section",
     { class: "left", "aria-label": "Code" },
@@ -60,6 +62,7 @@ export function buildLayout(root: HTMLElement) {
       h("label", { for: "args" }, "args"),
       args,
     ),
+    argsNote,
   );
 
   const pipeA = h("div", { class: "pipeline pipeline-a", "data-testid": "pipeline-A" });
@@ -97,5 +100,5 @@ export function buildLayout(root: HTMLElement) {
     h("main", { class: "layout" }, left, right),
     toast,
   );
-  return { examples, presets, backend, devices, configBoxes, compareBtn, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, pipeA, pipeB, progress, bands, tabs, panels };
+  return { examples, presets, backend, devices, configBoxes, compareBtn, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, pipeA, pipeB, progress, bands, tabs, panels };
 }

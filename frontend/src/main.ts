@@ -2,6 +2,7 @@
 // output panes together. Every output is rendered as text, never as HTML.
 import "./style.css";
 import type { EditorView } from "@codemirror/view";
+import { ArgsFollower } from "./args";
 import { Connection, wsUrl } from "./connection";
 import { h } from "./dom";
 import { createEditor, revealLine, setCode, setErrorMark } from "./editor";
@@ -19,6 +20,7 @@ import { PipelineBuilder } from "./pipeline";
 import { ApiError, Backends, IR_TYPES, SnippetCreated, pipelineOf, type IrType, type RunEvent } from "./protocol";
 import { embeddedSnippet, fromRequest, loadAutosave, saveAutosave, snippetIdFromPath, toRequest, type PlayState } from "./state";
 import { describePipeline, type StepProblem } from "./transforms";
+import { describeSignature, isArgCountError } from "./signature";
 
 const ui = buildLayout(document.getElementById("app")!);
 let state: PlayState = structuredClone(DEFAULT_STATE);
@@ -65,9 +67,12 @@ function changed(): void {
   saveTimer = window.setTimeout(() => saveAutosave(state), 300);
 }
 
+const follower = new ArgsFollower(ui.args, ui.argsNote, () => state, changed);
+
 const editor = createEditor(ui.editorHolder, state.code, {
   onChange: (code) => {
     state.code = code;
+    follower.soon();
     changed();
   },
   onRun: () => void run(),
@@ -76,6 +81,7 @@ const editor = createEditor(ui.editorHolder, state.code, {
 
 ui.entry.addEventListener("input", () => {
   state.entry = ui.entry.value;
+  follower.soon();
   builderA.refreshSummary();
   builderB.refreshSummary();
   changed();
@@ -143,6 +149,7 @@ function show(s: PlayState): void {
   setCode(editor, state.code);
   ui.entry.value = state.entry;
   ui.args.value = state.args;
+  follower.adopt();
   builderA.set(state.steps);
   setCompare(state.compare !== null, state.compare);
   if (![...ui.backend.options].some((o) => o.value === state.backend)) {
@@ -195,14 +202,30 @@ function selectTab(id: TabId, focus = false): void {
 }
 for (const [i, t] of TABS.entries()) {
   const tab = ui.tabs[t.id];
-  tab.addEventListener("click", () => selectTab(t.id));
+  tab.addEventListener("click", () => pickTab(t.id));
   tab.addEventListener("keydown", (e) => {
     const n = TABS.length;
     const to = { ArrowRight: (i + 1) % n, ArrowLeft: (i - 1 + n) % n, Home: 0, End: n - 1 }[e.key];
     if (to === undefined) return;
     e.preventDefault();
-    selectTab(TABS[to]!.id, true);
+    pickTab(TABS[to]!.id, true);
   });
+}
+
+// Outputs first: a run shows the first output it produces, or the tab the user picked
+// before when that one has output; never an empty Errors tab after a run that went well.
+let pickedTab: TabId | null = null;
+let firstOutputTab: TabId | null = null;
+
+function pickTab(id: TabId, focus = false): void {
+  pickedTab = id === "errors" ? null : id;
+  selectTab(id, focus);
+}
+
+function outputArrived(tab: TabId): void {
+  if (firstOutputTab !== null) return;
+  firstOutputTab = tab;
+  if (pickedTab === null || activeTab === "errors") selectTab(pickedTab ?? tab);
 }
 
 function mark(tab: TabId, badge?: string): void {
@@ -279,22 +302,27 @@ function onEvent(event: RunEvent): void {
     case "hlo":
       irPanes[event.type].set(p, event.text, event.sources);
       mark(event.type);
+      outputArrived(event.type);
       if (activeTab === event.type) refreshBands();
       break;
     case "value":
       valuePane.set(p, event);
       mark("value");
+      outputArrived("value");
       break;
     case "cost":
       costPane.set(p, event);
       mark("cost");
+      outputArrived("cost");
       break;
     case "timing":
       timingPane.set(event.rows);
       mark("timing");
+      outputArrived("timing");
       break;
     case "error": {
       errorsPane.addRunError(event, pipelineLabel(p));
+      if (isArgCountError(event.kind, event.message)) explainArgCount(event.message);
       mark("errors", String(errorsPane.size()));
       progress.failed(p, event.stage);
       if (event.line != null && event.line > 0) {
@@ -307,11 +335,35 @@ function onEvent(event: RunEvent): void {
     case "done":
       progress.done(event.status, event.ms, event.reason);
       runEnded();
+      if (activeTab === "errors" && errorsPane.size() === 0 && firstOutputTab !== null) selectTab(firstOutputTab);
       break;
   }
 }
 
+/** An argument-count TypeError about the entry: say it is the args box, offer the fix. */
+function explainArgCount(message: string): void {
+  const entry = state.entry.trim() || "f";
+  if (!message.includes(`${entry.split(".").pop()}()`)) return; // some other call inside f
+  const sig = follower.signature();
+  follower.blame();
+  const said = `Python said: ${message.split("\n")[0]}`;
+  if (!sig) {
+    errorsPane.addArgsFix(`The \`args\` box (under the code, beside \`entry\`) holds the arguments \`${entry}\` is called with: a tuple, one value per parameter. ${said}`, null, () => {});
+    return;
+  }
+  const n = sig.params.length;
+  errorsPane.addArgsFix(
+    `The \`args\` box (under the code) gives \`${state.args.trim() || "()"}\`, but \`${describeSignature(sig)}\` takes ${n} positional argument${n === 1 ? "" : "s"}. ${said}`,
+    `Fill args from ${describeSignature(sig)} and run`,
+    () => {
+      follower.fill(sig);
+      void run();
+    },
+  );
+}
+
 async function run(): Promise<void> {
+  follower.follow();
   const problems: StepProblem[] = [];
   const request = toRequest(state, problems);
   errorsPane.reset();
@@ -337,6 +389,8 @@ async function run(): Promise<void> {
   editor.dispatch({ effects: setErrorMark.of(null) });
   refreshBands();
   for (const t of TABS) ui.tabs[t.id].classList.remove("fresh");
+  firstOutputTab = null;
+  if (activeTab === "errors" && pickedTab !== null) selectTab(pickedTab);
   ui.cancelBtn.disabled = false;
   document.body.classList.add("running");
   try {

@@ -12,6 +12,8 @@ export interface PlayState {
   backend: string;
   devices: number;
   config: Record<string, boolean | string>;
+  /** the args were typed by hand: they no longer follow the entry's signature */
+  argsByHand?: boolean;
 }
 
 export const CONFIG_TOGGLES: { name: string; label: string; help: string }[] = [

@@ -52,6 +52,21 @@ export class ErrorsPane {
     );
   }
 
+  /** Before an argument-count TypeError: what the args box gives against what the entry
+   * takes, in words, with the one-click fix. */
+  addArgsFix(message: string, fixLabel: string | null, onFix: () => void): void {
+    this.note.hidden = true;
+    this.list.prepend(
+      h(
+        "article",
+        { class: "error-card problem args-fix", "data-testid": "args-fix" },
+        h("header", {}, h("strong", { class: "error-kind" }, "The args box does not match the function")),
+        h("p", { class: "error-hint" }, withCode(message)),
+        fixLabel ? h("p", {}, h("button", { type: "button", class: "primary", "data-testid": "fill-args", onclick: onFix }, fixLabel)) : null,
+      ),
+    );
+  }
+
   addProblem(title: string, message: string, detail?: string): void {
     this.count++;
     this.note.hidden = true;

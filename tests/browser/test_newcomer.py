@@ -1,0 +1,105 @@
+"""The page for a newcomer (issue 15): args that follow the function, outputs first,
+a count mismatch said in words with its fix, dotted entries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .test_page import add_step, clear_pipeline, output_text, set_code, set_field, wait_done
+
+
+def selected_tab(page: Any) -> str:
+    return str(page.get_attribute("[role=tab][aria-selected=true]", "data-tab"))
+
+
+def test_newcomer_sees_the_jaxpr_on_the_first_ctrl_enter(page: Any) -> None:
+    # The example's three arrays are in the args box; the newcomer replaces the code
+    # and presses Ctrl+Enter at once, without touching the args.
+    assert page.input_value("#args").count("jnp.") == 3
+    set_code(page, "def f(x): return jnp.sum(jnp.cos(x) ** 3)")
+    page.keyboard.press("Control+Enter")
+    assert wait_done(page) == "ok", page.inner_text("#panel-errors")
+    assert page.input_value("#args") == "(jnp.array(1.0),)"
+    assert "filled from f(x)" in page.inner_text("#args-note")
+    assert selected_tab(page) == "jaxpr"
+    assert page.locator("[data-testid=out-jaxpr]").is_visible()
+    assert "cos" in output_text(page, "jaxpr")
+    # the args stay editable, and once edited they are the user's
+    set_field(page, "#args", "(jnp.arange(4.0),)")
+    set_code(page, "def f(x, y): return jnp.sum(jnp.cos(x) ** 3)")
+    page.wait_for_timeout(600)
+    assert page.input_value("#args") == "(jnp.arange(4.0),)"
+
+
+def test_the_args_follow_while_typing(page: Any) -> None:
+    set_code(page, "def f(x, y, n=3):\n    return jnp.sum(x * y) * n\n")
+    page.wait_for_function("document.querySelector('#args').value.endsWith(', 3)')")
+    assert page.input_value("#args") == "(jnp.array(1.0), jnp.array(1.0), 3)"
+    set_code(page, 'def f(x: Float[Array, "2 4"]):\n    return x\n')
+    page.wait_for_function("document.querySelector('#args').value.includes('(2, 4)')")
+    assert page.input_value("#args") == "(jnp.ones((2, 4)),)"
+
+
+def test_the_sharp_bit_shows_tracer_bool_conversion_first(page: Any) -> None:
+    set_code(page, "def f(x):\n    if x > 0:\n        return x\n    return -x\n")
+    page.keyboard.press("Control+Enter")
+    assert wait_done(page) == "error"
+    kinds = [
+        page.locator(".error-card[data-kind]").nth(i).get_attribute("data-kind")
+        for i in range(page.locator(".error-card[data-kind]").count())
+    ]
+    assert kinds == ["TracerBoolConversionError"], kinds
+    assert page.locator("[data-testid=args-fix]").count() == 0
+    assert page.locator("[data-testid=code] .cm-error-line").get_attribute("data-error-line") == "2"
+
+
+def test_a_count_mismatch_names_the_args_box_and_fixes_in_one_click(page: Any) -> None:
+    set_code(page, "def f(x):\n    return jnp.sum(jnp.sin(x))\n")
+    set_field(page, "#args", "(jnp.array(1.0), 2.0)")  # by hand: the page leaves it alone
+    page.keyboard.press("Control+Enter")
+    assert wait_done(page) == "error"
+    assert selected_tab(page) == "errors"
+    fix = page.locator("[data-testid=args-fix]")
+    assert "args" in fix.inner_text() and "f(x)" in fix.inner_text()
+    assert "takes 1 positional argument but 2 were given" in fix.inner_text()
+    assert page.get_attribute("#args", "aria-invalid") == "true"
+    page.click("[data-testid=fill-args]")
+    assert wait_done(page) == "ok"
+    assert page.input_value("#args") == "(jnp.array(1.0),)"
+    assert page.get_attribute("#args", "aria-invalid") is None
+    assert selected_tab(page) == "jaxpr"
+
+
+def test_a_fixed_error_shows_outputs_not_an_empty_errors_tab(page: Any) -> None:
+    page.select_option("#examples", "sharp-bit")
+    assert wait_done(page) == "error"
+    assert selected_tab(page) == "errors"
+    set_code(page, "def f(x):\n    return jnp.where(x.sum() > 0, x * 2, -x)\n")
+    page.keyboard.press("Control+Enter")
+    assert wait_done(page) == "ok"
+    assert selected_tab(page) == "jaxpr"
+    assert "No errors." not in page.inner_text("#panel-jaxpr")
+    # a tab the user picked is kept for the next run
+    page.click("#tab-value")
+    page.keyboard.press("Control+Enter")
+    assert wait_done(page) == "ok"
+    assert selected_tab(page) == "value"
+    assert "float32[3]" in page.inner_text("#panel-value")
+
+
+def test_a_dotted_entry_runs_a_library_function(page: Any) -> None:
+    set_code(page, "from jax import random\n")
+    set_field(page, "#entry", "jax.nn.gelu")
+    set_field(page, "#args", "jnp.linspace(-1.0, 1.0, 5)")
+    clear_pipeline(page)
+    add_step(page, "jit")
+    assert page.inner_text("[data-testid=summary-A]") == "jit(jax.nn.gelu)"
+    page.click("#run")
+    assert wait_done(page) == "ok", page.inner_text("#panel-errors")
+    assert "tanh" in output_text(page, "jaxpr")
+    set_field(page, "#entry", "jnp.linalg.solve")
+    set_field(page, "#args", "(jnp.eye(3) * 2.0, jnp.ones(3))")
+    page.click("#run")
+    assert wait_done(page) == "ok", page.inner_text("#panel-errors")
+    page.click("#tab-value")
+    assert "0.5" in page.inner_text("#panel-value")
