@@ -2,9 +2,12 @@
 
 Three checks, in order, each answered with ``Retry-After``:
 1. a token bucket per rate key (client address, or a known API token) -> 429;
-2. runs in flight per tenant -> 429;
-3. the pool: a run it cannot take now waits in a bounded FIFO queue per backend,
-   at most ``queue_timeout_s``; a full queue, or a wait that runs out -> 503.
+2. runs in flight per tenant, and per client address -> 429;
+3. the pool: a run it cannot take now waits in a bounded queue per backend, at most
+   ``queue_timeout_s``; a full queue, or a wait that runs out -> 503. The queue is
+   fair across clients: they take turns (round robin), so one client's many runs
+   do not keep another's waiting behind them.
+Also here: the cap on a client address's open WebSockets.
 """
 
 from __future__ import annotations
@@ -12,14 +15,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from backend.app.errors import Overloaded
 from backend.app.metrics import Metrics
 from backend.app.settings import Settings
 from sandbox.pool.base import Pool, PoolFull, RunHandle
 from sandbox.protocol import RunRequest
+
+if TYPE_CHECKING:
+    from backend.app.runs import Caller
+
+
+#: Lookups of unknown snippets a client may make at once (then ``not_found_rate_per_minute``).
+NOT_FOUND_BURST = 20
 
 
 @dataclass
@@ -38,7 +49,14 @@ class RateLimiter:
         self._max_keys = max_keys
 
     def take(self, key: str) -> float:
-        """0 if a run may start now, else the seconds until one may."""
+        """0 if a run may start now (and it is counted), else the seconds until one may."""
+        return self._check(key, take=True)
+
+    def peek(self, key: str) -> float:
+        """What ``take`` would answer, counting nothing."""
+        return self._check(key, take=False)
+
+    def _check(self, key: str, *, take: bool) -> float:
         if self._rate <= 0:
             return 0.0
         now = time.monotonic()
@@ -50,7 +68,8 @@ class RateLimiter:
         bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.updated) * self._rate)
         bucket.updated = now
         if bucket.tokens >= 1.0:
-            bucket.tokens -= 1.0
+            if take:
+                bucket.tokens -= 1.0
             return 0.0
         return (1.0 - bucket.tokens) / self._rate
 
@@ -65,9 +84,43 @@ class Ticket:
     """A tenant's place among the runs in flight; ``release`` it exactly once."""
 
     tenant: str
+    client: str
     backend: str
     waited_s: float = 0.0
     released: bool = field(default=False)
+
+
+class FairQueue:
+    """Waiters of one backend, served by turns across clients: the head is the oldest
+    waiter of the client whose turn it is; a client that was served goes to the back."""
+
+    def __init__(self) -> None:
+        self._turns: OrderedDict[str, deque[asyncio.Event]] = OrderedDict()
+        self._owner: dict[asyncio.Event, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._owner)
+
+    def __bool__(self) -> bool:
+        return bool(self._owner)
+
+    def add(self, client: str, waiter: asyncio.Event) -> None:
+        self._turns.setdefault(client, deque()).append(waiter)
+        self._owner[waiter] = client
+
+    def head(self) -> asyncio.Event | None:
+        for waiters in self._turns.values():
+            return waiters[0]
+        return None
+
+    def remove(self, waiter: asyncio.Event, *, served: bool) -> None:
+        client = self._owner.pop(waiter)
+        waiters = self._turns[client]
+        waiters.remove(waiter)
+        if not waiters:
+            del self._turns[client]
+        elif served:
+            self._turns.move_to_end(client)  # its next run waits for the others' turns
 
 
 class Admission:
@@ -75,8 +128,12 @@ class Admission:
         self._s = settings
         self._metrics = metrics
         self._rate = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
+        self._snippets = RateLimiter(settings.snippet_rate_per_minute, settings.snippet_rate_burst)
+        self._misses = RateLimiter(settings.not_found_rate_per_minute, NOT_FOUND_BURST)
         self._tenant_runs: Counter[str] = Counter()
-        self._waiters: dict[str, deque[asyncio.Event]] = {}
+        self._client_runs: Counter[str] = Counter()
+        self._sockets: Counter[str] = Counter()
+        self._waiters: dict[str, FairQueue] = {}
         self._in_flight = 0
 
     # --- what /api/v1/backends shows -------------------------------------------------
@@ -102,8 +159,38 @@ class Admission:
                 wait,
             )
 
-    def enter(self, tenant: str, backend: str, limit: int | None = None) -> Ticket:
-        limit = self._s.max_runs_per_tenant if limit is None else limit
+    def check_snippet_rate(self, client: str) -> None:
+        wait = self._snippets.take(client)
+        if wait > 0:
+            self._metrics.rejected.labels("snippets").inc()
+            raise Overloaded(
+                429,
+                "rate_limited",
+                f"too many snippets: at most {self._s.snippet_rate_per_minute:g} a minute "
+                f"(bursts of {self._s.snippet_rate_burst}); try again in {wait:.1f} s",
+                wait,
+            )
+
+    def check_lookups(self, client: str) -> None:
+        """Before a snippet lookup: a client that missed too often waits, whatever it
+        asks for now (so a hit cannot be told from a miss by the answer's status)."""
+        wait = self._misses.peek(client)
+        if wait > 0:
+            self._metrics.rejected.labels("not_found").inc()
+            raise Overloaded(
+                429,
+                "rate_limited",
+                f"too many lookups of snippets that do not exist (at most "
+                f"{self._s.not_found_rate_per_minute:g} a minute); try again in {wait:.1f} s",
+                wait,
+            )
+
+    def note_miss(self, client: str) -> None:
+        self._misses.take(client)
+
+    def enter(self, caller: Caller, backend: str) -> Ticket:
+        limit = self._s.max_runs_per_tenant if caller.max_runs is None else caller.max_runs
+        tenant, client = caller.tenant, caller.client
         if self._tenant_runs[tenant] >= limit:
             self._metrics.rejected.labels("tenant").inc()
             raise Overloaded(
@@ -112,10 +199,22 @@ class Admission:
                 f"this client already has {self._tenant_runs[tenant]} runs in progress (at most {limit})",
                 1.0,
             )
+        per_client = self._s.max_runs_per_client
+        if client and self._client_runs[client] >= per_client:
+            self._metrics.rejected.labels("tenant").inc()
+            raise Overloaded(
+                429,
+                "too_many_runs",
+                f"this address already has {self._client_runs[client]} runs in progress "
+                f"(at most {per_client}, all its sessions and connections together)",
+                1.0,
+            )
         self._tenant_runs[tenant] += 1
+        if client:
+            self._client_runs[client] += 1
         self._in_flight += 1
         self._metrics.in_flight.set(self._in_flight)
-        return Ticket(tenant, backend)
+        return Ticket(tenant, client, backend)
 
     def release(self, ticket: Ticket) -> None:
         if ticket.released:
@@ -124,6 +223,10 @@ class Admission:
         self._tenant_runs[ticket.tenant] -= 1
         if self._tenant_runs[ticket.tenant] <= 0:
             del self._tenant_runs[ticket.tenant]
+        if ticket.client:
+            self._client_runs[ticket.client] -= 1
+            if self._client_runs[ticket.client] <= 0:
+                del self._client_runs[ticket.client]
         self._in_flight -= 1
         self._metrics.in_flight.set(self._in_flight)
         self._wake(ticket.backend)
@@ -132,15 +235,30 @@ class Admission:
         # A run ended: the longest waiter tries the pool again (any backend's, when
         # backends share a pool: capacity freed for one is capacity for all).
         for name in [backend, *self._waiters]:
-            queue = self._waiters.get(name)
-            if queue:
-                queue[0].set()
+            head = self._waiters[name].head() if name in self._waiters else None
+            if head is not None:
+                head.set()
                 return
+
+    # --- WebSockets per client address -------------------------------------------------
+    def open_socket(self, client: str) -> bool:
+        """Count a new WebSocket of ``client``; False (not counted) when it has its
+        ``max_websockets_per_client`` already."""
+        if client and self._sockets[client] >= self._s.max_websockets_per_client:
+            self._metrics.rejected.labels("sockets").inc()
+            return False
+        self._sockets[client] += 1
+        return True
+
+    def close_socket(self, client: str) -> None:
+        self._sockets[client] -= 1
+        if self._sockets[client] <= 0:
+            del self._sockets[client]
 
     async def submit(self, pool: Pool, request: RunRequest, ticket: Ticket) -> RunHandle:
         """The pool's handle for the run, after waiting in the queue if need be."""
         backend = ticket.backend
-        queue = self._waiters.setdefault(backend, deque())
+        queue = self._waiters.setdefault(backend, FairQueue())
         retry = 1.0
         if not queue:
             try:
@@ -156,9 +274,10 @@ class Admission:
                 max(retry, 1.0),
             )
         started = time.monotonic()
+        served = False
         deadline = started + self._s.queue_timeout_s
         me = asyncio.Event()
-        queue.append(me)
+        queue.add(ticket.client or ticket.tenant, me)
         self._metrics.queue.labels(backend).set(len(queue))
         try:
             while True:
@@ -173,12 +292,12 @@ class Admission:
                     )
                 # The head of the queue retries when a run ends or after the pool's
                 # own hint; the others wait their turn.
-                head = queue[0] is me
+                head = queue.head() is me
                 timeout = min(remaining, max(retry, 0.05)) if head else remaining
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(me.wait(), timeout)
                 me.clear()
-                if queue[0] is not me:
+                if queue.head() is not me:
                     continue
                 try:
                     handle = await pool.submit(request, ticket.tenant)
@@ -187,10 +306,12 @@ class Admission:
                     continue
                 ticket.waited_s = time.monotonic() - started
                 self._metrics.queue_wait.observe(ticket.waited_s)
+                served = True
                 return handle
         finally:
-            was_head = bool(queue) and queue[0] is me
-            queue.remove(me)
+            was_head = queue.head() is me
+            queue.remove(me, served=served)
             self._metrics.queue.labels(backend).set(len(queue))
-            if was_head and queue:
-                queue[0].set()  # the next in line may find a free worker too
+            nxt = queue.head()
+            if was_head and nxt is not None:
+                nxt.set()  # the next in line may find a free worker too

@@ -1,7 +1,7 @@
 """One error shape for every status, and the handlers that produce it.
 
-Validation errors name the field (``transforms.0.name: ...``); an oversized ``code``
-is a 413, not a 422; overload is a 429 or 503 with ``Retry-After``. Nothing the
+Validation errors name the field (``transforms.0.name: ...``), text that is not
+Unicode (a lone surrogate) too; an oversized ``code`` is a 413, not a 422; overload is a 429 or 503 with ``Retry-After``. Nothing the
 client sends should reach a 500: internal failures of the pool or the database are
 answered 503 (try again) and logged.
 """
@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from backend.app.logs import fields, get_logger
-from backend.app.wire import TOO_LARGE, ErrorBody, FieldError
+from backend.app.wire import TOO_LARGE, UNENCODABLE, ErrorBody, FieldError
 
 log = get_logger("errors")
 
@@ -74,6 +74,9 @@ def validation_body(
         message = str(e.get("msg", "invalid"))
         if e.get("type") == "json_invalid":
             field, message = "", f"not valid JSON: {e.get('ctx', {}).get('error', message)}"
+        if e.get("type") == UNENCODABLE:  # raised for the whole body; the context says where
+            inner = str(e.get("ctx", {}).get("field", ""))
+            field = ".".join(p for p in (field, inner) if p)
         if message.startswith("Value error, "):
             message = message[len("Value error, ") :]
         items.append(

@@ -12,6 +12,10 @@ import sys
 import time
 from typing import Any
 
+from sandbox.redact import redact_url
+
+__all__ = ["fields", "get_logger", "redact_url"]
+
 LOGGER = "jaxplay"
 
 

@@ -8,9 +8,14 @@ its code without another round trip (the page may also fetch
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
+import re
 from pathlib import Path
+
+from backend.app.middleware import content_security_policy
 
 PLACEHOLDER = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -77,6 +82,24 @@ $("run").onclick = run; $("share").onclick = share;
 document.addEventListener("keydown", (e) => { if ((e.ctrlKey || e.metaKey) && e.key === "Enter") run(); });
 </script></body></html>
 """
+
+
+def _inline_hash(tag: str) -> str:
+    """The CSP source that allows the placeholder's one inline ``<tag>`` (its hash)."""
+    found = re.search(rf"<{tag}>(.*?)</{tag}>", PLACEHOLDER, re.S)
+    assert found is not None, tag
+    digest = hashlib.sha256(found.group(1).encode()).digest()
+    return f"'sha256-{base64.b64encode(digest).decode()}'"
+
+
+def page_csp(dist: Path, frame_ancestors: str) -> str:
+    """The built page loads only its own files; the placeholder's inline script and
+    style are allowed by their hashes, nothing else inline."""
+    if (dist / "index.html").is_file():
+        return content_security_policy(frame_ancestors)
+    return content_security_policy(
+        frame_ancestors, script=_inline_hash("script"), style=_inline_hash("style")
+    )
 
 
 def snippet_tag(request_json: str) -> str:

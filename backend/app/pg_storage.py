@@ -22,12 +22,21 @@ from typing import Any, TypeVar
 import psycopg
 
 from backend.app.migrations import migrate
-from backend.app.storage import MIN_ID_LENGTH, SNIPPET_FORMAT
+from backend.app.storage import (
+    MIN_ID_LENGTH,
+    RESULT_TRIM,
+    RESULT_UPSERT,
+    SNIPPET_FORMAT,
+    CachedResult,
+    CacheLimits,
+    ResultRecord,
+)
 
 T = TypeVar("T")
 
-#: Every how many result writes the oldest results beyond ``max_entries`` are deleted.
-TRIM_EVERY = 64
+#: The cache's rule and trim, as SQLite runs them (one text, two placeholder styles).
+_UPSERT = RESULT_UPSERT.replace("?", "%s")
+_TRIM = RESULT_TRIM.replace("?", "%s")
 
 
 class PgStorage:
@@ -38,7 +47,6 @@ class PgStorage:
         self._idle: asyncio.Queue[psycopg.AsyncConnection[Any]] = asyncio.Queue()
         self._open_count = 0
         self._all: set[psycopg.AsyncConnection[Any]] = set()
-        self._puts = 0
         self._opened = False
 
     # --- connections --------------------------------------------------------------
@@ -142,31 +150,36 @@ class PgStorage:
 
     # --- results ------------------------------------------------------------------
 
-    async def get_result(self, key: str) -> str | None:
-        async def get(conn: psycopg.AsyncConnection[Any]) -> str | None:
-            body = await _one(conn, "SELECT body FROM results WHERE key = %s", (key,))
-            return None if body is None else str(body)
+    async def get_result(self, key: str) -> CachedResult | None:
+        async def get(conn: psycopg.AsyncConnection[Any]) -> CachedResult | None:
+            cur = await conn.execute(
+                "SELECT state, body, created FROM cache_results WHERE key = %s", (key,)
+            )
+            row = await cur.fetchone()
+            return None if row is None else CachedResult(str(row[0]), str(row[1]), float(row[2]))
 
         return await self._call(get)
 
-    async def put_result(self, key: str, body: str, max_entries: int) -> None:
-        self._puts += 1
-        trim = self._puts % TRIM_EVERY == 1
-
-        async def put(conn: psycopg.AsyncConnection[Any]) -> None:
-            await conn.execute(
-                "INSERT INTO results (key, body, created) VALUES (%s, %s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body, created = EXCLUDED.created",
-                (key, body, time.time()),
-            )
-            if trim:
-                await conn.execute(
-                    "DELETE FROM results WHERE key IN "
-                    "(SELECT key FROM results ORDER BY created DESC OFFSET %s)",
-                    (max_entries,),
+    async def record_result(self, key: str, record: ResultRecord, limits: CacheLimits) -> str:
+        async def put(conn: psycopg.AsyncConnection[Any]) -> str:
+            async with conn.transaction():
+                state = await _one(
+                    conn,
+                    _UPSERT,
+                    (
+                        key,
+                        record.state,
+                        record.digest,
+                        record.tenant,
+                        record.body,
+                        record.size,
+                        time.time(),
+                    ),
                 )
+                await conn.execute(_TRIM, (limits.max_entries, limits.max_bytes))
+            return str(state)
 
-        await self._call(put)
+        return await self._call(put)
 
 
 async def _one(conn: psycopg.AsyncConnection[Any], sql: str, params: tuple[Any, ...]) -> Any:

@@ -14,6 +14,7 @@ from backend.app.metrics import Metrics
 from backend.app.runs import RunService
 from backend.app.settings import Settings
 from backend.app.storage import Storage
+from backend.app.tenancy import Sessions
 from sandbox.pool.base import Pool
 
 
@@ -28,6 +29,7 @@ class Services:
     admission: Admission
     cache: ResultCache
     runs: RunService
+    sessions: Sessions
     known_tokens: frozenset[str] = field(default_factory=frozenset)
     extra: dict[str, Any] = field(default_factory=dict)
 

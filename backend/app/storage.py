@@ -15,9 +15,9 @@ import base64
 import hashlib
 import json
 import sqlite3
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -28,12 +28,91 @@ MIN_ID_LENGTH = 8
 
 T = TypeVar("T")
 
+#: An entry's states (backend/app/cache.py says what each means).
+CANDIDATE, CONFIRMED, UNSTABLE = "candidate", "confirmed", "unstable"
+#: Bytes an entry costs besides its body (key, digests, row overhead).
+ROW_OVERHEAD = 256
+
+
+@dataclass(frozen=True)
+class CachedResult:
+    state: str
+    body: str
+    created: float  # when the run that computed it ended (unix seconds)
+
+
+@dataclass(frozen=True)
+class ResultRecord:
+    """One run's evidence: the digest of what it showed, by whom (a hash), and the
+    body to keep when it is the first (``state`` is ``unstable`` for output that can
+    never be shared, e.g. output naming its own run)."""
+
+    digest: str
+    tenant: str
+    body: str
+    state: str = CANDIDATE
+
+    @property
+    def size(self) -> int:
+        return len(self.body.encode("utf-8")) + ROW_OVERHEAD
+
+
+@dataclass(frozen=True)
+class CacheLimits:
+    max_entries: int
+    max_bytes: int
+
+
+#: One statement, atomic on its row, that is the cache's whole rule: the first run
+#: of a key leaves a candidate; a run by another tenant that showed the same confirms
+#: it; a run that showed anything else (or output that may never be shared) makes it
+#: unstable for good, its body dropped. A confirmed entry is never replaced.
+#: Parameters: key, state, digest, tenant, body, size, now (SQLite ``?``; PostgreSQL
+#: takes the same text with ``%s``).
+RESULT_UPSERT = f"""
+INSERT INTO cache_results (key, state, digest, tenant, body, size, created)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET
+    state = CASE
+        WHEN cache_results.state = 'unstable' OR excluded.state = 'unstable'
+             OR cache_results.digest <> excluded.digest THEN 'unstable'
+        WHEN cache_results.state = 'candidate' AND cache_results.tenant <> excluded.tenant
+             THEN 'confirmed'
+        ELSE cache_results.state END,
+    body = CASE
+        WHEN cache_results.state = 'unstable' OR excluded.state = 'unstable'
+             OR cache_results.digest <> excluded.digest THEN ''
+        ELSE cache_results.body END,
+    size = CASE
+        WHEN cache_results.state = 'unstable' OR excluded.state = 'unstable'
+             OR cache_results.digest <> excluded.digest THEN {ROW_OVERHEAD}
+        ELSE cache_results.size END
+RETURNING state
+"""
+
+#: Deletes the oldest entries beyond the count and byte budgets (parameters:
+#: max_entries, max_bytes).
+RESULT_TRIM = """
+DELETE FROM cache_results WHERE key IN (
+    SELECT key FROM (
+        SELECT key,
+               ROW_NUMBER() OVER (ORDER BY created DESC, key) AS n,
+               SUM(size) OVER (ORDER BY created DESC, key) AS total
+        FROM cache_results
+    ) AS ranked
+    WHERE n > ? OR total > ?
+)
+"""
+
 
 def canonical_json(request: RunRequest) -> str:
-    """The request with every default filled in, keys sorted, no spaces."""
-    return json.dumps(
-        request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
+    """The request with every default filled in, keys sorted, no spaces; less
+    ``jax_version`` when not set (the default), so that a snippet made before
+    requests could name a version keeps its id."""
+    data = request.model_dump(mode="json")
+    if data.get("jax_version") is None:
+        data.pop("jax_version", None)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def snippet_digest(canonical: str, fmt: int = SNIPPET_FORMAT) -> str:
@@ -52,9 +131,12 @@ class Storage(Protocol):
 
     async def get_snippet(self, snippet_id: str) -> str | None: ...
 
-    async def get_result(self, key: str) -> str | None: ...
+    async def get_result(self, key: str) -> CachedResult | None: ...
 
-    async def put_result(self, key: str, body: str, max_entries: int) -> None: ...
+    async def record_result(self, key: str, record: ResultRecord, limits: CacheLimits) -> str:
+        """Add one run's evidence for ``key`` (see ``RESULT_UPSERT``); trim the cache
+        to ``limits``; answer the entry's state afterwards."""
+        ...
 
 
 _SCHEMA = """
@@ -65,12 +147,18 @@ CREATE TABLE IF NOT EXISTS snippets (
     body    TEXT NOT NULL,
     created REAL NOT NULL
 );
-CREATE TABLE IF NOT EXISTS results (
+-- the result cache before it asked two runs to agree (format 1): dropped
+DROP TABLE IF EXISTS results;
+CREATE TABLE IF NOT EXISTS cache_results (
     key     TEXT PRIMARY KEY,
+    state   TEXT NOT NULL,
+    digest  TEXT NOT NULL,
+    tenant  TEXT NOT NULL,
     body    TEXT NOT NULL,
+    size    INTEGER NOT NULL,
     created REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS results_created ON results (created);
+CREATE INDEX IF NOT EXISTS cache_results_age ON cache_results (created, size);
 """
 
 
@@ -81,8 +169,6 @@ class SqliteStorage:
         self._path = path
         self._db: sqlite3.Connection | None = None
         self._executor: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
-        self._puts = 0
 
     @classmethod
     def from_url(cls, url: str) -> SqliteStorage:
@@ -100,6 +186,12 @@ class SqliteStorage:
         if self._path != ":memory:":
             Path(self._path).parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False, timeout=10)
+        # Deleted rows (trimmed cache entries) give their pages back to the file system.
+        # The mode only takes effect on an empty database or after a VACUUM: a file
+        # made without it is vacuumed once, now.
+        if db.execute("PRAGMA auto_vacuum").fetchone()[0] != 1:
+            db.execute("PRAGMA auto_vacuum=FULL")
+            db.execute("VACUUM")
         db.execute("PRAGMA journal_mode=WAL")
         # FULL: a snippet that was answered 201 survives a crash of the machine too.
         db.execute("PRAGMA synchronous=FULL")
@@ -155,26 +247,38 @@ class SqliteStorage:
     def _get(self, sql: str, key: str) -> Any:
         return self._conn().execute(sql, (key,)).fetchone()
 
-    async def get_result(self, key: str) -> str | None:
-        row = await self._call(self._get, "SELECT body FROM results WHERE key = ?", key)
-        return None if row is None else str(row[0])
-
-    async def put_result(self, key: str, body: str, max_entries: int) -> None:
-        await self._call(self._put_result, key, body, max_entries)
-
-    def _put_result(self, key: str, body: str, max_entries: int) -> None:
-        db = self._conn()
-        db.execute(
-            "INSERT OR REPLACE INTO results (key, body, created) VALUES (?, ?, ?)",
-            (key, body, time.time()),
+    async def get_result(self, key: str) -> CachedResult | None:
+        row = await self._call(
+            self._get, "SELECT state, body, created FROM cache_results WHERE key = ?", key
         )
-        self._puts += 1
-        if self._puts % 64 == 1:
-            db.execute(
-                "DELETE FROM results WHERE key IN "
-                "(SELECT key FROM results ORDER BY created DESC LIMIT -1 OFFSET ?)",
-                (max_entries,),
-            )
+        return None if row is None else CachedResult(str(row[0]), str(row[1]), float(row[2]))
+
+    async def record_result(self, key: str, record: ResultRecord, limits: CacheLimits) -> str:
+        state: str = await self._call(self._record_result, key, record, limits)
+        return state
+
+    def _record_result(self, key: str, record: ResultRecord, limits: CacheLimits) -> str:
+        db = self._conn()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute(
+                RESULT_UPSERT,
+                (
+                    key,
+                    record.state,
+                    record.digest,
+                    record.tenant,
+                    record.body,
+                    record.size,
+                    time.time(),
+                ),
+            ).fetchone()
+            db.execute(RESULT_TRIM, (limits.max_entries, limits.max_bytes))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return str(row[0])
 
 
 def open_storage(url: str) -> Storage:

@@ -1,18 +1,78 @@
-"""Who a request belongs to.
+"""Who a request belongs to: identities the server issues, never ones a client names.
 
-The warm pool gives each tenant its own workers, never shared: a WebSocket
-connection is a tenant; over REST an API token names the tenant, else the client
-address does. The rate limit is paid by the client address, or by the token when it
-is one of the server's known ``api_tokens`` (so minting tokens buys nothing).
+- **A page session**: a random id in a cookie signed with ``session_secret``
+  (itsdangerous), set by the page (``/``, ``/s/{id}``) and sent back by its
+  WebSocket and its fetches. A cookie that does not verify names no one.
+- **An API token** the operator issued (``api_tokens``). Any other token is refused
+  with 401 (``invalid_token``): an invented token names no tenant and buys nothing.
+- **The client address**, for everything else: the TCP peer, or, only when that peer
+  is one of ``trusted_proxies``, the address it forwarded (uvicorn's
+  ProxyHeadersMiddleware, installed by the factory). IPv6 clients are keyed by their
+  /64, the block one subscriber gets.
+
+A tenant is written ``GROUP|NAME`` (or just ``GROUP``): the group is the client
+address (or the token), so the warm pool can share its zygotes fairly between
+clients whatever number of sessions one of them opens (sandbox/pool/zygote_pool.py).
+The rate limit and the per-client caps are paid by the address, or by the token.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
+import secrets
 
+from itsdangerous import BadSignature, TimestampSigner
 from starlette.requests import HTTPConnection
 
+from backend.app.errors import ApiError
 from backend.app.runs import Caller
+from backend.app.settings import Settings
+
+SESSION_COOKIE = "jaxplay_session"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def client_key(host: str | None) -> str:
+    """``addr:…`` for a peer address: IPv4 as it is, IPv6 by its /64 (an IPv4-mapped
+    IPv6 address is its IPv4); something that is not an address, by its hash."""
+    if not host:
+        return "addr:unknown"
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return f"addr:?{_digest(host)}"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return f"addr:{ip.ipv4_mapped}"
+        return f"addr:{ipaddress.IPv6Network((ip, 64), strict=False)}"
+    return f"addr:{ip}"
+
+
+class Sessions:
+    """Issues and checks the page's signed session cookie."""
+
+    def __init__(self, settings: Settings) -> None:
+        secret = settings.session_secret
+        key = secret.get_secret_value() if secret is not None else secrets.token_urlsafe(32)
+        self._signer = TimestampSigner(key, salt="jaxplay-session")
+        self.max_age_s = settings.session_max_age_s
+        self.secure = (settings.public_url or "").startswith("https://")
+
+    def issue(self) -> str:
+        return self._signer.sign(secrets.token_urlsafe(18)).decode()
+
+    def verify(self, cookie: str | None) -> str | None:
+        """The session id, or None for a missing, forged or expired cookie."""
+        if not cookie or len(cookie) > 200:
+            return None
+        try:
+            return self._signer.unsign(cookie, max_age=int(self.max_age_s)).decode()
+        except (BadSignature, UnicodeError):
+            return None
 
 
 def _token(conn: HTTPConnection) -> str | None:
@@ -23,21 +83,27 @@ def _token(conn: HTTPConnection) -> str | None:
     return token or None
 
 
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()[:16]
-
-
-def client_address(conn: HTTPConnection) -> str:
-    return conn.client.host if conn.client else "unknown"
-
-
-def caller_for(
-    conn: HTTPConnection, known_tokens: frozenset[str], connection_id: str | None = None
-) -> Caller:
+def caller_for(conn: HTTPConnection, known_tokens: frozenset[str], sessions: Sessions) -> Caller:
+    """The caller of ``conn``; ApiError 401 for a token the server did not issue."""
     token = _token(conn)
-    address = f"addr:{client_address(conn)}"
-    rate_key = f"token:{_digest(token)}" if token and token in known_tokens else address
-    if connection_id is not None:
-        return Caller(tenant=f"ws:{connection_id}", rate_key=rate_key, max_runs=1)
-    tenant = f"token:{_digest(token)}" if token else address
-    return Caller(tenant=tenant, rate_key=rate_key)
+    if token is not None:
+        sent = token.encode("utf-8", "surrogateescape")
+        if not any(secrets.compare_digest(sent, known.encode()) for known in known_tokens):
+            raise ApiError(
+                401,
+                "invalid_token",
+                "this API token is not one the server issued; send a token from the "
+                "operator, or none to run as your address",
+                field="token",
+            )
+        name = f"token:{_digest(token)}"
+        return Caller(tenant=name, rate_key=name)
+    address = client_key(conn.client.host if conn.client else None)
+    session = sessions.verify(conn.cookies.get(SESSION_COOKIE))
+    tenant = f"{address}|session:{_digest(session)}" if session is not None else address
+    return Caller(tenant=tenant, rate_key=address, client=address)
+
+
+def client_of(conn: HTTPConnection) -> str:
+    """The rate key of a request that needs no tenant (snippets, lookups)."""
+    return client_key(conn.client.host if conn.client else None)

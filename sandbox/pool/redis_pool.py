@@ -45,6 +45,7 @@ from sandbox.queue.keys import (
     decode_event,
     encode_event,
 )
+from sandbox.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +181,9 @@ class RedisPool:
             except RedisError as exc:
                 if time.monotonic() > deadline:
                     await self._redis.aclose()
-                    raise ConnectionError(f"Redis at {self.url} is unreachable: {exc}") from None
+                    raise ConnectionError(
+                        f"Redis at {redact_url(self.url)} is unreachable: {exc}"
+                    ) from None
                 await asyncio.sleep(0.5)
         await self.refresh()
         self._refresher = asyncio.create_task(self._refresh_loop())

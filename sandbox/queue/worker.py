@@ -48,6 +48,7 @@ from sandbox.queue.keys import (
     decode_event,
     entry_ms,
 )
+from sandbox.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +183,9 @@ class QueueWorker:
                 return
             except RedisError as exc:
                 if time.monotonic() - said > 10:
-                    log.warning("worker %s: waiting for Redis at %s: %s", self.id, self.url, exc)
+                    log.warning(
+                        "worker %s: waiting for Redis at %s: %s", self.id, redact_url(self.url), exc
+                    )
                     said = time.monotonic()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)

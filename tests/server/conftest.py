@@ -21,6 +21,7 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
         "probe_on_start": False,
         "rate_limit_per_minute": 0,
         "max_runs_per_tenant": 8,
+        "max_runs_per_client": 8,  # the per-address cap has tests of its own
         "frontend_dist": tmp_path / "no-dist",
         "log_format": "text",
         "log_level": "warning",

@@ -1,9 +1,11 @@
 """The server's fake pool: sandbox.pool.fake's, with events that tell runs apart.
 
 Markers in the request's code steer a run (see sandbox/pool/fake.py): ``# fake:
-slow=0.2``, ``hang``, ``error``, ``nodone``, ``ignore-cancel``. Each run's jaxpr
-text carries the length of its code and its value ``run N`` (N counts the pool's
-runs), so a test can tell a cached answer from a fresh one.
+slow=0.2``, ``hang``, ``error``, ``nodone``, ``ignore-cancel``. A run's jaxpr text
+carries the length of its code and its value is a function of its request, as a
+real engine's is; with ``# fake: random`` the value is ``run N`` instead (N counts
+the pool's runs), like code that draws a random number; ``# fake: names-run`` prints
+the run's own id. Timings always carry N, so a test can tell a fresh one.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ __all__ = ["WORKER", "FakePool", "FakeRun"]
 
 
 def numbered_script(run: FakeRun) -> list[dict[str, Any]]:
+    random = run._marker("random") is not None
+    value = f"run {run.number}" if random else f"value of {len(run.request.code)} characters"
     events: list[dict[str, Any]] = [
         {"type": "stage", "stage": "trace", "ms": 1.5},
         {
@@ -24,10 +28,14 @@ def numbered_script(run: FakeRun) -> list[dict[str, Any]]:
             "text": f"{{ lambda ; . let  in ({len(run.request.code)},) }}",
             "sources": [],
         },
-        {"type": "value", "repr": f"run {run.number}", "tree": []},
+        {"type": "value", "repr": value, "tree": []},
     ]
+    if run._marker("names-run") is not None:
+        events.insert(0, {"type": "stdout", "text": f"I am {run.run_id}\n", "stage": "exec"})
     if "timing" in run.request.outputs:
-        events.append({"type": "timing", "rows": [{"label": "f", "runs": run.number}]})
+        row = {"label": "f", "pipeline": "main", "runs": run.number, "batches": 1}
+        row.update(median_ms=0.1, min_ms=0.1, iqr_ms=0.0)
+        events.append({"type": "timing", "rows": [row]})
     if run._marker("error") is not None:
         events.append(
             {

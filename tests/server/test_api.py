@@ -130,9 +130,9 @@ def test_known_tokens_get_their_own_rate_bucket(
     assert (
         client.post("/api/v1/runs", json=run_body(cache=False), headers=bearer).status_code == 200
     )
-    # An unknown token names the tenant but pays its address's rate.
+    # A token the server did not issue names no tenant: refused, whatever its rate.
     r = client.post("/api/v1/runs", json=run_body(cache=False), headers={"X-API-Token": "minted"})
-    assert r.status_code == 429
+    assert r.status_code == 401 and r.json()["error"] == "invalid_token"
     assert pool.tenants[0].startswith("addr:") and pool.tenants[1].startswith("token:")
 
 
@@ -179,7 +179,7 @@ def test_queue_wait_runs_out_with_503(
 
 
 def test_tenant_limit_answers_429(make_client: Callable[..., tuple[TestClient, FakePool]]) -> None:
-    client, pool = make_client(max_runs_per_tenant=1)
+    client, pool = make_client(max_runs_per_tenant=1, api_tokens=["t"])
     slow = run_body(code=CODE + "# fake: slow=0.1\n", cache=False)
     first, _ = _in_thread(lambda: client.post("/api/v1/runs", json=slow))
     wait_until(lambda: pool.total >= 1)

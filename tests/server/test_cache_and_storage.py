@@ -1,16 +1,27 @@
-"""The result cache (never a wrong answer) and the snippet store."""
+"""The result cache (never a wrong answer: served only after two tenants' runs agreed)
+and the snippet store, on the fake pool. The same rules through a real jailed pool,
+with code that draws random numbers or reads clocks: test_hostile_clients.py."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
 
-from backend.app.cache import is_deterministic
-from backend.app.storage import MIN_ID_LENGTH, SqliteStorage, canonical_json, snippet_digest
+from backend.app.storage import (
+    MIN_ID_LENGTH,
+    CacheLimits,
+    ResultRecord,
+    SqliteStorage,
+    canonical_json,
+    snippet_digest,
+)
 from sandbox.protocol import RunRequest
 
 from .fakes import FakePool
@@ -18,10 +29,19 @@ from .fakes import FakePool
 CODE = "def f(x):\n    return x\n"
 Make = Callable[..., tuple[TestClient, FakePool]]
 NO_TIMING = ["jaxpr", "stablehlo", "hlo", "value", "cost"]
+#: two tenants the operator issued (different tenants: different warm zygotes)
+TOKENS = ["alice-token-0123456789", "bob-token-0123456789", "carol-token-0123456789"]
+ALICE, BOB, CAROL = ({"Authorization": f"Bearer {t}"} for t in TOKENS)
 
 
-def events(client: TestClient, body: dict[str, Any], **params: Any) -> list[dict[str, Any]]:
-    r = client.post("/api/v1/runs", json=body, params=params)
+def make(make_client: Make, **settings: Any) -> tuple[TestClient, FakePool]:
+    return make_client(api_tokens=TOKENS, **settings)
+
+
+def events(
+    client: TestClient, body: dict[str, Any], who: dict[str, str] = ALICE, **params: Any
+) -> list[dict[str, Any]]:
+    r = client.post("/api/v1/runs", json=body, params=params, headers=who)
     assert r.status_code == 200, r.text
     return r.json()["events"]
 
@@ -30,41 +50,87 @@ def value(evs: list[dict[str, Any]]) -> str:
     return next(e["repr"] for e in evs if e["type"] == "value")
 
 
-def test_a_repeated_run_is_answered_from_the_cache(make_client: Make) -> None:
-    client, pool = make_client()
+def confirmed(client: TestClient, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Two tenants run ``body``; the third request is answered from the cache."""
+    events(client, body, ALICE)
+    events(client, body, BOB)
+    answer = events(client, body, CAROL)
+    assert answer[0].get("cached") is True, answer[0]
+    return answer
+
+
+def test_an_answer_is_shared_only_after_two_tenants_agree(make_client: Make) -> None:
+    client, pool = make(make_client)
     body = {"code": CODE, "outputs": NO_TIMING}
-    first = events(client, body)
-    second = events(client, body)
-    assert pool.total == 1
-    assert second[0]["cached"] is True and second[-1]["cached"] is True
-    assert second[0]["worker"] == first[0]["worker"] and second[0]["run_id"] != first[0]["run_id"]
-    strip = {"run_id", "cached"}
+    first = events(client, body, ALICE)
+    # The same tenant again: its own zygote, no independent evidence: run again.
+    assert "cached" not in events(client, body, ALICE)[0]
+    assert "cached" not in events(client, body, BOB)[0]  # agrees: confirmed now
+    assert pool.total == 3
+    for who in (ALICE, BOB, CAROL):
+        answer = events(client, body, who)
+        assert answer[0]["cached"] is True and answer[-1]["cached"] is True
+    assert pool.total == 3
+    assert answer[0]["worker"] == first[0]["worker"] and answer[0]["run_id"] != first[0]["run_id"]
+    # It says how old it is: made by the first run, a moment ago.
+    assert answer[0]["cached_at"].endswith("Z") and 0 <= answer[0]["age_s"] < 30
+    strip = {"run_id", "cached", "cached_at", "age_s"}
     kept = [
         {k: v for k, v in e.items() if k not in strip}
         for e in first
         if e["type"] in ("accepted", "jaxpr", "value")
     ]
-    assert [{k: v for k, v in e.items() if k not in strip} for e in second[:-1]] == kept
-    assert not any(e["type"] in ("stage", "timing") for e in second)
-    # timeout_s cannot change an output: same key.
-    assert events(client, dict(body, timeout_s=3))[0].get("cached") is True
+    assert [{k: v for k, v in e.items() if k not in strip} for e in answer[:-1]] == kept
+    assert not any(e["type"] in ("stage", "timing") for e in answer)
+
+
+def test_runs_that_disagree_are_never_served(make_client: Make) -> None:
+    """Code whose output is not a function of its request (a random draw here) shows
+    something else each time: its key becomes unstable, and every client runs it."""
+    client, pool = make(make_client)
+    body = {"code": CODE + "# fake: random\n", "outputs": NO_TIMING}
+    seen = [value(events(client, body, who)) for who in (ALICE, BOB, CAROL, ALICE, BOB)]
+    assert len(set(seen)) == 5 and pool.total == 5
+    metrics = client.get("/metrics").text
+    assert 'jaxplay_cache_lookups_total{result="unstable"} 3.0' in metrics
+
+
+def test_a_fresh_run_that_disagrees_withdraws_a_confirmed_answer(make_client: Make) -> None:
+    client, pool = make(make_client)
+    body = {"code": CODE, "outputs": NO_TIMING}
+    confirmed(client, body)
+    # The one-click re-run (cache: false) is evidence too: this one shows another value.
+    original = pool.script
+    pool.script = lambda run: [{"type": "value", "repr": "something else", "tree": []}]
+    assert value(events(client, {**body, "cache": False}, BOB)) == "something else"
+    pool.script = original
+    # Never replaced by it, never served again either.
+    for who in (ALICE, CAROL):
+        assert "cached" not in events(client, body, who)[0]
+
+
+def test_output_that_names_its_run_is_never_shared(make_client: Make) -> None:
+    client, pool = make(make_client)
+    body = {"code": CODE + "# fake: names-run\n", "outputs": NO_TIMING}
+    for who in (ALICE, BOB, CAROL, ALICE):
+        evs = events(client, body, who)
+        assert "cached" not in evs[0] and evs[0]["run_id"] in evs[1]["text"]
+    assert pool.total == 4
 
 
 def test_timings_are_never_cached(make_client: Make) -> None:
-    client, pool = make_client()
+    client, pool = make(make_client)
     body = {"code": CODE}  # all outputs, timing among them
-    first = events(client, body)
-    second = events(client, body)
-    assert pool.total == 2 and pool.requests[1].outputs == ["timing"]
-    assert second[0]["cached"] is True and value(second) == value(first)
-    timing = [e for e in second if e["type"] == "timing"]
-    assert timing and timing[0]["rows"][0]["runs"] == 2  # measured again, by run 2
+    answer = confirmed(client, body)
+    assert pool.total == 3 and pool.requests[-1].outputs == ["timing"]
+    timing = [e for e in answer if e["type"] == "timing"]
+    assert timing and timing[0]["rows"][0]["runs"] == 3  # measured again, by run 3
 
 
-def test_what_can_change_an_output_changes_the_key(make_client: Make) -> None:
-    client, _pool = make_client()
+def test_everything_code_can_read_is_in_the_key(make_client: Make) -> None:
+    client, _pool = make(make_client)
     base = {"code": CODE, "outputs": NO_TIMING}
-    events(client, base)
+    confirmed(client, base)
     for variant in (
         {"code": CODE + "# another\n"},
         {"args": "(2.0,)"},
@@ -73,73 +139,92 @@ def test_what_can_change_an_output_changes_the_key(make_client: Make) -> None:
         {"devices": 2},
         {"backend": "cpu"},
         {"outputs": ["jaxpr"]},
+        {"outputs": [*NO_TIMING, "timing"]},
         {"compare": [[{"name": "jit"}]]},
+        {"timeout_s": 3},  # code can read its own timeout: another key
     ):
-        evs = events(client, {**base, **variant})
+        evs = events(client, {**base, **variant}, CAROL)
         assert "cached" not in evs[0], variant
-    assert events(client, base)[0]["cached"] is True
+    assert events(client, base, CAROL)[0]["cached"] is True
 
 
 def test_a_new_jax_version_is_a_miss(make_client: Make) -> None:
-    client, pool = make_client()
+    client, pool = make(make_client)
     body = {"code": CODE, "outputs": NO_TIMING}
-    events(client, body)
+    confirmed(client, body)
     pool.worker = dict(pool.worker, jax_version="0.0.newer")
     # The server only knows of the new worker once it sees it: the old answer is still
     # served (it says which worker made it) until then.
     events(client, body, cache="false")
-    fresh = events(client, body)
+    fresh = events(client, body, BOB)
     assert "cached" not in fresh[0] and fresh[0]["worker"]["jax_version"] == "0.0.newer"
-    assert events(client, body)[0]["worker"]["jax_version"] == "0.0.newer"
+    assert events(client, body, CAROL)[0]["worker"]["jax_version"] == "0.0.newer"
 
 
-def test_failures_and_nondeterminism_are_not_cached(make_client: Make) -> None:
-    client, _pool = make_client()
+def test_failures_are_no_evidence(make_client: Make) -> None:
+    client, _pool = make(make_client)
     for body in (
         {"code": CODE + "# fake: error\n", "outputs": NO_TIMING},
         {"code": CODE + "# fake: nodone\n", "outputs": NO_TIMING},
-        {
-            "code": "import numpy as np\ndef f(x):\n    return x\n",
-            "args": "(np.random.rand(3),)",
-            "outputs": NO_TIMING,
-        },
-        {"code": "import time\ndef f(x):\n    return x * time.time()\n", "outputs": NO_TIMING},
     ):
-        events(client, body)
-        assert "cached" not in events(client, body)[0], body
+        for who in (ALICE, BOB, CAROL):
+            assert "cached" not in events(client, body, who)[0], body
 
 
 def test_the_cache_can_be_bypassed(make_client: Make) -> None:
-    client, pool = make_client()
+    client, pool = make(make_client)
     body = {"code": CODE, "outputs": NO_TIMING}
-    events(client, body)
+    confirmed(client, body)
     assert "cached" not in events(client, {**body, "cache": False})[0]
     assert "cached" not in events(client, body, cache="false")[0]
-    assert pool.total == 3
+    assert pool.total == 4
+    assert events(client, body)[0]["cached"] is True  # they agreed: still confirmed
 
 
 def test_the_cache_outlives_a_restart_but_only_for_a_worker_seen_again(make_client: Make) -> None:
     body = {"code": CODE, "outputs": NO_TIMING}
-    client, _ = make_client()
-    events(client, body)
-    client2, _pool2 = make_client()  # same database
+    client, _ = make(make_client)
+    confirmed(client, body)
+    client2, _pool2 = make(make_client)  # same database
     assert "cached" not in events(client2, body)[0]  # the new server has not seen its worker yet
     assert events(client2, body)[0]["cached"] is True
 
 
-def test_determinism_check() -> None:
-    def req(code: str, args: str = "()") -> RunRequest:
-        return RunRequest.model_validate({"code": code, "args": args})
+def test_what_the_server_saw_of_a_worker_expires(make_client: Make) -> None:
+    client, pool = make(make_client, cache_worker_ttl_s=0.05)
+    body = {"code": CODE, "outputs": NO_TIMING}
+    events(client, body, ALICE)
+    events(client, body, BOB)
+    time.sleep(0.1)
+    pool.worker = dict(pool.worker, jax_version="0.0.upgraded-in-place")
+    evs = events(client, body, CAROL)
+    assert "cached" not in evs[0] and evs[0]["worker"]["jax_version"] == "0.0.upgraded-in-place"
 
-    assert is_deterministic(
-        req("import jax\ndef f(k):\n    return jax.random.normal(k)\n", "(jax.random.key(0),)")
-    )
-    assert not is_deterministic(req("import random\ndef f():\n    return random.random()\n"))
-    assert not is_deterministic(req("def f(x):\n    return x\n", "(np.random.rand(2),)"))
-    assert not is_deterministic(req("import os\ndef f():\n    return len(os.environ)\n"))
+
+def test_the_same_request_at_once_runs_twice_then_is_shared(make_client: Make) -> None:
+    """A shared link opened by many at once: one run leads, the next tenant's run
+    confirms it, everyone else waits for that and gets the confirmed answer."""
+    tokens = [f"reader-{i}-0123456789" for i in range(6)]
+    client, pool = make_client(api_tokens=tokens)
+    warm = {"code": "def g():\n    return 0\n", "outputs": NO_TIMING}
+    events(client, warm, {"Authorization": f"Bearer {tokens[0]}"})  # the server meets its worker
+    body = {"code": CODE + "# fake: slow=0.1\n", "outputs": NO_TIMING}
+    answers: list[list[dict[str, Any]]] = []
+
+    def read(token: str) -> None:
+        answers.append(events(client, body, {"Authorization": f"Bearer {token}"}))
+
+    threads = [threading.Thread(target=read, args=(t,)) for t in tokens]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert pool.total == 3  # the warm-up, the first run, the one that confirmed it
+    assert sorted(bool(a[0].get("cached")) for a in answers) == [False, False, *[True] * 4]
+    assert len({value(a) for a in answers}) == 1
 
 
-# --- the snippet store ---------------------------------------------------------------
+# --- the stores ----------------------------------------------------------------------
 
 
 def test_snippet_ids_extend_until_unique(tmp_path: Path) -> None:
@@ -171,34 +256,61 @@ def test_the_snippet_hash_is_versioned_and_canonical() -> None:
     assert snippet_digest(canonical_json(a), fmt=2) != digest
 
 
-def test_what_the_server_saw_of_a_worker_expires(make_client: Make) -> None:
-    client, pool = make_client(cache_worker_ttl_s=0.05)
-    body = {"code": CODE, "outputs": NO_TIMING}
-    events(client, body)
-    import time
+def test_the_result_cache_keeps_to_its_byte_budget_on_every_write(tmp_path: Path) -> None:
+    path = tmp_path / "budget.sqlite3"
 
-    time.sleep(0.1)
-    pool.worker = dict(pool.worker, jax_version="0.0.upgraded-in-place")
-    evs = events(client, body)
-    assert "cached" not in evs[0] and evs[0]["worker"]["jax_version"] == "0.0.upgraded-in-place"
+    async def go() -> None:
+        store = SqliteStorage(str(path))
+        await store.open()
+        limits = CacheLimits(max_entries=1000, max_bytes=64 * 1024)
+        for i in range(40):  # 40 entries of ~4.3 KiB: 172 KiB written, 64 KiB allowed
+            record = ResultRecord(digest=f"d{i}", tenant="t", body="x" * 4096)
+            assert await store.record_result(f"k{i:02}", record, limits) == "candidate"
+            with sqlite3.connect(path) as db:
+                total = db.execute("SELECT SUM(size) FROM cache_results").fetchone()[0]
+            assert total <= limits.max_bytes, (i, total)
+        assert await store.get_result("k00") is None  # the oldest went first
+        assert (await store.get_result("k39")) is not None
+        await store.close()
+
+    asyncio.run(go())
 
 
-def test_the_same_request_at_once_runs_once(make_client: Make) -> None:
-    import threading
+def test_an_entry_is_confirmed_by_another_tenant_and_never_replaced(tmp_path: Path) -> None:
+    async def go() -> None:
+        store = SqliteStorage(str(tmp_path / "rules.sqlite3"))
+        await store.open()
+        limits = CacheLimits(max_entries=100, max_bytes=1 << 20)
 
-    client, pool = make_client()
-    events(
-        client, {"code": "def g():\n    return 0\n", "outputs": NO_TIMING}
-    )  # the server meets its worker
-    body = {"code": CODE + "# fake: slow=0.1\n", "outputs": NO_TIMING}
-    answers: list[list[dict[str, Any]]] = []
-    threads = [
-        threading.Thread(target=lambda: answers.append(events(client, body))) for _ in range(4)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert pool.total == 2  # the warm-up and one run for all four
-    assert sorted(bool(a[0].get("cached")) for a in answers) == [False, True, True, True]
-    assert len({value(a) for a in answers}) == 1
+        async def put(key: str, digest: str, tenant: str, body: str = "b") -> str:
+            return await store.record_result(key, ResultRecord(digest, tenant, body), limits)
+
+        assert await put("k", "same", "a") == "candidate"
+        assert await put("k", "same", "a") == "candidate"  # the same tenant: no evidence
+        assert await put("k", "same", "b", body="another body") == "confirmed"
+        found = await store.get_result("k")
+        assert found is not None and found.body == "b"  # the first body, never replaced
+        assert await put("k", "other", "c") == "unstable"
+        assert await put("k", "same", "d") == "unstable"  # for good
+        found = await store.get_result("k")
+        assert found is not None and found.state == "unstable" and found.body == ""
+        await store.close()
+
+    asyncio.run(go())
+
+
+def test_sqlite_gives_freed_pages_back(tmp_path: Path) -> None:
+    """auto_vacuum FULL, also for a database file made before it was asked for."""
+    old = tmp_path / "old.sqlite3"
+    with sqlite3.connect(old) as db:
+        db.execute("CREATE TABLE t (x)")
+    assert sqlite3.connect(old).execute("PRAGMA auto_vacuum").fetchone()[0] == 0
+
+    async def go(path: Path) -> None:
+        store = SqliteStorage(str(path))
+        await store.open()
+        await store.close()
+
+    for path in (old, tmp_path / "new.sqlite3"):
+        asyncio.run(go(path))
+        assert sqlite3.connect(path).execute("PRAGMA auto_vacuum").fetchone()[0] == 1, path

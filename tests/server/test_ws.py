@@ -65,7 +65,8 @@ def test_a_new_run_cancels_the_previous_one(make_client: Make) -> None:
         next(m for m in messages if m["seq"] == 1 and m["payload"]["type"] == "done")
     )
     assert messages[-1]["payload"]["status"] == "ok"
-    assert len(set(pool.tenants)) == 1 and pool.tenants[0].startswith("ws:")
+    # No session cookie (not the page): the tenant is the client's address.
+    assert len(set(pool.tenants)) == 1 and pool.tenants[0].startswith("addr:")
 
 
 def test_cancel(client: TestClient) -> None:

@@ -1,17 +1,23 @@
-"""Snippets: immutable, content-addressed run requests behind short links."""
+"""Snippets: immutable, content-addressed run requests behind short links.
+
+Creating one is rate-limited per client address (``snippet_rate_per_minute``) and
+capped in size (``max_snippet_bytes``); a client that looks up too many ids that do
+not exist is told to wait (``not_found_rate_per_minute``), so ids cannot be found by
+guessing.
+"""
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from backend.app.errors import ApiError, log_internal
-from backend.app.services import ServicesDep
+from backend.app.services import Services, ServicesDep
 from backend.app.storage import canonical_json, snippet_digest
+from backend.app.tenancy import client_of
 from backend.app.wire import ERROR_RESPONSES, ErrorBody, SnippetBody, SnippetCreated
 from sandbox.protocol import RunRequest
 
@@ -25,17 +31,21 @@ def snippet_url(request: Request, public_url: str | None, snippet_id: str) -> st
     return f"{base}/s/{snippet_id}"
 
 
-async def load_snippet(services: Any, snippet_id: str) -> str | None:
-    """The stored request's canonical JSON, or None for an unknown id."""
-    if not SNIPPET_ID.match(snippet_id):
-        return None
-    try:
-        body: str | None = await services.storage.get_snippet(snippet_id)
-    except Exception as exc:
-        log_internal("storage.get_snippet", exc)
-        raise ApiError(
-            503, "storage_unavailable", "the snippet store failed; try again", retry_after_s=5
-        )
+async def load_snippet(services: Services, client: str, snippet_id: str) -> str | None:
+    """The stored request's canonical JSON, or None for an unknown id (counted
+    against ``client``); 429 for a client that missed too often."""
+    services.admission.check_lookups(client)
+    body: str | None = None
+    if SNIPPET_ID.match(snippet_id):
+        try:
+            body = await services.storage.get_snippet(snippet_id)
+        except Exception as exc:
+            log_internal("storage.get_snippet", exc)
+            raise ApiError(
+                503, "storage_unavailable", "the snippet store failed; try again", retry_after_s=5
+            )
+    if body is None:
+        services.admission.note_miss(client)
     return body
 
 
@@ -43,13 +53,17 @@ async def load_snippet(services: Any, snippet_id: str) -> str | None:
     "/snippets",
     status_code=201,
     response_model=SnippetCreated,
-    responses={k: v for k, v in ERROR_RESPONSES.items() if k != 429},
+    responses=ERROR_RESPONSES,
 )
 async def create_snippet(
     body: SnippetBody, request: Request, services: ServicesDep
 ) -> SnippetCreated:
     """Store a request; the same content always gets the same id."""
     canonical = canonical_json(body.to_request())
+    limit = services.settings.max_snippet_bytes
+    if len(canonical.encode()) > limit:
+        raise ApiError(413, "too_large", f"body: the snippet is over {limit} bytes", field="body")
+    services.admission.check_snippet_rate(client_of(request))
     try:
         snippet_id = await services.storage.put_snippet(snippet_digest(canonical), canonical)
     except Exception as exc:
@@ -67,12 +81,13 @@ async def create_snippet(
     response_model=RunRequest,
     responses={
         404: {"model": ErrorBody, "description": "No snippet has this id."},
+        429: ERROR_RESPONSES[429],
         503: ERROR_RESPONSES[503],
     },
 )
-async def get_snippet(snippet_id: str, services: ServicesDep) -> Response:
+async def get_snippet(snippet_id: str, request: Request, services: ServicesDep) -> Response:
     """The stored request, as it was stored."""
-    body = await load_snippet(services, snippet_id)
+    body = await load_snippet(services, client_of(request), snippet_id)
     if body is None:
         raise ApiError(404, "not_found", f"no snippet {snippet_id!r}", field="snippet_id")
     return JSONResponse(
