@@ -8,10 +8,11 @@ read at import time: ``Settings()`` reads the environment when it is called.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -34,6 +35,35 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Origins allowed to call the API from a browser (JSON list); "
         "the page itself is same-origin and needs none.",
+    )
+    ws_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins besides `public_url` (and the address the request came to) "
+        'whose pages may open the WebSocket (JSON list, e.g. `["https://a.example"]`); '
+        "a browser from any other origin is refused (1008). Clients that send no "
+        "`Origin` (scripts) are not browsers and are let in.",
+    )
+    frame_ancestors: str = Field(
+        default="'none'",
+        description="The page's CSP `frame-ancestors`: who may embed it in a frame "
+        "(`'none'`, `'self'`, or origins separated by spaces).",
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description='Addresses or networks (JSON list: `["10.0.0.0/8"]`) of the proxies '
+        "in front of the server whose `X-Forwarded-For` and `X-Forwarded-Proto` are "
+        "believed; by default none: the client is the peer of the TCP connection.",
+    )
+    session_secret: SecretStr | None = Field(
+        default=None,
+        description="Key that signs the page's session cookie (its tenant). Replicas "
+        "behind one load balancer must share it; unset, each server makes one at start "
+        "(sessions then end when it restarts).",
+    )
+    session_max_age_s: float = Field(
+        default=30 * 24 * 3600.0,
+        gt=0,
+        description="How long a page session (cookie) is honoured after it was issued.",
     )
     frontend_dist: Path = Field(
         default=_REPO / "frontend" / "dist",
@@ -149,8 +179,22 @@ class Settings(BaseSettings):
     max_runs_per_tenant: int = Field(
         default=2,
         ge=1,
-        description="Runs one tenant (API token, or client address) may have running or "
-        "queued at once; beyond it: 429. A WebSocket connection has one at a time.",
+        description="Runs one tenant (a page session, an API token, or a client address) "
+        "may have running or queued at once; beyond it: 429. A WebSocket connection has "
+        "one at a time.",
+    )
+    max_runs_per_client: int = Field(
+        default=2,
+        ge=1,
+        description="Runs one client address (IPv6: its /64) may have running or queued "
+        "at once, all its sessions and connections together; beyond it: 429. Known API "
+        "tokens are held to `max_runs_per_tenant` instead.",
+    )
+    max_websockets_per_client: int = Field(
+        default=8,
+        ge=1,
+        description="WebSockets one client address (IPv6: its /64) may hold open; "
+        "another is refused (an error, then close 1008).",
     )
     rate_limit_per_minute: float = Field(
         default=120.0,
@@ -164,8 +208,31 @@ class Settings(BaseSettings):
     )
     api_tokens: list[str] = Field(
         default_factory=list,
-        description="API tokens that get a rate limit of their own instead of their "
-        "address's (JSON list). Any token sent still names the tenant.",
+        description="The API tokens this server issued (JSON list; e.g. from "
+        "`python -c 'import secrets; print(secrets.token_urlsafe(24))'`). Each is a "
+        "tenant with a rate limit of its own. A request with any other token is "
+        "refused (401): an unknown token names no tenant.",
+    )
+    snippet_rate_per_minute: float = Field(
+        default=20.0,
+        ge=0,
+        description="Snippets one client address may create per minute (bursts of "
+        "`snippet_rate_burst`); beyond it: 429. 0 turns the limit off.",
+    )
+    snippet_rate_burst: int = Field(
+        default=10, ge=1, description="Snippets a client may create at once."
+    )
+    max_snippet_bytes: int = Field(
+        default=96 * 1024,
+        ge=1024,
+        description="Largest snippet (its canonical JSON); beyond it: 413.",
+    )
+    not_found_rate_per_minute: float = Field(
+        default=60.0,
+        ge=0,
+        description="Lookups of snippets that do not exist one client address may make "
+        "per minute (bursts of 20); beyond it: 429, so ids cannot be guessed by trying. "
+        "0 turns the limit off.",
     )
     max_body_bytes: int = Field(
         default=512 * 1024,
@@ -217,8 +284,9 @@ class Settings(BaseSettings):
     # --- result cache --------------------------------------------------------------
     cache_enabled: bool = Field(
         default=True,
-        description="Serve repeated runs from the result cache (deterministic outputs only; "
-        "never timings). A request can bypass it with `cache: false`.",
+        description="Serve repeated runs from the result cache: only answers that two "
+        "runs by different tenants showed alike; never timings. A request can bypass "
+        "it with `cache: false`.",
     )
     cache_max_entries: int = Field(
         default=10_000, ge=0, description="Cached results kept; the oldest go first."
@@ -255,6 +323,12 @@ class Settings(BaseSettings):
 
 
 def settings_table() -> str:
+    cache_max_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=0,
+        description="Bytes the result cache may hold in the database; every write "
+        "trims the oldest entries beyond it.",
+    )
     """The settings as a Markdown table (for docs/server.md)."""
     rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
@@ -264,3 +338,15 @@ def settings_table() -> str:
         shown = "" if default is None else f"`{default!s}`".replace("|", "\\|")
         rows.append(f"| `JAXPLAY_{name.upper()}` | {shown} | {field.description} |")
     return "\n".join(rows) + "\n"
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, proxies: list[str]) -> list[str]:
+        for proxy in proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"trusted_proxies: {proxy!r} is not an address or a network (like 10.0.0.0/8)"
+                )
+        return proxies
+

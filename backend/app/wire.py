@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from sandbox.protocol import EVENT_FIELDS, MAX_CODE_BYTES, PROTOCOL_VERSION, RunRequest
 
 #: pydantic error type that the error handlers answer with 413 instead of 422
 TOO_LARGE = "too_large"
+#: pydantic error type of text that is not Unicode (a lone surrogate); its context
+#: names the field, which the error handlers report as the field at fault
+UNENCODABLE = "unencodable"
 
 #: version of the WebSocket envelope (the ``hello`` carries it)
 WS_VERSION = 1
@@ -31,11 +34,46 @@ def _check_code_size(code: Any) -> Any:
     return code
 
 
+def first_unencodable(value: Any, path: str = "") -> tuple[str, int, str] | None:
+    """The first string (or key) in ``value`` that UTF-8 cannot encode (JSON's
+    ``"\\ud800"`` decodes to a lone surrogate): its dotted path, index and character."""
+    if isinstance(value, str):
+        for index, char in enumerate(value):
+            if "\ud800" <= char <= "\udfff":
+                return path, index, char
+        return None
+    items: Any = value.items() if isinstance(value, dict) else None
+    if items is None and isinstance(value, list | tuple):
+        items = enumerate(value)
+    for key, item in items or ():
+        # A key may be the bad text itself: shown escaped, so the answer can be encoded.
+        name = str(key).encode("utf-8", "backslashreplace").decode()
+        where = f"{path}.{name}" if path else name
+        found = first_unencodable(key, where) if isinstance(key, str) else None
+        found = found or first_unencodable(item, where)
+        if found is not None:
+            return found
+    return None
+
+
 class SnippetBody(RunRequest):
     """A run request to store as a snippet."""
 
     # Strict: `"devices": "2"` or `"cache": 0` is a 422, as the schema says, not a guess.
     model_config = ConfigDict(strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_is_unicode(cls, data: Any) -> Any:
+        found = first_unencodable(data)
+        if found is not None:
+            path, index, char = found
+            raise PydanticCustomError(
+                UNENCODABLE,
+                "not valid Unicode text: a lone surrogate (U+{code}) at character {index}",
+                {"field": path, "code": f"{ord(char):04X}", "index": index},
+            )
+        return data
 
     @field_validator("code", mode="before")
     @classmethod

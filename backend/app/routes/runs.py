@@ -90,7 +90,7 @@ async def create_run(
     ] = True,
 ) -> Response:
     """Run a request (SPEC §1) and answer its events (SPEC §2)."""
-    caller = caller_for(request, services.known_tokens)
+    caller = caller_for(request, services.known_tokens, services.sessions)
     stream = await services.runs.start(body.to_request(), caller, use_cache=body.cache and cache)
     if NDJSON in request.headers.get("accept", ""):
         return _RunStreamResponse(stream)
