@@ -73,6 +73,9 @@ def serve(
         # create_subprocess_exec(user=..., group=...), which uvloop does not support.
         loop="asyncio",
         ws_max_size=settings.max_body_bytes,
+        # X-Forwarded-For is believed only from JAXPLAY_TRUSTED_PROXIES, by the app itself
+        # (uvicorn's default would believe it from 127.0.0.1, or FORWARDED_ALLOW_IPS).
+        proxy_headers=False,
         timeout_graceful_shutdown=int(settings.cancel_grace_s) + 3,
     )
 
