@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from backend import serve_cli, worker_cli
+from backend import serve_cli, versions_cli, worker_cli
 from backend.cli_common import validation_problems
 from backend.render import render_event
 from sandbox.protocol import OUTPUTS, RunRequest
@@ -83,9 +83,14 @@ def _build_request(
 async def _local_events(request: RunRequest) -> AsyncGenerator[dict[str, Any], None]:
     """The run in the local jailed pool (``make_pool`` refuses to run without the jail
     unless JAXPLAY_UNSAFE_NO_JAIL is set, and then says so loudly)."""
+    from backend.app.pools import with_versions
+    from backend.app.settings import Settings
     from sandbox.pool import make_pool
 
-    pool = make_pool()
+    pool = with_versions(Settings(), make_pool())
+    resolve = getattr(pool, "resolve_version", None)
+    if resolve is not None:
+        resolve(request.jax_version)  # a version not installed: refused before any jail starts
     await pool.start()
     try:
         handle = await pool.submit(request, tenant="cli")
@@ -140,6 +145,10 @@ def run(
     request: Annotated[
         str | None, typer.Option("--request", help="A whole run request: FILE.json or - for stdin.")
     ] = None,
+    jax_version: Annotated[
+        str | None,
+        typer.Option(help="The JAX version to run on (default: the default; `jaxplay versions`)."),
+    ] = None,
     server: Annotated[
         str | None, typer.Option(help="Run on a jaxplay server at this URL instead of locally.")
     ] = None,
@@ -156,6 +165,7 @@ def run(
         "backend": backend,
         "devices": devices,
         "timeout_s": timeout,
+        "jax_version": jax_version,
     }
     run_request = _build_request(file, request, overrides)
 
@@ -185,10 +195,14 @@ def run(
     except Exception as exc:
         from backend.client import ServerError
         from sandbox.jail.jail import JailUnavailable
+        from sandbox.pool.versioned import VersionUnavailable
 
         if isinstance(exc, JailUnavailable):
             typer.echo(f"jaxplay: {exc}", err=True)
             raise typer.Exit(1)
+        if isinstance(exc, VersionUnavailable):
+            typer.echo(f"jaxplay: {exc}", err=True)
+            raise typer.Exit(EXIT_BAD_REQUEST)
         if not isinstance(exc, ServerError):
             raise
         typer.echo(f"jaxplay: {exc}", err=True)
@@ -203,3 +217,4 @@ def main() -> None:
 
 serve_cli.register(app)
 worker_cli.register(app)
+versions_cli.register(app)

@@ -25,6 +25,8 @@ MAX_EXPR_BYTES = 8 * 1024
 MAX_TRANSFORMS = 16
 MAX_COMPARE = 4
 MAX_DEVICES = 64
+#: how a JAX version is spelled in a request (``0.4.38``, ``0.12.0.1``)
+JAX_VERSION_PATTERN = r"^\d+\.\d+\.\d+(\.\d+)?$"
 
 Output = Literal["jaxpr", "stablehlo", "hlo", "value", "cost", "timing"]
 OUTPUTS: tuple[Output, ...] = ("jaxpr", "stablehlo", "hlo", "value", "cost", "timing")
@@ -144,6 +146,12 @@ class RunRequest(BaseModel):
     config: dict[str, bool | int | float | str] = Field(default_factory=dict)
     timeout_s: float = Field(20.0, gt=0, le=600)
     compare: Annotated[list[Pipeline], Field(max_length=MAX_COMPARE)] = Field(default_factory=list)
+    jax_version: str | None = Field(
+        None,
+        pattern=JAX_VERSION_PATTERN,
+        description="The JAX version to run on (`0.10.2`); default: the server's default "
+        "version. `GET /api/v1/backends` lists them.",
+    )
 
     @field_validator("code")
     @classmethod

@@ -130,4 +130,28 @@ def make_pool(settings: Settings) -> tuple[str, Pool]:
         raise PoolConfigError(f"pool {name!r}: {exc}") from exc
     if name == "auto":
         name = str(pool.stats().get("kind", "auto"))
+    if name != "redis":  # remote workers pick versions in their own local pools
+        pool = with_versions(settings, pool)
     return name, pool
+
+
+def with_versions(settings: Settings, pool: Pool) -> Pool:
+    """The local pool, able to run every installed JAX version (a pool per version,
+    started on demand: sandbox/pool/versioned.py). Unchanged where this environment
+    has no JAX (a server-only install), as there is then no default version."""
+    from sandbox.jail.settings import JailConfig
+    from sandbox.pool.versioned import VersionedPool
+    from sandbox.versions import default_version, grant_jail_access
+
+    version = default_version()
+    if version is None:
+        return pool
+    jail_user = JailConfig.from_env().jail_user
+    return VersionedPool(
+        pool,
+        default_version=version,
+        versions_dir=settings.jax_versions_dir,
+        idle_s=settings.jax_version_idle_s,
+        auto_install=settings.jax_versions_auto_install,
+        grant=lambda env: grant_jail_access(env, jail_user),
+    )

@@ -78,7 +78,16 @@ class RunService:
             await asyncio.wait(set(self._draining), timeout=self.settings.cancel_grace_s + 1)
 
     def prepare(self, request: RunRequest) -> RunRequest:
-        """The request as it will run: ``timeout_s`` capped by the server's maximum."""
+        """The request as it will run: ``timeout_s`` capped by the server's maximum; a
+        ``jax_version`` the pool cannot run is a 422 that says what to do."""
+        resolve = getattr(self.pool, "resolve_version", None)
+        if resolve is not None:
+            from sandbox.pool.versioned import VersionUnavailable
+
+            try:
+                resolve(request.jax_version)
+            except VersionUnavailable as exc:
+                raise ApiError(422, "invalid_request", str(exc), field="jax_version")
         if request.timeout_s > self.settings.max_timeout_s:
             return request.model_copy(update={"timeout_s": self.settings.max_timeout_s})
         return request

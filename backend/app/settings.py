@@ -168,6 +168,31 @@ class Settings(BaseSettings):
         "and JAX version (for `/api/v1/backends` and the result cache).",
     )
 
+    # --- JAX versions ----------------------------------------------------------------
+    jax_versions: list[str] = Field(
+        default_factory=list,
+        description="JAX versions besides the default (the JAX of jaxplay's own environment) "
+        "that `scripts/setup.sh` installs (`jaxplay versions add --configured`), as a JSON "
+        'list: `["0.10.2", "0.4.38"]`. `jaxplay versions` lists what is offered.',
+    )
+    jax_versions_dir: Path = Field(
+        default=_REPO / ".jaxplay" / "versions",
+        description="Where each JAX version's environment lives (`<dir>/<version>/`, about "
+        "620 MB each). The jail user must be able to reach it (setup grants it).",
+    )
+    jax_versions_auto_install: bool = Field(
+        default=False,
+        description="Install an offered JAX version that is not installed when a run first "
+        "asks for it (that run waits, minutes). Off: such a run is refused with a 422 naming "
+        "`jaxplay versions add`.",
+    )
+    jax_version_idle_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="A non-default JAX version's warm pool is closed after this long without "
+        "a run (the next run starts it again), so an old version costs nothing until asked for.",
+    )
+
     # --- admission -----------------------------------------------------------------
     max_queue: int = Field(
         default=16,
@@ -333,8 +358,8 @@ def settings_table() -> str:
     rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
         default = field.get_default(call_default_factory=True)
-        if isinstance(default, Path):
-            default = "frontend/dist" if default == _REPO / "frontend" / "dist" else str(default)
+        if isinstance(default, Path) and default.is_relative_to(_REPO):
+            default = str(default.relative_to(_REPO))
         shown = "" if default is None else f"`{default!s}`".replace("|", "\\|")
         rows.append(f"| `JAXPLAY_{name.upper()}` | {shown} | {field.description} |")
     return "\n".join(rows) + "\n"

@@ -114,6 +114,18 @@ class SnippetCreated(BaseModel):
     url: str = Field(description="The playground page with the snippet loaded.")
 
 
+class VersionInfo(BaseModel):
+    version: str = Field(description="A JAX version, as a request's `jax_version` names it.")
+    installed: bool = Field(
+        description="Whether it can run now; one not installed is offered: an operator adds "
+        "it with `jaxplay versions add VERSION`."
+    )
+    default: bool = Field(description="Whether runs that name no `jax_version` get it.")
+    running: bool = Field(
+        default=False, description="Whether its warm pool is up now (the default's always is)."
+    )
+
+
 class WorkerInfo(BaseModel):
     name: str = Field(description="The backend a request names to reach it.")
     pool: str = Field(description="The pool implementation serving it.")
@@ -126,6 +138,11 @@ class WorkerInfo(BaseModel):
     queue_length: int = Field(default=0, description="Runs waiting for a worker now.")
     running: int | None = Field(default=None, description="Runs executing now.")
     capacity: int | None = Field(default=None, description="Runs the pool executes at once.")
+    versions: list[VersionInfo] = Field(
+        default_factory=list,
+        description="The JAX versions a run may name, oldest first (one, the default, for "
+        "remote workers).",
+    )
 
 
 class BackendsAnswer(BaseModel):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from sandbox.engine.compat import user_frames
 from sandbox.protocol import SNIPPET_FILENAME
 
 Source = dict[str, int]
@@ -30,11 +31,9 @@ _EQN_HEAD = re.compile(r"^\s*\S+:\S+(?:\s+\S+:\S+)*\s+=\s+\S")
 
 def snippet_line(traceback: Any) -> int | None:
     """The innermost frame of a JAX traceback that lies in the user's code."""
-    from jax._src import source_info_util
-
     if traceback is None:
         return None
-    for frame in source_info_util.user_frames(traceback):
+    for frame in user_frames(traceback):
         if frame.file_name == SNIPPET_FILENAME:
             return int(frame.start_line)
     return None

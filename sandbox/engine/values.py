@@ -9,6 +9,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from sandbox.engine.compat import cost_analysis
+
 #: Leaves with at most this many elements carry their values in ``data``.
 DATA_MAX_ELEMENTS = 256
 MAX_REPR = 64 * 1024
@@ -85,10 +87,7 @@ def value_event(output: Any) -> dict[str, Any]:
 
 def cost_event(compiled: Any) -> dict[str, Any]:
     """XLA's own cost and memory analysis of a compiled executable."""
-    cost = compiled.cost_analysis()
-    if isinstance(cost, list | tuple):  # older JAX: one dict per device program
-        cost = cost[0] if cost else {}
-    cost = cost or {}
+    cost = cost_analysis(compiled)
     memory = compiled.memory_analysis()
 
     def mem(name: str) -> int | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sandbox.engine.compat import set_cpu_device_count, stablehlo_with_locations
 from sandbox.engine.emitter import CapturedStream, Emitter
 from sandbox.protocol import SNIPPET_FILENAME, RunRequest, done_event
 
@@ -237,10 +238,15 @@ def worker_info(request: RunRequest) -> dict[str, Any]:
 def apply_config(request: RunRequest) -> None:
     import jax
 
+    if request.jax_version is not None and request.jax_version != jax.__version__:
+        # the pool routes by version; a mismatch is a misrouted run, never run silently
+        raise RuntimeError(
+            f"this worker runs jax {jax.__version__}, the request asked for {request.jax_version}"
+        )
     if request.backend in PLATFORMS:
         jax.config.update("jax_platforms", PLATFORMS[request.backend])
     if request.backend in ("cpu", "auto"):
-        jax.config.update("jax_num_cpu_devices", request.devices)
+        set_cpu_device_count(request.devices)
     for name, value in request.config.items():
         jax.config.update(name, value)
 
@@ -459,7 +465,7 @@ def _stablehlo_event(lowered: Any) -> dict[str, Any]:
     text = lowered.as_text()
 
     def mapper(plain: str) -> list[dict[str, int]]:
-        return mlir_sources(plain, lowered.as_text(debug_info=True))
+        return mlir_sources(plain, stablehlo_with_locations(lowered))
 
     return {"type": "stablehlo", "text": text, "sources": _safe_sources(mapper, text)}
 

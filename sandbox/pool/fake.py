@@ -113,6 +113,12 @@ class FakePool:
         self.started = self.closed = False
         self.worker = dict(WORKER)
 
+    def for_environment(self, env: Any) -> FakePool:
+        """The fake of another JAX version's pool (for the versioned pool's tests)."""
+        pool = FakePool(self.capacity, self.script)
+        pool.worker = dict(self.worker, jax_version=env.version)
+        return pool
+
     async def start(self) -> None:
         self.started = True
 

@@ -19,11 +19,23 @@ WORKER_ARGV = (sys.executable, "-m", "sandbox.engine")
 
 
 class SubprocessPool:
-    def __init__(self, max_concurrent: int = 2, limits: OutputLimits | None = None) -> None:
+    def __init__(
+        self,
+        max_concurrent: int = 2,
+        limits: OutputLimits | None = None,
+        *,
+        python: str | None = None,
+    ) -> None:
+        #: the interpreter of the worker (another JAX version's environment), or ours
+        self._argv = (python, *WORKER_ARGV[1:]) if python else WORKER_ARGV
         self._max = max_concurrent
         self._limits = limits or OutputLimits()
         self._running = 0
         self._total = 0
+
+    def for_environment(self, env: Any) -> SubprocessPool:
+        """The same pool running another JAX version's interpreter (sandbox/versions.py)."""
+        return SubprocessPool(self._max, self._limits, python=env.python)
 
     async def start(self) -> None:
         return None
@@ -34,7 +46,7 @@ class SubprocessPool:
     async def submit(self, request: RunRequest, tenant: str) -> SupervisedRun:
         if self._running >= self._max:
             raise PoolFull(f"{self._running} runs in progress", retry_after_s=1.0)
-        run = SupervisedRun(WORKER_ARGV, request, uuid.uuid4().hex, limits=self._limits)
+        run = SupervisedRun(self._argv, request, uuid.uuid4().hex, limits=self._limits)
         return _Counted(run, self)  # type: ignore[return-value]
 
     def stats(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from backend.app.services import Services, ServicesDep
-from backend.app.wire import BackendsAnswer, Health, WorkerInfo
+from backend.app.wire import BackendsAnswer, Health, VersionInfo, WorkerInfo
 
 router = APIRouter(tags=["server"])
 
@@ -46,9 +46,30 @@ async def backends(services: ServicesDep) -> BackendsAnswer:
                 + services.admission.queue_length("auto"),
                 running=running,
                 capacity=capacity,
+                versions=_versions(services.pool, _text(worker, "jax_version")),
             )
         )
     return BackendsAnswer(backends=answer)
+
+
+def _versions(pool: Any, seen: str | None) -> list[VersionInfo]:
+    """Each JAX version the local pool can run or could install; for a pool that runs
+    one version (remote workers), the one its workers reported."""
+    listing = getattr(pool, "versions", None)
+    if listing is None:
+        return (
+            [VersionInfo(version=seen, installed=True, default=True, running=True)] if seen else []
+        )
+    running = set(pool.running_versions())
+    return [
+        VersionInfo(
+            version=row.version,
+            installed=row.installed,
+            default=row.default,
+            running=row.version in running,
+        )
+        for row in listing()
+    ]
 
 
 def _registered(services: Services, backends: dict[str, Any]) -> BackendsAnswer:
@@ -75,6 +96,7 @@ def _registered(services: Services, backends: dict[str, Any]) -> BackendsAnswer:
                 + services.admission.queue_length("auto"),
                 running=_count(view, "running"),
                 capacity=_count(view, "capacity"),
+                versions=_versions(None, _text(worker, "jax_version")),
             )
         )
     return BackendsAnswer(backends=answer)

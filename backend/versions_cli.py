@@ -1,0 +1,119 @@
+"""``jaxplay versions``: the JAX versions this machine runs, and installing more.
+
+    jaxplay versions                 # offered and installed versions, the default marked
+    jaxplay versions add 0.10.2 ...  # install, each in its own environment, with progress
+    jaxplay versions add --configured  # those JAXPLAY_JAX_VERSIONS lists (scripts/setup.sh)
+    jaxplay versions remove 0.10.2
+
+Environments live under ``JAXPLAY_JAX_VERSIONS_DIR`` (sandbox/versions.py says what
+each holds). Registered on the ``jaxplay`` typer app by ``register(app)``. This module
+never imports JAX.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from backend.app.settings import Settings
+
+versions_app = typer.Typer(
+    help="The JAX versions runs may pick (`jax_version`): list, add, remove.",
+    no_args_is_help=False,
+    add_completion=False,
+)
+
+
+def _settings() -> Settings:
+    from backend.app.settings import Settings
+
+    return Settings()
+
+
+@versions_app.callback(invoke_without_command=True)
+def versions(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per version.")] = False,
+) -> None:
+    """List the offered and installed JAX versions (the default is marked)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from dataclasses import asdict
+
+    from sandbox.versions import listing
+
+    settings = _settings()
+    rows = listing(settings.jax_versions_dir)
+    if as_json:
+        for row in rows:
+            typer.echo(json.dumps(asdict(row)))
+        return
+    typer.echo(f"{'version':<10} {'state':<13} {'python':<22} note")
+    for row in rows:
+        state = "default" if row.default else ("installed" if row.installed else "installable")
+        typer.echo(f"{row.version:<10} {state:<13} {row.python:<22} {row.note}".rstrip())
+    typer.echo(f"\nenvironments: {settings.jax_versions_dir} (about 620 MB each)")
+    typer.echo("install one: jaxplay versions add VERSION")
+
+
+@versions_app.command()
+def add(
+    version: Annotated[
+        list[str] | None, typer.Argument(help="Versions to install (e.g. 0.10.2 0.4.38).")
+    ] = None,
+    configured: Annotated[
+        bool,
+        typer.Option("--configured", help="Also those JAXPLAY_JAX_VERSIONS lists."),
+    ] = False,
+) -> None:
+    """Install JAX versions, each in its own environment with an interpreter it supports."""
+    from sandbox.jail.settings import JailConfig
+    from sandbox.versions import InstallError, default_version, grant_jail_access, install
+
+    settings = _settings()
+    wanted = list(dict.fromkeys([*(settings.jax_versions if configured else []), *(version or [])]))
+    if not wanted:
+        typer.echo("jaxplay: name the versions to add (jaxplay versions lists them)", err=True)
+        raise typer.Exit(2)
+    default = default_version()
+    failed = 0
+    for v in wanted:
+        if v == default:
+            typer.echo(f"jax {v}: the default version (jaxplay's own environment)")
+            continue
+        try:
+            env = install(settings.jax_versions_dir, v, say=typer.echo)
+        except InstallError as exc:
+            typer.echo(f"jaxplay: {exc}", err=True)
+            failed += 1
+            continue
+        for path in grant_jail_access(env, JailConfig.from_env().jail_user):
+            typer.echo(f"jax {v}: granted the jail's group search (x) on {path}")
+    raise typer.Exit(1 if failed else 0)
+
+
+@versions_app.command()
+def remove(
+    version: Annotated[list[str], typer.Argument(help="Versions to delete.")],
+) -> None:
+    """Delete installed versions' environments (never the default's)."""
+    from sandbox.versions import remove as remove_version
+
+    settings = _settings()
+    missing = 0
+    for v in version:
+        if remove_version(settings.jax_versions_dir, v):
+            typer.echo(f"jax {v}: removed")
+        else:
+            typer.echo(
+                f"jaxplay: jax {v} has no environment in {settings.jax_versions_dir}", err=True
+            )
+            missing += 1
+    raise typer.Exit(1 if missing else 0)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(versions_app, name="versions")

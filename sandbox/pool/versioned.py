@@ -1,0 +1,198 @@
+"""One pool per JAX version: the default's always, the others on demand.
+
+A request's ``jax_version`` picks the pool. The default version's pool is the one the
+server was configured with; another version's is made from it for that version's
+environment (sandbox/versions.py) — for the jailed warm pool, the same jailer with
+that version's interpreter and venv bound instead — started on its first run and
+closed once it has had no run for ``idle_s``, so an old version costs nothing until
+someone asks for it. A version that is not installed is refused with a message naming
+the command that installs it, or installed first when ``auto_install`` allows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sandbox.pool.base import Pool, RunHandle
+from sandbox.protocol import RunRequest
+from sandbox.versions import (
+    OFFERED,
+    Environment,
+    InstallError,
+    Row,
+    installed,
+    listing,
+    unknown_version_message,
+)
+from sandbox.versions import install as install_version
+
+log = logging.getLogger(__name__)
+
+
+class VersionUnavailable(Exception):
+    """The request names a JAX version this pool cannot run; the message says why and
+    what to do."""
+
+
+def not_installed_message(version: str) -> str:
+    return (
+        f"jax {version} is not installed on this server; an operator installs it with "
+        f"`jaxplay versions add {version}`"
+    )
+
+
+def pool_for_environment(base: Any, env: Environment) -> Pool:
+    """A pool like ``base`` that runs ``env``'s interpreter and JAX."""
+    from sandbox.pool.zygote_pool import ZygotePool
+
+    if isinstance(base, ZygotePool):
+        from sandbox.jail.bwrap import Runtime
+
+        runtime = Runtime.for_environment(env.base_prefix, env.prefix)
+        return ZygotePool(
+            base.jailer.with_runtime(runtime), base.settings, worker_module=base.worker_module
+        )
+    derive = getattr(base, "for_environment", None)
+    if derive is None:
+        kind = base.stats().get("kind", type(base).__name__)
+        raise VersionUnavailable(f"the {kind} pool runs only the default JAX version")
+    pool: Pool = derive(env)
+    return pool
+
+
+class VersionedPool:
+    """Implements sandbox.pool.base.Pool over one pool per JAX version."""
+
+    def __init__(
+        self,
+        default: Pool,
+        *,
+        default_version: str,
+        versions_dir: Path,
+        idle_s: float = 600.0,
+        auto_install: bool = False,
+        make: Callable[[Any, Environment], Pool] = pool_for_environment,
+        grant: Callable[[Environment], object] | None = None,
+    ) -> None:
+        self.default = default
+        self.default_version = default_version
+        self.versions_dir = versions_dir
+        self.idle_s = idle_s
+        self.auto_install = auto_install
+        self._make = make
+        self._grant = grant
+        #: version -> its started pool, and when it last took a run
+        self._pools: dict[str, Pool] = {}
+        self._last_used: dict[str, float] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        self.started_pools = 0  # how many version pools were started (tests, stats)
+
+    # --- what can run ---------------------------------------------------------------
+    def versions(self) -> list[Row]:
+        return listing(self.versions_dir, self.default_version)
+
+    def resolve_version(self, version: str | None) -> str:
+        """The version a request runs on; VersionUnavailable when it cannot here."""
+        if version is None or version == self.default_version:
+            return self.default_version
+        if version in self._pools or version in installed(self.versions_dir):
+            return version
+        if version not in OFFERED:
+            raise VersionUnavailable(unknown_version_message(version))
+        if self.auto_install:
+            return version
+        raise VersionUnavailable(not_installed_message(version))
+
+    # --- lifecycle ------------------------------------------------------------------
+    async def start(self) -> None:
+        await self.default.start()
+        self._reaper = asyncio.create_task(self._reap())
+
+    async def close(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        pools = [self.default, *self._pools.values()]
+        self._pools.clear()
+        await asyncio.gather(*(p.close() for p in pools), return_exceptions=True)
+
+    def __getattr__(self, name: str) -> Any:
+        # what a caller reaches on the default pool (ready(), jailer, ...)
+        if name == "default":
+            raise AttributeError(name)
+        return getattr(self.default, name)
+
+    # --- runs -----------------------------------------------------------------------
+    async def submit(self, request: RunRequest, tenant: str) -> RunHandle:
+        version = self.resolve_version(request.jax_version)
+        if version == self.default_version:
+            return await self.default.submit(request, tenant)
+        pool = await self.pool(version)
+        self._last_used[version] = time.monotonic()
+        return await pool.submit(request, tenant)
+
+    async def pool(self, version: str) -> Pool:
+        """The started pool of ``version`` (installing it first when allowed)."""
+        if version == self.default_version:
+            return self.default
+        lock = self._locks.setdefault(version, asyncio.Lock())
+        async with lock:
+            if version in self._pools:
+                return self._pools[version]
+            env = installed(self.versions_dir).get(version)
+            if env is None:
+                if not self.auto_install:
+                    raise VersionUnavailable(not_installed_message(version))
+                log.warning(
+                    "installing jax %s on first use (JAXPLAY_JAX_VERSIONS_AUTO_INSTALL)", version
+                )
+                try:
+                    env = await asyncio.to_thread(
+                        install_version,
+                        self.versions_dir,
+                        version,
+                        say=log.info,
+                        pip_output=subprocess.DEVNULL,
+                    )
+                except (InstallError, OSError, subprocess.SubprocessError) as exc:
+                    raise VersionUnavailable(f"jax {version} could not be installed: {exc}")
+            if self._grant is not None:
+                await asyncio.to_thread(self._grant, env)
+            pool = self._make(self.default, env)
+            log.info("starting the pool of jax %s (%s)", version, env.prefix)
+            await pool.start()
+            self._pools[version] = pool
+            self._last_used[version] = time.monotonic()
+            self.started_pools += 1
+            return pool
+
+    async def _reap(self) -> None:
+        """Close version pools that have had no run for ``idle_s`` and run nothing."""
+        while True:
+            await asyncio.sleep(min(5.0, self.idle_s / 4))
+            now = time.monotonic()
+            for version, pool in list(self._pools.items()):
+                idle = now - self._last_used.get(version, now)
+                if idle >= self.idle_s and not pool.stats().get("running"):
+                    log.info("closing the pool of jax %s: idle %.0f s", version, idle)
+                    self._pools.pop(version, None)
+                    with contextlib.suppress(Exception):
+                        await pool.close()
+
+    def running_versions(self) -> list[str]:
+        """Versions whose pool is up now, the default first."""
+        return [self.default_version, *sorted(self._pools)]
+
+    def stats(self) -> dict[str, Any]:
+        stats = dict(self.default.stats())
+        stats["jax_versions"] = {v: p.stats() for v, p in sorted(self._pools.items())}
+        return stats

@@ -1,0 +1,389 @@
+"""The JAX versions a deployment offers, where each one lives, and how to install one.
+
+The default version is the JAX installed in jaxplay's own environment (``.venv``): the
+newest the machine's interpreter can run. Every other version lives in an environment
+of its own, ``<versions_dir>/<version>/``, a virtual environment made with an
+interpreter that version has wheels for, holding ``jax``, ``jaxlib``, the NumPy of its
+day and what the engine imports besides (pydantic). The ``sandbox`` package itself is
+not copied: a ``.pth`` file puts this checkout on the environment's ``sys.path``, so
+every version runs the same engine (which adapts to each version's API, see
+``sandbox/engine/compat.py``).
+
+An environment counts as installed only once its stamp file is written, last, after
+a check that it imports JAX at the right version and the engine; a half-made one (an
+install that failed or was interrupted) is wiped and made again by the next ``add``.
+
+This module never imports JAX: the server reads versions from package metadata.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import sandbox
+from sandbox.protocol import JAX_VERSION_PATTERN
+
+_VERSION = re.compile(JAX_VERSION_PATTERN)
+
+#: written last into an environment: it is complete
+STAMP = ".jaxplay-version.json"
+#: puts this checkout (the ``sandbox`` package) on an environment's sys.path
+PTH_NAME = "jaxplay-sandbox.pth"
+#: what the engine imports besides JAX (sandbox/protocol.py)
+ENGINE_REQUIREMENTS = ("pydantic>=2.6",)
+
+
+@dataclass(frozen=True)
+class Release:
+    """A JAX version jaxplay offers."""
+
+    version: str
+    #: interpreter versions it has wheels for, the one to use first
+    pythons: tuple[str, ...]
+    #: pins besides jax and jaxlib: the NumPy/SciPy/ml_dtypes of its day, which
+    #: it was tested with (today's may have dropped what it uses)
+    pins: tuple[str, ...]
+    #: what users meet in it, for `jaxplay versions`
+    note: str
+
+
+_OLD = ("3.12", "3.11", "3.13", "3.10")
+_MID = ("3.11", "3.12", "3.13")
+_NEW = ("3.13", "3.12")
+
+#: Oldest first. Checked against PyPI's wheels when this list was made: 0.4.38 to
+#: 0.6.2 have wheels for CPython 3.10-3.13, 0.7.x to 0.10.x for 3.11 and later,
+#: 0.11 and later for 3.12 and later.
+RELEASES: tuple[Release, ...] = (
+    Release(
+        "0.4.38",
+        _OLD,
+        ("numpy<2.3", "scipy<1.15", "ml_dtypes<0.6"),
+        "the last 0.4 release",
+    ),
+    Release(
+        "0.5.3",
+        _OLD,
+        ("numpy<2.3", "scipy<1.16", "ml_dtypes<0.6"),
+        "",
+    ),
+    Release(
+        "0.6.2",
+        _OLD,
+        ("numpy<2.4", "scipy<1.17", "ml_dtypes<0.6"),
+        "",
+    ),
+    Release(
+        "0.7.2",
+        _MID,
+        ("numpy<2.4", "scipy<1.17"),
+        "Shardy partitioner by default, direct linearization (new grad jaxprs)",
+    ),
+    Release("0.8.3", _MID, (), "pmap implemented as jit + shard_map"),
+    Release("0.9.2", _MID, (), ""),
+    Release("0.10.2", _MID, (), "the newest JAX for Python 3.11"),
+    Release("0.11.2", _NEW, (), "needs Python 3.12"),
+    Release("0.12.0.1", _NEW, (), ""),
+)
+OFFERED: dict[str, Release] = {r.version: r for r in RELEASES}
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """For sorting: 0.4.38 before 0.10.2 (a part that is not a number sorts first)."""
+    return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))
+
+
+def default_version() -> str | None:
+    """The JAX of jaxplay's own environment (read from its metadata, never imported)."""
+    try:
+        return importlib.metadata.version("jax")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where one JAX version runs: its interpreter, venv and base runtime."""
+
+    version: str
+    python: str  # <prefix>/bin/python
+    prefix: str  # the virtual environment
+    base_prefix: str  # the interpreter's own installation (sys.base_prefix)
+    python_version: str
+    default: bool
+
+
+def default_environment() -> Environment | None:
+    version = default_version()
+    if version is None:
+        return None
+    return Environment(
+        version=version,
+        python=str(Path(sys.prefix).absolute() / "bin" / "python"),
+        prefix=str(Path(sys.prefix).absolute()),
+        base_prefix=os.path.realpath(sys.base_prefix),
+        python_version=".".join(map(str, sys.version_info[:3])),
+        default=True,
+    )
+
+
+def environment(root: Path, version: str) -> Environment | None:
+    """The environment of ``version`` under ``root`` if installed (stamped) there."""
+    prefix = root / version
+    try:
+        stamp = json.loads((prefix / STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stamp, dict) or stamp.get("jax") != version:
+        return None
+    return Environment(
+        version=version,
+        python=str(prefix.absolute() / "bin" / "python"),
+        prefix=str(prefix.absolute()),
+        base_prefix=str(stamp.get("base_prefix", "")),
+        python_version=str(stamp.get("python", "")),
+        default=False,
+    )
+
+
+def installed(root: Path) -> dict[str, Environment]:
+    """Every version that can run here: the default and each stamped environment."""
+    found: dict[str, Environment] = {}
+    if root.is_dir():
+        for child in root.iterdir():
+            if _VERSION.match(child.name) and (env := environment(root, child.name)):
+                found[env.version] = env
+    default = default_environment()
+    if default is not None:
+        found[default.version] = default  # the default's own env wins over a copy
+    return dict(sorted(found.items(), key=lambda item: version_key(item[0])))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of `jaxplay versions` and of /api/v1/backends' ``versions``."""
+
+    version: str
+    installed: bool
+    default: bool
+    python: str  # the interpreter it runs (installed) or would use (not installed)
+    note: str
+
+
+def listing(root: Path, default: str | None = None) -> list[Row]:
+    """Offered and installed versions, oldest first. ``default``: the version runs get
+    when they name none (by default, that of jaxplay's own environment)."""
+    have = installed(root)
+    default = default or default_version()
+    rows: list[Row] = []
+    for version in sorted(set(OFFERED) | set(have) | {default} - {None}, key=version_key):
+        env = have.get(version)
+        release = OFFERED.get(version)
+        is_default = version == default
+        if env is not None:
+            python = env.python_version
+        elif is_default:
+            python = ".".join(map(str, sys.version_info[:3]))
+        else:
+            found = find_python(release.pythons) if release else None
+            python = f"{found[1]} (would use)" if found else "none found"
+        rows.append(
+            Row(
+                version=version,
+                installed=env is not None or is_default,
+                default=is_default,
+                python=python,
+                note=release.note if release else "",
+            )
+        )
+    return rows
+
+
+# --- interpreters --------------------------------------------------------------------
+
+
+def _python_version(python: str) -> str | None:
+    try:
+        out = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def _candidates(minor: str) -> list[str]:
+    """Interpreters of one minor version: a setting, pyenv's (newest patch first), PATH."""
+    named = os.environ.get(f"JAXPLAY_PYTHON_{minor.replace('.', '_')}")
+    found = [named] if named else []
+    pyenv_root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    builds = glob.glob(os.path.join(pyenv_root, "versions", f"{minor}.*", "bin", f"python{minor}"))
+    found += sorted(builds, key=_build_key, reverse=True)
+    if on_path := shutil.which(f"python{minor}"):
+        found.append(on_path)
+    return found
+
+
+def _build_key(python: str) -> tuple[int, ...]:
+    """pyenv's ``versions/3.12.1/bin/python3.12`` -> (3, 12, 1); odd names sort first."""
+    name = Path(python).parents[1].name
+    return version_key(name) if re.match(r"^\d+(\.\d+)*$", name) else (0,)
+
+
+def find_python(minors: Iterable[str]) -> tuple[str, str] | None:
+    """(interpreter, its version) of the first minor version found, in the order given."""
+    for minor in minors:
+        for python in _candidates(minor):
+            version = _python_version(python)
+            if version is not None and version.rsplit(".", 1)[0] == minor:
+                return python, version
+    return None
+
+
+# --- installing ----------------------------------------------------------------------
+
+
+class InstallError(RuntimeError):
+    pass
+
+
+def unknown_version_message(version: str) -> str:
+    return f"jax {version} is not offered; offered: {', '.join(OFFERED)}"
+
+
+def install(
+    root: Path,
+    version: str,
+    *,
+    say: Callable[[str], None] = print,
+    pip_output: int | None = None,
+) -> Environment:
+    """Make ``root/version``: a venv with that JAX, checked, then stamped.
+
+    ``say`` gets one line per step; pip's own output (its download progress) goes to
+    ``pip_output`` (inherit by default)."""
+    release = OFFERED.get(version)
+    if release is None:
+        raise InstallError(unknown_version_message(version))
+    if (env := environment(root, version)) is not None:
+        say(f"jax {version}: already installed ({env.prefix})")
+        return env
+    found = find_python(release.pythons)
+    if found is None:
+        raise InstallError(
+            f"jax {version} needs Python {' or '.join(sorted(release.pythons))} and none is "
+            f"installed: install one (e.g. `pyenv install {release.pythons[0]}`) or name it with "
+            f"JAXPLAY_PYTHON_{release.pythons[0].replace('.', '_')}=/path/to/python{release.pythons[0]}"
+        )
+    python, python_version = found
+    prefix = root / version
+    if prefix.exists():
+        say(f"jax {version}: removing an unfinished environment at {prefix}")
+        shutil.rmtree(prefix)
+    root.mkdir(parents=True, exist_ok=True)
+    say(f"jax {version}: [1/4] creating {prefix} with Python {python_version} ({python})")
+    _check_call([python, "-m", "venv", str(prefix)], pip_output)
+    venv_python = str(prefix.absolute() / "bin" / "python")
+    requirements = [f"jax=={version}", f"jaxlib=={version}", *release.pins, *ENGINE_REQUIREMENTS]
+    say(f"jax {version}: [2/4] pip install {' '.join(requirements)}")
+    _check_call(
+        [venv_python, "-m", "pip", "install", "--disable-pip-version-check", *requirements],
+        pip_output,
+    )
+    say(f"jax {version}: [3/4] linking the engine (sandbox package) into it")
+    site = subprocess.run(
+        [venv_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(site, PTH_NAME).write_text(str(Path(sandbox.__file__).resolve().parents[1]) + "\n")
+    say(f"jax {version}: [4/4] checking that it imports jax {version} and the engine")
+    probe = subprocess.run(
+        [
+            venv_python,
+            "-I",
+            "-c",
+            "import json, sys, jax, jaxlib, sandbox.engine.worker; print(json.dumps("
+            "{'jax': jax.__version__, 'jaxlib': jaxlib.__version__, "
+            "'python': '%d.%d.%d' % sys.version_info[:3], 'base_prefix': sys.base_prefix}))",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    try:
+        stamp = json.loads(probe.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise InstallError(
+            f"jax {version}: the new environment does not import: {probe.stderr.strip()[-2000:]}"
+        ) from None
+    if stamp.get("jax") != version:
+        raise InstallError(f"jax {version}: the environment imports jax {stamp.get('jax')}")
+    stamp["base_prefix"] = os.path.realpath(stamp["base_prefix"])
+    (prefix / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
+    env = environment(root, version)
+    assert env is not None
+    say(f"jax {version}: installed ({_size(prefix)})")
+    return env
+
+
+def _check_call(argv: list[str], output: int | None) -> None:
+    result = subprocess.run(argv, stdout=output, stderr=subprocess.STDOUT if output else None)
+    if result.returncode != 0:
+        raise InstallError(f"{' '.join(argv[:4])} ... failed with status {result.returncode}")
+
+
+def _size(path: Path) -> str:
+    total = sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return f"{total / 2**20:.0f} MiB"
+
+
+def remove(root: Path, version: str) -> bool:
+    """Delete an installed environment (never the default's)."""
+    prefix = root / version
+    if not _VERSION.match(version) or not prefix.is_dir():
+        return False
+    shutil.rmtree(prefix)
+    return True
+
+
+def grant_jail_access(env: Environment, user: str) -> list[str]:
+    """As root: let the jail's user search (``x``) every directory on the way to
+    ``env``'s interpreter and venv, as scripts/setup.sh does for ``.venv`` (pyenv under
+    /root is mode 700); nothing else. Returns the directories granted."""
+    if os.geteuid() != 0 or shutil.which("setfacl") is None:
+        return []
+    try:
+        import pwd
+
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return []
+    granted: list[str] = []
+    for target in (env.base_prefix, env.prefix):
+        path = Path("/")
+        for part in Path(target).parts[1:]:
+            path = path / part
+            if not _jail_user_can(entry.pw_uid, entry.pw_gid, "-x", path):
+                subprocess.run(["setfacl", "-m", f"g:{user}:x", str(path)], check=True)
+                granted.append(str(path))
+    return granted
+
+
+def _jail_user_can(uid: int, gid: int, test: str, path: Path) -> bool:
+    argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", "test", test]
+    return subprocess.run([*argv, str(path)]).returncode == 0

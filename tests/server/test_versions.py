@@ -1,0 +1,185 @@
+"""JAX versions through the API: listing, choosing, refusing, caching, snippets.
+
+The pools are fakes (sandbox.pool.fake, one per version, each reporting its version
+in ``accepted``) over environments that are only stamp files: what is tested here is
+the server's side. tests/sandbox/test_versions_jail.py runs real versions in the jail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from backend.app.cache import ResultCache
+from backend.app.storage import SqliteStorage, canonical_json, snippet_digest
+from sandbox.pool.versioned import VersionedPool
+from sandbox.protocol import RunRequest
+from sandbox.versions import STAMP
+
+from .fakes import FakePool
+
+CODE = "def f(x):\n    return x\n"
+NO_TIMING = ["jaxpr", "value"]
+DEFAULT = "0.99.0"  # the fake default pool reports it
+Make = Callable[..., tuple[TestClient, Any]]
+
+
+def stamp(root: Path, version: str, python: str = "3.11.7") -> None:
+    """An environment that counts as installed (the fake pool never starts it)."""
+    (root / version).mkdir(parents=True)
+    (root / version / STAMP).write_text(
+        json.dumps({"jax": version, "python": python, "base_prefix": "/nonexistent"})
+    )
+
+
+def versioned(root: Path, **options: Any) -> VersionedPool:
+    default = FakePool(max_concurrent=4)
+    default.worker = dict(default.worker, jax_version=DEFAULT)
+    return VersionedPool(default, default_version=DEFAULT, versions_dir=root, **options)
+
+
+def run(client: TestClient, body: dict[str, Any]) -> list[dict[str, Any]]:
+    r = client.post("/api/v1/runs", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()["events"]
+
+
+def test_backends_list_every_version_installed_or_offered(
+    make_client: Make, tmp_path: Path
+) -> None:
+    root = tmp_path / "versions"
+    stamp(root, "0.10.2")
+    (root / "0.7.2").mkdir(parents=True)  # half-made (no stamp): not installed
+    client, _ = make_client(versioned(root), jax_versions_dir=root)
+    run(client, {"code": CODE, "outputs": NO_TIMING})  # the server learns its worker
+    backend = client.get("/api/v1/backends").json()["backends"][0]
+    rows = {v["version"]: v for v in backend["versions"]}
+    assert rows[DEFAULT] == {
+        "version": DEFAULT,
+        "installed": True,
+        "default": True,
+        "running": True,
+    }
+    assert rows["0.10.2"] == {
+        "version": "0.10.2",
+        "installed": True,
+        "default": False,
+        "running": False,
+    }
+    assert rows["0.7.2"]["installed"] is False and rows["0.4.38"]["installed"] is False
+    assert backend["versions"][0]["version"] == "0.4.38"  # oldest first
+
+
+def test_a_request_runs_on_the_version_it_names(make_client: Make, tmp_path: Path) -> None:
+    root = tmp_path / "versions"
+    stamp(root, "0.10.2")
+    pool = versioned(root)
+    client, _ = make_client(pool)
+    default = run(client, {"code": CODE, "outputs": NO_TIMING})
+    old = run(client, {"code": CODE, "outputs": NO_TIMING, "jax_version": "0.10.2"})
+    assert default[0]["worker"]["jax_version"] == DEFAULT
+    assert old[0]["worker"]["jax_version"] == "0.10.2"
+    again = run(client, {"code": CODE, "outputs": NO_TIMING, "jax_version": "0.10.2"})
+    assert again[0]["worker"]["jax_version"] == "0.10.2"
+    assert pool.started_pools == 1  # started on demand, once
+    backend = client.get("/api/v1/backends").json()["backends"][0]
+    assert {v["version"]: v["running"] for v in backend["versions"]}["0.10.2"] is True
+    # naming the default explicitly is the default's pool
+    named = run(client, {"code": CODE + "\n", "outputs": NO_TIMING, "jax_version": DEFAULT})
+    assert named[0]["worker"]["jax_version"] == DEFAULT and pool.started_pools == 1
+
+
+def test_the_cache_keys_each_version_apart(tmp_path: Path) -> None:
+    cache = ResultCache(
+        SqliteStorage(str(tmp_path / "c.sqlite3")),
+        enabled=True,
+        max_entries=10,
+        max_bytes=1 << 20,
+        max_entry_bytes=1 << 20,
+        context={},
+    )
+    default, old = RunRequest(code=CODE), RunRequest(code=CODE, jax_version="0.10.2")
+    cache.learn_worker(default, {"backend": "cpu", "jax_version": DEFAULT})
+    # what the default's worker is says nothing about 0.10.2's: no key until one is seen
+    assert cache.key_for(default) is not None and cache.key_for(old) is None
+    cache.learn_worker(old, {"backend": "cpu", "jax_version": "0.10.2"})
+    assert cache.key_for(old) not in (None, cache.key_for(default))
+    seen = {"backend": "cpu", "jax_version": DEFAULT}
+    assert cache.workers() == {("auto", 1): seen, ("cpu", 1): seen}  # the default's only
+
+
+def test_a_version_not_installed_is_a_422_naming_the_command(
+    make_client: Make, tmp_path: Path
+) -> None:
+    client, _ = make_client(versioned(tmp_path / "versions"))
+    r = client.post("/api/v1/runs", json={"code": CODE, "jax_version": "0.5.3"})
+    assert r.status_code == 422 and r.json()["field"] == "jax_version"
+    assert "jaxplay versions add 0.5.3" in r.json()["message"]
+    r = client.post("/api/v1/runs", json={"code": CODE, "jax_version": "9.9.9"})
+    assert r.status_code == 422 and "not offered" in r.json()["message"]
+    assert "0.4.38" in r.json()["message"]
+    r = client.post("/api/v1/runs", json={"code": CODE, "jax_version": "latest"})
+    assert r.status_code == 422 and r.json()["field"] == "jax_version"
+
+
+def test_the_websocket_refuses_a_version_not_installed(make_client: Make, tmp_path: Path) -> None:
+    client, pool = make_client(versioned(tmp_path / "versions"))
+    with client.websocket_connect("/api/v1/ws") as ws:
+        ws.send_json({"type": "run", "seq": 1, "payload": {"code": CODE, "jax_version": "0.5.3"}})
+        message = ws.receive_json()
+        while message["type"] == "hello":
+            message = ws.receive_json()
+        assert message["type"] == "error", message
+        assert "jaxplay versions add 0.5.3" in json.dumps(message)
+    assert pool.default.total == 0
+
+
+def test_an_idle_version_pool_is_closed_and_started_again(tmp_path: Path) -> None:
+    root = tmp_path / "versions"
+    stamp(root, "0.10.2")
+
+    async def scenario() -> None:
+        pool = versioned(root, idle_s=0.2)
+        await pool.start()
+        try:
+            handle = await pool.submit(RunRequest(code=CODE, jax_version="0.10.2"), "t")
+            events = [e async for e in handle.events()]
+            assert events[0]["worker"]["jax_version"] == "0.10.2"
+            first = pool._pools["0.10.2"]
+            assert pool.running_versions() == [DEFAULT, "0.10.2"]
+            for _ in range(40):
+                await asyncio.sleep(0.05)
+                if "0.10.2" not in pool._pools:
+                    break
+            assert pool.running_versions() == [DEFAULT] and first.closed  # type: ignore[attr-defined]
+            handle = await pool.submit(RunRequest(code=CODE, jax_version="0.10.2"), "t")
+            _ = [e async for e in handle.events()]
+            assert pool.started_pools == 2
+        finally:
+            await pool.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_snippet_keeps_its_version_and_old_ids_stay_valid(
+    make_client: Make, tmp_path: Path
+) -> None:
+    client, _ = make_client(versioned(tmp_path / "versions"))
+    plain = client.post("/api/v1/snippets", json={"code": CODE}).json()["id"]
+    pinned = client.post("/api/v1/snippets", json={"code": CODE, "jax_version": "0.10.2"}).json()
+    assert pinned["id"] != plain
+    assert client.get(f"/api/v1/snippets/{pinned['id']}").json()["jax_version"] == "0.10.2"
+    # A snippet stored before requests could name a version: its canonical JSON has
+    # no jax_version, and today's canonical form of the same request is the same text
+    # (so the same id), and it still loads (as the default version).
+    before = RunRequest(code=CODE).model_dump(mode="json")
+    before.pop("jax_version")
+    old_text = json.dumps(before, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert canonical_json(RunRequest(code=CODE)) == old_text
+    assert snippet_digest(old_text).startswith(plain)
+    assert client.get(f"/api/v1/snippets/{plain}").json().get("jax_version") is None
