@@ -51,21 +51,23 @@ class Runtime:
 
     @classmethod
     def discover(cls) -> Runtime:
+        """This process's own interpreter and environment."""
+        return cls.for_environment(
+            os.path.realpath(sys.base_prefix), str(Path(sys.prefix).absolute())
+        )
+
+    @classmethod
+    def for_environment(cls, base_prefix: str, prefix: str) -> Runtime:
+        """The interpreter installed at ``base_prefix`` with the virtual environment at
+        ``prefix`` (another JAX version's: sandbox/versions.py)."""
         package = Path(sandbox.__file__).resolve().parent
-        candidates = [
-            Path(os.path.realpath(sys.base_prefix)),
-            Path(sys.prefix).absolute(),
-            package,
-        ]
+        candidates = [Path(base_prefix), Path(prefix), package]
         kept: list[Path] = []
         for path in sorted(set(candidates), key=lambda p: len(p.parts)):
             if path.is_relative_to("/usr") or any(path.is_relative_to(k) for k in kept):
                 continue
             kept.append(path)
-        return cls(
-            python=str(Path(sys.prefix).absolute() / "bin" / "python"),
-            ro_paths=tuple(map(str, kept)),
-        )
+        return cls(python=str(Path(prefix) / "bin" / "python"), ro_paths=tuple(map(str, kept)))
 
 
 def bwrap_argv(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import os
 import pwd
@@ -80,6 +81,13 @@ class Jailer:
             log.warning("removed %d cgroups left by a jaxplay that died without cleaning up", swept)
         self._cpus = sorted(os.sched_getaffinity(0))
         self._next_cpu = 0
+
+    def with_runtime(self, runtime: Runtime) -> Jailer:
+        """The same jailer (settings, cgroups, filter, user) for jails that run another
+        interpreter and environment (another JAX version's)."""
+        other = copy.copy(self)
+        other.runtime = runtime
+        return other
 
     def next_cpus(self) -> list[int] | None:
         """CPUs for the next jail, round-robin over ours (None: all, unpinned)."""
