@@ -30,6 +30,7 @@ export function buildLayout(root: HTMLElement) {
     ...PRESETS.map((p) => h("option", { value: p.id }, p.title)),
   );
   const backend = h("select", { id: "backend", "aria-label": "Backend" }, h("option", { value: "auto" }, "auto"));
+  const jaxVersion = h("select", { id: "jax-version", "aria-label": "JAX version", title: "the JAX version the run uses (GET /api/v1/backends lists them)" }, h("option", { value: "" }, "default"));
   const devices = h("input", { id: "devices", type: "number", min: 1, max: 64, step: 1, value: 1, "aria-label": "Devices", title: "devices the run sees (virtual CPU devices on CPU)" });
   const configBoxes = CONFIG_TOGGLES.map((c) => h("input", { type: "checkbox", "data-config": c.name, id: `cfg-${c.name}` }));
   const config = h(
@@ -95,10 +96,10 @@ export function buildLayout(root: HTMLElement) {
       "header",
       { class: "topbar" },
       h("h1", {}, h("span", { class: "logo" }, "jaxplay"), h("span", { class: "tagline" }, " what JAX makes of your function")),
-      h("nav", { class: "controls", "aria-label": "Controls" }, examples, presets, h("label", { class: "inline" }, "backend ", backend), h("label", { class: "inline" }, "devices ", devices), config, compareBtn, themeBtn, shareBtn, cancelBtn, runBtn),
+      h("nav", { class: "controls", "aria-label": "Controls" }, examples, presets, h("label", { class: "inline" }, "backend ", backend), h("label", { class: "inline" }, "devices ", devices), h("label", { class: "inline" }, "jax ", jaxVersion), config, compareBtn, themeBtn, shareBtn, cancelBtn, runBtn),
     ),
     h("main", { class: "layout" }, left, right),
     toast,
   );
-  return { examples, presets, backend, devices, configBoxes, compareBtn, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, pipeA, pipeB, progress, bands, tabs, panels };
+  return { examples, presets, backend, devices, jaxVersion, configBoxes, compareBtn, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, pipeA, pipeB, progress, bands, tabs, panels };
 }

@@ -110,6 +110,7 @@ ui.compareBtn.addEventListener("click", () => {
 
 // --- backend, devices, config ---------------------------------------------------------
 ui.backend.addEventListener("change", () => ((state.backend = ui.backend.value), changed()));
+ui.jaxVersion.addEventListener("change", () => ((state.jaxVersion = ui.jaxVersion.value), changed()));
 ui.devices.addEventListener("input", () => {
   const n = Number(ui.devices.value);
   if (Number.isInteger(n) && n >= 1 && n <= 64) {
@@ -138,9 +139,37 @@ async function loadBackends(): Promise<void> {
     }
     ui.backend.value = state.backend;
     if (ui.backend.value !== state.backend) ui.backend.value = "auto";
+    showVersions(parsed.data.backends.find((b) => b.versions?.length)?.versions ?? []);
   } catch {
     // the run itself will say if the server is unreachable
   }
+}
+
+/** The JAX version picker: the server's versions, newest first; one not installed is
+ * listed but disabled (an operator adds it), and the default is marked. */
+function showVersions(versions: { version: string; installed: boolean; default: boolean }[]): void {
+  if (versions.length === 0) return; // a server that names none: "default" alone
+  const options = versions
+    .slice()
+    .reverse()
+    .map((v) => {
+      const label = v.default ? `${v.version} (default)` : v.installed ? v.version : `${v.version} (not installed)`;
+      // the default is sent as no jax_version at all: a link then follows the default
+      const option = h("option", { value: v.default ? "" : v.version }, label);
+      option.disabled = !v.installed;
+      return option;
+    });
+  ui.jaxVersion.replaceChildren(...options);
+  pickVersion(state.jaxVersion ?? "");
+}
+
+/** Selects `version` in the picker, adding it when this server does not list it (a link
+ * made elsewhere): the run then says it is not installed here, and "default" is offered. */
+function pickVersion(version: string): void {
+  if (version && ![...ui.jaxVersion.options].some((o) => o.value === version)) {
+    ui.jaxVersion.append(h("option", { value: version }, `${version} (from the link)`));
+  }
+  ui.jaxVersion.value = version;
 }
 
 /** Puts `s` into every control. */
@@ -156,6 +185,7 @@ function show(s: PlayState): void {
     ui.backend.append(h("option", { value: state.backend }, state.backend));
   }
   ui.backend.value = state.backend;
+  pickVersion(state.jaxVersion ?? "");
   ui.devices.value = String(state.devices);
   for (const box of ui.configBoxes) box.checked = state.config[box.dataset.config!] === true;
   builderA.refreshSummary();

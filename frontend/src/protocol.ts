@@ -157,6 +157,7 @@ export const Backends = z.looseObject({
       devices: int,
       jax_version: text,
       queue_length: int,
+      versions: z.optional(z.array(z.looseObject({ version: z.string(), installed: z.boolean(), default: z.boolean() }))),
     }),
   ),
 });

@@ -11,6 +11,8 @@ export interface PlayState {
   compare: Step[] | null;
   backend: string;
   devices: number;
+  /** the JAX version runs name (`jax_version`); empty or absent: the server's default */
+  jaxVersion?: string;
   config: Record<string, boolean | string>;
   /** the args were typed by hand: they no longer follow the entry's signature */
   argsByHand?: boolean;
@@ -31,6 +33,7 @@ export interface RunRequest {
   backend: string;
   devices: number;
   config: Record<string, boolean | string>;
+  jax_version?: string;
 }
 
 export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRequest {
@@ -45,6 +48,8 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
     devices: state.devices,
     config: { ...state.config },
   };
+  // omitted for the default, so a link made on it opens on whatever is the default then
+  if (state.jaxVersion) request.jax_version = state.jaxVersion;
   for (const p of compareProblems) problems.push({ ...p, step: p.step, option: `B: ${p.option}` });
   return request;
 }
@@ -70,6 +75,7 @@ export function fromRequest(data: unknown, fallback: PlayState): PlayState {
     compare,
     backend: str(d.backend, "auto"),
     devices,
+    jaxVersion: str(d.jax_version, ""),
     config,
   };
 }

@@ -24,6 +24,15 @@ describe("state", () => {
     expect(toRequest(s)).toMatchObject({ transforms: stored.transforms, compare: stored.compare, devices: 4, entry: "f" });
   });
 
+  it("names a JAX version only when one is picked, and a link keeps it", () => {
+    expect(toRequest(DEFAULT_STATE)).not.toHaveProperty("jax_version");
+    expect(toRequest({ ...DEFAULT_STATE, jaxVersion: "" })).not.toHaveProperty("jax_version");
+    const pinned = toRequest({ ...DEFAULT_STATE, jaxVersion: "0.10.2" });
+    expect(pinned.jax_version).toBe("0.10.2");
+    expect(fromRequest(pinned, DEFAULT_STATE).jaxVersion).toBe("0.10.2");
+    expect(fromRequest({ code: "x = 1\n" }, DEFAULT_STATE).jaxVersion).toBe("");
+  });
+
   it("every example and preset makes a valid request", () => {
     for (const ex of EXAMPLES) {
       const problems: unknown[] = [];
