@@ -36,9 +36,12 @@ frontend:  ## build the page (frontend/src -> frontend/dist; commit dist)
 screenshots: setup  ## refresh docs/screenshots from a real browser
 	JAXPLAY_SCREENSHOTS=1 $(VENV)/python -m pytest -q tests/browser -k screenshots
 
+deploy-check: setup  ## build every image in docker/ and run the compose stack end to end (root)
+	scripts/deploy_check.sh
+
 bench: setup  ## run the benchmarks (timing agreement, warm pool overhead, server load)
 	$(VENV)/python benchmarks/timing_agreement.py
 	$(VENV)/python benchmarks/pool_overhead.py
 	$(VENV)/python benchmarks/load_ws.py
 
-.PHONY: help setup play test lint format golden frontend screenshots example bench
+.PHONY: help setup play test lint format golden frontend screenshots example bench deploy-check

@@ -54,6 +54,17 @@ def _own_v1_path(controller: str) -> str:
     return "/"
 
 
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks after boot), None if there is none.
+    With the pid it names one process even where pids are reused: a restarted
+    container's worker has the pid of the one before it."""
+    try:
+        stat = _read(Path(f"/proc/{pid}/stat"))
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
 def _keyed(text: str, key: str) -> int:
     for line in text.splitlines():
         name, _, value = line.partition(" ")
@@ -151,7 +162,8 @@ class Cgroups:
         self._roots = roots
         self._seq = 0
         #: every jail cgroup this instance makes is named ``<prefix><n>``
-        self.prefix = f"jail-{os.getpid()}-{next(_instances)}-"
+        pid = os.getpid()
+        self.prefix = f"jail-{pid}-{_start_time(pid)}-{next(_instances)}-"
 
     @property
     def main_root(self) -> Path | None:
@@ -231,14 +243,10 @@ class Cgroups:
         (killed hard): kill what is left in them, then rmdir. Returns how many."""
         swept = 0
         for root in self._roots.values():
-            for d in root.glob("jail-*-*-*"):
-                try:
-                    os.kill(int(d.name.split("-")[1]), 0)
+            for d in root.glob("jail-*-*-*-*"):
+                pid, started = d.name.split("-")[1:3]
+                if not pid.isdigit() or _start_time(int(pid)) == started:
                     continue  # its supervisor is alive: not ours to touch
-                except ProcessLookupError:
-                    pass
-                except (ValueError, PermissionError):
-                    continue
                 group = JailCgroup(self.version, {"": d} if self.version == 2 else {root.name: d})
                 group.kill()
                 with contextlib.suppress(OSError):

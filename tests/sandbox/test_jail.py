@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 from dataclasses import fields
 from pathlib import Path
@@ -131,10 +132,14 @@ def test_cgroups_of_a_dead_supervisor_are_swept() -> None:
     root = jailer.cgroups.main_root
     if root is None:
         pytest.skip("no cgroups on this host")
-    stale = root / f"jail-{2**22 + 1}-1-1"  # above any pid_max: its supervisor is dead
+    stale = root / f"jail-{2**22 + 1}-1-1-1"  # above any pid_max: its supervisor is dead
+    # a live pid that started at another time: the pid was reused (a restarted
+    # container's worker has the pid of the one before it)
+    reused = root / f"jail-{os.getpid()}-0-1-1"
     stale.mkdir()
+    reused.mkdir()
     assert Jailer(TEST_LIMITS, JailConfig()).cgroups.main_root is not None
-    assert not stale.exists()
+    assert not stale.exists() and not reused.exists()
 
 
 def test_device_nodes_are_bound_only_when_asked() -> None:

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Builds every image of docker/Dockerfile from Debian's packages and PyPI alone: no
+# image registry is needed (none is reachable where jaxplay is built).
+#
+#   docker/build.sh                  # all targets (see TARGETS below)
+#   docker/build.sh server worker-cpu
+#
+# 1. The base: one Debian 13 (trixie) root file system made by mmdebstrap from Debian's
+#    packages, imported as jaxplay-base:<hash of its recipe>. Every target starts from
+#    it, so the images share it on disk. Debian 13's python3 is 3.13: the newest JAX
+#    needs 3.12 or later (Debian 12's 3.11 stops at JAX 0.10).
+# 2. The wheels: every Python package the images install, downloaded by pip into
+#    build/deploy/wheels at the versions .venv has (its `pip freeze` constrains them),
+#    so an image runs what the tests ran. The image builds then reach no network.
+# 3. Each target, FROM that base, installing from those wheels only.
+#
+# Needs a running Docker engine, mmdebstrap (apt-get install docker.io mmdebstrap) and
+# .venv (make setup). Rebuilding is cheap: the base and the wheels are kept under
+# build/deploy and made again only when their recipe changes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=build/deploy
+SUITE=trixie
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+# What the base holds for every target: Python (server, workers), the jail's
+# bubblewrap and libseccomp (workers), and the services the stack runs beside them.
+BASE_PACKAGES=(python3 python3-venv bubblewrap libseccomp2 redis-server nginx postgresql)
+# Python of the base (Debian 13's python3); the wheels are fetched for it.
+PYTHON_VERSION=3.13
+# worker-cuda and worker-tpu download JAX's CUDA 12 wheels (some GB) and libtpu.
+TARGETS=(server worker-cpu worker-cuda worker-tpu redis postgres lb)
+[ $# -gt 0 ] && TARGETS=("$@")
+# Debian's client: its BuildKit is built in (a newer client wants the buildx plugin)
+DOCKER=${DOCKER:-$(command -v /usr/bin/docker docker | head -n 1)}
+
+say() { echo "build: $*" >&2; }
+die() { say "$*"; exit 1; }
+seconds() { echo $(($(date +%s) - $1)); }
+
+command -v mmdebstrap >/dev/null || die "mmdebstrap is missing: apt-get install mmdebstrap"
+$DOCKER info >/dev/null 2>&1 || die "no Docker engine answers (scripts/deploy_check.sh starts one)"
+[ -x .venv/bin/python ] || die ".venv is missing: make setup"
+mkdir -p "$OUT"
+
+# --- 1. the base ----------------------------------------------------------------------
+# Documentation, manuals and translations are left out, and so is LLVM: PostgreSQL's
+# JIT is its only user, and it is turned off (docker/postgres.sh).
+MMDEBSTRAP=(mmdebstrap --variant=minbase --mode=root --format=tar --quiet
+    --aptopt='APT::Install-Recommends "false"'
+    --dpkgopt='path-exclude=/usr/share/doc/*'
+    --dpkgopt='path-include=/usr/share/doc/*/copyright'
+    --dpkgopt='path-exclude=/usr/share/man/*'
+    --dpkgopt='path-exclude=/usr/share/locale/*'
+    --dpkgopt='path-exclude=/usr/lib/x86_64-linux-gnu/libLLVM*'
+    --dpkgopt='path-exclude=/usr/lib/x86_64-linux-gnu/libz3*'
+    --dpkgopt='path-exclude=/usr/lib/postgresql/*/lib/bitcode/*'
+    --dpkgopt='path-exclude=/usr/lib/postgresql/*/lib/llvmjit*'
+    --include="$(IFS=,; echo "${BASE_PACKAGES[*]}")" "$SUITE")
+SOURCES=("deb $MIRROR $SUITE main" "deb $MIRROR $SUITE-updates main"
+    "deb $SECURITY_MIRROR $SUITE-security main")
+BASE_TAG=jaxplay-base:$(echo "${MMDEBSTRAP[*]}" | sha256sum | cut -c1-12)
+if $DOCKER image inspect "$BASE_TAG" >/dev/null 2>&1; then
+    say "base $BASE_TAG is there"
+else
+    t0=$(date +%s)
+    tarball="$OUT/base-${BASE_TAG#*:}.tar"
+    if [ ! -f "$tarball" ]; then
+        say "making the Debian $SUITE root file system (mmdebstrap) ..."
+        "${MMDEBSTRAP[@]}" "$tarball.part" "${SOURCES[@]}"
+        mv "$tarball.part" "$tarball"
+    fi
+    $DOCKER import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        --change 'CMD ["/bin/bash"]' "$tarball" "$BASE_TAG" >/dev/null
+    say "base $BASE_TAG made in $(seconds "$t0") s"
+fi
+
+# --- 2. the wheels --------------------------------------------------------------------
+# Top-level requirements from pyproject.toml; pins from .venv.
+t0=$(date +%s)
+WHEELS=$OUT/wheels
+mkdir -p "$WHEELS"
+.venv/bin/python - "$WHEELS" <<'EOF'
+import subprocess, sys, tomllib
+from pathlib import Path
+
+out = Path(sys.argv[1])
+project = tomllib.loads(Path("pyproject.toml").read_text())["project"]
+build = tomllib.loads(Path("pyproject.toml").read_text())["build-system"]["requires"]
+jax = subprocess.run(
+    [".venv/bin/python", "-c", "import importlib.metadata as m; print(m.version('jax'))"],
+    check=True, capture_output=True, text=True,
+).stdout.strip()
+lists = {
+    "server.txt": [*build, *project["dependencies"]],
+    "engine.txt": project["optional-dependencies"]["engine"],
+    "cuda.txt": [f"jax[cuda12]=={jax}"],
+    "tpu.txt": [f"jax[tpu]=={jax}"],
+}
+for name, requirements in lists.items():
+    (out / name).write_text("".join(f"{r}\n" for r in requirements))
+frozen = subprocess.run(
+    [".venv/bin/python", "-m", "pip", "freeze", "--exclude-editable"],
+    check=True, capture_output=True, text=True,
+).stdout
+(out / "constraints.txt").write_text(frozen)
+EOF
+wanted=(-r "$WHEELS/server.txt")
+for target in "${TARGETS[@]}"; do
+    case $target in
+        worker-cpu) wanted+=(-r "$WHEELS/engine.txt") ;;
+        worker-cuda) wanted+=(-r "$WHEELS/engine.txt" -r "$WHEELS/cuda.txt") ;;
+        worker-tpu) wanted+=(-r "$WHEELS/engine.txt" -r "$WHEELS/tpu.txt") ;;
+    esac
+done
+# pip's own cache (filled by make setup) makes this mostly a copy.
+.venv/bin/python -m pip download --quiet --disable-pip-version-check \
+    --only-binary=:all: --python-version "$PYTHON_VERSION" --implementation cp \
+    --dest "$WHEELS" -c "$WHEELS/constraints.txt" "${wanted[@]}" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+say "wheels in $WHEELS ($(du -sh "$WHEELS" | cut -f1)) in $(seconds "$t0") s"
+
+# --- 3. the images --------------------------------------------------------------------
+for target in "${TARGETS[@]}"; do
+    t0=$(date +%s)
+    # --network none: everything comes from the base and the wheels
+    DOCKER_BUILDKIT=1 $DOCKER build --quiet --network none --file docker/Dockerfile \
+        --target "$target" \
+        --build-arg "BASE=$BASE_TAG" --tag "jaxplay-$target" . >/dev/null
+    say "jaxplay-$target built in $(seconds "$t0") s"
+done

@@ -1,0 +1,221 @@
+"""docker/compose.yaml's stack, built from docker/ and running (`make deploy-check`):
+runs go from a client through nginx, a server replica and Redis to a jailed worker in
+its container and back; a worker killed mid-run ends its run clearly; a snippet
+stored through one replica opens through the other; Redis's users can do what they
+need and no more."""
+
+from __future__ import annotations
+
+import glob
+import importlib.metadata
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from .conftest import Stack
+
+WORKER_UID = 10002  # docker/Dockerfile: jaxplay-worker
+GRAD_JIT: dict[str, Any] = {
+    "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.tanh(x) ** 2)\n",
+    "args": "(jnp.ones((3,)),)",
+    "transforms": [{"name": "grad"}, {"name": "jit"}],
+    "outputs": ["jaxpr", "value"],
+    "backend": "cpu",
+    "cache": False,
+}
+
+
+def run(stack: Stack, request: dict[str, Any]) -> list[dict[str, Any]]:
+    reply = httpx.post(f"{stack.url}/api/v1/runs", json=request, timeout=120)
+    assert reply.status_code == 200, reply.text
+    events: list[dict[str, Any]] = reply.json()["events"]
+    return events
+
+
+def done(events: list[dict[str, Any]]) -> dict[str, Any]:
+    assert events and events[-1]["type"] == "done", events[-3:]
+    return events[-1]
+
+
+def live_workers(stack: Stack) -> set[str]:
+    """The ids of the workers whose heartbeat key is alive."""
+    client = redis.Redis.from_url(stack.redis_url("server"), decode_responses=True)
+    ids: Any = client.smembers("jaxplay:workers")
+    return {i for i in ids if client.exists(f"jaxplay:worker:{i}")}
+
+
+def wait_for_workers(stack: Stack, count: int, within_s: float = 180) -> None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if len(live_workers(stack)) >= count:
+            return
+        time.sleep(1)
+    pytest.fail(f"fewer than {count} cpu workers registered within {within_s:g} s")
+
+
+def jail_cgroups(stack: Stack, worker: str, controller: str) -> list[Path]:
+    return [Path(p) for p in glob.glob(f"/sys/fs/cgroup/{controller}/jaxplay/{worker}/jail-*")]
+
+
+def procs(cgroup: Path) -> list[int]:
+    return [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
+
+
+def uids(pid: int) -> set[int]:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return {int(u) for u in line.split()[1:]}
+    return set()
+
+
+def test_a_run_goes_through_nginx_a_replica_redis_and_a_jailed_worker(stack: Stack) -> None:
+    wait_for_workers(stack, 2)
+    events = run(stack, GRAD_JIT)
+    assert done(events)["status"] == "ok", done(events)
+    accepted = next(e for e in events if e["type"] == "accepted")
+    # the image runs the JAX the tests ran (docker/build.sh pins .venv's versions)
+    assert accepted["worker"]["jax_version"] == importlib.metadata.version("jax")
+    value = next(e for e in events if e["type"] == "value")
+    assert "Array" in value["repr"]
+    # the run was handed on by Redis: its events are there, under the run's id
+    client = redis.Redis.from_url(stack.redis_url("server"), decode_responses=True)
+    last: Any = client.xrevrange(f"jaxplay:events:{accepted['run_id']}", count=1)
+    assert json.loads(last[0][1]["e"])["type"] == "done"
+    # both replicas answer behind nginx (it takes turns)
+    backends = httpx.get(f"{stack.url}/api/v1/backends", timeout=10).json()["backends"]
+    (cpu,) = [b for b in backends if b["name"] == "cpu"]
+    assert cpu["jax_version"] == importlib.metadata.version("jax")
+
+
+def test_the_worker_runs_unprivileged_and_its_jails_have_cgroups_of_their_own(
+    stack: Stack,
+) -> None:
+    wait_for_workers(stack, 2)
+    for worker in ("worker-1", "worker-2"):
+        container = stack.compose_run("ps", "-q", worker).strip()
+        (inspect,) = json.loads(_docker("inspect", container))
+        assert inspect["Config"]["User"] == "jaxplay-worker"
+        options = inspect["HostConfig"]["SecurityOpt"]
+        seccomp = [o for o in options if o.startswith("seccomp=")]
+        assert seccomp and "unconfined" not in seccomp[0], options
+        assert inspect["HostConfig"]["CapDrop"] == ["ALL"]
+        # the warm zygotes wait in their jails: each jail is a cgroup of its own, with
+        # the jail's limits, under the subtree delegated to this worker
+        memory = jail_cgroups(stack, worker, "memory")
+        assert memory, f"{worker}: no jail cgroups (the jails run degraded)"
+        jailed = 0
+        for cgroup in memory:
+            limit = int((cgroup / "memory.limit_in_bytes").read_text())
+            assert limit == 2 * 1024**3, cgroup  # JAXPLAY_MEMORY_BYTES's default
+            pids_dir = Path(str(cgroup).replace("/memory/", "/pids/"))
+            assert (pids_dir / "pids.max").read_text().strip() == "128", pids_dir
+            for pid in procs(cgroup):
+                assert uids(pid) == {WORKER_UID}, pid
+                jailed += 1
+        assert jailed, f"{worker}: no process in any jail"
+
+
+def test_a_worker_killed_mid_run(stack: Stack) -> None:
+    wait_for_workers(stack, 2)
+    request = {
+        "code": "import time\ntime.sleep(40)\n\ndef f():\n    return 0\n",
+        "outputs": ["value"],
+        "backend": "cpu",
+        "timeout_s": 55,
+        "cache": False,
+    }
+    client = redis.Redis.from_url(stack.redis_url("server"), decode_responses=True)
+    events: list[dict[str, Any]] = []
+    with httpx.stream(
+        "POST",
+        f"{stack.url}/api/v1/runs",
+        json=request,
+        headers={"Accept": "application/x-ndjson"},
+        timeout=90,
+    ) as reply:
+        assert reply.status_code == 200
+        lines = reply.iter_lines()
+        for line in lines:
+            events.append(json.loads(line))
+            if events[-1]["type"] == "accepted":
+                break
+        run_id = events[-1]["run_id"]
+        owner = client.hget(f"jaxplay:run:{run_id}", "owner")
+        assert owner in ("worker-1", "worker-2"), owner
+        killed_at = time.monotonic()
+        stack.compose_run("kill", "-s", "SIGKILL", owner)
+        for line in lines:
+            if line:
+                events.append(json.loads(line))
+    took = time.monotonic() - killed_at
+    end = done(events)
+    assert end["status"] == "killed", end
+    assert f"({owner}) was lost" in end["reason"], end
+    assert took < 30, took
+    # its jails died with it: nothing is left in the cgroups it had
+    assert all(not procs(c) for c in jail_cgroups(stack, owner, "pids"))
+    # it comes back, and runs are served again
+    stack.compose_run("start", owner)
+    wait_for_workers(stack, 2)
+    assert done(run(stack, GRAD_JIT))["status"] == "ok"
+
+
+def test_a_snippet_shared_through_one_replica_opens_through_the_other(stack: Stack) -> None:
+    snippet = {k: v for k, v in GRAD_JIT.items() if k != "cache"}  # a run's option only
+    stored = httpx.post(f"{stack.url}/api/v1/snippets", json=snippet, timeout=30)
+    assert stored.status_code == 201, stored.text
+    snippet_id = stored.json()["id"]
+    # nginx takes turns: four requests reach both replicas, which share PostgreSQL
+    for _ in range(4):
+        opened = httpx.get(f"{stack.url}/api/v1/snippets/{snippet_id}", timeout=30)
+        assert opened.status_code == 200, opened.text
+        assert opened.json()["code"] == snippet["code"]
+    page = httpx.get(f"{stack.url}/s/{snippet_id}", timeout=30)
+    assert page.status_code == 200 and "jaxplay-snippet" in page.text
+    assert done(run(stack, {**opened.json(), "cache": False}))["status"] == "ok"
+
+
+def test_redis_users_can_do_their_part_and_no_more(stack: Stack) -> None:
+    worker = redis.Redis.from_url(stack.redis_url("worker"), decode_responses=True)
+    server = redis.Redis.from_url(stack.redis_url("server"), decode_responses=True)
+    # a worker appends events and reads cancel flags ...
+    assert worker.xadd("jaxplay:events:acl-check", {"e": "{}"})
+    assert worker.exists("jaxplay:cancel:acl-check") == 0
+    # ... and may not delete or trim a run's events, cancel runs, queue runs on keys
+    # that are not job queues, read other keys or administer Redis
+    refused = [
+        lambda: worker.delete("jaxplay:events:acl-check"),
+        lambda: worker.xdel("jaxplay:events:acl-check", "0-1"),
+        lambda: worker.set("jaxplay:cancel:acl-check", "1"),
+        lambda: worker.xadd("jaxplay:run:acl-check", {"a": "1"}),
+        lambda: worker.get("elsewhere"),
+        lambda: worker.flushall(),
+        lambda: worker.config_get("maxmemory"),
+        lambda: server.set("elsewhere", "1"),
+        lambda: server.flushall(),
+        lambda: server.config_set("maxmemory", "0"),
+        lambda: server.acl_list(),
+    ]
+    for call in refused:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            call()
+    server.delete("jaxplay:events:acl-check")
+    # no default user
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis(port=stack.redis_port).ping()
+    # a memory cap that refuses writes rather than evicting queued runs
+    config = stack.compose_run("exec", "-T", "redis", "cat", "/tmp/jaxplay-redis/redis.conf")
+    assert "maxmemory-policy noeviction" in config
+    assert "maxmemory 1gb" in config
+
+
+def _docker(*args: str) -> str:
+    import subprocess
+
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, check=True)
+    return done.stdout
