@@ -72,13 +72,15 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-def content_security_policy(frame_ancestors: str, *, script: str = "", style: str = "") -> str:
-    """The page's CSP: nothing but this origin (and ``data:`` images: the favicon),
-    no plugins, no ``<base>``; ``script``/``style`` add sources (hashes of inline ones)."""
+def content_security_policy(frame_ancestors: str, *, script: str = "") -> str:
+    """The page's CSP: scripts only from this origin (``script`` adds sources: hashes
+    of inline ones), no plugins, no ``<base>``, images also as ``data:`` (the
+    favicon). Styles may be inline: the editor (CodeMirror) adds ``<style>`` elements
+    and the page sets ``style`` attributes; styles cannot run code."""
     parts = [
         "default-src 'self'",
         f"script-src 'self' {script}".strip(),
-        f"style-src 'self' {style}".strip(),
+        "style-src 'self' 'unsafe-inline'",
         "img-src 'self' data:",
         "object-src 'none'",
         "base-uri 'none'",

@@ -93,13 +93,11 @@ def _inline_hash(tag: str) -> str:
 
 
 def page_csp(dist: Path, frame_ancestors: str) -> str:
-    """The built page loads only its own files; the placeholder's inline script and
-    style are allowed by their hashes, nothing else inline."""
+    """The built page loads only its own scripts; the placeholder's one inline script
+    is allowed by its hash, no other."""
     if (dist / "index.html").is_file():
         return content_security_policy(frame_ancestors)
-    return content_security_policy(
-        frame_ancestors, script=_inline_hash("script"), style=_inline_hash("style")
-    )
+    return content_security_policy(frame_ancestors, script=_inline_hash("script"))
 
 
 def snippet_tag(request_json: str) -> str:

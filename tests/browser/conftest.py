@@ -148,13 +148,18 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any, server: Server) -> Iterator[Any]:
-    """A fresh page (empty storage) on the playground; JS errors fail the test."""
+    """A fresh page (empty storage) on the playground; JS errors, and anything the
+    page's Content-Security-Policy blocks, fail the test."""
     context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=server.url)
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
     pg = context.new_page()
     pg.set_default_timeout(30_000)
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on(
+        "console",
+        lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None,
+    )
     pg.goto("/")
     pg.wait_for_selector("[data-testid=code]")
     yield pg

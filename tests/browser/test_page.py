@@ -140,20 +140,24 @@ def test_share_link_round_trip(page: Any, browser: Any, server: Server) -> None:
     stored = httpx.get(server.url + "/api/v1/snippets/" + url.rsplit("/", 1)[1]).json()
     assert stored["transforms"] == [{"name": "grad", "argnums": [0, 1]}, {"name": "jit"}]
 
-    other = browser.new_context(viewport={"width": 1200, "height": 800})
-    try:
-        pg = other.new_page()
-        pg.goto(url)
-        # restored at once: code, args, pipeline; and its results arrive by themselves
-        pg.wait_for_selector("[data-testid=code]")
-        assert "jnp.tanh(x * y)" in pg.evaluate("window.jaxplay.code()")
-        assert pg.input_value("#args") == "(jnp.ones(4), 2.0)"
-        assert pg.inner_text("[data-testid=summary-A]") == "jit(grad(f, argnums=(0, 1)))"
-        assert wait_done(pg) == "ok"
-        assert "tanh" in output_text(pg, "jaxpr")
-        assert "from the cache" in pg.inner_text(".worker")
-    finally:
-        other.close()
+    # Two visitors, each a session of their own: the first one's run agrees with the
+    # author's (another tenant), so the second is shown the cached answer.
+    for visitor in ("first", "second"):
+        other = browser.new_context(viewport={"width": 1200, "height": 800})
+        try:
+            pg = other.new_page()
+            pg.goto(url)
+            # restored at once: code, args, pipeline; and its results arrive by themselves
+            pg.wait_for_selector("[data-testid=code]")
+            assert "jnp.tanh(x * y)" in pg.evaluate("window.jaxplay.code()")
+            assert pg.input_value("#args") == "(jnp.ones(4), 2.0)"
+            assert pg.inner_text("[data-testid=summary-A]") == "jit(grad(f, argnums=(0, 1)))"
+            assert wait_done(pg) == "ok"
+            assert "tanh" in output_text(pg, "jaxpr")
+            cached = "from the cache" in pg.inner_text(".worker")
+            assert cached == (visitor == "second"), visitor
+        finally:
+            other.close()
 
 
 def test_compare_mode_diffs_jaxprs_and_times_both(page: Any) -> None:

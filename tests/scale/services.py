@@ -284,6 +284,10 @@ class Worker(Process):
         return self
 
 
+#: API tokens the test servers issued: two tenants, for the result cache's two runs
+SCALE_TOKENS = ["scale-tenant-a-0123456789", "scale-tenant-b-0123456789"]
+
+
 class Server(Process):
     def __init__(
         self,
@@ -306,6 +310,8 @@ class Server(Process):
             "JAXPLAY_PROBE_ON_START": "false",
             "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0",
             "JAXPLAY_MAX_RUNS_PER_TENANT": "16",
+            "JAXPLAY_MAX_RUNS_PER_CLIENT": "16",  # every test client is 127.0.0.1
+            "JAXPLAY_API_TOKENS": json.dumps(SCALE_TOKENS),
             "JAXPLAY_FRONTEND_DIST": str(log_dir / "no-dist"),
             "JAXPLAY_LOG_LEVEL": "warning",
         }

@@ -13,7 +13,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
-from backend.app.storage import Storage, canonical_json, open_storage, snippet_digest
+from backend.app.storage import (
+    CacheLimits,
+    ResultRecord,
+    Storage,
+    canonical_json,
+    open_storage,
+    snippet_digest,
+)
 from sandbox.protocol import RunRequest
 from tests.server.conftest import make_settings
 from tests.server.fakes import FakePool
@@ -58,22 +65,34 @@ def test_snippet_ids_extend_until_unique_and_survive_reopening(url: str) -> None
     run(go)
 
 
-def test_results_are_replaced_and_the_oldest_trimmed(url: str) -> None:
+def test_the_result_cache_rule_and_trim(url: str) -> None:
+    """A candidate is confirmed only by another tenant's equal run, never replaced,
+    made unstable for good by a different one; every write trims to the budgets."""
+
     async def go() -> None:
         store = await opened(url)
-        await store.put_result("k", "one", 100)
-        await store.put_result("k", "two", 100)
-        assert await store.get_result("k") == "two"
+        roomy = CacheLimits(max_entries=100, max_bytes=1 << 20)
+
+        async def put(key: str, digest: str, tenant: str, body: str = "b", limits: CacheLimits = roomy) -> str:  # fmt: skip
+            return await store.record_result(key, ResultRecord(digest, tenant, body), limits)
+
+        assert await put("k", "same", "a", body="first") == "candidate"
+        assert await put("k", "same", "a") == "candidate"
+        assert await put("k", "same", "b", body="second") == "confirmed"
+        found = await store.get_result("k")
+        assert found is not None and found.state == "confirmed" and found.body == "first"
+        assert await put("k", "other", "c") == "unstable"
+        assert await put("k", "same", "d") == "unstable"
+        found = await store.get_result("k")
+        assert found is not None and (found.state, found.body) == ("unstable", "")
         assert await store.get_result("missing") is None
-        # The trim runs every 64th write: after the 65th, 10 are left, the newest.
-        for i in range(62):  # writes 3 to 64
-            await store.put_result(f"r{i:03}", str(i), 10)
-        assert await store.get_result("r000") == "0"
-        await store.put_result("last", "x", 10)  # the 65th
-        assert await store.get_result("r000") is None and await store.get_result("k") is None
-        assert await store.get_result("r061") == "61" and await store.get_result("last") == "x"
-        kept = [await store.get_result(f"r{i:03}") for i in range(62)]
-        assert sum(v is not None for v in kept) == 9  # and "last"
+        # Every write trims: at most 10 entries, and at most 8 KiB of them.
+        tight = CacheLimits(max_entries=10, max_bytes=8 * 1024)
+        for i in range(30):
+            await put(f"r{i:03}", "d", "a", body="x" * 1000, limits=tight)
+        kept = [await store.get_result(f"r{i:03}") for i in range(30)]
+        assert kept[-1] is not None and kept[0] is None
+        assert sum(v is not None for v in kept) <= 6  # 8 KiB / (1000 + 256) bytes
         await store.close()
 
     run(go)
@@ -103,19 +122,24 @@ def test_the_app_keeps_snippets_and_results_in_it(url: str, tmp_path: Path) -> N
     """The server's own snippet and cache paths, over this storage."""
     body = {"code": "def f(x):\n    return x\n", "outputs": ["jaxpr", "value"]}
 
+    tokens = ["tenant-a-0123456789", "tenant-b-0123456789"]
+    a, b = ({"Authorization": f"Bearer {t}"} for t in tokens)
+
     def client() -> tuple[TestClient, FakePool]:
         pool = FakePool(max_concurrent=4)
-        app = create_app(make_settings(tmp_path, database_url=url), pool=pool, pool_name="fake")
+        settings = make_settings(tmp_path, database_url=url, api_tokens=tokens)
+        app = create_app(settings, pool=pool, pool_name="fake")
         return TestClient(app), pool
 
     c1, pool1 = client()
     with c1:
         created = c1.post("/api/v1/snippets", json=body)
         assert created.status_code == 201, created.text
-        first = c1.post("/api/v1/runs", json=body).json()["events"]
-        second = c1.post("/api/v1/runs", json=body).json()["events"]
-        assert pool1.total == 1 and second[0]["cached"] is True
-        assert [e["type"] for e in second] == [e["type"] for e in first if e["type"] != "stage"]
+        first = c1.post("/api/v1/runs", json=body, headers=a).json()["events"]
+        c1.post("/api/v1/runs", json=body, headers=b)  # another tenant agrees
+        third = c1.post("/api/v1/runs", json=body).json()["events"]
+        assert pool1.total == 2 and third[0]["cached"] is True
+        assert [e["type"] for e in third] == [e["type"] for e in first if e["type"] != "stage"]
     c2, pool2 = client()  # another replica, or the same after a restart
     with c2:
         snippet = c2.get(f"/api/v1/snippets/{created.json()['id']}")
@@ -150,8 +174,9 @@ def test_migrations_run_once_even_when_replicas_start_together(pg_url: str) -> N
                 "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
             ).fetchall()
         }
-    assert rows == [(1, "initial")]
-    assert {"snippets", "results", "jaxplay_migrations"} <= tables
+    assert rows == [(1, "initial"), (2, "agreeing_cache")]
+    assert {"snippets", "cache_results", "jaxplay_migrations"} <= tables
+    assert "results" not in tables  # the old cache (format 1) is dropped
 
 
 def test_a_database_from_a_newer_jaxplay_is_refused(pg_url: str) -> None:

@@ -62,7 +62,11 @@ def server(
     args = ["--pool", request.param] + (
         ["--unsafe-no-jail"] if request.param == "subprocess" else []
     )
-    env = {"JAXPLAY_RATE_LIMIT_PER_MINUTE": "0", "JAXPLAY_POOL_CAPACITY": "2"}
+    env = {
+        "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0",
+        "JAXPLAY_POOL_CAPACITY": "2",
+        "JAXPLAY_API_TOKENS": '["live-tenant-b-0123456789"]',
+    }
     live = LiveServer(db, *args, env=env).start()
     yield live
     live.stop()
@@ -83,6 +87,9 @@ def test_a_real_run_then_the_cache(server: LiveServer) -> None:
     jaxpr = next(e for e in events if e["type"] == "jaxpr")
     assert "tanh" in jaxpr["text"] and jaxpr["sources"]
     assert events[0]["worker"]["jax_version"]
+    # Another tenant's run that shows the same confirms it; then it is shared, at once.
+    other = post(server, GRAD, headers={"Authorization": "Bearer live-tenant-b-0123456789"})
+    assert "cached" not in other[0]
     started = time.monotonic()
     again = post(server, GRAD)
     assert again[0]["cached"] is True and time.monotonic() - started < 0.5

@@ -3,7 +3,7 @@
 Swagger UI's script and stylesheet come from the ``fastapi-offline`` package (which
 ships them, so no CDN is reached at run time); the few lines that start it are a
 file of ours (``backend/app/static/docs.js``), so the page's CSP allows no inline
-script. Swagger UI sets inline styles, hence ``style-src 'unsafe-inline'`` here only.
+script.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ PAGE = f"""<!doctype html>
 
 def mount_docs(app: FastAPI, frame_ancestors: str) -> None:
     """Add ``/docs``, its starter script and Swagger UI's files to ``app``."""
-    csp = content_security_policy(frame_ancestors, style="'unsafe-inline'")
+    csp = content_security_policy(frame_ancestors)
 
     async def docs() -> HTMLResponse:
         return HTMLResponse(PAGE, headers={"Content-Security-Policy": csp})
