@@ -5,6 +5,7 @@ migrations, a database restart."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -208,3 +209,19 @@ def test_settings_accept_a_postgresql_url(tmp_path: Path) -> None:
     assert settings.database_url.startswith("postgresql://")
     with pytest.raises(ValueError, match="database_url"):
         make_settings(tmp_path, database_url="mysql://db/jaxplay")
+
+
+def test_the_database_password_never_reaches_the_logs(
+    pg_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server logs where its database is at start-up, without the password (the
+    test database trusts local connections, so any password opens it)."""
+    url = pg_url.replace("postgres@", "postgres:pg-s3cret-pw@", 1)
+    settings = make_settings(tmp_path, database_url=url, log_level="info")
+    app = create_app(settings, pool=FakePool(max_concurrent=1), pool_name="fake")
+    with caplog.at_level(logging.INFO, logger="jaxplay"), TestClient(app) as client:
+        assert client.get("/healthz").status_code == 200
+    started = [r for r in caplog.records if r.getMessage() == "server.start"]
+    assert started and started[0].fields["database"].endswith(url.split("@", 1)[1])  # type: ignore[attr-defined]
+    assert "pg-s3cret-pw" not in caplog.text
+    assert all("pg-s3cret-pw" not in str(getattr(r, "fields", "")) for r in caplog.records)
