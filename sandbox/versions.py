@@ -186,7 +186,8 @@ def listing(root: Path, default: str | None = None) -> list[Row]:
     have = installed(root)
     default = default or default_version()
     rows: list[Row] = []
-    for version in sorted(set(OFFERED) | set(have) | {default} - {None}, key=version_key):
+    versions = set(OFFERED) | set(have) | ({default} if default else set())
+    for version in sorted(versions, key=version_key):
         env = have.get(version)
         release = OFFERED.get(version)
         is_default = version == default

@@ -22,7 +22,7 @@ from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
 from backend.app.middleware import AccessLog, BodyLimit
 from backend.app.pools import make_pool
-from backend.app.routes import meta, pages, runs, snippets, watch, ws
+from backend.app.routes import across, meta, pages, runs, snippets, watch, ws
 from backend.app.runs import Caller, RunService
 from backend.app.services import Services
 from backend.app.settings import Settings
@@ -98,6 +98,7 @@ def create_app(
     install_error_handlers(app)
     for router in (
         runs.router,
+        across.router,
         watch.router,
         snippets.router,
         meta.router,

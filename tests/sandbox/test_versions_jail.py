@@ -25,7 +25,7 @@ from sandbox.pool.settings import PoolSettings
 from sandbox.pool.versioned import VersionedPool
 from sandbox.pool.zygote_pool import ZygotePool
 from sandbox.protocol import RunRequest
-from sandbox.versions import default_version, installed
+from sandbox.versions import default_version, installed, version_key
 from tests.sandbox.conftest import TEST_LIMITS, needs_bwrap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,3 +141,32 @@ def test_a_version_runs_pmap_on_two_cpu_devices(versions: Versions, version: str
     assert events[-1]["status"] == "ok", events[-3:]
     assert _one(events, "accepted")["worker"]["devices"] == 2
     assert _one(events, "value")["tree"][0]["data"] == [1.0, 1.0]
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_across_the_installed_versions_every_output_is_there(versions: Versions) -> None:
+    """The across-versions comparison (backend/app/across.py) on real runs: every
+    output of every version present, and the times table filled."""
+    from backend.app.across import changes, summarize, times
+
+    if not OTHERS:
+        pytest.skip("one version installed: nothing to compare")
+    runs = []
+    for version in sorted([DEFAULT, *OTHERS], key=version_key):
+        events = versions.run(
+            code=CODE,
+            args="(jnp.ones((3,)),)",
+            transforms=[{"name": "grad"}, {"name": "jit"}],
+            outputs=OUTPUTS,
+            jax_version=version,
+        )
+        runs.append(summarize(version, events))
+    assert all(r.status == "ok" and r.jax_version == r.version for r in runs)
+    compared = changes(runs)
+    assert {c["output"] for c in compared} == set(OUTPUTS)
+    assert all(c["missing"] == [] for c in compared), compared
+    for c in compared:
+        for step in c["changes"]:
+            assert step["diff"].startswith(f"--- {step['from']}\n+++ {step['to']}")
+    assert all(row["compile_ms"] is not None for row in times(runs))

@@ -183,3 +183,88 @@ def test_a_snippet_keeps_its_version_and_old_ids_stay_valid(
     assert canonical_json(RunRequest(code=CODE)) == old_text
     assert snippet_digest(old_text).startswith(plain)
     assert client.get(f"/api/v1/snippets/{plain}").json().get("jax_version") is None
+
+
+# --- across versions ---------------------------------------------------------------
+
+
+def test_across_versions_says_where_each_output_changed(make_client: Make, tmp_path: Path) -> None:
+    root = tmp_path / "versions"
+    stamp(root, "0.10.2")
+    stamp(root, "0.4.38")
+
+    def make(base: Any, env: Any) -> Any:
+        # the fake of 0.4.38 prints its jaxprs differently; the others alike
+        pool = base.for_environment(env)
+        script = pool.script
+        if env.version == "0.4.38":
+            pool.script = lambda run: [
+                dict(e, text=e["text"] + "\n  # old") if e["type"] == "jaxpr" else e
+                for e in script(run)
+            ]
+        return pool
+
+    client, _ = make_client(versioned(root, make=make))
+    body = {
+        "request": {"code": CODE, "outputs": ["jaxpr", "value", "timing"]},
+        "versions": [DEFAULT, "0.10.2", "0.4.38"],  # any order: compared oldest first
+    }
+    r = client.post("/api/v1/across", json=body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert [v["version"] for v in answer["versions"]] == ["0.4.38", "0.10.2", DEFAULT]
+    assert [v["jax_version"] for v in answer["versions"]] == ["0.4.38", "0.10.2", DEFAULT]
+    assert all(v["status"] == "ok" for v in answer["versions"])
+    outputs = {(o["output"], o["pipeline"]): o for o in answer["outputs"]}
+    jaxpr = outputs[("jaxpr", "main")]
+    assert jaxpr["first_changed"] == "0.10.2" and jaxpr["missing"] == []
+    assert [(c["from"], c["to"]) for c in jaxpr["changes"]] == [("0.4.38", "0.10.2")]
+    diff = jaxpr["changes"][0]["diff"]
+    assert "--- 0.4.38" in diff and "+++ 0.10.2" in diff and "-  # old" in diff
+    # each version's first run: "run 1" everywhere, so the value never changed
+    assert outputs[("value", "main")]["first_changed"] is None
+    assert [t["version"] for t in answer["times"]] == ["0.4.38", "0.10.2", DEFAULT]
+    assert answer["times"][0]["trace_ms"] == 1.5 and answer["times"][0]["median_ms"] == {"f": 0.1}
+
+
+def test_across_refuses_before_running_anything(make_client: Make, tmp_path: Path) -> None:
+    client, pool = make_client(versioned(tmp_path / "versions"))
+    r = client.post(
+        "/api/v1/across", json={"request": {"code": CODE}, "versions": [DEFAULT, "0.5.3"]}
+    )
+    assert r.status_code == 422 and r.json()["field"] == "versions.1"
+    assert "jaxplay versions add 0.5.3" in r.json()["message"]
+    assert pool.default.total == 0
+    for versions in ([DEFAULT], [DEFAULT, DEFAULT], [DEFAULT, "new"]):
+        r = client.post("/api/v1/across", json={"request": {"code": CODE}, "versions": versions})
+        assert r.status_code == 422 and r.json()["field"].startswith("versions"), r.text
+    r = client.post(
+        "/api/v1/across",
+        json={"request": {"code": CODE, "jax_version": DEFAULT}, "versions": [DEFAULT, "0.4.38"]},
+    )
+    assert r.status_code == 422 and r.json()["field"] == "request.jax_version"
+
+
+def test_across_diffs_outputs_missing_on_a_version() -> None:
+    from backend.app.across import changes, summarize
+
+    ok = [
+        {"type": "accepted", "worker": {"jax_version": "0.4.38"}},
+        {"type": "jaxpr", "pipeline": "main", "text": "{ lambda ; a. let b = sin a in (b,) }"},
+        {"type": "done", "status": "ok"},
+    ]
+    failed = [
+        {
+            "type": "error",
+            "pipeline": "main",
+            "stage": "trace",
+            "kind": "TypeError",
+            "message": "no",
+        },
+        {"type": "done", "status": "error"},
+    ]
+    runs = [summarize("0.4.38", ok), summarize("0.10.2", failed)]
+    assert runs[1].errors == {"main": "TypeError at trace: no"}
+    (jaxpr,) = changes(runs)
+    assert jaxpr["first_changed"] == "0.10.2" and jaxpr["missing"] == ["0.10.2"]
+    assert "+++ 0.10.2 (not produced)" in jaxpr["changes"][0]["diff"]

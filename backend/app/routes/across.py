@@ -1,0 +1,110 @@
+"""``POST /api/v1/across``: one request on several JAX versions, and where each output
+changed (backend/app/across.py compares; docs/api.md, "Across versions")."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from backend.app.across import changes, summarize, times
+from backend.app.errors import ApiError
+from backend.app.services import ServicesDep
+from backend.app.tenancy import caller_for
+from backend.app.wire import ERROR_RESPONSES, RunBody
+from sandbox.protocol import JAX_VERSION_PATTERN
+from sandbox.versions import version_key
+
+router = APIRouter(prefix="/api/v1", tags=["runs"])
+
+#: most versions one request may compare (each is a run, one after the other)
+MAX_ACROSS = 9
+
+
+class AcrossBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    request: RunBody = Field(description="A run request (without `jax_version`).")
+    versions: Annotated[
+        list[Annotated[str, Field(pattern=JAX_VERSION_PATTERN)]],
+        Field(min_length=2, max_length=MAX_ACROSS),
+    ] = Field(description="The JAX versions to run it on; they run and compare oldest first.")
+
+    @field_validator("versions")
+    @classmethod
+    def _distinct(cls, versions: list[str]) -> list[str]:
+        if len(set(versions)) != len(versions):
+            raise ValueError("each version once")
+        return versions
+
+
+class VersionOutcome(BaseModel):
+    version: str
+    status: str = Field(description="The run's `done` status.")
+    reason: str = ""
+    jax_version: str | None = Field(description="What the worker reported it ran.")
+    errors: dict[str, str] = Field(description="Pipeline -> the error that stopped it.")
+
+
+class OutputChange(BaseModel):
+    output: str = Field(description="`jaxpr`, `stablehlo`, `hlo`, `value` or `cost`.")
+    pipeline: str
+    first_changed: str | None = Field(
+        description="The first version whose output differs from the version before it."
+    )
+    changes: list[dict[str, str]] = Field(
+        description="Every step where it changed: `from`, `to` and the unified `diff`."
+    )
+    missing: list[str] = Field(description="Versions that did not produce it.")
+
+
+class AcrossAnswer(BaseModel):
+    versions: list[VersionOutcome]
+    outputs: list[OutputChange]
+    times: list[dict[str, Any]] = Field(
+        description="Per version: `trace_ms`, `lower_ms`, `compile_ms`, `execute_ms` and "
+        "`median_ms` (timing row label -> median ms per call)."
+    )
+
+
+@router.post("/across", response_model=AcrossAnswer, responses=ERROR_RESPONSES)
+async def across(body: AcrossBody, request: Request, services: ServicesDep) -> AcrossAnswer:
+    """Run one request on each of `versions` (oldest first, one after the other) and
+    say, per output, where it changed, with the diff at each step."""
+    base = body.request.to_request()
+    if base.jax_version is not None:
+        raise ApiError(
+            422, "invalid_request", "name the versions in `versions`", field="request.jax_version"
+        )
+    for i, version in enumerate(body.versions):
+        try:  # every version runnable, before any runs
+            services.runs.prepare(base.model_copy(update={"jax_version": version}))
+        except ApiError as exc:
+            raise ApiError(exc.status, exc.error, exc.message, field=f"versions.{i}")
+    oldest_first = sorted(body.versions, key=version_key)
+    per_version = [base.model_copy(update={"jax_version": v}) for v in oldest_first]
+    caller = caller_for(request, services.known_tokens, services.sessions)
+    runs = []
+    for version, run_request in zip(oldest_first, per_version, strict=True):
+        stream = await services.runs.start(run_request, caller, use_cache=body.request.cache)
+        try:
+            async with contextlib.aclosing(stream.events()) as events:
+                runs.append(summarize(version, [event async for event in events]))
+        finally:
+            await stream.close()
+    return AcrossAnswer(
+        versions=[
+            VersionOutcome(
+                version=r.version,
+                status=r.status,
+                reason=r.reason,
+                jax_version=r.jax_version,
+                errors=r.errors,
+            )
+            for r in runs
+        ],
+        outputs=[OutputChange(**c) for c in changes(runs)],
+        times=times(runs),
+    )
