@@ -1,10 +1,16 @@
 """The supervisor: starts one worker process for one run and relays its events.
 
 It trusts nothing that comes out of the worker: it only reads the worker's pipes,
-parses each line with a size cap, drops what is not a known event, counts the bytes
-of user output, and enforces the wall clock from outside with SIGKILL of the whole
-process group (an infinite ``lax.while_loop`` under ``jit`` ignores every other
-signal). Whatever happens, the stream ends with exactly one ``done`` event.
+passes each line through the run's ``EventGate`` (bounded parse, typed events, only
+what this run could have made), counts the bytes of user output, and enforces the
+wall clock from outside with SIGKILL of the whole process group (an infinite
+``lax.while_loop`` under ``jit`` ignores every other signal). Whatever happens, the
+stream ends with exactly one ``done`` event, which the supervisor writes itself.
+
+Memory is bounded: the queue between the pipe readers and whoever iterates
+``events()`` holds at most ``QUEUE_EVENTS`` events and ``QUEUE_BYTES`` of them
+(always at least one), so a consumer that stops reading stops the readers, the pipe
+fills, and the worker blocks on its next write (its wall clock still runs).
 """
 
 from __future__ import annotations
@@ -19,12 +25,16 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.protocol import EVENT_FIELDS, PROTOCOL_VERSION, RunRequest, done_event
+from sandbox.event_gate import MAX_REFUSED_LINES, EventGate
+from sandbox.protocol import MAX_EVENT_BYTES, PROTOCOL_VERSION, RunRequest, done_event
 
-#: Largest single event line accepted from a worker (an HLO text of a big program).
-MAX_EVENT_BYTES = 16 * 1024 * 1024
+__all__ = ["MAX_EVENT_BYTES", "OutputLimits", "RunSupervisor", "SupervisedRun"]
+
 #: Largest raw stderr chunk relayed as one event.
 STDERR_CHUNK = 4096
+#: Events waiting for the consumer, and their bytes, at most (then the readers wait).
+QUEUE_EVENTS = 16
+QUEUE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -80,10 +90,13 @@ class RunSupervisor:
         self._wall_s = request.timeout_s if wall_s is None else wall_s
         self._limits = limits or OutputLimits()
         self._end: tuple[str, str] | None = None  # (status, reason) decided by us
-        self._queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[dict[str, Any], int] | None] = asyncio.Queue(QUEUE_EVENTS)
+        self._queued_bytes = 0
+        self._room = asyncio.Event()
+        self._gate = EventGate(request, run_id)
+        self._started = time.monotonic()
         self._user_bytes = 0
         self._event_bytes = 0
-        self._worker_done: dict[str, Any] | None = None
         self._returncode: int | None = None
 
     # --- what subclasses provide -------------------------------------------------
@@ -115,7 +128,7 @@ class RunSupervisor:
         self._kill()
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
-        started = time.monotonic()
+        self._started = started = time.monotonic()
         try:
             try:
                 stdout, stderr = await self._start()
@@ -135,8 +148,10 @@ class RunSupervisor:
                 self._wall_s, self._stop, "timeout", f"wall clock {self._wall_s:g} s"
             )
             try:
-                while (event := await self._queue.get()) is not None:
-                    yield event
+                while (item := await self._queue.get()) is not None:
+                    self._queued_bytes -= item[1]
+                    self._room.set()
+                    yield item[0]
                 yield self._final_done(self._returncode, (time.monotonic() - started) * 1000)
             finally:
                 watchdog.cancel()
@@ -165,32 +180,32 @@ class RunSupervisor:
             if self._event_bytes > self._limits.event_bytes:
                 self._stop("killed", f"results over {human_bytes(self._limits.event_bytes)}")
                 return
-            event = self._parse(line)
+            if self._end is not None:
+                continue  # read to the end, relay nothing more
+            event = self._gate.admit(line, (time.monotonic() - self._started) * 1000)
             if event is not None:
-                await self._relay(event)
+                await self._relay(event, len(line))
+            elif self._gate.dropped >= MAX_REFUSED_LINES:
+                self._stop(
+                    "killed",
+                    f"{self._gate.dropped} event lines refused (the first: "
+                    f"{self._gate.first_refusal})",
+                )
 
-    def _parse(self, line: bytes) -> dict[str, Any] | None:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return None
-        if not isinstance(event, dict) or event.get("type") not in EVENT_FIELDS:
-            return None
-        return event
+    async def _relay(self, event: dict[str, Any], size: int) -> None:
+        if event["type"] in ("stdout", "stderr") and not self._count_user_output(
+            len(event["text"].encode())
+        ):
+            return
+        await self._put(event, size)
 
-    async def _relay(self, event: dict[str, Any]) -> None:
-        if self._end is not None:
-            return
-        if event["type"] == "done":
-            self._worker_done = event
-            return
-        if event["type"] in ("stdout", "stderr"):
-            text = event.get("text")
-            if not isinstance(text, str):
-                return
-            if not self._count_user_output(len(text.encode())):
-                return
-        await self._queue.put(event)
+    async def _put(self, event: dict[str, Any], size: int) -> None:
+        """Queue an event, waiting while the queue holds QUEUE_BYTES already."""
+        while self._queued_bytes and self._queued_bytes + size > QUEUE_BYTES:
+            self._room.clear()
+            await self._room.wait()
+        self._queued_bytes += size
+        await self._queue.put((event, size))
 
     def _count_user_output(self, n: int) -> bool:
         self._user_bytes += n
@@ -206,24 +221,30 @@ class RunSupervisor:
                 continue
             if self._count_user_output(len(chunk)):
                 text = chunk.decode("utf-8", "replace")
-                await self._queue.put(
-                    {"type": "stderr", "pipeline": "main", "text": text, "stage": None}
-                )
+                event = {"type": "stderr", "pipeline": "main", "text": text, "stage": None}
+                await self._put(event, len(chunk))
 
     def _final_done(self, returncode: int | None, ms: float) -> dict[str, Any]:
+        gate = self._gate
         if self._end is not None:
-            return done_event(self._end[0], ms, self._end[1])
+            return done_event(self._end[0], ms, self._end[1], gate.dropped)
         limit = self._limit_hit()
         if limit is not None:
-            return done_event(limit[0], ms, limit[1])
-        done = self._worker_done
-        if done is not None and done.get("status") in ("ok", "error"):
-            return done_event(done["status"], ms, str(done.get("reason", ""))[:1000])
+            return done_event(limit[0], ms, limit[1], gate.dropped)
+        done = gate.worker_done
+        if done is not None and done["status"] in ("ok", "error"):
+            # "ok" only if no error event passed: the status is checked, not taken
+            status = "error" if gate.errors else done["status"]
+            reason = "the code raised an error" if gate.errors else done["reason"]
+            if gate.dropped:
+                refused = f"{gate.dropped} event lines refused (the first: {gate.first_refusal})"
+                reason = f"{reason}; {refused}" if reason else refused
+            return done_event(status, ms, reason, gate.dropped)
         if returncode is not None and returncode < 0:
-            return done_event("killed", ms, f"the worker was killed by {_signal_name(returncode)}")
-        return done_event(
-            "error", ms, f"the worker exited with status {returncode} before finishing"
-        )
+            why = f"the worker was killed by {_signal_name(returncode)}"
+            return done_event("killed", ms, why, gate.dropped)
+        why = f"the worker exited with status {returncode} before finishing"
+        return done_event("error", ms, why, gate.dropped)
 
 
 class SupervisedRun(RunSupervisor):

@@ -19,7 +19,7 @@ from backend.app.admission import Admission
 from backend.app.cache import ResultCache, engine_fingerprint
 from backend.app.errors import install_error_handlers
 from backend.app.logs import fields, get_logger
-from backend.app.metrics import Metrics
+from backend.app.metrics import Metrics, serve_metrics
 from backend.app.middleware import AccessLog, BodyLimit
 from backend.app.pools import make_pool
 from backend.app.routes import across, meta, pages, runs, snippets, watch, ws
@@ -67,6 +67,11 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services = await _start_services(settings, version, metrics, pool, pool_name, storage)
         app.state.services = services
+        metrics_listener = None
+        if settings.metrics_port is not None:
+            metrics_listener = await serve_metrics(
+                metrics, settings.metrics_host, settings.metrics_port
+            )
         probe = None
         if settings.probe_on_start:
             probe = asyncio.create_task(_probe(services))
@@ -84,6 +89,8 @@ def create_app(
             await services.runs.aclose()
             await _close_quietly("pool", services.pool.close())
             await _close_quietly("storage", services.storage.close())
+            if metrics_listener is not None:
+                metrics_listener.close()
             log.info("server.stop")
 
     app = FastAPI(

@@ -1,13 +1,23 @@
-"""Prometheus metrics, in a registry of the app's own (none at import time)."""
+"""Prometheus metrics, in a registry of the app's own (none at import time).
+
+Nothing a client or a run says can add a series or set a value: every label comes
+from a fixed set (anything else is counted as ``other``), and every value is one
+the server measured itself. So the page stays the same size whatever is sent, and
+renders in a few milliseconds (benchmarks/event_flood.py measures it under a flood).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import math
+import re
 import resource
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import (
+    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -18,7 +28,19 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from sandbox.protocol import DONE_STATUSES
+
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+#: the label values a series may have; anything else is "other"
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+RUN_STATUSES = frozenset({*DONE_STATUSES, "abandoned"})
+#: a pool's figures (Pool.stats()): names of this shape, this many at most
+_FIGURE = re.compile(r"^[a-z_]{1,32}$")
+_MAX_FIGURES = 32
+
+
+def _fixed(value: str, allowed: frozenset[str]) -> str:
+    return value if value in allowed else "other"
 
 
 class _PoolCollector(Collector):
@@ -35,9 +57,17 @@ class _PoolCollector(Collector):
             stats = self._stats()
         except Exception:
             stats = {}
-        for key, value in stats.items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                family.add_metric([str(key)], float(value))
+        figures = [
+            (key, float(value))
+            for key, value in stats.items()
+            if isinstance(key, str)
+            and _FIGURE.match(key)
+            and isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+        ]
+        for key, value in figures[:_MAX_FIGURES]:
+            family.add_metric([key], value)
         yield family
 
 
@@ -98,6 +128,12 @@ class Metrics:
             buckets=_LATENCY,
             registry=r,
         )
+        self.refused_events = Counter(
+            "jaxplay_refused_events",
+            "Event lines refused: malformed, or not events jaxplay would send (user code "
+            "writing to the event pipe).",
+            registry=r,
+        )
         self.ws_connections = Gauge(
             "jaxplay_websocket_connections", "Open WebSocket connections.", registry=r
         )
@@ -136,8 +172,44 @@ class Metrics:
         self.registry.register(self._pool_collector)
 
     def http_request(self, method: str, route: str, status: int, seconds: float) -> None:
-        self.http_requests.labels(method, route, str(status)).inc()
+        method = _fixed(method, HTTP_METHODS)
+        self.http_requests.labels(
+            method, route, str(status) if 100 <= status < 600 else "other"
+        ).inc()
         self.http_seconds.labels(route).observe(seconds)
+
+    def run_ended(self, status: str, cached: bool, seconds: float) -> None:
+        label = "true" if cached else "false"
+        self.runs.labels(_fixed(status, RUN_STATUSES), label).inc()
+        self.run_seconds.labels(label).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+async def serve_metrics(metrics: Metrics, host: str, port: int) -> asyncio.Server:
+    """A listener of its own for ``GET /metrics`` (``metrics_port``): a scraper on a
+    private network reads it there while the public port need not serve it. It
+    answers that one path; anything else is a 404, a slow or long request is dropped."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(5):
+                head = await reader.readuntil(b"\r\n\r\n")
+            method, path = [*head.split(b" ", 2), b"", b""][:2]
+            if method in (b"GET", b"HEAD") and path.split(b"?", 1)[0] == b"/metrics":
+                body, status = metrics.render(), b"200 OK"
+            else:
+                body, status = b"not found\n", b"404 Not Found"
+            writer.write(
+                b"HTTP/1.1 " + status + b"\r\nContent-Type: " + CONTENT_TYPE_LATEST.encode()
+                + b"\r\nContent-Length: " + str(len(body)).encode()
+                + b"\r\nConnection: close\r\n\r\n" + (body if method != b"HEAD" else b"")
+            )  # fmt: skip
+            await writer.drain()
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(answer, host, port, limit=8192)

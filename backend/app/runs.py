@@ -24,7 +24,7 @@ from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
 from backend.app.settings import Settings
 from sandbox.pool.base import Pool, RunHandle
-from sandbox.protocol import OUTPUTS, RunRequest, done_event
+from sandbox.protocol import OUTPUTS, BadEvent, RunRequest, done_event, validate_event
 
 log = get_logger("runs")
 
@@ -195,6 +195,9 @@ class RunStream:
         self._closed = False
         self._iterated = False
         self._seen_accepted = self._seen_result = False
+        #: stages timed so far, and when the last one ended, as the server saw it
+        self._stages_seen: set[tuple[str, str]] = set()
+        self._stage_clock = self._started
         self.leader_key: str | None = None
         self.run_id = handle.run_id if handle is not None else uuid.uuid4().hex
 
@@ -246,13 +249,19 @@ class RunStream:
             self._record(status)
 
     def _observe(self, event: dict[str, Any]) -> None:
-        """What the server learns from an event: the worker, stage times."""
-        kind, metrics = event["type"], self._svc.metrics
-        if kind == "accepted" and not self._seen_accepted and isinstance(event.get("worker"), dict):
-            # Only the first: later lines may come from user code imitating one.
+        """What the server learns from an event (validated): the worker, and stage
+        times measured on the server's own clock (the event's ``ms`` is the
+        worker's word; a metric takes none of it), each stage once."""
+        kind, metrics, now = event["type"], self._svc.metrics, time.monotonic()
+        if kind == "accepted" and not self._seen_accepted:
+            self._stage_clock = now
             self._svc.cache.learn_worker(self._request, event["worker"])
-        elif kind == "stage" and isinstance(event.get("ms"), int | float):
-            metrics.stage.labels(str(event.get("stage"))).observe(event["ms"] / 1000)
+        elif kind == "stage" and (event["stage"], event["pipeline"]) not in self._stages_seen:
+            self._stages_seen.add((event["stage"], event["pipeline"]))
+            metrics.stage.labels(event["stage"]).observe(now - self._stage_clock)
+            self._stage_clock = now
+        elif kind == "done" and event.get("dropped"):
+            metrics.refused_events.inc(event["dropped"])
         self._seen_accepted = self._seen_accepted or kind == "accepted"
         if not self._seen_result and kind in _RESULT_TYPES:
             self._seen_result = True
@@ -261,8 +270,7 @@ class RunStream:
     def _record(self, status: str) -> None:
         cached = "true" if self._cached is not None else "false"
         ms = (time.monotonic() - self._started) * 1000
-        self._svc.metrics.runs.labels(status, cached).inc()
-        self._svc.metrics.run_seconds.labels(cached).observe(ms / 1000)
+        self._svc.metrics.run_ended(status, cached == "true", ms / 1000)
         log.info(
             "run.done",
             extra=fields(
@@ -288,7 +296,9 @@ class RunStream:
         ``timeout_s`` + ``run_grace_s`` is cancelled, and dropped after
         ``cancel_grace_s``; the stream ends with one ``done`` in every case."""
         s = self._svc.settings
-        queue: asyncio.Queue[dict[str, Any] | BaseException | None] = asyncio.Queue()
+        # One event at a time: a consumer that stops reading stops the pool's stream
+        # (and so the worker's pipe), never grows this queue.
+        queue: asyncio.Queue[dict[str, Any] | BaseException | None] = asyncio.Queue(1)
 
         async def pump() -> None:
             try:
@@ -339,8 +349,14 @@ class RunStream:
                     log_internal("pool.events", item)
                     yield self._done("error", f"the worker pool failed: {type(item).__name__}")
                     return
-                if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+                try:
+                    # Every reader validates: a pool's events are typed and bounded
+                    # here too (a remote worker's, a pool of another module's).
+                    item = validate_event(item)
+                except BadEvent:
+                    self._svc.metrics.refused_events.inc()
                     continue
+                item.pop("cached", None)  # the server's word, never a pool's
                 if only is not None and item["type"] not in only:
                     continue
                 if item["type"] == "done" and forced is not None:

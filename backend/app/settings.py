@@ -305,6 +305,13 @@ class Settings(BaseSettings):
         gt=0,
         description="The longest a WebSocket connection may stay open (1001).",
     )
+    client_stall_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A client (WebSocket or NDJSON stream) that takes none of a run's "
+        "events for this long is disconnected and its run cancelled; until then its run "
+        "waits for it (the server never buffers more than an event or two for it).",
+    )
 
     # --- result cache --------------------------------------------------------------
     cache_enabled: bool = Field(
@@ -324,6 +331,23 @@ class Settings(BaseSettings):
     )
     cache_max_entry_bytes: int = Field(
         default=4 * 1024 * 1024, ge=0, description="Results larger than this are not cached."
+    )
+
+    # --- metrics -------------------------------------------------------------------
+    metrics_public: bool = Field(
+        default=True,
+        description="Serve `GET /metrics` on the public port. A public deployment turns "
+        "this off and sets `metrics_port` for its scraper.",
+    )
+    metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Also serve `GET /metrics` (and nothing else) on this port of "
+        "`metrics_host`, for a scraper on a private network.",
+    )
+    metrics_host: str = Field(
+        default="127.0.0.1", description="Address the `metrics_port` listener binds to."
     )
 
     # --- logs ----------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from sandbox.protocol import EVENT_FIELDS, MAX_CODE_BYTES, PROTOCOL_VERSION, RunRequest
+from sandbox.protocol import MAX_CODE_BYTES, PROTOCOL_VERSION, AnyEvent, RunRequest
 
 #: pydantic error type that the error handlers answer with 413 instead of 422
 TOO_LARGE = "too_large"
@@ -97,12 +97,9 @@ class RunBody(SnippetBody):
 # --- HTTP answers --------------------------------------------------------------------
 
 
-class Event(BaseModel):
-    """One event of a run (SPEC §2); the fields depend on ``type``."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: Literal[tuple(EVENT_FIELDS)] = Field(description="The event's type.")  # type: ignore[valid-type]
+#: One event of a run (SPEC §2): the protocol's typed union, one model per type
+#: (sandbox/protocol.py; its JSON Schema is docs/events.schema.json).
+Event = AnyEvent
 
 
 class RunResult(BaseModel):

@@ -1,82 +1,23 @@
 // The wire: SPEC §3's WebSocket envelope and §2's events, validated with zod.
-// Schemas are loose where the server may add fields (the contract may grow) and
-// strict about what the page reads. Unknown event types are skipped, not errors.
+// The events' schemas are generated from the server's own models
+// (generated/events.ts, made by scripts/gen_event_types.py from
+// docs/events.schema.json; CI fails when they drift): typed and bounded as the
+// server checks them, undeclared fields dropped. Unknown event types are skipped,
+// not errors; the envelope is loose where the server may add fields.
 import * as z from "zod/mini";
+import { DOC_URL_PREFIXES, Events, Leaf, SourceLine, TimingRow } from "./generated/events";
 
-const num = z.nullish(z.number());
+export { Events };
 const int = z.nullish(z.int());
+const num = z.nullish(z.number());
 const text = z.nullish(z.string());
 
-const base = { pipeline: z.optional(z.string()) };
+export const SourceMap = z.array(SourceLine);
 
-export const SourceMap = z.array(
-  z.looseObject({ out_line: z.int(), line: z.int(), eqn: int }),
-);
-
-const Leaf = z.looseObject({
-  path: z.string(),
-  shape: z.array(z.int()),
-  dtype: z.string(),
-  sha256: text,
-  summary: z.nullish(
-    z.looseObject({ min: num, max: num, mean: num, nan_count: int, inf_count: int }),
-  ),
-  data: z.nullish(z.array(z.unknown())),
-});
-
-const TimingRow = z.looseObject({
-  label: z.string(),
-  pipeline: text,
-  compile_ms: num,
-  runs: int,
-  median_ms: num,
-  min_ms: num,
-  iqr_ms: num,
-});
-
-export const Events = {
-  accepted: z.looseObject({
-    type: z.literal("accepted"),
-    ...base,
-    run_id: text,
-    worker: z.nullish(
-      z.looseObject({
-        backend: text,
-        platform: text,
-        device_kind: text,
-        devices: int,
-        jax_version: text,
-      }),
-    ),
-  }),
-  stdout: z.looseObject({ type: z.literal("stdout"), ...base, text: z.string(), stage: text }),
-  stderr: z.looseObject({ type: z.literal("stderr"), ...base, text: z.string(), stage: text }),
-  stage: z.looseObject({ type: z.literal("stage"), ...base, stage: z.string(), ms: num }),
-  jaxpr: z.looseObject({ type: z.literal("jaxpr"), ...base, text: z.string(), sources: z.optional(SourceMap) }),
-  stablehlo: z.looseObject({ type: z.literal("stablehlo"), ...base, text: z.string(), sources: z.optional(SourceMap) }),
-  hlo: z.looseObject({ type: z.literal("hlo"), ...base, text: z.string(), sources: z.optional(SourceMap) }),
-  value: z.looseObject({ type: z.literal("value"), ...base, repr: z.string(), tree: z.array(Leaf) }),
-  cost: z.looseObject({
-    type: z.literal("cost"),
-    ...base,
-    flops: num,
-    transcendentals: num,
-    bytes_accessed: num,
-    memory: z.nullish(z.record(z.string(), z.nullish(z.number()))),
-  }),
-  timing: z.looseObject({ type: z.literal("timing"), ...base, rows: z.array(TimingRow) }),
-  error: z.looseObject({
-    type: z.literal("error"),
-    ...base,
-    stage: text,
-    kind: z.string(),
-    message: z.string(),
-    line: int,
-    hint: text,
-    doc_url: text,
-  }),
-  done: z.looseObject({ type: z.literal("done"), ...base, status: z.string(), ms: num, reason: text }),
-} as const;
+/** Whether a link is one the page may show: JAX's (or Python's) documentation. */
+export function isDocUrl(url: string | null | undefined): url is string {
+  return typeof url === "string" && DOC_URL_PREFIXES.some((prefix) => url.startsWith(prefix));
+}
 
 export type EventType = keyof typeof Events;
 export type RunEvent = { [K in EventType]: z.infer<(typeof Events)[K]> }[EventType];
@@ -140,7 +81,7 @@ export function parseEvent(payload: unknown): { ok: true; event: RunEvent } | { 
 
 /** The pipeline an event belongs to: "main", or a compare index "0", "1", ... */
 export function pipelineOf(event: RunEvent): string {
-  return event.pipeline ?? "main";
+  return ("pipeline" in event ? event.pipeline : undefined) ?? "main";
 }
 
 // --- snippets and backends (HTTP) -------------------------------------------------

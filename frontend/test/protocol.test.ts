@@ -2,7 +2,7 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseEvent, parseServerMessage } from "../src/protocol";
+import { isDocUrl, parseEvent, parseServerMessage } from "../src/protocol";
 
 const dir = join(import.meta.dirname, "fixtures");
 const fixtures = readdirSync(dir).filter((f) => f.endsWith(".jsonl"));
@@ -31,6 +31,39 @@ describe("events", () => {
     expect(parseEvent({ type: "brand-new", x: 1 }).ok).toBe(false);
     expect(parseEvent({ type: "jaxpr", text: 3 }).ok).toBe(false);
     expect(parseEvent(null).ok).toBe(false);
+  });
+});
+
+describe("the generated schemas hold the server's bounds", () => {
+  it("drops undeclared fields", () => {
+    const parsed = parseEvent({ type: "stdout", text: "hi", stage: "exec", evil: [1, 2], cached: true });
+    expect(parsed.ok && parsed.event).toEqual({ type: "stdout", text: "hi", stage: "exec" });
+  });
+
+  it("refuses what the server refuses", () => {
+    const error = { type: "error", stage: "exec", kind: "X", message: "m", line: null, hint: null };
+    expect(parseEvent({ ...error, doc_url: "https://docs.jax.dev/en/latest/errors.html" }).ok).toBe(true);
+    expect(parseEvent({ ...error, doc_url: "https://evil.example/docs.jax.dev/" }).ok).toBe(false);
+    expect(parseEvent({ ...error, doc_url: "javascript:alert(1)" }).ok).toBe(false);
+    expect(parseEvent({ type: "stage", stage: "invented", ms: 1 }).ok).toBe(false);
+    expect(parseEvent({ type: "stage", stage: "exec", ms: -1 }).ok).toBe(false);
+    expect(parseEvent({ type: "stdout", text: "x".repeat(16 * 1024 + 1) }).ok).toBe(false);
+    expect(parseEvent({ type: "jaxpr", text: "", sources: [], pipeline: "9" }).ok).toBe(false);
+  });
+
+  it("reads NaN and infinities by name in values", () => {
+    const leaf = { path: "", shape: [2], dtype: "float32", sha256: null, data: ["nan", "inf"] };
+    const summary = { min: "nan", max: "nan", mean: "nan", nan_count: 1, inf_count: 1 };
+    expect(parseEvent({ type: "value", repr: "", tree: [{ ...leaf, summary }] }).ok).toBe(true);
+  });
+
+  it("links only to JAX's and Python's documentation", () => {
+    expect(isDocUrl("https://docs.jax.dev/en/latest/jit.html")).toBe(true);
+    expect(isDocUrl("https://jax.readthedocs.io/en/latest/")).toBe(true);
+    expect(isDocUrl("https://docs.python.org/3/reference/grammar.html")).toBe(true);
+    expect(isDocUrl("https://docs.jax.dev.evil.example/")).toBe(false);
+    expect(isDocUrl("http://docs.jax.dev/")).toBe(false);
+    expect(isDocUrl(null)).toBe(false);
   });
 });
 

@@ -16,6 +16,8 @@ from typing import Any
 from sandbox.protocol import SNIPPET_FILENAME
 
 MAX_MESSAGE = 8 * 1024
+#: an exception class's name as the event carries it (user code names its classes)
+MAX_KIND = 200
 ERRORS_PAGE = "https://docs.jax.dev/en/latest/errors.html#jax.errors."
 GOTCHAS = "https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html"
 
@@ -221,7 +223,7 @@ def user_line(exc: BaseException) -> int | None:
 
 
 def error_event(stage: str, exc: BaseException) -> dict[str, Any]:
-    kind = type(exc).__name__
+    kind = type(exc).__name__[:MAX_KIND]
     message = str(exc)
     if isinstance(exc, SyntaxError) and exc.msg:
         message = exc.msg if exc.filename != "<args>" else f"in args: {exc.msg}"

@@ -10,9 +10,10 @@ import jax
 import numpy as np
 
 from sandbox.engine.compat import cost_analysis
+from sandbox.protocol import MAX_LABEL_CHARS, MAX_LEAF_DATA, MAX_LEAVES, MAX_VALUE_DATA
 
 #: Leaves with at most this many elements carry their values in ``data``.
-DATA_MAX_ELEMENTS = 256
+DATA_MAX_ELEMENTS = MAX_LEAF_DATA
 MAX_REPR = 64 * 1024
 
 
@@ -57,17 +58,17 @@ def summary(values: np.ndarray) -> dict[str, Any] | None:
     }
 
 
-def describe_leaf(path: Any, leaf: Any) -> dict[str, Any]:
+def describe_leaf(path: Any, leaf: Any, with_data: bool = True) -> dict[str, Any]:
     values = leaf_array(leaf)
     dtype = getattr(leaf, "dtype", values.dtype)
     described: dict[str, Any] = {
-        "path": jax.tree_util.keystr(path),
+        "path": jax.tree_util.keystr(path)[:MAX_LABEL_CHARS],
         # not values.shape: ascontiguousarray makes a 0-d array 1-d
         "shape": list(np.shape(leaf)),
         "dtype": str(dtype),
         "sha256": hashlib.sha256(values.tobytes()).hexdigest(),
         "summary": summary(values),
-        "data": _plain(values) if values.size <= DATA_MAX_ELEMENTS else None,
+        "data": _plain(values) if with_data and values.size <= DATA_MAX_ELEMENTS else None,
     }
     return described
 
@@ -82,7 +83,14 @@ def value_event(output: Any) -> dict[str, Any]:
     text = repr(output)
     if len(text) > MAX_REPR:
         text = text[:MAX_REPR] + f"\n… ({len(text) - MAX_REPR} more characters)"
-    return {"type": "value", "repr": text, "tree": [describe_leaf(p, leaf) for p, leaf in leaves]}
+    # The event's bounds (sandbox/protocol.py): the first MAX_LEAVES leaves are
+    # described (``repr`` shows the rest), and their data stops at MAX_VALUE_DATA.
+    tree, budget = [], MAX_VALUE_DATA
+    for p, leaf in leaves[:MAX_LEAVES]:
+        described = describe_leaf(p, leaf, with_data=budget >= DATA_MAX_ELEMENTS)
+        budget -= len(described["data"] or ())
+        tree.append(described)
+    return {"type": "value", "repr": text, "tree": tree}
 
 
 def cost_event(compiled: Any) -> dict[str, Any]:

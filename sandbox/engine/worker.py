@@ -20,7 +20,15 @@ from typing import Any, TypeVar
 
 from sandbox.engine.compat import set_cpu_device_count, stablehlo_with_locations
 from sandbox.engine.emitter import CapturedStream, Emitter
-from sandbox.protocol import SNIPPET_FILENAME, RunRequest, done_event
+from sandbox.protocol import (
+    MAX_LABEL_CHARS,
+    MAX_MESSAGE_CHARS,
+    MAX_SOURCES,
+    MAX_TEXT_CHARS,
+    SNIPPET_FILENAME,
+    RunRequest,
+    done_event,
+)
 
 T = TypeVar("T")
 MAX_MESSAGE_BYTES = 1024 * 1024
@@ -428,13 +436,14 @@ class Run:
                 if row.compile_ms is None:
                     # f itself may not run outside its transformation (a collective
                     # such as lax.psum needs pmap's axis name): a note, not an error.
-                    notes.append(f"{row.label} not timed: {type(error.exc).__name__}: {error.exc}")
+                    note = f"{row.label} not timed: {type(error.exc).__name__}: {error.exc}"
+                    notes.append(note[:MAX_MESSAGE_CHARS])
                 else:
                     self.fail(error)
                 continue
             measured.append(
                 {
-                    "label": row.label,
+                    "label": row.label[:MAX_LABEL_CHARS],
                     "pipeline": row.pipeline,
                     "compile_ms": row.compile_ms,
                     **stats,
@@ -456,7 +465,18 @@ class Run:
 def _text_event(
     kind: str, text: str, mapper: Callable[..., list[dict[str, int]]], *extra: Any
 ) -> dict[str, Any]:
-    return {"type": kind, "text": text, "sources": _safe_sources(mapper, *extra, text)}
+    return _ir_event(kind, text, _safe_sources(mapper, *extra, text))
+
+
+def _ir_event(kind: str, text: str, sources: list[dict[str, int]]) -> dict[str, Any]:
+    """An IR text within the event's bound: past MAX_TEXT_CHARS it is cut at a line's
+    end and says so (the source map keeps the lines shown)."""
+    if len(text) > MAX_TEXT_CHARS:
+        cut = text.rfind("\n", 0, MAX_TEXT_CHARS - 200) + 1
+        shown = text[:cut].count("\n")
+        text = text[:cut] + f"… ({len(text) - cut} more characters not shown)\n"
+        sources = [s for s in sources if s["out_line"] <= shown]
+    return {"type": kind, "text": text, "sources": sources}
 
 
 def _stablehlo_event(lowered: Any) -> dict[str, Any]:
@@ -467,13 +487,13 @@ def _stablehlo_event(lowered: Any) -> dict[str, Any]:
     def mapper(plain: str) -> list[dict[str, int]]:
         return mlir_sources(plain, stablehlo_with_locations(lowered))
 
-    return {"type": "stablehlo", "text": text, "sources": _safe_sources(mapper, text)}
+    return _ir_event("stablehlo", text, _safe_sources(mapper, text))
 
 
 def _safe_sources(mapper: Callable[..., list[dict[str, int]]], *args: Any) -> list[dict[str, int]]:
     # A mapping that fails is left empty: the text itself is still exact.
     try:
-        return mapper(*args)
+        return mapper(*args)[:MAX_SOURCES]
     except Exception as exc:
         print(f"jaxplay: source mapping failed: {type(exc).__name__}: {exc}", file=sys.__stderr__)
         return []

@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 #: ``str`` where redis-py's annotations say ``bytes | str``.
 RedisClient = Any
 
+#: Events read from a run's stream at once (the reader holds them until it yields them).
+READ_EVENTS = 16
 #: Margin past ``queue_timeout_s`` before the handle gives up on an untaken run (the
 #: worker side rejects it at ``queue_timeout_s`` on Redis's own clock).
 TAKE_MARGIN_S = 2.0
@@ -400,7 +402,8 @@ class RedisRun:
                     elif verdict == "requeued":
                         taken_at, take_by = None, now + p.queue_timeout_s + TAKE_MARGIN_S
                 try:
-                    reply = await p.redis.xread({stream: last}, count=256, block=250)
+                    # a few at a time: each may be a large event, and the reader may be slow
+                    reply = await p.redis.xread({stream: last}, count=READ_EVENTS, block=250)
                     backoff = 0.2
                 except RedisError as exc:
                     still_wanted()

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.protocol import PROTOCOL_VERSION, RunRequest
+from sandbox.protocol import PROTOCOL_VERSION, BadEvent, RunRequest, parse_event_line
 
 #: The consumer group every worker of a backend joins.
 GROUP = "workers"
@@ -117,12 +117,16 @@ def entry_ms(entry_id: str) -> int:
 
 def encode_event(event: dict[str, Any]) -> dict[str, str]:
     # as the local pools hand events on: whatever the supervisor accepted passes
-    return {"e": json.dumps(event, separators=(",", ":"))}
+    return {"e": json.dumps(event, separators=(",", ":"), allow_nan=False)}
 
 
 def decode_event(fields: dict[str, str]) -> dict[str, Any] | None:
-    try:
-        event = json.loads(fields["e"])
-    except (KeyError, ValueError):
+    """An event from a run's stream, read as every reader reads one: bounded, typed
+    (``parse_event_line``); None for an entry that is not one."""
+    raw = fields.get("e")
+    if not isinstance(raw, str):
         return None
-    return event if isinstance(event, dict) and isinstance(event.get("type"), str) else None
+    try:
+        return parse_event_line(raw.encode("utf-8", "surrogatepass"))
+    except BadEvent:
+        return None

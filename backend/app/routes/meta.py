@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from backend.app.errors import ApiError
 from backend.app.services import Services, ServicesDep
 from backend.app.wire import BackendsAnswer, Health, VersionInfo, WorkerInfo
 
@@ -131,5 +132,7 @@ async def healthz(services: ServicesDep) -> Health:
     },
 )
 async def metrics(services: ServicesDep) -> Response:
-    """Prometheus metrics."""
+    """Prometheus metrics (unless `JAXPLAY_METRICS_PUBLIC` is off: then a 404)."""
+    if not services.settings.metrics_public:
+        raise ApiError(404, "not_found", "metrics are not served on this port")
     return Response(services.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -5,19 +5,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
+from backend.app.logs import fields, get_logger
 from backend.app.runs import RunStream
 from backend.app.services import ServicesDep
 from backend.app.tenancy import caller_for
 from backend.app.wire import ERROR_RESPONSES, RunBody, RunResult
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])
+log = get_logger("runs")
 
 NDJSON = "application/x-ndjson"
 
@@ -37,13 +39,21 @@ def _dumps(event: dict[str, Any]) -> str:
     return json.dumps(event, separators=(",", ":"), ensure_ascii=False)
 
 
-class _RunStreamResponse(StreamingResponse):
-    """Streams a run; gives the run's place back even if the client left first."""
+class _ClientStalled(Exception):
+    """The client took nothing for ``client_stall_timeout_s``."""
 
-    def __init__(self, stream: RunStream) -> None:
+
+class _RunStreamResponse(StreamingResponse):
+    """Streams a run; gives the run's place back even if the client left first. A
+    client that stops reading holds up its own run (the server buffers no more than
+    the line being sent) and is dropped after ``stall_s``."""
+
+    def __init__(self, stream: RunStream, stall_s: float) -> None:
         self._stream = stream
+        self._stall_s = stall_s
+        self._body = self._lines()
         super().__init__(
-            self._lines(),
+            self._body,
             media_type=NDJSON,
             headers={
                 "Cache-Control": "no-store",
@@ -52,15 +62,25 @@ class _RunStreamResponse(StreamingResponse):
             },
         )
 
-    async def _lines(self) -> AsyncIterator[str]:
+    async def _lines(self) -> AsyncGenerator[str, None]:
         async with contextlib.aclosing(self._stream.events()) as events:
             async for event in events:
                 yield _dumps(event) + "\n"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_or_stall(message: Message) -> None:
+            try:
+                async with asyncio.timeout(self._stall_s):
+                    await send(message)
+            except TimeoutError:
+                raise _ClientStalled from None
+
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, send_or_stall)
+        except _ClientStalled:
+            log.info("http.stalled", extra=fields(run_id=self._stream.run_id))
         finally:
+            await self._body.aclose()  # ends the run's stream, so the pool sees it end
             await self._stream.close()
 
 
@@ -93,7 +113,7 @@ async def create_run(
     caller = caller_for(request, services.known_tokens, services.sessions)
     stream = await services.runs.start(body.to_request(), caller, use_cache=body.cache and cache)
     if NDJSON in request.headers.get("accept", ""):
-        return _RunStreamResponse(stream)
+        return _RunStreamResponse(stream, services.settings.client_stall_timeout_s)
     events = await _collect(stream, request)
     return JSONResponse(
         {"events": events}, headers={"Cache-Control": "no-store", "X-Run-Id": stream.run_id}

@@ -38,11 +38,9 @@ from backend.app.wire import (
     ClientHello,
     ClientRun,
     ErrorPayload,
-    Event,
     HelloPayload,
     RunBody,
     ServerError,
-    ServerEvent,
     ServerHello,
 )
 from sandbox.protocol import MAX_CODE_BYTES, done_event
@@ -63,12 +61,11 @@ class _Run:
         return self.task is None or self.task.done()
 
 
-def _event_message(seq: int, event: dict[str, Any]) -> ServerEvent | None:
-    try:
-        return ServerEvent(seq=seq, payload=Event.model_validate(event))
-    except ValidationError:
-        log.warning("ws.bad_event", extra=fields(type=str(event.get("type"))[:40]))
-        return None
+def _event_message(seq: int, event: dict[str, Any]) -> str:
+    """The envelope of an event the run service validated already (RunStream)."""
+    return json.dumps(
+        {"type": "event", "seq": seq, "payload": event}, separators=(",", ":"), ensure_ascii=False
+    )
 
 
 class _Closed(Exception):
@@ -87,13 +84,22 @@ class Connection:
         self._closed = False
 
     # --- sending ---------------------------------------------------------------------
-    async def send(self, message: BaseModel) -> None:
-        text = message.model_dump_json(exclude_none=True)
+    async def send(self, message: BaseModel | str) -> None:
+        """Send one message; a client that takes none of it for
+        ``client_stall_timeout_s`` is dropped (the server holds no more than this one
+        message and the socket's buffer for it: its run waits meanwhile)."""
+        text = message if isinstance(message, str) else message.model_dump_json(exclude_none=True)
         async with self._send_lock:
             if self._closed:
                 raise _Closed
             try:
-                await self.ws.send_text(text)
+                async with asyncio.timeout(self.s.settings.client_stall_timeout_s):
+                    await self.ws.send_text(text)
+            except TimeoutError:
+                self._closed = True
+                log.info("ws.stalled", extra=fields(conn=self.id))
+                self.run_ended.set()  # wake the loop: it ends the connection
+                raise _Closed from None
             except Exception as exc:  # the client went away mid-send
                 self._closed = True
                 raise _Closed from exc
@@ -176,6 +182,8 @@ class Connection:
                     {receive, ended}, timeout=deadline - now, return_when=asyncio.FIRST_COMPLETED
                 )
                 ended.cancel()
+                if self._closed:  # a send found the client gone or stalled
+                    return
                 if self.run_ended.is_set():
                     last_activity = max(last_activity, time.monotonic())
                 if not receive.done():
@@ -286,14 +294,13 @@ class Connection:
                 done = done_event(
                     "cancelled", (time.monotonic() - started) * 1000, "cancelled before it started"
                 )
-                await self.send(ServerEvent(seq=seq, payload=Event.model_validate(done)))
+                await self.send(_event_message(seq, done))
             return
         run.stream = stream
         try:
             async with contextlib.aclosing(stream.events()) as events:
                 async for event in events:
-                    if (envelope := _event_message(seq, event)) is not None:
-                        await self.send(envelope)
+                    await self.send(_event_message(seq, event))
         except _Closed:
             pass
         finally:

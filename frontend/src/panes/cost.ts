@@ -12,14 +12,23 @@ interface Metric {
   fmt: (n: number | null | undefined) => string;
 }
 
+/** A figure as a number: XLA's NaN or infinity (sent as "nan", "inf") is no figure. */
+function finite(v: number | string | null | undefined): number | null {
+  return typeof v === "number" ? v : null;
+}
+
 const METRICS: Metric[] = [
-  { label: "FLOPs", help: "floating-point operations", get: (c) => c.flops, fmt: fmtCount },
-  { label: "transcendentals", help: "exp, log, sin, tanh, …", get: (c) => c.transcendentals, fmt: fmtCount },
-  { label: "bytes accessed", help: "memory traffic", get: (c) => c.bytes_accessed, fmt: fmtBytes },
+  { label: "FLOPs", help: "floating-point operations", get: (c) => finite(c.flops), fmt: fmtCount },
+  { label: "transcendentals", help: "exp, log, sin, tanh, …", get: (c) => finite(c.transcendentals), fmt: fmtCount },
+  { label: "bytes accessed", help: "memory traffic", get: (c) => finite(c.bytes_accessed), fmt: fmtBytes },
   {
     label: "FLOPs per byte",
     help: "arithmetic intensity",
-    get: (c) => (c.flops != null && c.bytes_accessed ? c.flops / c.bytes_accessed : null),
+    get: (c) => {
+      const flops = finite(c.flops);
+      const bytes = finite(c.bytes_accessed);
+      return flops != null && bytes ? flops / bytes : null;
+    },
     fmt: (n) => (n == null ? "—" : n.toFixed(2)),
   },
 ];

@@ -1,7 +1,7 @@
 // Errors: the kind, the line (a button that jumps there), the hint, JAX's page for
 // it, and the full message. Also the server's own refusals (422, 429, 503).
 import { clear, docLink, h, withCode } from "../dom";
-import type { EventOf } from "../protocol";
+import { isDocUrl, type EventOf } from "../protocol";
 
 export class ErrorsPane {
   private count = 0;
@@ -46,7 +46,9 @@ export class ErrorsPane {
             : null,
         ),
         e.hint ? h("p", { class: "error-hint" }, withCode(e.hint)) : null,
-        e.doc_url ? h("p", { class: "error-doc" }, "More: ", docLink(e.doc_url, e.doc_url)) : null,
+        // only JAX's (or Python's) documentation: the server refuses any other link,
+        // and the page does not take its word for it
+        isDocUrl(e.doc_url) ? h("p", { class: "error-doc" }, "More: ", docLink(e.doc_url, e.doc_url)) : null,
         h("details", { open: !e.hint }, h("summary", {}, "message"), h("pre", { class: "error-message" }, e.message)),
       ),
     );

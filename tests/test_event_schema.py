@@ -1,0 +1,156 @@
+"""Events typed once: the bounded parser, the run's gate, and the generated copies
+(docs/events.schema.json and the page's frontend/src/generated/events.ts) that CI
+keeps in step with sandbox/protocol.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.event_gate import EventGate, allowed_stages
+from sandbox.protocol import (
+    EVENT_FIELDS,
+    EVENT_MODELS,
+    MAX_EVENT_BYTES,
+    BadEvent,
+    RunRequest,
+    parse_event_line,
+    validate_event,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _generator() -> Any:
+    spec = importlib.util.spec_from_file_location("gen", ROOT / "scripts" / "gen_event_types.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_schema_and_page_types_are_generated_from_the_models() -> None:
+    for path, text in _generator().generated().items():
+        assert path.read_text() == text, (
+            f"{path.relative_to(ROOT)} is stale: run python scripts/gen_event_types.py"
+        )
+
+
+def test_the_schema_names_every_event_and_field() -> None:
+    schema = json.loads((ROOT / "docs" / "events.schema.json").read_text())
+    assert set(schema["discriminator"]["mapping"]) == set(EVENT_MODELS)
+    for kind, fields in EVENT_FIELDS.items():
+        props = schema["$defs"][EVENT_MODELS[kind].__name__]["properties"]
+        assert set(fields) <= set(props)
+
+
+def line(obj: Any) -> bytes:
+    return json.dumps(obj).encode()
+
+
+STAGE = {"type": "stage", "stage": "exec", "ms": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested deeper"),
+        (b"[" + b",".join([b"{}"] * 400_000) + b"]", "JSON values"),
+        (b'{"type":"stage","stage":"exec","ms":NaN}', "finite"),
+        (b'{"type":"stage","stage":"exec","ms":Infinity}', "finite"),
+        (b'{"type":"stage","stage":"exec","ms":1e999}', "finite"),
+        (b'{"type":"stdout","text":"\\ud800"}', "json_invalid"),
+        (b'{"type":"stdout","text":"\xff\xfe"}', "json_invalid"),
+        (b"x" * (MAX_EVENT_BYTES + 1), "over"),
+        (line({"type": "stage", "stage": "invented", "ms": 1}), "stage.stage"),
+        (line({"type": "surprise"}), "union_tag_invalid"),
+        (line({"type": "stdout", "text": "x" * 20_000}), "string_too_long"),
+        (line({"type": "jaxpr", "text": "", "pipeline": "7"}), "literal_error"),
+        (line({"type": "cost", "memory": {"a b c": 1}}), "cost.memory.?"),
+        (
+            line(
+                {
+                    "type": "error",
+                    "stage": "exec",
+                    "kind": "E",
+                    "message": "m",
+                    "doc_url": "https://docs.jax.dev.evil.example/",
+                }
+            ),
+            "doc_url",
+        ),
+        (
+            line(
+                {
+                    "type": "value",
+                    "repr": "",
+                    "tree": [{"path": "", "shape": [], "dtype": "f", "data": [1] * 256}] * 300,
+                }
+            ),
+            "value_error at value",
+        ),
+    ],
+)
+def test_the_parser_refuses_before_or_while_it_parses(raw: bytes, why: str) -> None:
+    started = time.perf_counter()
+    with pytest.raises(BadEvent, match=why.replace("?", r"\?")):
+        parse_event_line(raw)
+    assert time.perf_counter() - started < 2
+
+
+def test_undeclared_fields_are_dropped_and_strings_inside_do_not_count_as_structure() -> None:
+    text = "[" * 50 + "{" * 50 + '"' + "," * 1000
+    event = parse_event_line(line({"type": "stdout", "text": text, "evil": {"a": [1]}}))
+    assert event == {"type": "stdout", "pipeline": "main", "text": text, "stage": None}
+    assert validate_event(event) == event
+
+
+def _gate(**request: Any) -> EventGate:
+    return EventGate(RunRequest(code="", **request), "run1")
+
+
+WORKER = {"backend": "cpu", "platform": "cpu", "device_kind": "cpu", "devices": 1,
+          "jax_version": "1", "jaxlib_version": "1"}  # fmt: skip
+
+
+def test_the_gate_rebuilds_accepted_and_keeps_done_back() -> None:
+    gate = _gate(outputs=["jaxpr"])
+    accepted = gate.admit(
+        line({"type": "accepted", "run_id": "x", "worker": WORKER, "cached": True}), 5
+    )
+    assert accepted == {"type": "accepted", "pipeline": "main", "run_id": "run1", "worker": WORKER}
+    assert gate.admit(line({"type": "accepted", "run_id": "y", "worker": WORKER}), 5) is None
+    done = {"type": "done", "status": "ok", "ms": 1, "reason": ""}
+    assert gate.admit(line(done), 5) is None and gate.worker_done is not None
+    assert gate.admit(line(done), 5) is None
+    assert gate.admit(line(dict(done, reason="visit evil.example")), 5) is None
+    assert gate.dropped == 3 and "not the first" in gate.first_refusal
+
+
+def test_the_gate_passes_only_what_the_request_asked_for_once() -> None:
+    gate = _gate(outputs=["jaxpr"], compare=[[{"name": "jit"}]])
+    timing = {"type": "timing", "rows": [], "notes": []}
+    assert gate.admit(line(timing), 5) is None  # the request has no timing
+    assert gate.admit(line({"type": "value", "repr": "", "tree": []}), 5) is None
+    assert gate.admit(line({"type": "stage", "stage": "compile", "ms": 1}), 5) is None
+    assert gate.admit(line({"type": "stage", "stage": "trace", "ms": 1}), 5) is not None
+    assert gate.admit(line({"type": "stage", "stage": "trace", "ms": 1}), 5) is None  # twice
+    assert gate.admit(line({"type": "stage", "stage": "trace", "ms": 1, "pipeline": "0"}), 5)
+    assert gate.admit(line({"type": "stage", "stage": "exec", "ms": 1, "pipeline": "0"}), 5) is None
+    assert gate.admit(line({"type": "stage", "stage": "exec", "ms": 60_000}), 5) is None  # too long
+    assert gate.admit(line({"type": "jaxpr", "text": "", "pipeline": "1"}), 5) is None  # no such
+    assert gate.admit(line({"type": "jaxpr", "text": "a"}), 5) is not None
+    assert gate.admit(line({"type": "jaxpr", "text": "b"}), 5) is None
+    assert gate.dropped == 8
+
+
+def test_the_stages_a_request_has() -> None:
+    assert allowed_stages(RunRequest(code="", outputs=["jaxpr"])) == {"exec", "args", "trace"}
+    assert allowed_stages(RunRequest(code="", outputs=["value", "timing"])) == {
+        "exec", "args", "lower", "compile", "execute", "timing",
+    }  # fmt: skip
