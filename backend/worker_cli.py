@@ -139,6 +139,7 @@ def local_pool(settings: Any) -> Any:
 
 
 async def serve_queue(settings: Any, pool: Any) -> None:
+    from sandbox.jail.settings import JailLimits
     from sandbox.queue.worker import QueueWorker
 
     stop = asyncio.Event()
@@ -156,6 +157,8 @@ async def serve_queue(settings: Any, pool: Any) -> None:
         dead_after_s=settings.worker_dead_after_s,
         events_ttl_s=settings.events_ttl_s,
         drain_s=settings.worker_drain_s,
+        # the jail's own cap on one run's events, again where they go into Redis
+        max_event_bytes=JailLimits.from_env().event_bytes,
     )
     await worker.run(stop)
 

@@ -10,6 +10,10 @@ consumer, named by its id, in its backend's consumer group. It
   deletes the job, and lets the event stream expire;
 - renews its claim on the jobs it runs with every heartbeat (``XCLAIM ... JUSTID``),
   so that only a dead worker's jobs look idle, and polls their cancel keys;
+- caps the bytes of one run's events it writes to Redis (``max_event_bytes``: the
+  jail's own cap, JAXPLAY_EVENT_BYTES, enforced again where the events leave this
+  machine, whatever the local pool): past it the run is cancelled and ends
+  ``killed``, so no run can fill the Redis every run shares;
 - reclaims dead workers' jobs (``XAUTOCLAIM``, idle > ``dead_after_s``): a job whose
   run had started ends with ``done`` ``killed`` and a reason that says so (its output
   is half-sent, so it is not re-run); one that had not started is re-queued, up to
@@ -49,6 +53,7 @@ from sandbox.queue.keys import (
     entry_ms,
 )
 from sandbox.redact import redact_url
+from sandbox.supervisor import human_bytes
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +105,7 @@ class QueueWorker:
         max_attempts: int = 2,
         drain_s: float = 30.0,
         probe_timeout_s: float = 120.0,
+        max_event_bytes: int = 64 * 1024 * 1024,
         redis: RedisClient | None = None,
     ) -> None:
         if heartbeat_s * 2 > dead_after_s:
@@ -116,6 +122,7 @@ class QueueWorker:
         self.max_attempts = max(1, max_attempts)
         self.drain_s = drain_s
         self.probe_timeout_s = probe_timeout_s
+        self.max_event_bytes = max_event_bytes
         self.info = WorkerInfo()
         self.runs = 0
         self.reclaimed = 0
@@ -400,11 +407,21 @@ class QueueWorker:
         running.handle = handle
         self.runs += 1
         ended = False
+        written = 0
         try:
             async for event in handle.events():
                 if event.get("type") == "accepted":
                     event = {**event, "run_id": job.run_id}
                 ended = event.get("type") == "done"
+                written += len(json.dumps(event, separators=(",", ":")))
+                if not ended and written > self.max_event_bytes:
+                    running.cancelled = True
+                    with contextlib.suppress(Exception):
+                        await handle.cancel()
+                    reason = f"its events passed {human_bytes(self.max_event_bytes)}"
+                    await self._publish(job.run_id, done_event("killed", 0.0, reason), ttl)
+                    ended = True
+                    break
                 await self._publish(job.run_id, event, ttl)
                 if ended:
                     break

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -166,3 +168,16 @@ def test_the_images_install_what_the_package_offers() -> None:
         if command[:2] == ["jaxplay", "worker"]:
             for flag in (a for a in command if a.startswith("--")):
                 assert flag in help_text, flag
+
+
+def test_the_worker_apparmor_profile_parses() -> None:
+    parser = shutil.which("apparmor_parser")
+    if parser is None:
+        pytest.skip("apparmor_parser is missing (apt-get install apparmor)")
+    profile = (DOCKER / "apparmor-worker").read_text()
+    assert "profile jaxplay-worker " in profile and "\n  deny mount," not in profile
+    # -Q: compile only, no kernel needed (docker/load-apparmor.sh loads it on a host)
+    done = subprocess.run(
+        [parser, "-Q", "-K", str(DOCKER / "apparmor-worker")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr

@@ -46,18 +46,24 @@ class Cluster:
         self.pool: RedisPool | None = None
 
     async def worker(
-        self, backend: str = "cpu", capacity: int = 2, worker_id: str | None = None
+        self,
+        backend: str = "cpu",
+        capacity: int = 2,
+        worker_id: str | None = None,
+        pool: FakePool | None = None,
+        **options: Any,
     ) -> QueueWorker:
         w = QueueWorker(
             self.url,
             backend,
-            FakePool(max_concurrent=capacity),
+            pool or FakePool(max_concurrent=capacity),
             prefix=self.prefix,
             worker_id=worker_id or f"{backend}-{len(self.workers)}",
             heartbeat_s=HEARTBEAT_S,
             dead_after_s=DEAD_AFTER_S,
             events_ttl_s=30,
             drain_s=2,
+            **options,
         )
         stop = asyncio.Event()
         self.workers.append(w)
@@ -149,6 +155,38 @@ def test_runs_flow_to_two_workers(redis_server: RedisServer, prefix: str) -> Non
             # each tenant string reached the local pools as sent
             tenants = {t for w in c.workers for t in w.pool.tenants}  # type: ignore[attr-defined]
             assert {f"t{i}" for i in range(8)} <= tenants
+
+    go(main())
+
+
+def test_a_run_whose_events_pass_the_cap_ends_killed_and_redis_keeps_no_more(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    cap = 20_000
+
+    def flood(run: Any) -> list[dict[str, Any]]:
+        if "flood" not in run.request.code:
+            return [{"type": "value", "repr": "Array(1., dtype=float32)", "tree": []}]
+        return [{"type": "stdout", "text": "x" * 4000, "stage": "exec"} for _ in range(50)]
+
+    async def main() -> None:
+        c = Cluster(redis_server.url, prefix)
+        try:
+            await c.worker(pool=FakePool(script=flood), max_event_bytes=cap)
+            pool = await c.start_pool()
+            events = await collect(pool, request("# flood\n"), "t")
+            assert events[-1]["status"] == "killed", events[-1]
+            assert events[-1]["reason"] == "its events passed 20000 bytes"
+            redis = c.redis()
+            stream = c.keys.events(events[0]["run_id"])
+            stored = sum(len(f["e"]) for _, f in await redis.xrange(stream))
+            await redis.aclose()
+            assert stored <= cap, stored
+            # the cap is per run: the tenant's next run is normal
+            events = await collect(pool, request(), "t")
+            assert events[-1]["status"] == "ok", events[-1]
+        finally:
+            await c.close()
 
     go(main())
 
