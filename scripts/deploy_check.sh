@@ -133,7 +133,7 @@ cleanup() {
         for d in /sys/fs/cgroup/*/jaxplay/worker-*; do
             [ -d "$d" ] || continue
             find "$d" -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null || true
-            rmdir "$d" 2>/dev/null || true
+            rmdir "$d" "$(dirname "$d")" 2>/dev/null || true
         done
         if [ -n "$started_engine" ]; then
             kill "$started_engine" 2>/dev/null && wait "$started_engine" 2>/dev/null || true

@@ -9,6 +9,8 @@ from __future__ import annotations
 import glob
 import importlib.metadata
 import json
+import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -214,8 +216,34 @@ def test_redis_users_can_do_their_part_and_no_more(stack: Stack) -> None:
     assert "maxmemory 1gb" in config
 
 
-def _docker(*args: str) -> str:
-    import subprocess
+@pytest.mark.parametrize(
+    ("image", "backend", "plugin"),
+    [("worker-cuda", "gpu", "jax-cuda12-plugin"), ("worker-tpu", "tpu", "libtpu")],
+)
+def test_the_accelerator_images_hold_the_tested_jax_and_refuse_without_devices(
+    stack: Stack, image: str, backend: str, plugin: str
+) -> None:
+    """No GPU or TPU is here: their images are checked as far as a CPU allows."""
+    if not _docker("image", "ls", "-q", f"jaxplay-{image}").strip():
+        pytest.skip(f"jaxplay-{image} was not built (JAXPLAY_DEPLOY_IMAGES)")
+    versions = _docker(
+        "run", "--rm", "--network", "none", f"jaxplay-{image}", "python", "-c",
+        f"import importlib.metadata as m; print(m.version('jax'), m.version('{plugin}'))",
+    ).split()  # fmt: skip
+    assert versions[0] == importlib.metadata.version("jax"), versions
+    refused = subprocess.run(
+        [_DOCKER, "run", "--rm", "--network", "none", f"jaxplay-{image}",
+         "jaxplay", "worker", "--queue", "redis://127.0.0.1:1/0"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    words = {"gpu": "no NVIDIA GPU device nodes", "tpu": "TPU"}[backend]
+    assert words in refused.stderr, refused.stderr[-2000:]
 
-    done = subprocess.run(["docker", *args], capture_output=True, text=True, check=True)
+
+_DOCKER = os.environ.get("DOCKER", "docker")
+
+
+def _docker(*args: str) -> str:
+    done = subprocess.run([_DOCKER, *args], capture_output=True, text=True, check=True)
     return done.stdout
