@@ -75,6 +75,8 @@ export interface EditorHooks {
   onChange: (code: string) => void;
   onRun: () => void;
   onHover: (codeLine: number | null, from: EditorView) => void;
+  /** a click on a line number: pin that line's links (again: unpin) */
+  onPin: (codeLine: number) => void;
 }
 
 export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHooks): EditorView {
@@ -88,7 +90,11 @@ export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHook
       doc,
       extensions: [
         runKey,
-        lineNumbers(),
+        lineNumbers({
+          domEventHandlers: {
+            click: (view, line) => (hooks.onPin(view.state.doc.lineAt(line.from).number), true),
+          },
+        }),
         highlightActiveLineGutter(),
         foldGutter(),
         history(),

@@ -8,6 +8,7 @@ export const TABS = [
   { id: "jaxpr", title: "jaxpr" },
   { id: "stablehlo", title: "StableHLO" },
   { id: "hlo", title: "HLO" },
+  { id: "graph", title: "Graph" },
   { id: "value", title: "Value" },
   { id: "cost", title: "Cost" },
   { id: "timing", title: "Timing" },
@@ -70,6 +71,8 @@ export function buildLayout(root: HTMLElement) {
   const pipeB = h("div", { class: "pipeline pipeline-b", "data-testid": "pipeline-B", hidden: true });
   const progress = h("div", { class: "progress" });
   const bands = h("input", { type: "checkbox", id: "bands", checked: true });
+  // Says which code line is pinned (a click on a linked line); clicking it unpins.
+  const pinNote = h("button", { type: "button", class: "pin-note linklike", hidden: true, "data-testid": "pinned" });
   const tablist = h("div", { role: "tablist", class: "tabs", "aria-label": "Outputs" });
   const tabs = {} as Record<TabId, HTMLButtonElement>;
   const panels = {} as Record<TabId, HTMLElement>;
@@ -87,7 +90,7 @@ export function buildLayout(root: HTMLElement) {
     { class: "right", "aria-label": "Pipeline and outputs" },
     h("div", { class: "pipelines" }, pipeA, pipeB),
     progress,
-    h("div", { class: "tabs-row" }, tablist, h("label", { class: "bands-toggle", for: "bands", title: "colour bands linking code and output lines" }, bands, "bands")),
+    h("div", { class: "tabs-row" }, tablist, pinNote, h("label", { class: "bands-toggle", for: "bands", title: "colour bands linking code and output lines" }, bands, "bands")),
     panelHolder,
   );
 
@@ -101,5 +104,5 @@ export function buildLayout(root: HTMLElement) {
     h("main", { class: "layout" }, left, right),
     toast,
   );
-  return { examples, presets, backend, devices, jaxVersion, configBoxes, compareBtn, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, pipeA, pipeB, progress, bands, tabs, panels };
+  return { examples, presets, backend, devices, jaxVersion, configBoxes, compareBtn, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, pipeA, pipeB, progress, bands, pinNote, tabs, panels };
 }

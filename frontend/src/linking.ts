@@ -20,6 +20,8 @@ export function sourceMap(sources: { out_line: number; line: number }[] | null |
 }
 
 export const setHovered = StateEffect.define<number | null>();
+/** The code line pinned by a click: its lines stay marked until it is clicked again. */
+export const setPinned = StateEffect.define<number | null>();
 export const setSources = StateEffect.define<Map<number, number>>();
 export const setBandLines = StateEffect.define<Set<number>>();
 
@@ -27,18 +29,22 @@ interface Linked {
   /** output views: out line -> code line; the editor: code line -> itself */
   map: Map<number, number>;
   hovered: number | null;
+  pinned: number | null;
 }
 
 function field(kind: "output" | "editor") {
   return StateField.define<{ linked: Linked; deco: DecorationSet }>({
-    create: () => ({ linked: { map: new Map(), hovered: null }, deco: Decoration.none }),
+    create: () => ({ linked: { map: new Map(), hovered: null, pinned: null }, deco: Decoration.none }),
     update(value, tr) {
-      let { map, hovered } = value.linked;
+      let { map, hovered, pinned } = value.linked;
       let changed = tr.docChanged;
       for (const e of tr.effects) {
         if (e.is(setHovered)) {
           if (e.value !== hovered) changed = true;
           hovered = e.value;
+        } else if (e.is(setPinned)) {
+          if (e.value !== pinned) changed = true;
+          pinned = e.value;
         } else if (kind === "output" && e.is(setSources)) {
           map = e.value;
           changed = true;
@@ -48,14 +54,14 @@ function field(kind: "output" | "editor") {
         }
       }
       if (!changed) return value;
-      const linked = { map, hovered };
+      const linked = { map, hovered, pinned };
       const doc = tr.state.doc;
       const builder = new RangeSetBuilder<Decoration>();
       const lines = [...map.keys()].sort((a, b) => a - b);
       for (const n of lines) {
         if (n < 1 || n > doc.lines) continue;
         const code = map.get(n)!;
-        const cls = `cm-band cm-band-${bandOf(code)}${code === hovered ? " cm-linked" : ""}`;
+        const cls = `cm-band cm-band-${bandOf(code)}${code === hovered ? " cm-linked" : ""}${code === pinned ? " cm-pinned" : ""}`;
         const pos = doc.line(n).from;
         builder.add(pos, pos, Decoration.line({ class: cls, attributes: { "data-src-line": String(code) } }));
       }
@@ -74,7 +80,7 @@ function codeLineAt(view: EditorView, lineNumber: number, kind: "output" | "edit
   return linked.map.get(lineNumber) ?? null;
 }
 
-function handlers(kind: "output" | "editor", onHover: (codeLine: number | null, from: EditorView) => void): Extension {
+function handlers(kind: "output" | "editor", onHover: (codeLine: number | null, from: EditorView) => void, onPin?: (codeLine: number) => void): Extension {
   let last: number | null | undefined;
   const report = (line: number | null, view: EditorView): void => {
     if (line === last) return;
@@ -96,6 +102,13 @@ function handlers(kind: "output" | "editor", onHover: (codeLine: number | null, 
         report(null, view);
         return false;
       },
+      click(event, view) {
+        if (!onPin) return false;
+        const pos = view.posAtCoords({ x: event.clientX, y: event.clientY }, false);
+        const line = pos === null ? null : codeLineAt(view, view.state.doc.lineAt(pos).number, kind);
+        if (line !== null) onPin(line);
+        return false;
+      },
     }),
     // Keyboard users link by moving the cursor.
     EditorView.updateListener.of((update) => {
@@ -106,8 +119,8 @@ function handlers(kind: "output" | "editor", onHover: (codeLine: number | null, 
   ];
 }
 
-export function outputLinking(onHover: (codeLine: number | null, from: EditorView) => void): Extension {
-  return [outputField, handlers("output", onHover)];
+export function outputLinking(onHover: (codeLine: number | null, from: EditorView) => void, onPin?: (codeLine: number) => void): Extension {
+  return [outputField, handlers("output", onHover, onPin)];
 }
 
 export function editorLinking(onHover: (codeLine: number | null, from: EditorView) => void): Extension {
@@ -123,8 +136,8 @@ export function firstLinkedLine(view: EditorView, codeLine: number): number | nu
 }
 
 /** Shows `codeLine` as hovered in `view` and scrolls it into view if asked. */
-export function showHovered(view: EditorView, codeLine: number | null, scrollTo: number | null): void {
-  const effects: StateEffect<unknown>[] = [setHovered.of(codeLine)];
+export function showHovered(view: EditorView, codeLine: number | null, scrollTo: number | null, pinned: number | null = null): void {
+  const effects: StateEffect<unknown>[] = [setHovered.of(codeLine), setPinned.of(pinned)];
   if (scrollTo !== null && scrollTo >= 1 && scrollTo <= view.state.doc.lines) {
     effects.push(EditorView.scrollIntoView(view.state.doc.line(scrollTo).from, { y: "nearest" }));
   }

@@ -12,6 +12,7 @@ import { firstLinkedLine, setBandLines, showHovered } from "./linking";
 import { ConsolePane } from "./panes/console";
 import { CostPane } from "./panes/cost";
 import { ErrorsPane } from "./panes/errors";
+import { GraphPane } from "./panes/graph";
 import { IrPane } from "./panes/ir";
 import { Progress } from "./panes/progress";
 import { TimingPane } from "./panes/timing";
@@ -46,16 +47,36 @@ function activeIr(): IrPane | null {
   return (IR_TYPES as readonly string[]).includes(activeTab) ? irPanes[activeTab as IrType] : null;
 }
 
-function hover(codeLine: number | null, from: EditorView): void {
+// Click to pin: a click on a linked line (code line number, output line, graph node)
+// keeps its links shown while the pointer is elsewhere, until it is clicked again.
+let pinned: number | null = null;
+let hovered: number | null = null;
+
+function hover(codeLine: number | null, from: EditorView | null): void {
+  hovered = codeLine;
   const fromEditor = from === editor;
-  showHovered(editor, codeLine, !fromEditor && codeLine !== null ? codeLine : null);
+  const shown = codeLine ?? pinned;
+  showHovered(editor, shown, !fromEditor && codeLine !== null ? codeLine : null, pinned);
   for (const view of activeIr()?.views() ?? []) {
-    showHovered(view, codeLine, fromEditor && codeLine !== null ? firstLinkedLine(view, codeLine) : null);
+    showHovered(view, shown, fromEditor && codeLine !== null ? firstLinkedLine(view, codeLine) : null, pinned);
   }
+  graphPane.setLinked(shown, pinned);
 }
 
+function pin(codeLine: number): void {
+  pinned = pinned === codeLine ? null : codeLine;
+  ui.pinNote.hidden = pinned === null;
+  ui.pinNote.textContent = pinned === null ? "" : `📌 line ${pinned} pinned (click to unpin)`;
+  if (pinned === null) delete document.body.dataset.pinned;
+  else document.body.dataset.pinned = String(pinned);
+  hover(hovered, null);
+}
+ui.pinNote.addEventListener("click", () => pinned !== null && pin(pinned));
+
 function refreshBands(): void {
-  editor.dispatch({ effects: setBandLines.of(activeIr()?.codeLines() ?? new Set()) });
+  // the Graph tab bands the code lines of the text it draws
+  const pane = activeTab === "graph" ? irPanes[graphPane.source] : activeIr();
+  editor.dispatch({ effects: setBandLines.of(pane?.codeLines() ?? new Set()) });
 }
 
 ui.bands.addEventListener("change", () => document.body.classList.toggle("no-bands", !ui.bands.checked));
@@ -77,6 +98,7 @@ const editor = createEditor(ui.editorHolder, state.code, {
   },
   onRun: () => void run(),
   onHover: hover,
+  onPin: pin,
 });
 
 ui.entry.addEventListener("input", () => {
@@ -228,7 +250,9 @@ function selectTab(id: TabId, focus = false): void {
   ui.tabs[id].classList.remove("fresh");
   if (focus) ui.tabs[id].focus();
   refreshBands();
+  graphPane.setVisible(id === "graph");
   for (const view of activeIr()?.views() ?? []) view.requestMeasure();
+  hover(hovered, null); // the pane now shown gets the hovered and pinned lines
 }
 for (const [i, t] of TABS.entries()) {
   const tab = ui.tabs[t.id];
@@ -264,7 +288,8 @@ function mark(tab: TabId, badge?: string): void {
 }
 
 // --- panes ------------------------------------------------------------------------------
-for (const kind of IR_TYPES) irPanes[kind] = new IrPane(kind, ui.panels[kind], hover);
+for (const kind of IR_TYPES) irPanes[kind] = new IrPane(kind, ui.panels[kind], hover, pin);
+const graphPane = new GraphPane(ui.panels.graph, (line) => hover(line, null), pin, () => refreshBands());
 const valuePane = new ValuePane(ui.panels.value);
 const costPane = new CostPane(ui.panels.cost);
 const timingPane = new TimingPane(ui.panels.timing);
@@ -331,9 +356,16 @@ function onEvent(event: RunEvent): void {
     case "stablehlo":
     case "hlo":
       irPanes[event.type].set(p, event.text, event.sources);
+      if (event.type !== "stablehlo") {
+        graphPane.set(event.type, p, event.text, event.sources);
+        mark("graph");
+      }
       mark(event.type);
       outputArrived(event.type);
-      if (activeTab === event.type) refreshBands();
+      if (activeTab === event.type || activeTab === "graph") {
+        refreshBands();
+        hover(hovered, null);
+      }
       break;
     case "value":
       valuePane.set(p, event);
@@ -410,6 +442,7 @@ async function run(): Promise<void> {
   labels = { main: describePipeline(state.steps, request.entry) };
   if (state.compare) labels["0"] = describePipeline(state.compare, request.entry);
   for (const pane of Object.values(irPanes)) pane.reset(pipelines, labels);
+  graphPane.reset(pipelines, labels);
   valuePane.reset(pipelines, labels);
   costPane.reset(pipelines, labels);
   timingPane.reset(pipelines);
@@ -493,6 +526,7 @@ ui.shareBtn.addEventListener("click", async () => {
 Object.assign(window, {
   jaxplay: {
     text: (kind: IrType, pipeline = "main") => irPanes[kind]?.text(pipeline) ?? null,
+    graphNodes: () => graphPane.nodeCount(),
     code: () => editor.state.doc.toString(),
   },
 });

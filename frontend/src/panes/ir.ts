@@ -9,6 +9,7 @@ import { highlighting } from "../highlight";
 import { clear, h } from "../dom";
 import { outputLinking, setSources, sourceMap } from "../linking";
 import { hloLanguage, jaxprLanguage, mlirLanguage } from "../modes";
+import { opDocsTooltip } from "../opdocs";
 import type { IrType, Sources } from "../protocol";
 
 const LANGUAGES: Record<IrType, Language> = { jaxpr: jaxprLanguage, stablehlo: mlirLanguage, hlo: hloLanguage };
@@ -35,6 +36,7 @@ export class IrPane {
     readonly kind: IrType,
     readonly root: HTMLElement,
     private readonly onHover: HoverFn,
+    private readonly onPin: (codeLine: number) => void,
   ) {
     this.note = h("p", { class: "pane-note", role: "status" });
     this.body = h("div", { class: "ir-body" });
@@ -90,7 +92,8 @@ export class IrPane {
       highlighting,
       highlightSelectionMatches(),
       keymap.of(searchKeymap),
-      outputLinking(this.onHover),
+      outputLinking(this.onHover, this.onPin),
+      opDocsTooltip(this.kind),
       EditorView.contentAttributes.of({ "aria-label": label, "data-testid": `out-${this.kind}` }),
     ];
   }
