@@ -13,6 +13,7 @@ import math
 import re
 import resource
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -134,6 +135,11 @@ class Metrics:
             "writing to the event pipe).",
             registry=r,
         )
+        self.render_seconds = Gauge(
+            "jaxplay_metrics_render_seconds",
+            "How long the previous /metrics page took to render.",
+            registry=r,
+        )
         self.ws_connections = Gauge(
             "jaxplay_websocket_connections", "Open WebSocket connections.", registry=r
         )
@@ -184,7 +190,10 @@ class Metrics:
         self.run_seconds.labels(label).observe(seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        started = time.perf_counter()
+        page = generate_latest(self.registry)
+        self.render_seconds.set(time.perf_counter() - started)
+        return page
 
 
 async def serve_metrics(metrics: Metrics, host: str, port: int) -> asyncio.Server:
