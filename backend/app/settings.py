@@ -48,6 +48,13 @@ class Settings(BaseSettings):
         description="The page's CSP `frame-ancestors`: who may embed it in a frame "
         "(`'none'`, `'self'`, or origins separated by spaces).",
     )
+    embed_frame_ancestors: str = Field(
+        default="'self'",
+        description="The embed view's (`/e/{id}`: a snippet and its outputs, read-only, "
+        "made for iframes in docs and tutorials) CSP `frame-ancestors`: the sites that "
+        "may frame it (`'self'`, `*`, or origins separated by spaces, like "
+        "`https://docs.example.org`).",
+    )
     trusted_proxies: list[str] = Field(
         default_factory=list,
         description='Addresses or networks (JSON list: `["10.0.0.0/8"]`) of the proxies '

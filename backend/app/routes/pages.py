@@ -1,4 +1,4 @@
-"""The page (``/``) and shared links (``/s/{id}``).
+"""The page (``/``), shared links (``/s/{id}``) and the embed view (``/e/{id}``).
 
 Each answer carries the page's Content-Security-Policy (backend/app/page.py) and,
 for a browser that has none yet (or one that no longer verifies), a fresh signed
@@ -21,12 +21,20 @@ router = APIRouter(tags=["page"])
 _HTML = {"content": {"text/html": {"schema": {"type": "string"}}}}
 
 
-def _page(request: Request, services: Services, html: str, status: int = 200) -> HTMLResponse:
+def _page(
+    request: Request,
+    services: Services,
+    html: str,
+    status: int = 200,
+    *,
+    frame_ancestors: str | None = None,
+) -> HTMLResponse:
     s = services.settings
+    ancestors = s.frame_ancestors if frame_ancestors is None else frame_ancestors
     response = HTMLResponse(
         html,
         status_code=status,
-        headers={"Content-Security-Policy": page_csp(s.frontend_dist, s.frame_ancestors)},
+        headers={"Content-Security-Policy": page_csp(s.frontend_dist, ancestors)},
     )
     sessions = services.sessions
     if sessions.verify(request.cookies.get(SESSION_COOKIE)) is None:
@@ -63,3 +71,26 @@ async def shared(snippet_id: str, request: Request, services: ServicesDep) -> HT
     if body is None:
         return _page(request, services, not_found_html(snippet_id), status=404)
     return _page(request, services, page_html(services.settings.frontend_dist, body))
+
+
+@router.get(
+    "/e/{snippet_id}",
+    response_class=HTMLResponse,
+    responses={
+        200: _HTML,
+        404: {"description": "No snippet has this id.", **_HTML},
+        429: ERROR_RESPONSES[429],
+        503: ERROR_RESPONSES[503],
+    },
+)
+async def embedded(snippet_id: str, request: Request, services: ServicesDep) -> HTMLResponse:
+    """A snippet and its outputs, read-only and compact, for an iframe in docs and
+    tutorials (the page tells the view by its path). The sites that may frame it are
+    the setting `embed_frame_ancestors`."""
+    ancestors = services.settings.embed_frame_ancestors
+    body = await load_snippet(services, client_of(request), snippet_id)
+    if body is None:
+        html = not_found_html(snippet_id)
+        return _page(request, services, html, status=404, frame_ancestors=ancestors)
+    html = page_html(services.settings.frontend_dist, body)
+    return _page(request, services, html, frame_ancestors=ancestors)
