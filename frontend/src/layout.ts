@@ -94,15 +94,16 @@ export function buildLayout(root: HTMLElement) {
     panelHolder,
   );
 
-  root.append(
-    h(
+  const topbar = h(
       "header",
       { class: "topbar" },
       h("h1", {}, h("span", { class: "logo" }, "jaxplay"), h("span", { class: "tagline" }, " what JAX makes of your function")),
       h("nav", { class: "controls", "aria-label": "Controls" }, examples, presets, h("label", { class: "inline" }, "backend ", backend), h("label", { class: "inline" }, "devices ", devices), h("label", { class: "inline" }, "jax ", jaxVersion), config, compareBtn, themeBtn, shareBtn, cancelBtn, runBtn),
-    ),
+  );
+  root.append(
+    topbar,
     h("main", { class: "layout" }, left, right),
     toast,
   );
-  return { examples, presets, backend, devices, jaxVersion, configBoxes, compareBtn, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, pipeA, pipeB, progress, bands, pinNote, tabs, panels };
+  return { topbar, examples, presets, backend, devices, jaxVersion, configBoxes, compareBtn, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, pipeA, pipeB, progress, bands, pinNote, tabs, panels };
 }

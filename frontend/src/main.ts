@@ -3,6 +3,7 @@
 import "./style.css";
 import type { EditorView } from "@codemirror/view";
 import { ArgsFollower } from "./args";
+import { becomeEmbed, embedIdFromPath } from "./embed";
 import { Connection, wsUrl } from "./connection";
 import { h } from "./dom";
 import { createEditor, revealLine, setCode, setErrorMark } from "./editor";
@@ -24,6 +25,7 @@ import { describePipeline, type StepProblem } from "./transforms";
 import { describeSignature, isArgCountError } from "./signature";
 
 const ui = buildLayout(document.getElementById("app")!);
+const embedId = embedIdFromPath(location.pathname);
 let state: PlayState = structuredClone(DEFAULT_STATE);
 
 // --- theme -------------------------------------------------------------------------
@@ -85,6 +87,7 @@ ui.bands.addEventListener("change", () => document.body.classList.toggle("no-ban
 let saveTimer = 0;
 function changed(): void {
   window.clearTimeout(saveTimer);
+  if (embedId !== null) return; // the embed view never touches the reader's own autosave
   saveTimer = window.setTimeout(() => saveAutosave(state), 300);
 }
 
@@ -534,7 +537,7 @@ Object.assign(window, {
 // --- start ---------------------------------------------------------------------------------
 async function start(): Promise<void> {
   let snippet = embeddedSnippet(document);
-  const id = snippetIdFromPath(location.pathname);
+  const id = snippetIdFromPath(location.pathname) ?? embedId;
   if (!snippet && id) {
     try {
       const r = await fetch(`/api/v1/snippets/${encodeURIComponent(id)}`);
@@ -545,6 +548,7 @@ async function start(): Promise<void> {
   }
   if (snippet) {
     show(fromRequest(snippet, DEFAULT_STATE));
+    if (embedId !== null) becomeEmbed(embedId, ui, editor, () => describePipeline(state.steps, state.entry || "f"));
     void loadBackends();
     void run(); // a shared link shows its results at once (from the cache when it has them)
     return;

@@ -33,10 +33,10 @@ def test_newcomer_sees_the_jaxpr_on_the_first_ctrl_enter(page: Any) -> None:
 
 def test_the_args_follow_while_typing(page: Any) -> None:
     set_code(page, "def f(x, y, n=3):\n    return jnp.sum(x * y) * n\n")
-    page.wait_for_function("document.querySelector('#args').value.endsWith(', 3)')")
+    page.wait_for_function("() => document.querySelector('#args').value.endsWith(', 3)')")
     assert page.input_value("#args") == "(jnp.array(1.0), jnp.array(1.0), 3)"
     set_code(page, 'def f(x: Float[Array, "2 4"]):\n    return x\n')
-    page.wait_for_function("document.querySelector('#args').value.includes('(2, 4)')")
+    page.wait_for_function("() => document.querySelector('#args').value.includes('(2, 4)')")
     assert page.input_value("#args") == "(jnp.ones((2, 4)),)"
 
 
@@ -103,3 +103,41 @@ def test_a_dotted_entry_runs_a_library_function(page: Any) -> None:
     assert wait_done(page) == "ok", page.inner_text("#panel-errors")
     page.click("#tab-value")
     assert "0.5" in page.inner_text("#panel-value")
+
+
+def test_the_embed_view_sits_in_an_iframe_read_only_with_its_outputs(
+    page: Any, server: Any
+) -> None:
+    import httpx
+
+    code = "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.sin(x) ** 2)\n"
+    request = {"code": code, "args": "jnp.arange(3.0)", "transforms": [{"name": "grad"}]}
+    sid = httpx.post(server.url + "/api/v1/snippets", json=request).json()["id"]
+    # a tutorial page on this site (frame-ancestors 'self' by default) frames the view
+    host = f"{server.url}/tutorial.html"
+    page.route(
+        host,
+        lambda route: route.fulfill(
+            content_type="text/html",
+            body=f'<!doctype html><h1>A tutorial</h1><iframe src="/e/{sid}" width="860" '
+            'height="560" title="jaxplay"></iframe>',
+        ),
+    )
+    page.goto(host)
+    frame = page.frame_locator("iframe")
+    frame.locator(".run-status[data-status=ok]").wait_for(timeout=60_000)
+    assert frame.locator("body.embed").count() == 1
+    assert frame.locator("[data-testid=embed-pipeline]").inner_text() == "grad(f)"
+    link = frame.locator("[data-testid=open-in-jaxplay]")
+    assert link.get_attribute("href") == f"/s/{sid}" and link.get_attribute("target") == "_blank"
+    assert frame.locator("#run").is_hidden() and frame.locator(".pipelines").is_hidden()
+    assert "cos" in frame.locator("[data-testid=out-jaxpr]").inner_text()
+    # read-only: typing changes nothing
+    frame.locator("[data-testid=code]").click()
+    page.keyboard.type("x = 1\n")
+    inner = page.frames[1]
+    assert inner.evaluate("window.jaxplay.code()") == code
+    assert frame.locator("#args").get_attribute("readonly") is not None
+    # the reader's own autosave is left alone
+    saved = inner.evaluate("localStorage.getItem('jaxplay:state:v1')") or ""
+    assert "jnp.sin(x) ** 2" not in saved
