@@ -123,3 +123,10 @@ def not_found_html(snippet_id: str) -> str:
         "<!doctype html><meta charset=utf-8><title>jaxplay: no such snippet</title>"
         f'<p>No snippet <code>{html.escape(snippet_id)}</code>. <a href="/">Start a new one</a>.</p>'
     )
+
+
+def busy_html(message: str) -> str:
+    return (
+        "<!doctype html><meta charset=utf-8><title>jaxplay: slow down</title>"
+        f'<p>{html.escape(message)}. <a href="/">Start a new snippet</a>.</p>'
+    )
