@@ -368,18 +368,23 @@ def grant_jail_access(env: Environment, user: str) -> list[str]:
     /root is mode 700); nothing else. Returns the directories granted."""
     if os.geteuid() != 0 or shutil.which("setfacl") is None:
         return []
-    try:
-        import pwd
+    import grp
+    import pwd
 
-        entry = pwd.getpwnam(user)
+    try:
+        gid = grp.getgrnam(user).gr_gid  # the group every jail uid is in (setup.sh)
     except KeyError:
         return []
+    try:
+        uid = pwd.getpwnam(user).pw_uid
+    except KeyError:  # only per-slot users exist: test as nobody in that group
+        uid = 65534
     granted: list[str] = []
     for target in (env.base_prefix, env.prefix):
         path = Path("/")
         for part in Path(target).parts[1:]:
             path = path / part
-            if not _jail_user_can(entry.pw_uid, entry.pw_gid, "-x", path):
+            if not _jail_user_can(uid, gid, "-x", path):
                 subprocess.run(["setfacl", "-m", f"g:{user}:x", str(path)], check=True)
                 granted.append(str(path))
     return granted
