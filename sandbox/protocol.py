@@ -291,12 +291,16 @@ class WorkerIdentity(_Event):
 
 class AcceptedEvent(_PipelineEvent):
     """A worker took the run. Made by jaxplay before user code runs; the server
-    adds ``cached`` when the result cache answered."""
+    adds ``cached``, ``cached_at`` and ``age_s`` when the result cache answered."""
 
     type: Literal["accepted"]
     run_id: Annotated[str, Field(pattern=_RUN_ID)]
     worker: WorkerIdentity
     cached: Literal[True] | None = None
+    cached_at: Annotated[str, Field(max_length=32, pattern=r"^[0-9T:+Z-]+$")] | None = Field(
+        None, description="When the cached answer was made (ISO 8601, UTC)."
+    )
+    age_s: Ms | None = Field(None, description="How old the cached answer is, in seconds.")
 
 
 class StdoutEvent(_PipelineEvent):
@@ -528,7 +532,7 @@ def validate_event(event: Any) -> dict[str, Any]:
 
 
 #: fields left out of an event unless set, rather than sent as null
-_ABSENT_UNLESS_SET = ("cached", "dropped")
+_ABSENT_UNLESS_SET = ("cached", "cached_at", "age_s", "dropped")
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:

@@ -14,19 +14,22 @@ from importlib.metadata import version as package_version
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from backend.app.admission import Admission
 from backend.app.cache import ResultCache, engine_fingerprint
 from backend.app.errors import install_error_handlers
-from backend.app.logs import fields, get_logger
+from backend.app.logs import fields, get_logger, redact_url
 from backend.app.metrics import Metrics, serve_metrics
-from backend.app.middleware import AccessLog, BodyLimit
+from backend.app.middleware import AccessLog, BodyLimit, SecurityHeaders
 from backend.app.pools import make_pool
 from backend.app.routes import across, meta, pages, runs, snippets, watch, ws
+from backend.app.routes.docs import mount_docs
 from backend.app.runs import Caller, RunService
 from backend.app.services import Services
 from backend.app.settings import Settings
 from backend.app.storage import Storage, open_storage
+from backend.app.tenancy import Sessions
 from sandbox.pool.base import Pool
 from sandbox.protocol import PROTOCOL_VERSION, RunRequest
 
@@ -77,7 +80,12 @@ def create_app(
             probe = asyncio.create_task(_probe(services))
         log.info(
             "server.start",
-            extra=fields(version=version, pool=services.pool_name, database=settings.database_url),
+            extra=fields(
+                version=version,
+                pool=services.pool_name,
+                database=redact_url(settings.database_url),
+                queue=redact_url(settings.queue_url),
+            ),
         )
         try:
             yield
@@ -99,10 +107,11 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         openapi_url="/openapi.json",
-        docs_url="/docs",
+        docs_url=None,  # served by mount_docs, from the server's own files
         redoc_url=None,
     )
     install_error_handlers(app)
+    mount_docs(app, settings.frame_ancestors)
     for router in (
         runs.router,
         across.router,
@@ -125,7 +134,12 @@ def create_app(
             allow_methods=["GET", "POST"],
             allow_headers=["Content-Type", "Accept", "Authorization", "X-API-Token"],
         )
+    app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors)
     app.add_middleware(AccessLog, metrics=metrics)
+    if settings.trusted_proxies:
+        # Outermost: everything after it (logs, tenants, rate limits) sees the client the
+        # trusted proxy forwarded; a peer that is not one of them is taken as it is.
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     return app
 
 
@@ -153,6 +167,7 @@ async def _start_services(
         store,
         enabled=settings.cache_enabled,
         max_entries=settings.cache_max_entries,
+        max_bytes=settings.cache_max_bytes,
         max_entry_bytes=settings.cache_max_entry_bytes,
         worker_ttl_s=settings.cache_worker_ttl_s,
         context={
@@ -173,6 +188,7 @@ async def _start_services(
         admission=admission,
         cache=cache,
         runs=RunService(settings, pool, admission, cache, metrics),
+        sessions=Sessions(settings),
         known_tokens=frozenset(settings.api_tokens),
     )
 

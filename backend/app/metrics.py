@@ -86,13 +86,13 @@ class Metrics:
         )
         self.rejected = Counter(
             "jaxplay_rejected_runs",
-            "Runs refused before they started, by reason.",
+            "Runs (and WebSockets, snippets, lookups) refused, by reason.",
             ["reason"],
             registry=r,
         )
         self.cache = Counter(
             "jaxplay_cache_lookups",
-            "Result cache lookups: hit, miss, bypass, uncacheable.",
+            "Result cache lookups: hit, miss, joined, bypass, unstable.",
             ["result"],
             registry=r,
         )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.app.admission import Admission, Ticket
-from backend.app.cache import ResultCache
+from backend.app.cache import Hit, ResultCache
 from backend.app.errors import ApiError, log_internal
 from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
@@ -35,11 +35,15 @@ _TIMING_RUN_TYPES = frozenset({"stage", "timing", "error", "done"})
 
 @dataclass(frozen=True)
 class Caller:
-    """Who asks: ``tenant`` owns pool workers, ``rate_key`` pays the rate limit."""
+    """Who asks (backend/app/tenancy.py): ``tenant`` owns pool workers and is who the
+    cache counts as one source of evidence; ``rate_key`` pays the rate limit;
+    ``client`` (the address, IPv6 by /64; empty for a known API token) is held to
+    ``max_runs_per_client`` and waits its turn in the queue."""
 
     tenant: str
     rate_key: str
-    max_runs: int | None = None  # overrides max_runs_per_tenant (a WebSocket: 1)
+    client: str = ""
+    max_runs: int | None = None  # overrides max_runs_per_tenant
 
 
 class RunService:
@@ -98,41 +102,51 @@ class RunService:
         """Admit the run (or raise Overloaded) and return its stream of events."""
         request = self.prepare(request)
         self.admission.check_rate(caller.rate_key)
-        cached: list[dict[str, Any]] | None = None
+        hit: Hit | None = None
         leader_key: str | None = None
         if not use_cache or not self.cache.enabled:
             self.metrics.cache.labels("bypass").inc()
-        elif not self.cache.usable(request):
-            self.metrics.cache.labels("uncacheable").inc()
         else:
-            cached = await self.cache.lookup(request)
-            key = self.cache.key_for(request) if cached is None else None
-            if key is not None and key in self._leaders:
-                # The same request is running for someone else: wait for its answer
-                # rather than run it again (a shared link opened by many at once).
-                self.metrics.cache.labels("joined").inc()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(
-                        asyncio.shield(self._leaders[key]), self.settings.queue_timeout_s
-                    )
-                cached = await self.cache.lookup(request)
-            elif key is not None:
-                leader_key = key
-            self.metrics.cache.labels("hit" if cached is not None else "miss").inc()
-        needs_pool = cached is None or "timing" in request.outputs
-        if not needs_pool:
-            return RunStream(self, request, None, None, cached, store=False)
-        if leader_key is not None and leader_key not in self._leaders:
-            self._leaders[leader_key] = asyncio.get_running_loop().create_future()
-        else:
-            leader_key = None
+            hit, leader_key = await self._consult_cache(request)
+        if hit is not None and "timing" not in request.outputs:
+            return RunStream(self, request, caller, None, None, hit)
         try:
-            stream = await self._admit(request, caller, cached, use_cache)
+            stream = await self._admit(request, caller, hit)
         except BaseException:
             self._resolve(leader_key)
             raise
         stream.leader_key = leader_key
         return stream
+
+    async def _consult_cache(self, request: RunRequest) -> tuple[Hit | None, str | None]:
+        """A confirmed answer, or None and the key this run leads (single flight).
+
+        Identical requests that arrive together wait for the one running (a shared link
+        opened by many at once), then look again: a confirmed answer is theirs; an
+        entry with one run so far makes the next of them the run that may confirm it;
+        an unstable one (or a wait past ``queue_timeout_s``) sends each to run."""
+        deadline = time.monotonic() + self.settings.queue_timeout_s
+        joined = False
+        while True:
+            state, hit = await self.cache.lookup(request)
+            if hit is not None:
+                self.metrics.cache.labels("hit").inc()
+                return hit, None
+            key = self.cache.key_for(request) if state != "unstable" else None
+            leader = self._leaders.get(key) if key is not None else None
+            remaining = deadline - time.monotonic()
+            if key is not None and leader is None:
+                self._leaders[key] = asyncio.get_running_loop().create_future()
+                self.metrics.cache.labels("miss").inc()
+                return None, key
+            if leader is None or remaining <= 0:
+                self.metrics.cache.labels("unstable" if state == "unstable" else "miss").inc()
+                return None, None
+            if not joined:
+                joined = True
+                self.metrics.cache.labels("joined").inc()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(leader), remaining)
 
     def _resolve(self, key: str | None) -> None:
         """The run that others with the same key wait for has ended."""
@@ -144,11 +158,10 @@ class RunService:
         self,
         request: RunRequest,
         caller: Caller,
-        cached: list[dict[str, Any]] | None,
-        use_cache: bool,
+        hit: Hit | None,
     ) -> RunStream:
-        ticket = self.admission.enter(caller.tenant, request.backend, caller.max_runs)
-        pooled = request if cached is None else request.model_copy(update={"outputs": ["timing"]})
+        ticket = self.admission.enter(caller, request.backend)
+        pooled = request if hit is None else request.model_copy(update={"outputs": ["timing"]})
         try:
             handle = await self.admission.submit(self.pool, pooled, ticket)
         except ApiError:
@@ -166,8 +179,7 @@ class RunService:
         except BaseException:
             self.admission.release(ticket)
             raise
-        store = cached is None and use_cache and self.cache.usable(request)
-        return RunStream(self, request, handle, ticket, cached, store=store)
+        return RunStream(self, request, caller, handle, ticket, hit)
 
 
 class RunStream:
@@ -177,18 +189,20 @@ class RunStream:
         self,
         service: RunService,
         request: RunRequest,
+        caller: Caller,
         handle: RunHandle | None,
         ticket: Ticket | None,
-        cached: list[dict[str, Any]] | None,
-        *,
-        store: bool,
+        hit: Hit | None,
     ) -> None:
         self._svc = service
         self._request = request
+        self._caller = caller
         self._handle = handle
         self._ticket = ticket
-        self._cached = cached
-        self._store = store
+        self._hit = hit
+        self._cached = hit.events if hit is not None else None
+        # Every fresh run is evidence for the cache, a cache: false one too.
+        self._store = hit is None and service.cache.enabled
         self._cancelled: str | None = None
         self._cancel_event = asyncio.Event()
         self._started = time.monotonic()
@@ -241,7 +255,9 @@ class RunStream:
                     if self._cached is not None:
                         event = dict(event, cached=True)  # the results came from the cache
                     if self._store and status == "ok":
-                        await self._svc.cache.store(self._request, [*kept, event])
+                        await self._svc.cache.record(
+                            self._request, self._caller.tenant, self.run_id, [*kept, event]
+                        )
                     yield event
                     return
         finally:
@@ -279,9 +295,8 @@ class RunStream:
         )
 
     def _replay(self) -> list[dict[str, Any]]:
-        assert self._cached is not None
-        accepted = dict(self._cached[0], run_id=self.run_id, cached=True)
-        return [accepted, *self._cached[1:]]
+        assert self._hit is not None
+        return self._hit.replay(self.run_id)
 
     def _done(self, status: str, reason: str, *, cached: bool = False) -> dict[str, Any]:
         event = done_event(status, (time.monotonic() - self._started) * 1000, reason)
@@ -356,7 +371,8 @@ class RunStream:
                 except BadEvent:
                     self._svc.metrics.refused_events.inc()
                     continue
-                item.pop("cached", None)  # the server's word, never a pool's
+                for word in ("cached", "cached_at", "age_s"):  # the server's, never a pool's
+                    item.pop(word, None)
                 if only is not None and item["type"] not in only:
                     continue
                 if item["type"] == "done" and forced is not None:

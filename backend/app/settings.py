@@ -330,6 +330,12 @@ class Settings(BaseSettings):
     cache_max_entries: int = Field(
         default=10_000, ge=0, description="Cached results kept; the oldest go first."
     )
+    cache_max_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=0,
+        description="Bytes the result cache may hold in the database; every write "
+        "trims the oldest entries beyond it.",
+    )
     cache_worker_ttl_s: float = Field(
         default=600.0,
         gt=0,
@@ -365,6 +371,18 @@ class Settings(BaseSettings):
         default="json", description="`json`: one JSON object per line; `text`: for a terminal."
     )
 
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, proxies: list[str]) -> list[str]:
+        for proxy in proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"trusted_proxies: {proxy!r} is not an address or a network (like 10.0.0.0/8)"
+                )
+        return proxies
+
     @model_validator(mode="after")
     def _refuse_unsupported(self) -> Settings:
         if not self.database_url.startswith(DATABASE_SCHEMES):
@@ -379,12 +397,6 @@ class Settings(BaseSettings):
 
 
 def settings_table() -> str:
-    cache_max_bytes: int = Field(
-        default=256 * 1024 * 1024,
-        ge=0,
-        description="Bytes the result cache may hold in the database; every write "
-        "trims the oldest entries beyond it.",
-    )
     """The settings as a Markdown table (for docs/server.md)."""
     rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
@@ -394,15 +406,3 @@ def settings_table() -> str:
         shown = "" if default is None else f"`{default!s}`".replace("|", "\\|")
         rows.append(f"| `JAXPLAY_{name.upper()}` | {shown} | {field.description} |")
     return "\n".join(rows) + "\n"
-    @field_validator("trusted_proxies")
-    @classmethod
-    def _networks(cls, proxies: list[str]) -> list[str]:
-        for proxy in proxies:
-            try:
-                ipaddress.ip_network(proxy, strict=False)
-            except ValueError:
-                raise ValueError(
-                    f"trusted_proxies: {proxy!r} is not an address or a network (like 10.0.0.0/8)"
-                )
-        return proxies
-

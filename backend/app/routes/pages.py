@@ -8,6 +8,7 @@ session cookie: its tenant (backend/app/tenancy.py).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -21,7 +22,7 @@ from backend.app.wire import ERROR_RESPONSES
 
 router = APIRouter(tags=["page"])
 
-_HTML = {"content": {"text/html": {"schema": {"type": "string"}}}}
+_HTML: dict[str, Any] = {"content": {"text/html": {"schema": {"type": "string"}}}}
 
 
 def _page(
@@ -58,7 +59,7 @@ async def index(request: Request, services: ServicesDep) -> HTMLResponse:
     return _page(request, services, page_html(services.settings.frontend_dist))
 
 
-_SNIPPET_PAGE = {
+_SNIPPET_PAGE: dict[int | str, dict[str, Any]] = {
     200: _HTML,
     404: {"description": "No snippet has this id.", **_HTML},
     429: {"description": "Too many lookups of snippets that do not exist.", **_HTML},

@@ -11,6 +11,12 @@ Named timeouts (settings): the first client message within ``handshake_timeout_s
 closed after ``idle_timeout_s`` without a run or a message; at most
 ``session_timeout_s`` in all. Close codes: 1000 normal, 1001 a timeout or the
 server going away, 1008 a protocol violation, 1009 a message over ``max_body_bytes``.
+
+Who may connect: a browser page only from the server's own origin, ``public_url`` or
+``ws_origins`` (a foreign ``Origin`` gets an error, status 403, and 1008); a token
+only if the server issued it (401); at most ``max_websockets_per_client`` open per
+client address (429). The tenant is the page's signed session cookie, else the
+client address (backend/app/tenancy.py).
 """
 
 from __future__ import annotations
@@ -22,14 +28,16 @@ import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, WebSocket
 from pydantic import BaseModel, ValidationError
 
 from backend.app.errors import ApiError, validation_body
 from backend.app.logs import fields, get_logger
-from backend.app.runs import RunStream
+from backend.app.runs import Caller, RunStream
 from backend.app.services import Services, get_services
+from backend.app.settings import Settings
 from backend.app.tenancy import caller_for
 from backend.app.wire import (
     CLIENT_MESSAGE,
@@ -77,7 +85,7 @@ class Connection:
         self.ws = ws
         self.s = services
         self.id = uuid.uuid4().hex[:16]
-        self.caller = caller_for(ws, services.known_tokens, connection_id=self.id)
+        self.caller: Caller | None = None
         self.current: _Run | None = None
         self.run_ended = asyncio.Event()
         self._send_lock = asyncio.Lock()
@@ -116,8 +124,37 @@ class Connection:
                 await self.ws.close(code, reason[:120])
 
     # --- the loop --------------------------------------------------------------------
+    async def _refuse(self, status: int, message: str) -> None:
+        """Refuse the connection in words (an error, then 1008): a browser cannot read
+        the status of a refused handshake."""
+        await self.ws.accept()
+        with contextlib.suppress(_Closed):
+            await self.send_error(-1, message, status=status)
+        await self.close(CLOSE_POLICY, message)
+
     async def serve(self) -> None:
+        origin = self.ws.headers.get("origin")
+        if origin is not None and not origin_allowed(self.ws, self.s.settings, origin):
+            log.info("ws.refused", extra=fields(reason="origin"))
+            await self._refuse(403, f"pages from {origin[:100]} may not open this WebSocket")
+            return
+        try:
+            self.caller = caller_for(self.ws, self.s.known_tokens, self.s.sessions)
+        except ApiError as exc:
+            await self._refuse(exc.status, exc.message)
+            return
+        if not self.s.admission.open_socket(self.caller.client):
+            limit = self.s.settings.max_websockets_per_client
+            await self._refuse(429, f"this address has {limit} WebSockets open already")
+            return
+        try:
+            await self._serve()
+        finally:
+            self.s.admission.close_socket(self.caller.client)
+
+    async def _serve(self) -> None:
         s = self.s.settings
+        assert self.caller is not None
         await self.ws.accept()
         self.s.metrics.ws_connections.inc()
         log.info("ws.open", extra=fields(conn=self.id, client=self.caller.rate_key))
@@ -281,6 +318,7 @@ class Connection:
         seq = run.seq
         started = time.monotonic()
         try:
+            assert self.caller is not None
             stream = await self.s.runs.start(body.to_request(), self.caller, use_cache=body.cache)
         except ApiError as exc:
             with contextlib.suppress(_Closed):
@@ -305,6 +343,18 @@ class Connection:
             pass
         finally:
             await stream.close()
+
+
+def origin_allowed(ws: WebSocket, settings: Settings, origin: str) -> bool:
+    """A browser page may open the WebSocket only from the server's own origin (the
+    address it came to, or ``public_url``) or one of ``ws_origins``."""
+    scheme = "https" if ws.url.scheme == "wss" else "http"
+    own = {f"{scheme}://{ws.headers.get('host', '')}".lower()}
+    if settings.public_url:
+        parts = urlsplit(settings.public_url)
+        own.add(f"{parts.scheme}://{parts.netloc}".lower())
+    own.update(o.rstrip("/").lower() for o in settings.ws_origins)
+    return origin.rstrip("/").lower() in own
 
 
 @router.websocket("/api/v1/ws")

@@ -14,13 +14,15 @@ export const WorkerIdentity = z.object({
   jaxlib_version: z.string().check(z.maxLength(64)),
 });
 
-/** A worker took the run. Made by jaxplay before user code runs; the server adds ``cached`` when the result cache answered. */
+/** A worker took the run. Made by jaxplay before user code runs; the server adds ``cached``, ``cached_at`` and ``age_s`` when the result cache answered. */
 export const AcceptedEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
   type: z.literal("accepted"),
   run_id: z.string().check(z.regex(new RegExp("^[A-Za-z0-9_-]{1,64}$"))),
   worker: WorkerIdentity,
   cached: z.optional(z.nullable(z.literal(true))),
+  cached_at: z.optional(z.nullable(z.string().check(z.maxLength(32), z.regex(new RegExp("^[0-9T:+Z-]+$"))))),
+  age_s: z.optional(z.nullable(z.number().check(z.gte(0), z.lte(1000000000.0)))),
 });
 
 export const CostEvent = z.object({
