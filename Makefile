@@ -39,9 +39,10 @@ screenshots: setup  ## refresh docs/screenshots from a real browser
 deploy-check: setup  ## build every image in docker/ and run the compose stack end to end (root)
 	scripts/deploy_check.sh
 
-bench: setup  ## run the benchmarks (timing agreement, warm pool overhead, server load)
+bench: setup  ## run the benchmarks (timing agreement, warm pool overhead, server load, JAX versions)
 	$(VENV)/python benchmarks/timing_agreement.py
 	$(VENV)/python benchmarks/pool_overhead.py
 	$(VENV)/python benchmarks/load_ws.py
+	$(VENV)/python benchmarks/versions.py
 
 .PHONY: help setup play test lint format golden frontend screenshots example bench deploy-check
