@@ -10,8 +10,9 @@
 #    it, so the images share it on disk. Debian 13's python3 is 3.13: the newest JAX
 #    needs 3.12 or later (Debian 12's 3.11 stops at JAX 0.10).
 # 2. The wheels: every Python package the images install, downloaded by pip into
-#    build/deploy/wheels at the versions .venv has (its `pip freeze` constrains them),
-#    so an image runs what the tests ran. The image builds then reach no network.
+#    build/deploy/wheels/{base,cuda,tpu} at the versions .venv has (its `pip freeze`
+#    constrains them), so an image runs what the tests ran. The image builds then
+#    reach no network.
 # 3. Each target, FROM that base, installing from those wheels only.
 #
 # Needs a running Docker engine, mmdebstrap (apt-get install docker.io mmdebstrap) and
@@ -77,49 +78,64 @@ else
 fi
 
 # --- 2. the wheels --------------------------------------------------------------------
-# Top-level requirements from pyproject.toml; pins from .venv.
+# Three sets, each in its own directory with its requirement lists and .venv's pins,
+# so that a build binds only the set it installs (the CUDA set alone is GBs):
+#   base: the server's packages and the engine's (JAX); cuda: jax[cuda12]; tpu: jax[tpu]
 t0=$(date +%s)
 WHEELS=$OUT/wheels
-mkdir -p "$WHEELS"
 .venv/bin/python - "$WHEELS" <<'EOF'
 import subprocess, sys, tomllib
 from pathlib import Path
 
 out = Path(sys.argv[1])
-project = tomllib.loads(Path("pyproject.toml").read_text())["project"]
-build = tomllib.loads(Path("pyproject.toml").read_text())["build-system"]["requires"]
+pyproject = tomllib.loads(Path("pyproject.toml").read_text())
+project = pyproject["project"]
 jax = subprocess.run(
     [".venv/bin/python", "-c", "import importlib.metadata as m; print(m.version('jax'))"],
     check=True, capture_output=True, text=True,
 ).stdout.strip()
-lists = {
-    "server.txt": [*build, *project["dependencies"]],
-    "engine.txt": project["optional-dependencies"]["engine"],
-    "cuda.txt": [f"jax[cuda12]=={jax}"],
-    "tpu.txt": [f"jax[tpu]=={jax}"],
-}
-for name, requirements in lists.items():
-    (out / name).write_text("".join(f"{r}\n" for r in requirements))
 frozen = subprocess.run(
     [".venv/bin/python", "-m", "pip", "freeze", "--exclude-editable"],
     check=True, capture_output=True, text=True,
 ).stdout
-(out / "constraints.txt").write_text(frozen)
+lists = {
+    "base": {
+        "server.txt": [*pyproject["build-system"]["requires"], *project["dependencies"]],
+        "engine.txt": project["optional-dependencies"]["engine"],
+    },
+    "cuda": {"cuda.txt": [f"jax[cuda12]=={jax}"]},
+    "tpu": {"tpu.txt": [f"jax[tpu]=={jax}"]},
+}
+for wheel_set, files in lists.items():
+    (out / wheel_set).mkdir(parents=True, exist_ok=True)
+    (out / wheel_set / "constraints.txt").write_text(frozen)
+    for name, requirements in files.items():
+        (out / wheel_set / name).write_text("".join(f"{r}\n" for r in requirements))
 EOF
-wanted=(-r "$WHEELS/server.txt")
+sets=(base)
 for target in "${TARGETS[@]}"; do
     case $target in
-        worker-cpu) wanted+=(-r "$WHEELS/engine.txt") ;;
-        worker-cuda) wanted+=(-r "$WHEELS/engine.txt" -r "$WHEELS/cuda.txt") ;;
-        worker-tpu) wanted+=(-r "$WHEELS/engine.txt" -r "$WHEELS/tpu.txt") ;;
+        worker-cuda) sets+=(cuda) ;;
+        worker-tpu) sets+=(tpu) ;;
     esac
 done
-# pip's own cache (filled by make setup) makes this mostly a copy.
-.venv/bin/python -m pip download --quiet --disable-pip-version-check \
-    --only-binary=:all: --python-version "$PYTHON_VERSION" --implementation cp \
-    --dest "$WHEELS" -c "$WHEELS/constraints.txt" "${wanted[@]}" \
-    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
-say "wheels in $WHEELS ($(du -sh "$WHEELS" | cut -f1)) in $(seconds "$t0") s"
+for wheel_set in "${sets[@]}"; do
+    dir=$WHEELS/$wheel_set
+    # pip's own cache (filled by make setup) makes this mostly a copy; nothing is asked
+    # again while the requirements and the pins stay the same
+    stamp=$(cat "$dir"/*.txt | sha256sum | cut -c1-16)-$PYTHON_VERSION
+    [ "$(cat "$dir/.complete" 2>/dev/null)" = "$stamp" ] && continue
+    requirements=()
+    for list in "$dir"/*.txt; do
+        [ "$(basename "$list")" = constraints.txt ] || requirements+=(-r "$list")
+    done
+    .venv/bin/python -m pip download --quiet --disable-pip-version-check \
+        --only-binary=:all: --python-version "$PYTHON_VERSION" --implementation cp \
+        --dest "$dir" -c "$dir/constraints.txt" "${requirements[@]}" \
+        2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    echo "$stamp" >"$dir/.complete"
+done
+say "wheels (${sets[*]}) in $WHEELS ($(du -sh "$WHEELS" | cut -f1)) in $(seconds "$t0") s"
 
 # --- 3. the images --------------------------------------------------------------------
 for target in "${TARGETS[@]}"; do
