@@ -90,12 +90,33 @@ FUNCTION_OF = {
 MODULES = ("jax", "jax.numpy", "jax.scipy.linalg", "jax.nn", "jax.random", "jax.lax.linalg")
 
 
+TEX = {
+    r"\times": "×",
+    r"\cdot": "·",
+    r"\leq": "≤",
+    r"\geq": "≥",
+    r"\neq": "≠",
+    r"\pi": "π",
+    r"\infty": "∞",
+    r"\sqrt": "√",
+}
+
+
+def tex_to_text(text: str) -> str:
+    """The little TeX in JAX's one-line summaries (`\\mathrm{sin}(x)`, `x \\times y`) as text."""
+    text = re.sub(r"\\(?:mathrm|operatorname|text)\{([^{}]*)\}", r"\1", text)
+    for tex, plain in TEX.items():
+        text = text.replace(tex, plain)
+    return re.sub(r"\\(exp|log|sin|cos|tan|tanh|sinh|cosh|max|min)\b", r"\1", text)
+
+
 def first_paragraph(doc: str | None, limit: int = 320) -> str:
     if not doc:
         return ""
     para = inspect.cleandoc(doc).split("\n\n")[0]
     para = re.sub(r":\w+:`~?([^`<]*?)(?:\s*<[^>]*>)?`", r"`\1`", para)  # :func:`~jax.x` -> `jax.x`
     para = re.sub(r"``([^`]*)``", r"`\1`", para)
+    para = tex_to_text(para)
     para = " ".join(para.split())
     return para if len(para) <= limit else para[: limit - 1].rsplit(" ", 1)[0] + "…"
 
