@@ -48,6 +48,22 @@ if [ "$(id -u)" = 0 ]; then
         useradd --system --gid "$JAIL_USER" --no-create-home --home-dir /nonexistent \
             --shell /usr/sbin/nologin "$JAIL_USER"
     fi
+    # One user per jail slot, $JAIL_USER-0 ... -(N-1), all in the group $JAIL_USER (which
+    # the ACLs below name): each jail runs as its own host uid, so per-uid kernel
+    # counters (processes, inotify instances, pending signals) are never shared between
+    # tenants. N is JAXPLAY_JAIL_SLOTS (the most jails at once; default 64).
+    slots=${JAXPLAY_JAIL_SLOTS:-64}
+    created=0
+    for ((i = 0; i < slots; i++)); do
+        if ! getent passwd "$JAIL_USER-$i" >/dev/null; then
+            useradd --system --gid "$JAIL_USER" --no-create-home --home-dir /nonexistent \
+                --shell /usr/sbin/nologin "$JAIL_USER-$i"
+            created=$((created + 1))
+        fi
+    done
+    if [ "$created" -gt 0 ]; then
+        echo "setup: created $created jail slot users $JAIL_USER-0..$((slots - 1))"
+    fi
     # bubblewrap, running as that user, must resolve the Python runtime, the venv and
     # the sandbox package to bind them read-only into the jail. Where a directory on the
     # way is private (pyenv under /root is mode 700), grant the group search (x) only:

@@ -37,6 +37,19 @@ BASE_ENV: dict[str, str] = {
     "JAX_PLATFORMS": "cpu",
 }
 
+#: Host-wide files of /proc that JAX does not read (it reads /proc/self/* and
+#: /proc/sys/vm/overcommit_memory), masked so that no tenant sees the host's load,
+#: pressure, memory, interrupts, disk and scheduler statistics or file locks: the
+#: sum of every other tenant's activity. A masked file is /dev/null bound read-only
+#: without device access: opening it fails with EACCES. (Other processes' /proc/PID
+#: are out of sight already: the jail has its own pid namespace.)
+MASKED_PROC = (
+    "loadavg", "stat", "meminfo", "vmstat", "zoneinfo", "buddyinfo", "pagetypeinfo",
+    "diskstats", "schedstat", "interrupts", "softirqs", "locks", "key-users",
+    "sched_debug", "timer_list", "slabinfo", "pressure/cpu", "pressure/io",
+    "pressure/memory", "pressure/irq",
+)  # fmt: skip
+
 #: What bwrap itself is started with: its pid-1 helper keeps this environment, and
 #: the jail can read it in /proc/1/environ.
 LAUNCH_ENV: dict[str, str] = {"PATH": "/usr/bin:/bin"}
@@ -79,11 +92,13 @@ def bwrap_argv(
     seccomp_fd: int,
     env: Mapping[str, str] | None = None,
     devices: Sequence[str] = (),
+    mask_proc: bool = True,
 ) -> list[str]:
     """The full bwrap command that runs ``command`` in a fresh jail.
 
     ``devices``: host device nodes (a GPU's ``/dev/nvidia*``, a TPU's ``/dev/accel*``)
-    bound into the jail's otherwise minimal ``/dev``; nothing is bound on CPU workers."""
+    bound into the jail's otherwise minimal ``/dev``; nothing is bound on CPU workers.
+    ``mask_proc``: hide ``MASKED_PROC`` (off only to measure what it costs)."""
     argv = [
         bwrap,
         "--unshare-all",  # user, ipc, pid, net, uts, cgroup
@@ -106,8 +121,12 @@ def bwrap_argv(
         "--symlink", "usr/sbin", "/sbin",
         "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
     ]  # fmt: skip
+    argv += ["--proc", "/proc"]
+    if mask_proc:  # only those this kernel has: bwrap cannot create files in /proc
+        for name in MASKED_PROC:
+            if os.path.exists("/proc/" + name):
+                argv += ["--ro-bind", "/dev/null", "/proc/" + name]
     argv += [
-        "--proc", "/proc",
         "--dev", "/dev",
         *[arg for node in devices for arg in ("--dev-bind", node, node)],
         "--size", str(limits.tmp_bytes), "--perms", "0700", "--tmpfs", "/tmp",

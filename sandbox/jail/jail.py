@@ -18,6 +18,7 @@ the cgroup, then a wait until the cgroup is empty.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import copy
 import logging
@@ -25,12 +26,16 @@ import os
 import pwd
 import shutil
 import signal
+import socket
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sandbox.jail.bwrap import LAUNCH_ENV, Runtime, bwrap_argv, python_command
 from sandbox.jail.cgroups import Cgroups, JailCgroup
-from sandbox.jail.seccomp import SeccompUnavailable, filter_bpf, filter_fd
+from sandbox.jail.procstate import processes_by_uid
+from sandbox.jail.seccomp import SeccompUnavailable, filter_bpf, filter_fd, run_filter_bpf
 from sandbox.jail.settings import JailConfig, JailLimits
 
 log = logging.getLogger(__name__)
@@ -44,12 +49,57 @@ class JailUnavailable(RuntimeError):
     """This host cannot jail user code (and the unsafe flag was not given)."""
 
 
+def lock_uid(uid: int) -> socket.socket | None:
+    """The host-wide lock of jail uid ``uid`` (an abstract unix socket name: the
+    kernel frees it when its holder dies), or None if another process holds it."""
+    lock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        lock.bind(f"\0jaxplay-jail-uid-{uid}".encode())
+    except OSError:
+        lock.close()
+        return None
+    return lock
+
+
+class NoFreeSlot(RuntimeError):
+    """Every jail uid is in use (JAXPLAY_JAIL_SLOTS jails exist)."""
+
+
+@dataclass(frozen=True)
+class Hardening:
+    """The defences of issue 10, each on by default. Code may switch one off (never the
+    environment): the benchmark, to measure what each costs, and the tests of the
+    zygote check, which need a run able to do what the filters refuse."""
+
+    #: the filter's allow-lists, system call table and self-only rules (seccomp.py)
+    strict_seccomp: bool = True
+    #: a zygote's children stack the run filter: no signal to the zygote or pid 1
+    run_filter: bool = True
+    #: after every run the pool compares the zygote's limits and scheduling with their
+    #: start values and retires it on any change (sandbox/jail/procstate.py)
+    zygote_check: bool = True
+    #: host-wide /proc files masked (bwrap.MASKED_PROC)
+    mask_proc: bool = True
+
+
+#: Everything off: the jail as it was before issue 10, for the benchmark.
+NO_HARDENING = Hardening(False, False, False, False)
+#: How long a new jail waits for a jail uid to be released before it gives up.
+SLOT_WAIT_S = 10.0
+
+
 class Jailer:
     """What every jail on this host shares: settings, runtime, cgroups, filter, user."""
 
-    def __init__(self, limits: JailLimits | None = None, config: JailConfig | None = None) -> None:
+    def __init__(
+        self,
+        limits: JailLimits | None = None,
+        config: JailConfig | None = None,
+        hardening: Hardening | None = None,
+    ) -> None:
         self.limits = limits or JailLimits.from_env()
         self.config = config or JailConfig.from_env()
+        self.hardening = hardening or Hardening()
         bwrap = shutil.which(self.config.bwrap)
         if bwrap is None:
             raise JailUnavailable(
@@ -58,23 +108,16 @@ class Jailer:
             )
         self.bwrap = bwrap
         try:
-            filter_bpf()
+            filter_bpf(self.hardening.strict_seccomp)
+            run_filter_bpf()
         except SeccompUnavailable as exc:
-            raise JailUnavailable(str(exc)) from None
+            raise JailUnavailable(f"the jail's seccomp filter cannot be built: {exc}") from None
         #: device nodes bound into every jail (a GPU/TPU worker's; none on CPU)
         self.devices: tuple[str, ...] = ()
-        self.user: tuple[int, int] | None = None
-        if os.geteuid() == 0:
-            try:
-                entry = pwd.getpwnam(self.config.jail_user)
-            except KeyError:
-                raise JailUnavailable(
-                    f"running as root, jaxplay launches jails as the user {self.config.jail_user!r}, "
-                    "which does not exist: run scripts/setup.sh, or set JAXPLAY_JAIL_USER"
-                ) from None
-            if entry.pw_uid == 0:
-                raise JailUnavailable("JAXPLAY_JAIL_USER must not be root")
-            self.user = (entry.pw_uid, entry.pw_gid)
+        #: the (uid, gid) each jail is launched as, when root: one per slot; empty: own uid
+        self.users: list[tuple[int, int]] = self._jail_users() if os.geteuid() == 0 else []
+        self._free_users = collections.deque(self.users)
+        self._uid_locks: dict[int, socket.socket] = {}
         self.runtime = Runtime.discover()
         self.cgroups = Cgroups.detect(self.config)
         if swept := self.cgroups.sweep():
@@ -88,6 +131,74 @@ class Jailer:
         other = copy.copy(self)
         other.runtime = runtime
         return other
+
+    def _jail_users(self) -> list[tuple[int, int]]:
+        base, slots = self.config.jail_user, self.config.jail_slots
+        names = [f"{base}-{i}" for i in range(slots)] if slots > 0 else [base]
+        users, missing = [], []
+        for name in names:
+            try:
+                entry = pwd.getpwnam(name)
+            except KeyError:
+                missing.append(name)
+                continue
+            if entry.pw_uid == 0:
+                raise JailUnavailable(f"the jail user {name!r} must not be root")
+            users.append((entry.pw_uid, entry.pw_gid))
+        if missing:
+            shown = ", ".join(missing[:3]) + (
+                f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            )
+            raise JailUnavailable(
+                f"running as root, jaxplay launches each jail as its own user, and {shown} "
+                "do not exist: run scripts/setup.sh (it creates them), or set "
+                "JAXPLAY_JAIL_SLOTS to the number that exist (0: one shared JAXPLAY_JAIL_USER)"
+            )
+        if len({uid for uid, _ in users}) != len(users):
+            raise JailUnavailable(f"the jail users {names[0]}... do not have distinct uids")
+        return users
+
+    @property
+    def slots(self) -> int | None:
+        """How many jails may exist at once (None: no bound, jails run as our own uid)."""
+        return len(self.users) if self.config.jail_slots > 0 and self.users else None
+
+    async def take_user(self) -> tuple[int, int] | None:
+        """The (uid, gid) for a new jail: a free slot's (waiting up to SLOT_WAIT_S for
+        one), the shared jail user's, or None (not root: jails run as our own uid).
+        Released slots are reused last-released-last. A slot is this process's while it
+        holds the slot's lock, so that two jaxplay processes on one host (a server and
+        a worker, several workers) never give one uid to two jails."""
+        if not self.users:
+            return None
+        if self.slots is None:
+            return self.users[0]
+        deadline = time.monotonic() + SLOT_WAIT_S
+        while True:
+            # A released uid is handed out only once no process of its last jail is
+            # left: processes that have left the jail's cgroup may still be exiting
+            # (and without cgroups nothing else tells).
+            busy = processes_by_uid() if self._free_users else {}
+            for user in self._free_users:
+                if user[0] not in busy and (lock := lock_uid(user[0])) is not None:
+                    self._free_users.remove(user)
+                    self._uid_locks[user[0]] = lock
+                    return user
+            if time.monotonic() > deadline:
+                raise NoFreeSlot(
+                    f"none of the {self.slots} jail uids (JAXPLAY_JAIL_SLOTS) is free of "
+                    "processes and of other jaxplay processes on this host"
+                )
+            await asyncio.sleep(0.05)
+
+    def release_user(self, user: tuple[int, int] | None) -> None:
+        if self.slots is not None and user is not None and user not in self._free_users:
+            if (lock := self._uid_locks.pop(user[0], None)) is not None:
+                lock.close()
+            self._free_users.append(user)
+
+    def owns_uid(self, uid: int) -> bool:
+        return uid in self._uid_locks
 
     def next_cpus(self) -> list[int] | None:
         """CPUs for the next jail, round-robin over ours (None: all, unpinned)."""
@@ -133,9 +244,11 @@ class Jailer:
             )
 
     def describe(self) -> dict[str, Any]:
+        uids = [uid for uid, _ in self.users] or [os.geteuid()]
         return {
             "bwrap": self.bwrap,
-            "uid": self.user[0] if self.user else os.geteuid(),
+            "uid": uids[0] if len(uids) == 1 else f"{min(uids)}-{max(uids)}",
+            "slots": self.slots,
             "cgroups": self.cgroups.kind,
             "bound": list(self.runtime.ro_paths),
         }
@@ -149,6 +262,8 @@ class Jail:
         self.cpus = jailer.next_cpus()
         self.cgroup: JailCgroup | None = None
         self.proc: asyncio.subprocess.Process | None = None
+        #: the host (uid, gid) its processes run as (None: jaxplay's own)
+        self.user: tuple[int, int] | None = None
         self._oom_base = 0
 
     async def start(
@@ -163,8 +278,9 @@ class Jail:
     ) -> asyncio.subprocess.Process:
         """Start ``command`` in the jail. Its stdin is the returned process's stdin."""
         jailer, limits = self._jailer, self._jailer.limits
+        self.user = await jailer.take_user()
         self.cgroup = jailer.cgroups.make(limits, self.cpus)
-        seccomp = filter_fd()
+        seccomp = filter_fd(jailer.hardening.strict_seccomp)
         try:
             argv = self._limits_argv() + bwrap_argv(
                 jailer.bwrap,
@@ -174,10 +290,11 @@ class Jail:
                 seccomp_fd=seccomp,
                 env=env,
                 devices=jailer.devices,
+                mask_proc=jailer.hardening.mask_proc,
             )
             kwargs: dict[str, Any] = {}
-            if jailer.user is not None:
-                kwargs = {"user": jailer.user[0], "group": jailer.user[1], "extra_groups": []}
+            if self.user is not None:
+                kwargs = {"user": self.user[0], "group": self.user[1], "extra_groups": []}
             self.proc = await asyncio.create_subprocess_exec(
                 "/bin/sh", "-c", _GATE, "jaxplay-jail", *argv,
                 stdin=asyncio.subprocess.PIPE,
@@ -246,12 +363,18 @@ class Jail:
         return True
 
     async def close(self) -> None:
-        """Kill everything, wait for it to be gone, remove the cgroup."""
+        """Kill everything, wait for it to be gone, remove the cgroup, free the uid."""
         self.kill()
         if not await self.wait_gone():
             self.kill()
             if not await self.wait_gone():
-                log.error("jail %s: processes survive SIGKILL; cgroup left in place", self.cgroup)
+                log.error(
+                    "jail %s: processes survive SIGKILL; cgroup and uid %s left in use",
+                    self.cgroup,
+                    self.user,
+                )
                 return
         if self.cgroup is not None:
             self.cgroup.remove()
+        self._jailer.release_user(self.user)
+        self.user = None

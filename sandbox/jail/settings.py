@@ -97,8 +97,9 @@ class JailLimits:
     )
     nproc: int = setting(
         4096,
-        "RLIMIT_NPROC: a coarse backstop counted per uid across all jails (the "
-        "per-jail limit is the pids cgroup).",
+        "RLIMIT_NPROC: processes and threads counted per host uid: per jail when each "
+        "jail has its own uid (JAXPLAY_JAIL_SLOTS), else across all jails. The pids "
+        "cgroup is the finer per-jail limit.",
     )
     fsize_bytes: int = setting(
         16 * MiB, "RLIMIT_FSIZE: the largest file a run may write.", size=True
@@ -140,6 +141,14 @@ class JailConfig:
         "When jaxplay runs as root, the unprivileged user that launches "
         "bubblewrap (created by scripts/setup.sh). Ignored when not root: jails then run "
         "as jaxplay's own uid.",
+    )
+    jail_slots: int = setting(
+        64,
+        "When jaxplay runs as root: how many jails may exist at once, each launched as "
+        "its own user <JAXPLAY_JAIL_USER>-0 ... -<N-1> (created by scripts/setup.sh), so "
+        "that per-uid kernel counters (processes, inotify instances, pending signals) "
+        "are per jail. The pool never holds more zygotes. 0: every jail runs as "
+        "JAXPLAY_JAIL_USER itself, sharing those counters.",
     )
     cgroup_root: str = setting(
         "",

@@ -1,6 +1,8 @@
 """The zygote: runs INSIDE a jail, imports JAX once, then forks one child per run.
 
-Started as ``python -I -B -c "..." CTL_FD`` by the warm pool. It imports the engine
+Started as ``python -I -B -c "..." CTL_FD MODULE RUN_FILTER_FD LOG_FD`` by the warm
+pool (``-`` for a descriptor it does not pass). Its own output (fds 1 and 2) goes to
+LOG_FD, a pipe only the pool reads. It imports the engine
 and calls its ``prepare()`` (JAX imported and tracing warmed, backend not started:
 forking stays safe), freezes the heap, says ``ready`` and waits for orders on the
 control socket (a SOCK_SEQPACKET unix socket from the supervisor):
@@ -19,8 +21,10 @@ When the child is gone the zygote kills every other process left in the jail
 empties ``/tmp`` and ``/dev/shm``, and answers ``{"op": "exited", "status",
 "clean"}``. ``clean`` false means something survived: the supervisor retires the
 jail. The zygote itself never runs user code and is not dumpable, so a run's
-processes (same uid) cannot read or write its memory through /proc. End of file on
-the control socket ends it.
+processes (same uid) cannot read or write its memory through /proc. Every child
+stacks the run filter (``RUN_FILTER_FD``, see sandbox/jail/seccomp.py) on the jail's
+before anything else, so a run cannot signal the zygote either. End of file on the
+control socket ends it.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ import sys
 import time
 import traceback
 from typing import Any
+
+from sandbox.jail import seccomp
+from sandbox.jail.seccomp import ZYGOTE_PID
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
@@ -69,9 +76,24 @@ def _rss_kib() -> int:
     return 0
 
 
+def _fd_arg(argv: list[str], i: int) -> int | None:
+    return int(argv[i]) if len(argv) > i and argv[i] != "-" else None
+
+
 def main(argv: list[str]) -> None:
     ctl = socket.socket(fileno=int(argv[1]))
     module = argv[2] if len(argv) > 2 else "sandbox.engine.worker"
+    run_filter_fd, log_fd = _fd_arg(argv, 3), _fd_arg(argv, 4)
+    if log_fd is not None:
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(log_fd)
+    run_filter = None
+    if run_filter_fd is not None:
+        with os.fdopen(run_filter_fd, "rb") as f:
+            run_filter = f.read()
+        if os.getpid() != ZYGOTE_PID:  # the run filter protects pid 2
+            raise SystemExit(f"the zygote is pid {os.getpid()}, not {ZYGOTE_PID}: not starting")
     _prctl(PR_SET_DUMPABLE, 0)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     started = time.monotonic()
@@ -91,7 +113,7 @@ def main(argv: list[str]) -> None:
         "rss_kib": _rss_kib(),
         "threads": len(os.listdir("/proc/self/task")),  # must be 1: we fork
     }
-    zygote = Zygote(ctl, worker)
+    zygote = Zygote(ctl, worker, run_filter)
     # A new tenant's first run comes as soon as the zygote is ready: its first warm
     # child says warm only once all its warm-ups are done, so none is in its way.
     zygote.prefork(settle=True)
@@ -115,8 +137,9 @@ def _warm_backend_discovery() -> None:
 class Zygote:
     """The zygote's loop, and its one pre-forked warm child (pid, socket) if any."""
 
-    def __init__(self, ctl: socket.socket, worker: Any) -> None:
+    def __init__(self, ctl: socket.socket, worker: Any, run_filter: bytes | None = None) -> None:
         self.ctl, self.worker = ctl, worker
+        self.run_filter = run_filter
         self.warm: tuple[int, socket.socket] | None = None
         self._warmed: set[int] = set()  # warm children that said they are ready
         self._clean = True  # the last cleanup succeeded: a warm child may be forked
@@ -168,7 +191,7 @@ class Zygote:
         pid = os.fork()
         if pid == 0:
             mine.close()
-            _become_child(self.ctl)
+            _become_child(self.ctl, self.run_filter)
             try:
                 _warm_up(self.worker, its, settle)
                 _, fds, _, _ = socket.recv_fds(its, 16, 4)
@@ -256,12 +279,12 @@ class Zygote:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _become_child(self.ctl)
+            _become_child(self.ctl, self.run_filter)
             _run(self.worker, *fds)
         return pid
 
 
-def _become_child(ctl: socket.socket) -> None:
+def _become_child(ctl: socket.socket, run_filter: bytes | None) -> None:
     """What every run's child does first, before anything else."""
     try:
         ctl.close()
@@ -270,6 +293,8 @@ def _become_child(ctl: socket.socket) -> None:
         _prctl(PR_SET_DUMPABLE, 1)  # like any fresh process; the zygote stays undumpable
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
+        if run_filter is not None:
+            seccomp.load(run_filter)  # still one thread: it covers all that follows
     except BaseException:
         traceback.print_exc()
         os._exit(70)

@@ -27,7 +27,9 @@ import uuid
 from typing import Any
 
 from sandbox.jail.jail import Jailer
+from sandbox.jail.procstate import ProcState, jail_command_pid, read_state
 from sandbox.jail.run import jail_returncode
+from sandbox.jail.seccomp import ZYGOTE_PID, run_filter_fd
 from sandbox.pool.base import PoolFull
 from sandbox.pool.settings import PoolSettings
 from sandbox.protocol import RunRequest
@@ -45,8 +47,10 @@ log = logging.getLogger(__name__)
 _BOOT = "import sys; from sandbox.jail.zygote import main; main(sys.argv)"
 #: Largest control message accepted from a zygote (they are a few dozen bytes).
 _CTL_BYTES = 4096
-#: Bytes of a zygote's own stdout/stderr that are logged; the rest is read and dropped.
+#: Bytes of a zygote's log (and of bubblewrap's stderr) that are logged; the rest is
+#: read and dropped. Read in chunks of _LOG_CHUNK: no line length can stop the reader.
 _LOG_BYTES = 64 * 1024
+_LOG_CHUNK = 4096
 #: How long a cancelled run's child may take to be killed by its zygote.
 CANCEL_S = 1.0
 
@@ -74,6 +78,9 @@ class Zygote:
         #: whether its pre-forked child has its backend warm (the next run starts fast)
         self.warm_child = False
         self._ctl: socket.socket | None = None
+        #: the zygote's host pid and its limits and scheduling when it said ready
+        self._host_pid: int | None = None
+        self._start_state: ProcState | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closed: asyncio.Task[None] | None = None
 
@@ -81,27 +88,40 @@ class Zygote:
         return f"<Zygote {self.id} {self.state} tenant={self.tenant!r} runs={self.runs}>"
 
     async def start(self) -> None:
+        jailer = self.pool.jailer
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # The zygote's own output goes to a pipe of its own, which only this pool reads;
+        # bubblewrap's messages come on the jail's stderr.
+        log_r, log_w = os.pipe()
+        run_filter = run_filter_fd() if jailer.hardening.run_filter else None
+        passed = [child.fileno(), log_w] + ([run_filter] if run_filter is not None else [])
+        args = [str(child.fileno()), self.pool.worker_module, str(run_filter or "-"), str(log_w)]
         try:
             proc = await self.jail.start(
-                self.pool.jailer.python("-c", _BOOT, str(child.fileno()), self.pool.worker_module),
-                pass_fds=(child.fileno(),),
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
+                jailer.python("-c", _BOOT, *args),
+                pass_fds=passed,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
             )
         except BaseException as exc:
             parent.close()
+            os.close(log_r)
             self.retire(f"could not start: {exc}")
             raise
         finally:
             child.close()
-        assert proc.stdin and proc.stdout
+            os.close(log_w)
+            if run_filter is not None:
+                os.close(run_filter)
+        assert proc.stdin and proc.stderr
         proc.stdin.close()
         parent.setblocking(False)
         self._ctl = parent
+        zygote_log = await _pipe_reader(log_r)
         self._tasks = [
             asyncio.create_task(self._read_control()),
-            asyncio.create_task(self._read_log(proc.stdout)),
+            asyncio.create_task(self._read_log(zygote_log, "says")),
+            asyncio.create_task(self._read_log(proc.stderr, "(bubblewrap) says")),
             asyncio.create_task(self._watch(proc)),
         ]
         try:
@@ -134,6 +154,7 @@ class Zygote:
             op = message.get("op")
             if op == "ready" and not self.ready.done():
                 self.warm_child = message.get("warm") is True
+                self._record_start_state()
                 self.ready.set_result(message)
             elif op == "exited" and self.run is not None:
                 status, clean = message.get("status"), message.get("clean") is True
@@ -148,12 +169,36 @@ class Zygote:
                 break
         self.retire("control channel closed")
 
-    async def _read_log(self, stream: asyncio.StreamReader) -> None:
+    async def _read_log(self, stream: asyncio.StreamReader, says: str) -> None:
+        """Log what the zygote (or bubblewrap) writes, in chunks, each one record under
+        this zygote's id with its line breaks and control characters escaped: nothing
+        written there can stop this reader or pass as another zygote's lines."""
         logged = 0
-        while line := await stream.readline():
+        while chunk := await stream.read(_LOG_CHUNK):
             if logged < _LOG_BYTES:
-                logged += len(line)
-                log.info("%s: %s", self.id, line.decode(errors="replace").rstrip())
+                logged += len(chunk)
+                log.info("%s %s: %r", self.id, says, chunk.decode(errors="replace"))
+
+    def _record_start_state(self) -> None:
+        """The zygote's limits and scheduling as it starts, before any run."""
+        if not self.pool.jailer.hardening.zygote_check or self.jail.proc is None:
+            return
+        self._host_pid = jail_command_pid(self.jail.proc.pid, ZYGOTE_PID)
+        try:
+            if self._host_pid is None:
+                raise OSError("its host pid was not found")
+            self._start_state = read_state(self._host_pid)
+        except OSError as exc:
+            self.retire(f"its limits could not be read: {exc}")
+
+    def _state_changes(self) -> list[str]:
+        """What of the zygote's limits and scheduling is no longer as it started."""
+        if self._start_state is None or self._host_pid is None:
+            return []
+        try:
+            return self._start_state.changes(read_state(self._host_pid))
+        except OSError:
+            return ["existence"]
 
     async def _watch(self, proc: asyncio.subprocess.Process) -> None:
         returncode = jail_returncode(await proc.wait())
@@ -165,10 +210,13 @@ class Zygote:
         if self.state == "retired":
             return
         verdict = run.verdict() if run is not None else None
+        changed = self._state_changes()
         if not clean:
             self.retire("a run left processes or files it could not remove")
         elif verdict is not None:
             self.retire(verdict)
+        elif changed:
+            self.retire(f"its {', '.join(changed)} changed during a run")
         elif self.runs >= self.pool.settings.pool_max_runs:
             self.retire(f"{self.runs} runs")
         else:
@@ -218,6 +266,23 @@ class Zygote:
             await asyncio.shield(self._closed)
 
 
+async def _pipe_reader_transport(
+    fd: int, limit: int = 2**16
+) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
+    """A StreamReader on the read end ``fd`` of a pipe (the transport owns and closes it)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader),
+        open(fd, "rb", buffering=0),  # noqa: SIM115 (the transport owns and closes it)
+    )
+    return reader, transport
+
+
+async def _pipe_reader(fd: int) -> asyncio.StreamReader:
+    return (await _pipe_reader_transport(fd))[0]
+
+
 class ZygoteRun(RunSupervisor):
     """One run in a zygote's fresh child; iterate ``events()`` once."""
 
@@ -261,12 +326,7 @@ class ZygoteRun(RunSupervisor):
         return await self._reader(events_r, MAX_EVENT_BYTES), await self._reader(stderr_r, 2**16)
 
     async def _reader(self, fd: int, limit: int) -> asyncio.StreamReader:
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=limit)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader),
-            open(fd, "rb", buffering=0),  # noqa: SIM115 (the transport owns and closes it)
-        )
+        reader, transport = await _pipe_reader_transport(fd, limit)
         self._transports.append(transport)
         return reader
 
@@ -340,6 +400,10 @@ class ZygotePool:
         self.settings = settings or PoolSettings.from_env()
         self.worker_module = worker_module
         self.size, self.max_running = self.settings.sizes(self.jailer.limits.memory_bytes)
+        slots = self.jailer.slots
+        if slots is not None and self.size > slots:  # each zygote's jail holds a jail uid
+            log.warning("pool size %d capped at JAXPLAY_JAIL_SLOTS=%d jail uids", self.size, slots)
+            self.size, self.max_running = slots, min(self.max_running, slots)
         self.zygotes: list[Zygote] = []
         self.total_runs = 0
         self.retired = 0

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.jail.jail import Jailer
+from sandbox.jail.jail import TEARDOWN_S, Hardening, Jailer, lock_uid
+from sandbox.jail.procstate import processes_by_uid
 from sandbox.jail.settings import GiB, JailConfig, JailLimits, KiB, MiB
 from sandbox.pool.settings import PoolSettings
 from sandbox.pool.zygote_pool import ZygotePool
@@ -104,6 +105,29 @@ class LivePool:
                 pids = z.jail.cgroup.pids()
                 if len(pids) > 4:  # bwrap, its pid-1 helper, the zygote, its warm child
                     problems.append(f"{z}: {len(pids)} processes in an idle jail")
+        # By uid, which works without cgroups too: each jail has its own. A retired
+        # jail's processes may still be exiting (out of its cgroup already, or without
+        # one): they get the teardown time to be gone. A uid that another jaxplay
+        # process on this host holds (tests running in parallel) is not ours to judge.
+        jailer = self.pool.jailer
+        if jailer.slots is not None:
+            deadline = time.monotonic() + TEARDOWN_S
+            while True:
+                held = {z.jail.user[0]: z for z in self.pool.zygotes if z.jail.user is not None}
+                by_uid = processes_by_uid()
+                left = {uid: len(by_uid.get(uid, [])) for uid, _ in jailer.users}
+                leftovers = [
+                    f"{n} processes of the free jail uid {uid}"
+                    for uid, n in left.items()
+                    if n and uid not in held and not_elsewhere(uid)
+                ]
+                if not leftovers or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            problems += leftovers
+            for uid, z in held.items():
+                if z.state == "idle" and left.get(uid, 0) > 4:
+                    problems.append(f"{z}: {left[uid]} processes of its uid {uid} in an idle jail")
         return problems
 
     def close(self) -> None:
@@ -120,14 +144,26 @@ class LivePool:
         self.loop.close()
 
 
+def not_elsewhere(uid: int) -> bool:
+    """Whether no other jaxplay process on this host holds jail uid ``uid`` now."""
+    lock = lock_uid(uid)
+    if lock is None:
+        return False
+    lock.close()
+    return True
+
+
 def make_live_pool(
-    limits: JailLimits = TEST_LIMITS, settings: PoolSettings = TEST_POOL
+    limits: JailLimits = TEST_LIMITS,
+    settings: PoolSettings = TEST_POOL,
+    config: JailConfig | None = None,
+    hardening: Hardening | None = None,
 ) -> LivePool:
     live = LivePool.__new__(LivePool)
     live.loop = asyncio.new_event_loop()
 
     async def build() -> ZygotePool:
-        pool = ZygotePool(Jailer(limits, JailConfig()), settings)
+        pool = ZygotePool(Jailer(limits, config or JailConfig(), hardening), settings)
         await pool.start()
         await pool.ready()
         return pool
@@ -141,6 +177,22 @@ def live_pool() -> Iterator[LivePool]:
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is not installed")
     live = make_live_pool()
+    try:
+        yield live
+    finally:
+        live.close()
+
+
+#: The degraded mode: no cgroups, rlimits, per-jail uids and tmpfs sizes only.
+DEGRADED = JailConfig(cgroup_root="none")
+
+
+@pytest.fixture(scope="module")
+def degraded_pool() -> Iterator[LivePool]:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    live = make_live_pool(config=DEGRADED)
+    assert live.pool.jailer.cgroups.kind == "none"
     try:
         yield live
     finally:

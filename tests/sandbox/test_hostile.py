@@ -17,7 +17,7 @@ import socket
 import tempfile
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,10 @@ class Case:
     destructive: bool = False  # check that the next run still works
     request: dict[str, Any] = field(default_factory=dict)
     check: Callable[[Result], None] | None = None
+    keeps_zygote: bool = False  # the zygote is unharmed: the next run is served by it
+    #: a documented gap (degraded mode): True, it must still leak, or docs lie; None: it
+    #: may (whether it gets that far within its wall clock depends on the machine)
+    leaks: bool | None = False
 
 
 def _case(id: str, code: str, **kw: Any) -> Case:
@@ -373,7 +377,7 @@ CASES = [
         "F5-cpu-affinity",
         f"""
         try:
-            os.sched_setaffinity(0, set(range(os.cpu_count())))
+            os.sched_setaffinity(0, set(range(1024)))  # every CPU there is (cpu_count is the jail's)
         except OSError:
             pass
         cpus = os.sched_getaffinity(0)
@@ -477,18 +481,24 @@ CASES = [
     ),
     # --- I: signals ------------------------------------------------------------------------------
     _case(
-        "I1-kill-parent",
-        "import signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(5)\n",
-        status="killed",
-        safe=0,
-        destructive=True,
+        "I1-kill-zygote",
+        """
+        import signal
+        for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM):
+            sys_errno(f'kill(zygote, {sig.name})', 62, os.getppid(), sig, want=errno.EPERM)
+        """,
+        safe=3,
+        keeps_zygote=True,
     ),
     _case(
         "I2-kill-everything",
-        "import signal\nos.kill(-1, signal.SIGKILL)\n",
-        status="killed",
-        safe=0,
-        destructive=True,
+        """
+        import signal
+        sys_errno('kill(-1, SIGKILL)', 62, -1, signal.SIGKILL, want=errno.EPERM)
+        sys_errno('kill(-1, SIGSTOP)', 62, -1, signal.SIGSTOP, want=errno.EPERM)
+        """,
+        safe=2,
+        keeps_zygote=True,
     ),
     _case(
         "I3-signal-pid1",
@@ -511,6 +521,22 @@ CASES = [
             probe(f'signal host pid {{pid}}', lambda: os.kill(pid, signal.SIGKILL))
         """,
         safe=2,
+    ),
+    _case(
+        "I5-signal-zygote-other-ways",
+        """
+        import signal
+        z = os.getppid()
+        sys_errno('tkill(zygote)', 200, z, signal.SIGKILL, want=errno.EPERM)
+        sys_errno('tgkill(zygote, zygote)', 234, z, z, signal.SIGKILL, want=errno.EPERM)
+        sys_errno('rt_sigqueueinfo(zygote)', 129, z, signal.SIGKILL, 0, want=errno.EPERM)
+        sys_errno('pidfd_open(zygote)', 434, z, 0, want=errno.EPERM)
+        sys_errno('kill(pid 1, SIGSTOP)', 62, 1, signal.SIGSTOP, want=errno.EPERM)
+        d = os.open(f'/proc/{z}', os.O_RDONLY | os.O_DIRECTORY)
+        sys_errno('pidfd_send_signal(/proc/zygote)', 424, d, signal.SIGKILL, 0, 0, want=errno.EPERM)
+        """,
+        safe=6,
+        keeps_zygote=True,
     ),
     # --- J: other processes' memory ----------------------------------------------------------
     _case(
@@ -616,6 +642,120 @@ CASES = [
         status="killed",
         reason="SIGSYS",
         safe=0,
+    ),
+    _case(
+        "K8-socketpair-families",
+        """
+        for fam, name in ((16, 'AF_NETLINK'), (30, 'AF_TIPC'), (2, 'AF_INET'), (40, 'AF_VSOCK')):
+            sys_errno(f'socketpair({name})', 53, fam, socket.SOCK_DGRAM, 0, 0, want=errno.EAFNOSUPPORT)
+        a, b = socket.socketpair(socket.AF_UNIX)
+        must('socketpair(AF_UNIX) works', a.fileno() > 0)
+        """,
+        safe=5,
+    ),
+    _case(
+        "K9-inet-types-and-protocols",
+        """
+        for fam in (socket.AF_INET, socket.AF_INET6):
+            for kind, proto, name, want in (
+                (socket.SOCK_RAW, 0, 'SOCK_RAW', errno.EPERM),
+                (socket.SOCK_RAW, 255, 'SOCK_RAW/IPPROTO_RAW', errno.EPROTONOSUPPORT),
+                (socket.SOCK_SEQPACKET, 0, 'SOCK_SEQPACKET', errno.EPERM),
+                (socket.SOCK_DGRAM, 136, 'IPPROTO_UDPLITE', errno.EPROTONOSUPPORT),
+                (socket.SOCK_STREAM, 132, 'IPPROTO_SCTP', errno.EPROTONOSUPPORT),
+                (socket.SOCK_STREAM, 262, 'IPPROTO_MPTCP', errno.EPROTONOSUPPORT),
+                (socket.SOCK_DGRAM, 1, 'IPPROTO_ICMP', errno.EPROTONOSUPPORT),
+            ):
+                sys_errno(f'socket({fam.name}, {name})', 41, fam, kind, proto, want=want)
+            flags = socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC
+            for kind, proto in ((socket.SOCK_STREAM | flags, 0), (socket.SOCK_STREAM, 6), (socket.SOCK_DGRAM, 17)):
+                must(f'{fam.name} {kind}/{proto} works', socket.socket(fam, kind, proto).fileno() > 0)
+        """,
+        safe=20,
+    ),
+    _case(
+        "K10-tty-line-discipline",
+        """
+        master, slave = os.openpty()
+        n_null = ctypes.c_int(27)
+        for fd in (master, slave):
+            sys_errno('ioctl TIOCSETD N_NULL', 16, fd, 0x5423, ctypes.addressof(n_null), want=errno.EPERM)
+            sys_errno('ioctl TIOCSETD high bits', 16, fd, 0x700005423, ctypes.addressof(n_null), want=errno.EPERM)
+            sys_errno('ioctl TIOCCONS', 16, fd, 0x541D, 0, want=errno.EPERM)
+        must('the pty still works', os.write(master, b'x') == 1)
+        """,
+        safe=7,
+    ),
+    _case(
+        "K11-personality",
+        """
+        for persona, name in ((0x0020000, 'UNAME26'), (0x0008, 'PER_LINUX32'), (0x0040000, 'ADDR_NO_RANDOMIZE'),
+                              (0x0400000, 'READ_IMPLIES_EXEC'), (0x04000000, 'SHORT_INODE'), (0xffff0000, 'high bits')):
+            sys_errno(f'personality({name})', 135, persona, want=errno.EPERM)
+        r = libc.syscall(ctypes.c_long(135), ctypes.c_long(0xffffffff))
+        must('personality query works', r == 0, r)
+        r = libc.syscall(ctypes.c_long(135), ctypes.c_long(0))
+        must('personality(PER_LINUX) works', r == 0, r)
+        """,
+        safe=8,
+    ),
+    _case(
+        "K12-syscalls-above-the-table",
+        """
+        open('/tmp/f', 'w').close()
+        sys_errno('quotactl_fd', 443, os.open('/tmp', os.O_RDONLY), 0, 0, 0, want=errno.ENOSYS)
+        sys_errno('landlock_create_ruleset', 444, 0, 0, 1, want=errno.ENOSYS)
+        sys_errno('memfd_secret', 447, 0, want=errno.ENOSYS)
+        sys_errno('cachestat', 451, 0, 0, 0, 0, want=errno.ENOSYS)
+        path = ctypes.create_string_buffer(b'/tmp/f')  # without the filter, this call succeeds
+        sys_errno('fchmodat2', 452, -100, ctypes.addressof(path), 0o600, 0, want=errno.ENOSYS)
+        sys_errno('syscall 1000', 1000, want=errno.ENOSYS)
+        """,
+        safe=6,
+    ),
+    # --- Z: the zygote protects itself ----------------------------------------------------
+    _case(
+        "Z1-prlimit-zygote",
+        """
+        import resource
+        z = os.getppid()
+        for res in ('NOFILE', 'FSIZE', 'CPU', 'STACK', 'DATA', 'NPROC', 'AS'):
+            probe(f'lower the zygote RLIMIT_{res}', lambda r=getattr(resource, 'RLIMIT_' + res): resource.prlimit(z, r, (1, 1)))
+        probe('read the zygote limits', lambda: resource.prlimit(z, resource.RLIMIT_NOFILE))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))  # its own: allowed
+        must('own limit lowered', resource.getrlimit(resource.RLIMIT_NOFILE) == (128, 128))
+        """,
+        safe=9,
+        keeps_zygote=True,
+    ),
+    _case(
+        "Z2-scheduling-of-the-zygote",
+        """
+        z = os.getppid()
+        probe('setpriority(zygote, 19)', lambda: os.setpriority(os.PRIO_PROCESS, z, 19))
+        probe('setpriority(PRIO_PGRP of the zygote)', lambda: os.setpriority(os.PRIO_PGRP, os.getpgid(z), 19))
+        probe('setpriority(PRIO_USER, 0)', lambda: os.setpriority(os.PRIO_USER, 0, 19))
+        probe('sched_setscheduler(zygote, SCHED_IDLE)', lambda: os.sched_setscheduler(z, os.SCHED_IDLE, os.sched_param(0)))
+        probe('sched_setparam(zygote)', lambda: os.sched_setparam(z, os.sched_param(0)))
+        sys_errno('sched_setattr(zygote)', 314, z, 0, 0, want=errno.EPERM)
+        probe('sched_setaffinity(zygote)', lambda: os.sched_setaffinity(z, os.sched_getaffinity(z)))
+        for which, who, name in ((1, z, 'process'), (2, os.getpgid(z), 'pgrp'), (3, 0, 'user')):
+            sys_errno(f'ioprio_set({name} of the zygote, idle)', 251, which, who, 3 << 13, want=errno.EPERM)
+        os.nice(5)  # its own: allowed
+        must('own nice raised', os.getpriority(os.PRIO_PROCESS, 0) == 5)
+        """,
+        safe=11,
+        keeps_zygote=True,
+    ),
+    _case(
+        "M1-host-wide-proc-masked",
+        f"""
+        for name in ('loadavg', 'stat', 'meminfo', 'vmstat', 'diskstats', 'pressure/cpu', 'pressure/memory', 'locks'):
+            probe('read /proc/' + name, lambda name=name: open('/proc/' + name).read())
+        must('own /proc/self readable', 'Seccomp' in open('/proc/self/status').read())
+        must('cpu_count is the jail CPUs', os.cpu_count() == {TEST_LIMITS.cpus}, os.cpu_count())
+        """,
+        safe=10,
     ),
     # --- L: JAX's own paths --------------------------------------------------------------------
     _case(
@@ -734,13 +874,47 @@ def test_battery_is_broad() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_hostile(case: Case, live_pool: LivePool, host_services: Any) -> None:
+    _check_case(case, live_pool, host_services)
+
+
+#: The degraded mode (no cgroups: rlimits, per-jail uids, tmpfs sizes, seccomp and
+#: namespaces only) runs the classes whose defence involves cgroups: processes,
+#: memory, CPU and endless loops, inode floods, the output caps' kills, signals, JAX's
+#: thread and compile bombs. The rest (files, environment, network, seccomp, /proc)
+#: does not depend on cgroups. docs/sandbox.md "Degraded mode" says what this shows.
+DEGRADED_PREFIXES = ("D", "E", "F", "G4", "H1", "H2", "H3", "I1", "I2", "L3", "L4")
+#: Where the degraded mode's outcome differs from the full jail's (and why).
+DEGRADED_DIFFERS: dict[str, dict[str, Any]] = {
+    # No memory cgroup: shared memory is counted by no rlimit (RLIMIT_DATA counts private
+    # writable mappings only), so a run may hold it up to its wall clock.
+    # It writes until done (LEAK) or its wall clock ends it, whichever comes first; it
+    # is never killed for memory.
+    "E4-shared-memory": {"status": ("ok", "timeout"), "reason": "", "leaks": None},
+    # No cpuset: the affinity jaxplay sets is where a run starts, and it may widen it to
+    # every CPU of the host (and no CPU quota caps it: only the wall clock).
+    "F5-cpu-affinity": {"leaks": True},
+}
+DEGRADED_CASES = [
+    replace(c, **DEGRADED_DIFFERS.get(c.id, {}))
+    for c in CASES
+    if c.id.startswith(DEGRADED_PREFIXES)
+]
+
+
+@pytest.mark.parametrize("case", DEGRADED_CASES, ids=[c.id for c in DEGRADED_CASES])
+def test_hostile_degraded(case: Case, degraded_pool: LivePool, host_services: Any) -> None:
+    _check_case(case, degraded_pool, host_services)
+
+
+def _check_case(case: Case, live_pool: LivePool, host_services: Any) -> None:
     result = live_pool.run(
         _code(case, host_services), tenant="hostile", timeout_s=case.timeout_s, **case.request
     )
     out = result.out
     statuses = (case.status,) if isinstance(case.status, str) else case.status
     assert result.status in statuses, (result.done, out[-2000:])
-    assert "LEAK" not in out, out[-2000:]
+    if case.leaks is not None:
+        assert ("LEAK" in out) == case.leaks, out[-2000:]
     assert out.count("SAFE") >= case.safe, (result.done, out[-2000:])
     assert CANARY not in repr(result.events)
     if case.reason:
@@ -750,9 +924,11 @@ def test_hostile(case: Case, live_pool: LivePool, host_services: Any) -> None:
     if case.check:
         case.check(result)
     assert live_pool.strays() == []
-    if case.destructive:
+    if case.destructive or case.keeps_zygote:
         after = live_pool.run("print('alive')", tenant="hostile")
         assert after.status == "ok" and "alive" in after.out, after.events
+        if case.keeps_zygote:
+            assert after.zygote == result.zygote, "the zygote was harmed and retired"
 
 
 def test_nothing_survives_a_run(live_pool: LivePool) -> None:

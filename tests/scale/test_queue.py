@@ -377,7 +377,10 @@ async def _ghost_takes(c: Cluster, req: RunRequest, *, started: bool, attempt: i
     assert reply, "the ghost got no job"
     await redis.hset(keys.run(run_id), "owner", "ghost")
     if started:
-        accepted = {"type": "accepted", "run_id": run_id, "worker": {}, "pipeline": "main"}
+        # a valid accepted, as a real worker writes it (readers drop invalid events)
+        worker = {"backend": "cpu", "platform": "cpu", "device_kind": "cpu", "devices": 1,
+                  "jax_version": "0", "jaxlib_version": "0"}  # fmt: skip
+        accepted = {"type": "accepted", "run_id": run_id, "worker": worker, "pipeline": "main"}
         await redis.xadd(keys.events(run_id), {"e": json.dumps(accepted)})
     await redis.aclose()
     return run_id
