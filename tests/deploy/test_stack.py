@@ -216,6 +216,45 @@ def test_redis_users_can_do_their_part_and_no_more(stack: Stack) -> None:
     assert "maxmemory 1gb" in config
 
 
+# A jail as bubblewrap builds it for jaxplay (sandbox/jail/bwrap.py), reduced to
+# what needs the kernel's permission: namespaces, a new root, /proc, a hostname.
+BWRAP = (
+    "bwrap --unshare-all --unshare-user --disable-userns --uid 1000 --gid 1000 --hostname j "
+    "--die-with-parent --new-session --cap-drop ALL --ro-bind /usr /usr --symlink usr/lib /lib "
+    "--symlink usr/lib64 /lib64 --symlink usr/bin /bin --proc /proc --dev /dev --tmpfs /tmp "
+    "-- /usr/bin/true && echo jailed"
+)
+
+
+def test_the_worker_seccomp_profile_allows_a_jail_and_needs_each_call_it_adds(
+    stack: Stack, tmp_path: Path
+) -> None:
+    profile = json.loads((Path(__file__).parents[2] / "docker" / "seccomp-worker.json").read_text())
+    (ours,) = [r for r in profile["syscalls"] if r.get("comment", "").startswith("jaxplay")]
+
+    def jail(names: list[str], systempaths: bool = True) -> str:
+        rule = {**ours, "names": names}
+        rules = [rule if r is ours else r for r in profile["syscalls"] if names or r is not ours]
+        path = tmp_path / f"seccomp-{len(names)}-{'-'.join(names)}.json"
+        path.write_text(json.dumps({**profile, "syscalls": rules}))
+        options = ["--security-opt", f"seccomp={path}", "--security-opt", "no-new-privileges"]
+        if systempaths:
+            options += ["--security-opt", "systempaths=unconfined"]
+        done = subprocess.run(
+            [_DOCKER, "run", "--rm", "--network", "none", "--cap-drop", "ALL", *options,
+             "jaxplay-worker-cpu", "sh", "-c", BWRAP],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        return done.stdout + done.stderr
+
+    assert "jailed" in jail(ours["names"])
+    assert "jailed" not in jail(ours["names"], systempaths=False)  # no new /proc
+    for name in ours["names"]:
+        assert "jailed" not in jail([n for n in ours["names"] if n != name]), name
+    # Docker's default profile (ours without the rule) allows no jail at all
+    assert "No permissions to create a new namespace" in jail([])
+
+
 @pytest.mark.parametrize(
     ("image", "backend", "plugin"),
     [("worker-cuda", "gpu", "jax-cuda12-plugin"), ("worker-tpu", "tpu", "libtpu")],
