@@ -90,3 +90,13 @@ describe("HLO graph", () => {
     expect(parseHlo("not hlo").nodes).toEqual([]);
   });
 });
+
+describe("graph size", () => {
+  it("counts the nodes drawn with groups collapsed or open", async () => {
+    const { drawnNodes } = await import("../src/graph/model");
+    const g = parseJaxpr(fixture("nested.jaxpr.txt"));
+    const all = drawnNodes(g.nodes, () => false);
+    expect(all).toBe(countNodes(g.nodes));
+    expect(drawnNodes(g.nodes, () => true)).toBe(g.nodes.length);
+  });
+});

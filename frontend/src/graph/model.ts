@@ -37,6 +37,13 @@ export function countNodes(nodes: GraphNode[]): number {
   return n;
 }
 
+/** How many nodes are drawn when groups for which `collapsed` says true are one node. */
+export function drawnNodes(nodes: GraphNode[], collapsed: (n: GraphNode) => boolean): number {
+  let n = 0;
+  for (const node of nodes) n += 1 + (node.children && !collapsed(node) ? drawnNodes(node.children, collapsed) : 0);
+  return n;
+}
+
 /** Line number (1-based) of each offset of `text`, by binary search over line starts. */
 export function lineIndex(text: string): (offset: number) => number {
   const starts = [0];

@@ -7,7 +7,7 @@ import { clear, h, svg } from "../dom";
 import { parseHlo } from "../graph/hlo";
 import { parseJaxpr } from "../graph/jaxpr";
 import { layoutGraph, type Laid, type Placed } from "../graph/layout";
-import { countNodes, type Graph, type GraphNode } from "../graph/model";
+import { countNodes, drawnNodes, type Graph, type GraphNode } from "../graph/model";
 import { bandOf, sourceMap } from "../linking";
 import { docFor, docElement } from "../opdocs";
 import type { Sources } from "../protocol";
@@ -21,6 +21,10 @@ interface Text {
 
 /** Groups bigger than this start collapsed. */
 const OPEN_LIMIT = 30;
+/** Layout runs in the page's thread (about 2 s for 1,000 nodes on a slow machine):
+ * past this many nodes the groups are drawn collapsed, and past it at the top level
+ * the graph is not drawn at all (the text pane has it). */
+const DRAW_LIMIT = 1200;
 
 export class GraphPane {
   private texts = new Map<string, Text>(); // `${source}:${pipeline}`
@@ -143,17 +147,33 @@ export class GraphPane {
     this.note.textContent = missing.length === this.pipelines.length ? `No ${what} yet: run the code.` : "";
     this.note.hidden = this.note.textContent === "";
     const columns = this.pipelines.map((p) => ({ p, g: this.graph(p) }));
+    const notes: string[] = [];
     void Promise.all(
-      columns.map(async ({ g }) => (g && !(g instanceof Error) ? await layoutGraph(g, this.isCollapsed) : g)),
+      columns.map(async ({ g }) => {
+        if (!g || g instanceof Error) return g;
+        let collapsed = this.isCollapsed;
+        if (drawnNodes(g.nodes, collapsed) > DRAW_LIMIT) {
+          collapsed = () => true;
+          notes.push(`${countNodes(g.nodes)} nodes: groups drawn collapsed to keep the page responsive.`);
+        }
+        if (drawnNodes(g.nodes, collapsed) > DRAW_LIMIT) {
+          return new Error(`${g.nodes.length} nodes at the top level are too many to draw here (the limit is ${DRAW_LIMIT}); the text pane has them all`);
+        }
+        return await layoutGraph(g, collapsed);
+      }),
     ).then((laid) => {
       if (generation !== this.generation) return; // a newer render started
       clear(this.body);
+      if (notes.length) {
+        this.note.textContent = notes[0]!;
+        this.note.hidden = false;
+      }
       this.body.classList.toggle("graph-compare", this.pipelines.length > 1);
       for (const [i, { p }] of columns.entries()) {
         const col = h("div", { class: "graph-col", "data-pipeline": p });
         if (this.pipelines.length > 1) col.append(h("div", { class: `graph-head ${i === 0 ? "pipe-a" : "pipe-b"}` }, `${i === 0 ? "A" : "B"}: ${this.labels[p] ?? p}`));
         const l = laid[i];
-        if (l instanceof Error) col.append(h("p", { class: "pane-note" }, `Could not read this ${what} as a graph: ${l.message}`));
+        if (l instanceof Error) col.append(h("p", { class: "pane-note", "data-testid": "graph-problem" }, `Could not draw this ${what} as a graph: ${l.message}`));
         else if (l) col.append(this.draw(l, p));
         this.body.append(col);
       }
