@@ -24,19 +24,22 @@ import psycopg
 from backend.app.migrations import migrate
 from backend.app.storage import (
     MIN_ID_LENGTH,
-    RESULT_TRIM,
+    RESULT_OLDEST,
+    RESULT_TOTALS,
     RESULT_UPSERT,
     SNIPPET_FORMAT,
+    TRIM_BATCH,
     CachedResult,
     CacheLimits,
     ResultRecord,
+    trim_plan,
 )
 
 T = TypeVar("T")
 
 #: The cache's rule and trim, as SQLite runs them (one text, two placeholder styles).
 _UPSERT = RESULT_UPSERT.replace("?", "%s")
-_TRIM = RESULT_TRIM.replace("?", "%s")
+_OLDEST = RESULT_OLDEST.replace("?", "%s")
 
 
 class PgStorage:
@@ -176,7 +179,21 @@ class PgStorage:
                         time.time(),
                     ),
                 )
-                await conn.execute(_TRIM, (limits.max_entries, limits.max_bytes))
+                cur = await conn.execute(RESULT_TOTALS)
+                count, total = await cur.fetchone() or (0, 0)
+                more = count > limits.max_entries or total > limits.max_bytes
+                while more:
+                    cur = await conn.execute(_OLDEST, (TRIM_BATCH,))
+                    oldest = [(str(k), int(n)) for k, n in await cur.fetchall()]
+                    victims, more = trim_plan(count, total, oldest, limits)
+                    if victims:
+                        await conn.execute(
+                            "DELETE FROM cache_results WHERE key = ANY(%s)", (victims,)
+                        )
+                    gone = set(victims)
+                    count -= len(victims)
+                    total -= sum(size for key, size in oldest if key in gone)
+                    more = more and bool(victims)
             return str(state)
 
         return await self._call(put)

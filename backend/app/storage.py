@@ -90,19 +90,26 @@ ON CONFLICT (key) DO UPDATE SET
 RETURNING state
 """
 
-#: Deletes the oldest entries beyond the count and byte budgets (parameters:
-#: max_entries, max_bytes).
-RESULT_TRIM = """
-DELETE FROM cache_results WHERE key IN (
-    SELECT key FROM (
-        SELECT key,
-               ROW_NUMBER() OVER (ORDER BY created DESC, key) AS n,
-               SUM(size) OVER (ORDER BY created DESC, key) AS total
-        FROM cache_results
-    ) AS ranked
-    WHERE n > ? OR total > ?
-)
-"""
+#: The cache's size now (a scan of the covering index ``cache_results_age``).
+RESULT_TOTALS = "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM cache_results"
+#: The oldest entries first (parameters: how many), for ``trim_plan``.
+RESULT_OLDEST = "SELECT key, size FROM cache_results ORDER BY created, key LIMIT ?"
+#: How many of the oldest entries a trim reads at a time.
+TRIM_BATCH = 256
+
+
+def trim_plan(
+    count: int, total: int, oldest: list[tuple[str, int]], limits: CacheLimits
+) -> tuple[list[str], bool]:
+    """The keys to delete, oldest first, to bring the cache within ``limits``; and
+    whether more must go than ``oldest`` holds (read the next batch)."""
+    victims: list[str] = []
+    for key, size in oldest:
+        if count <= limits.max_entries and total <= limits.max_bytes:
+            return victims, False
+        victims.append(key)
+        count, total = count - 1, total - int(size)
+    return victims, count > limits.max_entries or total > limits.max_bytes
 
 
 def canonical_json(request: RunRequest) -> str:
@@ -273,7 +280,16 @@ class SqliteStorage:
                     time.time(),
                 ),
             ).fetchone()
-            db.execute(RESULT_TRIM, (limits.max_entries, limits.max_bytes))
+            count, total = db.execute(RESULT_TOTALS).fetchone()
+            more = count > limits.max_entries or total > limits.max_bytes
+            while more:
+                oldest = db.execute(RESULT_OLDEST, (TRIM_BATCH,)).fetchall()
+                victims, more = trim_plan(count, total, oldest, limits)
+                db.executemany("DELETE FROM cache_results WHERE key = ?", [(k,) for k in victims])
+                gone = set(victims)
+                count -= len(victims)
+                total -= sum(size for key, size in oldest if key in gone)
+                more = more and bool(victims)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
