@@ -55,6 +55,12 @@ _LOG_CHUNK = 4096
 CANCEL_S = 1.0
 
 
+def tenant_group(tenant: str) -> str:
+    """The client a tenant belongs to: tenants are ``GROUP|NAME`` (or just ``GROUP``),
+    as the server names them (backend/app/tenancy.py)."""
+    return tenant.split("|", 1)[0]
+
+
 def fits_warm_child(request: RunRequest) -> bool:
     """Whether a zygote's pre-forked child (CPU backend started with one device) can
     run this request; otherwise the zygote forks a cold child for it."""
@@ -485,11 +491,33 @@ class ZygotePool:
             z.tenant = tenant
             return z
         if len(self.zygotes) >= self.size:
-            evictable = [z for z in self.zygotes if z.state == "idle" and z.run is None]
-            if not evictable:
+            victim = self._victim(tenant)
+            if victim is None:
                 raise PoolFull("every sandbox is busy", retry_after_s=1.0)
-            min(evictable, key=lambda z: z.last_used).retire("evicted for a new client")
+            victim.retire("evicted for a new client")
         return self._spawn(tenant)
+
+    def _victim(self, tenant: str) -> Zygote | None:
+        """The idle zygote a full pool gives up for ``tenant``, fairly between client
+        groups (a tenant ``GROUP|NAME``: the server's client address or token; see
+        ``tenant_group``): a group at its share (the pool's size over the groups
+        holding zygotes) evicts only its own; otherwise the least recently used of
+        a group over its share goes. So one client opening sessions without end takes
+        its share of warm zygotes, never everyone's."""
+        mine = tenant_group(tenant)
+        held: dict[str, int] = {}
+        for z in self.zygotes:
+            if z.tenant is not None:
+                held[tenant_group(z.tenant)] = held.get(tenant_group(z.tenant), 0) + 1
+        share = max(1, self.size // len(held.keys() | {mine}))
+        idle = [z for z in self.zygotes if z.state == "idle" and z.run is None and z.tenant]
+        if held.get(mine, 0) >= share:
+            idle = [z for z in idle if tenant_group(z.tenant or "") == mine]
+        else:
+            idle = [z for z in idle if held[tenant_group(z.tenant or "")] > share] or [
+                z for z in idle if tenant_group(z.tenant or "") != mine
+            ]
+        return min(idle, key=lambda z: z.last_used) if idle else None
 
     # --- zygotes ------------------------------------------------------------------
 
