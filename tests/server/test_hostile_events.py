@@ -167,14 +167,14 @@ def test_a_label_flood(server: LiveServer) -> None:
     forging = "for i in range(20_000):\n    forge({'type': 'stage', 'stage': f's{i}', 'ms': 1})\n"
     with RssWatch(server) as rss:
         started = time.monotonic()
-        events = forged_run(server, forging, timeout_s=20)
+        events = forged_run(server, forging, timeout_s=60)
         took = time.monotonic() - started
         with httpx.Client(base_url=server.url, timeout=10) as client:
             for i in range(300):  # invented HTTP methods and paths
                 client.request(f"M{i}", f"/nowhere/{i}")
     done = events[-1]
     assert done["status"] == "killed" and "100 event lines refused" in done["reason"], done
-    assert took < 15, "the run ended at its real end, not at its wall clock"
+    assert took < 30, "the run ended at its real end, not at its wall clock (60 s)"
     metrics = httpx.get(server.url + "/metrics", timeout=10).text
     assert "s{" not in metrics and "s19999" not in metrics and "M299" not in metrics
     assert all(line.split("{")[0].startswith(("jaxplay_", "process_", "python_", "#"))
@@ -289,7 +289,7 @@ def test_a_client_that_stops_reading(server: LiveServer, transport: str) -> None
             # and the server drops the client STALL_S after the socket filled: long
             # before the run's own 60 s.
             began: float | None = None  # when the run was first seen in flight
-            deadline = started + STALL_S + 20
+            deadline = started + STALL_S + 40  # a slow machine may start the zygote late
             while time.monotonic() < deadline:
                 time.sleep(0.25)
                 metrics = httpx.get(server.url + "/metrics", timeout=10).text
@@ -304,7 +304,7 @@ def test_a_client_that_stops_reading(server: LiveServer, transport: str) -> None
             assert time.monotonic() - began >= STALL_S - 1.5
         finally:
             sock.close()
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 50  # well before the run's own 60 s + grace
     assert "jaxplay_websocket_connections 0.0" in metrics
     assert_server_well(server, rss.peak)
 
