@@ -38,10 +38,10 @@ class Settings(BaseSettings):
     )
     ws_origins: list[str] = Field(
         default_factory=list,
-        description="Origins besides `public_url` (and the address the request came to) "
-        'whose pages may open the WebSocket (JSON list, e.g. `["https://a.example"]`); '
-        "a browser from any other origin is refused (1008). Clients that send no "
-        "`Origin` (scripts) are not browsers and are let in.",
+        description="Origins besides `public_url`, the address the request came to and "
+        "`cors_origins` whose pages may open the WebSocket (JSON list, e.g. "
+        '`["https://a.example"]`); a browser from any other origin is refused (1008). '
+        "Clients that send no `Origin` (scripts) are not browsers and are let in.",
     )
     frame_ancestors: str = Field(
         default="'none'",

@@ -239,13 +239,18 @@ def test_one_client_cannot_hold_many_sockets(serve: Any) -> None:
         ("http://testserver", True),  # the page itself (the host the request came to)
         ("https://jaxplay.example", True),  # public_url
         ("https://embed.example", True),  # ws_origins
+        ("https://api-user.example", True),  # cors_origins: may call the API, so may connect
         (None, True),  # not a browser (a script): nothing to protect
     ],
 )
 def test_a_foreign_origin_cannot_open_the_websocket(
     serve: Any, origin: str | None, allowed: bool
 ) -> None:
-    client, pool = serve(public_url="https://jaxplay.example", ws_origins=["https://embed.example"])
+    client, pool = serve(
+        public_url="https://jaxplay.example",
+        ws_origins=["https://embed.example"],
+        cors_origins=["https://api-user.example"],
+    )
     headers = {PEER: "198.51.100.7"} | ({"Origin": origin} if origin else {})
     with client.websocket_connect("/api/v1/ws", headers=headers) as ws:
         first = ws.receive_json()

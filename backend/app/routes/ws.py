@@ -347,13 +347,14 @@ class Connection:
 
 def origin_allowed(ws: WebSocket, settings: Settings, origin: str) -> bool:
     """A browser page may open the WebSocket only from the server's own origin (the
-    address it came to, or ``public_url``) or one of ``ws_origins``."""
+    address it came to, or ``public_url``) or one of ``ws_origins`` and
+    ``cors_origins`` (a site allowed to call the API may open its socket too)."""
     scheme = "https" if ws.url.scheme == "wss" else "http"
     own = {f"{scheme}://{ws.headers.get('host', '')}".lower()}
     if settings.public_url:
         parts = urlsplit(settings.public_url)
         own.add(f"{parts.scheme}://{parts.netloc}".lower())
-    own.update(o.rstrip("/").lower() for o in settings.ws_origins)
+    own.update(o.rstrip("/").lower() for o in [*settings.ws_origins, *settings.cors_origins])
     return origin.rstrip("/").lower() in own
 
 
