@@ -122,7 +122,10 @@ FORGED = [
     {"type": "timing", "rows": [], "notes": ["evil"]},
     {"type": "cost", "flops": 1e30},
     {"type": "stablehlo", "text": "evil", "sources": []},
+    {"type": "hlo", "text": "evil", "sources": []},
     {"type": "jaxpr", "text": "evil", "sources": [], "pipeline": "3"},
+    {"type": "value", "repr": "evil", "tree": [], "pipeline": "2"},
+    {"type": "stderr", "text": "evil", "pipeline": "9"},
     # stages: invented, one this request has none of, one longer than the run
     {"type": "stage", "stage": "evil", "ms": 1},
     {"type": "stage", "stage": "compile", "ms": 1},
