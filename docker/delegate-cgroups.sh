@@ -12,7 +12,7 @@
 #   WORKER_MEMORY   memory of all the jails of one worker together (6G)
 #   WORKER_PIDS     their processes and threads together (4096)
 #
-# cgroup v1 (memory, pids, cpu and cpuset hierarchies): /sys/fs/cgroup/C/jaxplay/W,
+# cgroup v1 (memory, pids, cpu and cpuset hierarchies): /sys/fs/cgroup/C/jaxplay-workers/W,
 # bound at /run/jaxplay/cgroup/C, which JAXPLAY_CGROUP_ROOT names. In v1 a process may
 # move a process of its own uid into a cgroup whose cgroup.procs it may write.
 # cgroup v2: not done by this script (docs/deploy.md says how, and what is untested).
@@ -46,7 +46,7 @@ for worker in "$@"; do
     echo "    volumes:" >>"$override"
     for c in "${controllers[@]}"; do
         [ -d "$fs/$c" ] || continue
-        top=$fs/$c/jaxplay
+        top=$fs/$c/jaxplay-workers  # apart from the jail roots of jaxplay run on the host
         dir=$top/$worker
         mkdir -p "$dir"
         if [ "$c" = cpuset ]; then  # v1 cpusets start empty: take the parent's
@@ -65,4 +65,4 @@ for worker in "$@"; do
         echo "      - $dir:/run/jaxplay/cgroup/$c" >>"$override"
     done
 done
-echo "delegate-cgroups: ${*} get their own cgroups (v1) under $fs/*/jaxplay; override: $override" >&2
+echo "delegate-cgroups: ${*} get their own cgroups (v1) under $fs/*/jaxplay-workers; override: $override" >&2

@@ -130,7 +130,7 @@ cleanup() {
     else
         "${compose[@]}" down --volumes --timeout 5 >/dev/null 2>&1 || true
         # the jails' cgroups, then the workers' (only empty cgroups can be removed)
-        for d in /sys/fs/cgroup/*/jaxplay/worker-*; do
+        for d in /sys/fs/cgroup/*/jaxplay-workers/worker-*; do
             [ -d "$d" ] || continue
             find "$d" -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null || true
             rmdir "$d" "$(dirname "$d")" 2>/dev/null || true

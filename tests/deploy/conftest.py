@@ -17,7 +17,7 @@ class Stack:
     url: str  # the load balancer
     compose: list[str]  # the compose command, project and files included
     redis_port: int
-    cgroups: str  # the host directory each worker's jail cgroups live under (per controller)
+    cgroups: str  # where the cgroup hierarchies are mounted (docker/delegate-cgroups.sh)
 
     def redis_url(self, user: str) -> str:
         password = os.environ[f"REDIS_{user.upper()}_PASSWORD"]

@@ -22,6 +22,7 @@ import redis
 from .conftest import Stack
 
 WORKER_UID = 10002  # docker/Dockerfile: jaxplay-worker
+JAIL_MEMORY = 1 << 30  # docker/compose.check.yaml: JAXPLAY_MEMORY_BYTES
 GRAD_JIT: dict[str, Any] = {
     "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.tanh(x) ** 2)\n",
     "args": "(jnp.ones((3,)),)",
@@ -61,7 +62,9 @@ def wait_for_workers(stack: Stack, count: int, within_s: float = 180) -> None:
 
 
 def jail_cgroups(stack: Stack, worker: str, controller: str) -> list[Path]:
-    return [Path(p) for p in glob.glob(f"/sys/fs/cgroup/{controller}/jaxplay/{worker}/jail-*")]
+    return [
+        Path(p) for p in glob.glob(f"{stack.cgroups}/{controller}/jaxplay-workers/{worker}/jail-*")
+    ]
 
 
 def procs(cgroup: Path) -> list[int]:
@@ -113,13 +116,32 @@ def test_the_worker_runs_unprivileged_and_its_jails_have_cgroups_of_their_own(
         jailed = 0
         for cgroup in memory:
             limit = int((cgroup / "memory.limit_in_bytes").read_text())
-            assert limit == 2 * 1024**3, cgroup  # JAXPLAY_MEMORY_BYTES's default
+            assert limit == JAIL_MEMORY, cgroup
             pids_dir = Path(str(cgroup).replace("/memory/", "/pids/"))
             assert (pids_dir / "pids.max").read_text().strip() == "128", pids_dir
             for pid in procs(cgroup):
                 assert uids(pid) == {WORKER_UID}, pid
                 jailed += 1
         assert jailed, f"{worker}: no process in any jail"
+
+
+def test_a_run_over_its_memory_is_killed_by_its_cgroup_in_the_container(stack: Stack) -> None:
+    # shared memory: no rlimit counts it, only the jail's memory cgroup
+    code = (
+        "import mmap\n"
+        "m = mmap.mmap(-1, 2 << 30, flags=mmap.MAP_SHARED)\n"
+        "block = b'x' * (64 << 20)\n"
+        "for i in range(32):\n"
+        "    m.write(block)\n"
+        "print('wrote 2 GiB')\n\n"
+        "def f():\n    return 0\n"
+    )
+    request = {"code": code, "outputs": ["value"], "backend": "cpu", "cache": False}
+    events = run(stack, {**request, "timeout_s": 60})
+    end = done(events)
+    assert end["status"] == "killed" and end["reason"] == "memory 1 GiB", end
+    assert not any("wrote 2 GiB" in e.get("text", "") for e in events)
+    assert done(run(stack, GRAD_JIT))["status"] == "ok"
 
 
 def test_a_worker_killed_mid_run(stack: Stack) -> None:
