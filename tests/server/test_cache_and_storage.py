@@ -314,3 +314,19 @@ def test_sqlite_gives_freed_pages_back(tmp_path: Path) -> None:
     for path in (old, tmp_path / "new.sqlite3"):
         asyncio.run(go(path))
         assert sqlite3.connect(path).execute("PRAGMA auto_vacuum").fetchone()[0] == 1, path
+
+
+def test_a_cached_answer_over_the_websocket_says_its_age(make_client: Make) -> None:
+    client, _pool = make(make_client)
+    body = {"code": CODE, "outputs": NO_TIMING}
+    events(client, body, ALICE)
+    events(client, body, BOB)
+    with client.websocket_connect(f"/api/v1/ws?token={TOKENS[2]}") as ws:
+        assert ws.receive_json()["type"] == "hello"
+        ws.send_json({"type": "run", "seq": 1, "payload": body})
+        accepted = ws.receive_json()["payload"]
+        assert accepted["type"] == "accepted" and accepted["cached"] is True
+        assert accepted["cached_at"].endswith("Z") and accepted["age_s"] >= 0
+        while (m := ws.receive_json())["payload"]["type"] != "done":
+            pass
+        assert m["payload"]["cached"] is True and m["payload"]["status"] == "ok"
