@@ -1,0 +1,370 @@
+"""Meshes, shardings and the collectives XLA inserts, for one run.
+
+The request spells a mesh and PartitionSpecs as JSON (sandbox/sharding_request.py);
+this builds the JAX objects over the run's devices, places the example arguments,
+and describes a compiled program's shardings: which device holds which block of
+each argument and output, and every collective in the per-device HLO.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from sandbox.engine.sources import hlo_sources
+from sandbox.protocol import MAX_COLLECTIVES, MAX_SHARD_BLOCKS
+from sandbox.sharding_request import MeshSpec
+
+#: the collectives of XLA's HLO; ``-start`` forms (async) count as their op
+COLLECTIVE_KINDS = (
+    "all-gather",
+    "all-reduce",
+    "reduce-scatter",
+    "all-to-all",
+    "collective-permute",
+)
+_INSTRUCTION = re.compile(
+    r"^\s*(?:ROOT\s+)?%?[\w.-]+\s*=\s*(?P<shape>.+?)\s+"
+    r"(?P<kind>all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)"
+    r"(?:-start)?\("
+)
+_ARRAY_SHAPE = re.compile(r"\b(?P<dtype>[a-z]+\d*(?:e\d+m\d+\w*)?)\[(?P<dims>[\d,]*)\]")
+_GROUPS_LIST = re.compile(r"replica_groups=\{((?:\{[\d,]*\},?)*)\}")
+_GROUPS_IOTA = re.compile(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
+_GROUPS_MESH = re.compile(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}")
+_PAIRS = re.compile(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}")
+_MESH_AXIS = re.compile(r"'?([\w]+)'?=(\d+)")
+_BITS = {"pred": 8, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "f16": 16, "bf16": 16}
+_BITS.update(
+    {"s32": 32, "u32": 32, "f32": 32, "s64": 64, "u64": 64, "f64": 64, "c64": 64, "c128": 128}
+)
+
+
+class ShardingUnsupported(Exception):
+    """A sharding feature the running JAX does not have."""
+
+
+def _jax_version() -> str:
+    import jax
+
+    return str(jax.__version__)
+
+
+def build_mesh(spec: MeshSpec) -> Any:
+    """``jax.make_mesh`` over the run's devices, with the axis types asked for."""
+    import jax
+
+    if not hasattr(jax, "make_mesh"):
+        raise ShardingUnsupported(
+            f"`mesh` needs jax.make_mesh (JAX 0.4.35+); this is {_jax_version()}"
+        )
+    kwargs: dict[str, Any] = {}
+    if spec.axis_types is not None:
+        axis_type = getattr(jax.sharding, "AxisType", None)
+        if axis_type is None:
+            raise ShardingUnsupported(
+                f"mesh axis_types need jax.sharding.AxisType (JAX 0.6+); this is {_jax_version()}: "
+                "leave axis_types out"
+            )
+        kwargs["axis_types"] = tuple(getattr(axis_type, t.capitalize()) for t in spec.axis_types)
+    return jax.make_mesh(tuple(spec.shape), tuple(spec.axis_names), **kwargs)
+
+
+def partition_spec(spec: list[Any] | None) -> Any:
+    """A JSON PartitionSpec as JAX's (``null`` or missing: replicated, ``P()``)."""
+    from jax.sharding import PartitionSpec
+
+    entries = [tuple(e) if isinstance(e, list) else e for e in spec or ()]
+    return PartitionSpec(*entries)
+
+
+def named(mesh: Any, spec: list[Any] | None) -> Any:
+    from jax.sharding import NamedSharding
+
+    return NamedSharding(mesh, partition_spec(spec))
+
+
+def specs(value: list[Any] | None, *, single: bool) -> Any:
+    """A list of JSON specs as shard_map/reshard take them: one entry is one spec
+    for everything when ``single`` (a prefix of the outputs), else a tuple."""
+    items = [partition_spec(s) for s in value or ()]
+    if single and len(items) == 1:
+        return items[0]
+    return tuple(items)
+
+
+def place_args(args: tuple[Any, ...], mesh: Any, shardings: list[Any]) -> tuple[Any, ...]:
+    """Each argument placed as its PartitionSpec says (``null``: replicated)."""
+    import jax
+
+    if len(shardings) != len(args):
+        raise ValueError(
+            f"in_shardings has {len(shardings)} entries but args has {len(args)} arguments: "
+            "give one PartitionSpec (or null) per argument"
+        )
+    return tuple(jax.device_put(a, named(mesh, s)) for a, s in zip(args, shardings, strict=True))
+
+
+def jit_shardings(request: Any, mesh: Any) -> dict[str, Any]:
+    """jit's ``in_shardings``/``out_shardings`` for the request (empty without any)."""
+    out: dict[str, Any] = {}
+    if request.in_shardings is not None:
+        out["in_shardings"] = tuple(
+            None if s is None else named(mesh, s) for s in request.in_shardings
+        )
+    if request.out_shardings is not None:
+        outs = [None if s is None else named(mesh, s) for s in request.out_shardings]
+        out["out_shardings"] = outs[0] if len(outs) == 1 else tuple(outs)
+    return out
+
+
+@contextlib.contextmanager
+def mesh_context(mesh: Any) -> Iterator[None]:
+    """The mesh as the ambient one while a pipeline runs (``P`` alone in
+    ``reshard``, explicit axes in types); nothing without a mesh."""
+    import jax
+
+    if mesh is None:
+        yield
+        return
+    if hasattr(jax, "set_mesh"):
+        with jax.set_mesh(mesh):
+            yield
+    elif hasattr(jax.sharding, "use_mesh"):
+        with jax.sharding.use_mesh(mesh):
+            yield
+    else:
+        with mesh:
+            yield
+
+
+# --- describing a compiled program -----------------------------------------------
+
+
+def _spec_json(sharding: Any) -> list[Any] | None:
+    spec = getattr(sharding, "spec", None)
+    if spec is None:
+        return None
+    return [list(e) if isinstance(e, tuple) else e for e in spec]
+
+
+def _grid(sharding: Any, shape: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Blocks of the array, each with the devices that hold it (several: replicated)."""
+    blocks: dict[tuple[tuple[int, int], ...], list[int]] = {}
+    for device, index in sharding.devices_indices_map(tuple(shape)).items():
+        bounds = tuple(
+            (s.start or 0, dim if s.stop is None else s.stop)
+            for s, dim in zip(index, shape, strict=False)
+        )
+        blocks.setdefault(bounds, []).append(int(device.id))
+    return [
+        {"start": [b[0] for b in bounds], "stop": [b[1] for b in bounds], "devices": sorted(ids)}
+        for bounds, ids in sorted(blocks.items())[:MAX_SHARD_BLOCKS]
+    ]
+
+
+def _entries(shardings: Any, avals: list[Any], paths: list[str]) -> list[dict[str, Any]]:
+    import jax
+
+    out = []
+    leaves = jax.tree_util.tree_leaves(
+        shardings, is_leaf=lambda s: hasattr(s, "devices_indices_map")
+    )
+    for path, aval, sharding in zip(paths, avals, leaves, strict=False):
+        shape = tuple(int(d) for d in getattr(aval, "shape", ()))
+        out.append(
+            {
+                "path": path,
+                "shape": list(shape),
+                "dtype": str(getattr(aval, "dtype", "")),
+                "spec": _spec_json(sharding),
+                "sharding": type(sharding).__name__,
+                "grid": _grid(sharding, shape),
+            }
+        )
+    return out
+
+
+def sharding_event(compiled: Any) -> dict[str, Any]:
+    """The ``sharding`` output of one compiled pipeline."""
+    import jax
+
+    args_info = compiled.args_info
+    flat_args = jax.tree_util.tree_flatten_with_path(
+        args_info[0] if isinstance(args_info, tuple) else args_info
+    )[0]
+    arg_paths = [jax.tree_util.keystr(p) for p, _ in flat_args]
+    arg_avals = [getattr(info, "_aval", info) for _, info in flat_args]
+    in_shardings = compiled.input_shardings[0]
+    flat_out = jax.tree_util.tree_flatten_with_path(compiled.out_info)[0]
+    out_paths = [jax.tree_util.keystr(p) for p, _ in flat_out]
+    out_avals = [info for _, info in flat_out]
+    text = compiled.as_text()
+    return {
+        "type": "sharding",
+        "devices": _device_count(compiled),
+        "arguments": _entries(in_shardings, arg_avals, arg_paths),
+        "outputs": _entries(compiled.output_shardings, out_avals, out_paths),
+        "collectives": collectives(text),
+    }
+
+
+def _device_count(compiled: Any) -> int:
+    for sharding in compiled.input_shardings[0] or ():
+        return len(sharding.device_set)
+    import jax
+
+    leaves = jax.tree_util.tree_leaves(
+        compiled.output_shardings, is_leaf=lambda s: hasattr(s, "device_set")
+    )
+    return len(leaves[0].device_set) if leaves else 1
+
+
+def collectives(text: str) -> list[dict[str, Any]]:
+    """Every collective of a compiled (per-device) HLO text: its kind, the bytes of
+    its result on one device, its groups of devices, and the user's line."""
+    lines = {s["out_line"]: s["line"] for s in hlo_sources(text)}
+    found = []
+    for index, line in enumerate(text.split("\n")):
+        match = _INSTRUCTION.match(line)
+        if not match:
+            continue
+        groups, groups_text = _groups(line)
+        found.append(
+            {
+                "kind": match.group("kind"),
+                "bytes": _bytes(match.group("shape")),
+                "shape": match.group("shape").strip()[:256],
+                "replica_groups": groups,
+                "groups_text": groups_text[:256],
+                "line": lines.get(index + 1),
+                "hlo_line": index + 1,
+            }
+        )
+        if len(found) >= MAX_COLLECTIVES:
+            break
+    return found
+
+
+def _bytes(shape: str) -> int:
+    total = 0
+    for match in _ARRAY_SHAPE.finditer(shape.split("{")[0] if "(" not in shape else shape):
+        bits = _BITS.get(match.group("dtype"))
+        if bits is None:
+            continue
+        dims = [int(d) for d in match.group("dims").split(",") if d]
+        total += math.prod(dims) * bits // 8
+    return total
+
+
+def _groups(line: str) -> tuple[list[list[int]] | None, str]:
+    """The groups of devices that take part together, from any of XLA's spellings:
+    explicit lists, iota (``[2,2]<=[4]``, ``[2,2]<=[2,2]T(1,0)``), mesh axes
+    (``mesh['x'=2,'y'=2] {'x'}``); a collective-permute's (source, target) pairs."""
+    import numpy as np
+
+    if match := _PAIRS.search(line):
+        pairs = re.findall(r"\{(\d+),(\d+)\}", match.group(1))
+        return [[int(a), int(b)] for a, b in pairs], match.group(0)
+    if match := _GROUPS_LIST.search(line):
+        groups = re.findall(r"\{([\d,]*)\}", match.group(1))
+        return [[int(d) for d in g.split(",") if d] for g in groups], match.group(0)
+    if match := _GROUPS_IOTA.search(line):
+        out_shape = [int(d) for d in match.group(1).split(",")]
+        dims = [int(d) for d in match.group(2).split(",")]
+        ids = np.arange(math.prod(dims)).reshape(dims)
+        if match.group(3):
+            ids = ids.transpose([int(d) for d in match.group(3).split(",")])
+        return ids.reshape(out_shape).tolist(), match.group(0)
+    if match := _GROUPS_MESH.search(line):
+        axes = [(name, int(size)) for name, size in _MESH_AXIS.findall(match.group(1))]
+        grouped = set(re.findall(r"[\w]+", match.group(2)))
+        names = [name for name, _ in axes]
+        ids = np.arange(math.prod(size for _, size in axes)).reshape([size for _, size in axes])
+        inner = [i for i, name in enumerate(names) if name in grouped]
+        outer = [i for i in range(len(names)) if i not in inner]
+        size = math.prod(axes[i][1] for i in inner)
+        return ids.transpose(outer + inner).reshape(-1, size).tolist(), match.group(0)
+    return None, ""
+
+
+def lower_for(lowerable: Any, args: tuple[Any, ...], platforms: list[str]) -> Any:
+    """Lower for other platforms than this worker's (no compile: no hardware needed)."""
+    try:
+        traced = lowerable.trace(*args)
+        return traced.lower(lowering_platforms=tuple(platforms))
+    except (AttributeError, TypeError) as exc:
+        if "lowering_platforms" in str(exc) or "trace" in str(exc):
+            raise ShardingUnsupported(
+                f"lowering_platforms needs jit(...).trace(...).lower(lowering_platforms=...), "
+                f"which JAX {_jax_version()} does not have"
+            ) from exc
+        raise
+
+
+# --- pipeline steps over the mesh (sandbox/engine/pipeline.py's MESH_RULES) ---------
+
+
+def shard_map_step(fn: Any, options: dict[str, Any], mesh: Any) -> Any:
+    """``jax.shard_map(fn, mesh=, in_specs=, out_specs=, axis_names=)``; before
+    JAX's top-level shard_map, ``jax.experimental.shard_map`` (all axes manual)."""
+    import jax
+
+    kwargs: dict[str, Any] = {"out_specs": specs(options["out_specs"], single=True)}
+    if "in_specs" in options:
+        kwargs["in_specs"] = specs(options["in_specs"], single=False)
+    if hasattr(jax, "shard_map"):
+        if options.get("axis_names"):
+            kwargs["axis_names"] = frozenset(options["axis_names"])
+        if "check_vma" in options:
+            kwargs["check_vma"] = bool(options["check_vma"])
+        return jax.shard_map(fn, mesh=mesh, **kwargs)
+    from jax.experimental.shard_map import shard_map
+
+    if "in_specs" not in kwargs:
+        raise ShardingUnsupported(f"shard_map needs `in_specs` on JAX {_jax_version()}")
+    if options.get("axis_names"):
+        raise ShardingUnsupported(
+            f"shard_map's axis_names needs JAX 0.7+; this is {_jax_version()}"
+        )
+    return shard_map(fn, mesh, check_rep=bool(options.get("check_vma", True)), **kwargs)
+
+
+def smap_step(fn: Any, options: dict[str, Any], mesh: Any) -> Any:
+    """``jax.smap``: shard_map over one axis, spelled as vmap is."""
+    import jax
+
+    if not hasattr(jax, "smap"):
+        raise ShardingUnsupported(f"smap needs JAX 0.7+; this is {_jax_version()}")
+    kwargs = {k: _axes(v) for k, v in options.items() if k in ("in_axes", "out_axes")}
+    kwargs.setdefault("out_axes", 0)
+    return jax.smap(fn, axis_name=options["axis_name"], **kwargs)
+
+
+def _axes(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def reshard_step(fn: Any, options: dict[str, Any], mesh: Any) -> Any:
+    """The function's outputs resharded to ``out_specs`` (``jax.reshard``)."""
+    import jax
+
+    if not hasattr(jax, "reshard"):
+        raise ShardingUnsupported(f"reshard needs JAX 0.6+; this is {_jax_version()}")
+    out = specs(options["out_specs"], single=True)
+    if mesh is not None:
+        out = jax.tree_util.tree_map(lambda p: named(mesh, list(p)), out, is_leaf=_is_spec)
+
+    def reshard_of(*args: Any) -> Any:
+        return jax.reshard(fn(*args), out)
+
+    return reshard_of
+
+
+def _is_spec(value: Any) -> bool:
+    from jax.sharding import PartitionSpec
+
+    return isinstance(value, PartitionSpec)
