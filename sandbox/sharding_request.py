@@ -11,6 +11,7 @@ puts these into ``RunRequest`` and ``Transform``; the engine builds the JAX obje
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -155,7 +156,7 @@ def check_transform(where: str, name: str, options: dict[str, Any], mesh: MeshSp
             raise ValueError(f"{where}.errors must be one or more of {list(CHECKIFY_ERRORS)}")
 
 
-def check_lowering(platforms: list[str] | None, outputs: list[str]) -> None:
+def check_lowering(platforms: Sequence[str] | None, outputs: Sequence[str]) -> None:
     if not platforms:
         return
     extra = sorted(set(outputs) - LOWERING_ONLY_OUTPUTS)

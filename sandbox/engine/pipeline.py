@@ -14,6 +14,7 @@ from typing import Any
 
 import jax
 
+from sandbox.engine import sharding
 from sandbox.engine.program import as_python, evaluate
 from sandbox.protocol import Transform
 
@@ -47,9 +48,13 @@ def _vjp(fn: Callable[..., Any], opts: dict[str, Any], ns: dict[str, Any]) -> Ca
     return vjp_of
 
 
-def _expression_tuple(opts: dict[str, Any], name: str, ns: dict[str, Any]) -> tuple[Any, ...]:
+def _expression_tuple(
+    opts: dict[str, Any], name: str, ns: dict[str, Any], step: str = "jvp"
+) -> tuple[Any, ...]:
     if name not in opts:
-        raise TransformOptionError(f"jvp needs `{name}`: an expression, one tangent per argument")
+        raise TransformOptionError(
+            f"{step} needs `{name}`: an expression, one tangent per argument"
+        )
     value = evaluate(str(opts[name]), ns, f"<{name}>")
     return value if isinstance(value, tuple) else (value,)
 
@@ -69,6 +74,46 @@ def _checkpoint(
     return jax.checkpoint(fn, **opts)
 
 
+def _linearize(
+    fn: Callable[..., Any], opts: dict[str, Any], ns: dict[str, Any]
+) -> Callable[..., Any]:
+    tangents = _expression_tuple(opts, "tangents", ns, "linearize")
+
+    def linearize_of(*primals: Any) -> Any:
+        out, f_jvp = jax.linearize(fn, *primals)
+        return out, f_jvp(*tangents)
+
+    return linearize_of
+
+
+def _linear_transpose(
+    fn: Callable[..., Any], opts: dict[str, Any], ns: dict[str, Any]
+) -> Callable[..., Any]:
+    if "cotangents" not in opts:
+        raise TransformOptionError(
+            "linear_transpose needs `cotangents`: an expression for the output's cotangent"
+        )
+    cotangents = evaluate(str(opts["cotangents"]), ns, "<cotangents>")
+
+    def transpose_of(*primals: Any) -> Any:
+        return jax.linear_transpose(fn, *primals)(cotangents)
+
+    return transpose_of
+
+
+def _checkify(
+    fn: Callable[..., Any], opts: dict[str, Any], ns: dict[str, Any]
+) -> Callable[..., Any]:
+    from jax.experimental import checkify
+
+    names = opts.get("errors", "user_checks")
+    names = (names,) if isinstance(names, str) else tuple(names)
+    errors = frozenset[Any]()
+    for name in names:
+        errors = errors | getattr(checkify, name)
+    return checkify.checkify(fn, errors=errors)
+
+
 def _plain(jax_fn: Callable[..., Any]) -> Rule:
     return lambda fn, opts, ns: jax_fn(fn, **opts)
 
@@ -85,6 +130,16 @@ RULES: dict[str, Rule] = {
     "checkpoint": _checkpoint,
     "jvp": _jvp,
     "vjp": _vjp,
+    "linearize": _linearize,
+    "linear_transpose": _linear_transpose,
+    "checkify": _checkify,
+}
+#: steps that work over the request's mesh (sandbox/engine/sharding.py), given the
+#: step's options as JSON (their PartitionSpecs are lists)
+MESH_RULES: dict[str, Callable[[Callable[..., Any], dict[str, Any], Any], Callable[..., Any]]] = {
+    "shard_map": sharding.shard_map_step,
+    "smap": sharding.smap_step,
+    "reshard": sharding.reshard_step,
 }
 
 
@@ -135,21 +190,39 @@ def _describe(name: str, inner: str, opts: dict[str, Any]) -> str:
 
 
 def build(
-    f: Callable[..., Any], entry: str, transforms: list[Transform], ns: dict[str, Any]
+    f: Callable[..., Any],
+    entry: str,
+    transforms: list[Transform],
+    ns: dict[str, Any],
+    mesh: Any = None,
+    shardings: dict[str, Any] | None = None,
 ) -> Pipeline:
+    """The pipeline. ``shardings`` (jit's in_shardings/out_shardings, from the
+    request) go to its last ``jit`` step; without one, a jit is added outermost."""
     fn, label, static, donates = f, entry, set[int](), False
-    for transform in transforms:
+    names: list[str] = [t.name for t in transforms]
+    last_jit = len(names) - 1 - names[::-1].index("jit") if "jit" in names else None
+    for i, transform in enumerate(transforms):
         opts = {k: as_python(v) for k, v in transform.options.items()}
         if transform.name == "jit":
             static |= set(_positions(opts.get("static_argnums")))
             static |= set(_names_to_positions(f, opts.get("static_argnames")))
             donated = (opts.get("donate_argnums"), opts.get("donate_argnames"))
             donates = donates or any(d is not None and d != () for d in donated)
+            if i == last_jit and shardings:
+                opts.update(shardings)
         if transform.name == "pmap":
             static |= set(_positions(opts.get("static_broadcasted_argnums")))
-        fn = RULES[transform.name](fn, opts, ns)
+        if transform.name in MESH_RULES:
+            fn = MESH_RULES[transform.name](fn, transform.options, mesh)
+        else:
+            fn = RULES[transform.name](fn, opts, ns)
         label = _describe(transform.name, label, {k: v for k, v in transform.options.items()})
-    return Pipeline(fn, label, tuple(sorted(static)), [t.name for t in transforms], donates)
+    if shardings and last_jit is None:
+        fn = jax.jit(fn, static_argnums=tuple(sorted(static)), **shardings)
+        label = f"jit({label}, shardings)"
+        names.append("jit")
+    return Pipeline(fn, label, tuple(sorted(static)), names, donates)
 
 
 def copy_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
