@@ -20,6 +20,7 @@ MAX_MESSAGE = 8 * 1024
 MAX_KIND = 200
 ERRORS_PAGE = "https://docs.jax.dev/en/latest/errors.html#jax.errors."
 GOTCHAS = "https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html"
+SHARDING_DOCS = "https://docs.jax.dev/en/latest/"
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,53 @@ HINTS: tuple[Hint, ...] = (
         "Static arguments are hashed to cache compilations: use a tuple instead of a list, or a "
         "frozen dataclass instead of a dict.",
         "https://docs.jax.dev/en/latest/_autosummary/jax.jit.html",
+    ),
+    Hint(
+        "ShardingTypeError",
+        "",
+        "With Explicit mesh axes the sharding is part of each array's type, and this operation "
+        "cannot decide the result's sharding by itself (for a matmul: the contracted dimension is "
+        "sharded on both sides). Say it with `out_sharding=P(...)` on the operation, reshard an "
+        "operand with `jax.reshard`, or make the axis `auto`.",
+        SHARDING_DOCS + "notebooks/explicit-sharding.html",
+    ),
+    Hint(
+        "",
+        r"evenly divide|does not evenly divide|should evenly divide",
+        "A dimension split over mesh axes must be a multiple of their size: an axis of 2 "
+        "devices splits a dimension of 8 into blocks of 4, not a dimension of 7. Change the "
+        "array's shape or the PartitionSpec (`null` leaves a dimension whole).",
+        SHARDING_DOCS + "sharded-computation.html",
+    ),
+    Hint(
+        "",
+        r"Number of devices \d+ must be >= the product of mesh_shape|"
+        r"mesh_shape .* devices|Mesh requires|got \d+ devices",
+        "The mesh needs as many devices as the product of its shape. Raise `devices` in the "
+        "request (on CPU they are virtual devices), or shrink the mesh.",
+        SHARDING_DOCS + "sharded-computation.html",
+    ),
+    Hint(
+        "",
+        r"Resource axis: .* is not found in mesh|not found in mesh|unknown axis name",
+        "A PartitionSpec or collective names an axis the mesh does not have. Use the mesh's "
+        "axis_names.",
+        SHARDING_DOCS + "sharded-computation.html",
+    ),
+    Hint(
+        "",
+        r"in_specs passed to shard_map.*does not match",
+        "With Explicit axes, shard_map's in_specs must be how the arguments are already "
+        "sharded: set in_shardings to the same specs, reshard the arguments with `jax.reshard`, "
+        "or leave in_specs out to take the arguments' own.",
+        SHARDING_DOCS + "notebooks/shard_map.html",
+    ),
+    Hint(
+        "ShardingUnsupported",
+        "",
+        "This sharding feature is newer than the JAX version this run uses. Pick a newer "
+        "`jax_version` (GET /api/v1/backends lists them), or leave the feature out.",
+        SHARDING_DOCS + "sharded-computation.html",
     ),
     Hint(
         "",
