@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 HEADINGS = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo": "HLO (optimised)"}
@@ -20,6 +21,107 @@ def _fmt_bytes(value: Any) -> str:
     return "-" if value is None else f"{value:,} B"
 
 
+def _ir_text(event: dict[str, Any]) -> str:
+    return f"── {HEADINGS[event['type']]}{_pipeline_tag(event)} ──\n{event['text'].rstrip()}"
+
+
+def _value(event: dict[str, Any]) -> str:
+    lines = [f"── value{_pipeline_tag(event)} ──", event["repr"]]
+    for leaf in event.get("tree", []):
+        lines.append(
+            f"  {leaf['path'] or '(root)'}: {leaf['dtype']}{leaf['shape']} sha256={leaf['sha256'][:16]}…"
+        )
+    return "\n".join(lines)
+
+
+def _cost(event: dict[str, Any]) -> str:
+    mem = event.get("memory") or {}
+    text = (
+        f"── cost{_pipeline_tag(event)} ──\n  flops {event.get('flops')}  transcendentals {event.get('transcendentals')}"
+        f"  bytes accessed {event.get('bytes_accessed')}\n  memory: arguments {_fmt_bytes(mem.get('argument'))}"
+        f", output {_fmt_bytes(mem.get('output'))}, temp {_fmt_bytes(mem.get('temp'))}"
+    )
+    before = event.get("before")
+    if before:
+        text += (
+            f"\n  before optimisation: flops {before.get('flops')}  transcendentals"
+            f" {before.get('transcendentals')}  bytes accessed {before.get('bytes_accessed')}"
+        )
+    return text + "".join(f"\n  note: {note}" for note in event.get("notes") or [])
+
+
+def _timing(event: dict[str, Any]) -> str:
+    lines = [
+        "── timing (ms per call) ──",
+        f"  {'':40} {'compile':>9} {'median':>9} {'min':>9} {'IQR':>9} {'runs':>7}",
+    ]
+    for row in event.get("rows", []):
+        lines.append(
+            f"  {row['label'][:40]:40} {_fmt_ms(row.get('compile_ms')):>9} {_fmt_ms(row['median_ms']):>9}"
+            f" {_fmt_ms(row['min_ms']):>9} {_fmt_ms(row['iqr_ms']):>9} {row['runs']:>7}"
+        )
+    lines += [f"  note: {note}" for note in event.get("notes", [])]
+    return "\n".join(lines)
+
+
+def _notes(event: dict[str, Any]) -> list[str]:
+    return [f"  note: {note}" for note in event.get("notes") or []]
+
+
+def _passes(event: dict[str, Any]) -> str:
+    """The pass list (the texts are for ``--json`` and the page)."""
+    items = event.get("items", [])
+    lines = [f"── passes{_pipeline_tag(event)}: {len(items)} changed the module ──"]
+    for i, item in enumerate(items):
+        size = f"{len(item['text'])} chars" if item.get("text") is not None else "diff"
+        lines.append(f"  {i:4}  {item['pipeline']} / {item['pass']}  ({size})")
+    return "\n".join(lines + _notes(event))
+
+
+def _asm(event: dict[str, Any]) -> str:
+    lines = [f"── asm{_pipeline_tag(event)} ──"]
+    for kernel in event.get("kernels", []):
+        where = f" (lines {', '.join(map(str, kernel['lines']))})" if kernel.get("lines") else ""
+        lines.append(f"; {kernel['name']} ← {kernel.get('fusion') or '?'}{where}")
+        lines.append(kernel["asm"].rstrip())
+    return "\n".join(lines + _notes(event))
+
+
+def _memory(event: dict[str, Any]) -> str:
+    lines = [f"── memory{_pipeline_tag(event)}: peak {_fmt_bytes(event.get('peak_bytes'))} ──"]
+    for b in event.get("buffers", []):
+        where = f"line {b['line']}" if b.get("line") else ""
+        shape = f"{b['dtype']}[{','.join(map(str, b['shape']))}]"
+        lines.append(
+            f"  {b['bytes']:>12,} B  {b['kind']:<8} {shape:<24} {b.get('name', '')}  {where}"
+        )
+    return "\n".join(lines + _notes(event))
+
+
+def _remarks(event: dict[str, Any]) -> str:
+    lines = [f"── remarks{_pipeline_tag(event)} ──"]
+    for item in event.get("items", []):
+        where = f"line {item['line']}: " if item.get("line") else ""
+        lines.append(f"  [{item['kind']}] {where}{item['message']}")
+    return "\n".join(lines)
+
+
+#: How the CLI shows each output (sandbox.protocol.OUTPUT_TABLE names them all;
+#: tests/test_outputs_registry.py checks this table does too).
+RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "jaxpr": _ir_text,
+    "stablehlo": _ir_text,
+    "hlo": _ir_text,
+    "value": _value,
+    "cost": _cost,
+    "timing": _timing,
+    "passes": _passes,
+    "asm": _asm,
+    "memory": _memory,
+    "remarks": _remarks,
+}
+
+
 def render_event(event: dict[str, Any]) -> str | None:
     kind = event.get("type")
     tag = _pipeline_tag(event)
@@ -34,34 +136,8 @@ def render_event(event: dict[str, Any]) -> str | None:
         ).rstrip("\n")
     if kind == "stage":
         return f"# {event['stage']}{tag}: {event['ms']:.1f} ms"
-    if kind in HEADINGS:
-        return f"── {HEADINGS[kind]}{tag} ──\n{event['text'].rstrip()}"
-    if kind == "value":
-        lines = [f"── value{tag} ──", event["repr"]]
-        for leaf in event.get("tree", []):
-            lines.append(
-                f"  {leaf['path'] or '(root)'}: {leaf['dtype']}{leaf['shape']} sha256={leaf['sha256'][:16]}…"
-            )
-        return "\n".join(lines)
-    if kind == "cost":
-        mem = event.get("memory") or {}
-        return (
-            f"── cost{tag} ──\n  flops {event.get('flops')}  transcendentals {event.get('transcendentals')}"
-            f"  bytes accessed {event.get('bytes_accessed')}\n  memory: arguments {_fmt_bytes(mem.get('argument'))}"
-            f", output {_fmt_bytes(mem.get('output'))}, temp {_fmt_bytes(mem.get('temp'))}"
-        )
-    if kind == "timing":
-        lines = [
-            "── timing (ms per call) ──",
-            f"  {'':40} {'compile':>9} {'median':>9} {'min':>9} {'IQR':>9} {'runs':>7}",
-        ]
-        for row in event.get("rows", []):
-            lines.append(
-                f"  {row['label'][:40]:40} {_fmt_ms(row.get('compile_ms')):>9} {_fmt_ms(row['median_ms']):>9}"
-                f" {_fmt_ms(row['min_ms']):>9} {_fmt_ms(row['iqr_ms']):>9} {row['runs']:>7}"
-            )
-        lines += [f"  note: {note}" for note in event.get("notes", [])]
-        return "\n".join(lines)
+    if kind in RENDERERS:
+        return RENDERERS[kind](event)
     if kind == "error":
         where = f" at line {event['line']}" if event.get("line") else ""
         text = f"error{tag} in {event.get('stage')}{where}: {event.get('kind')}: {event.get('message')}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from sandbox.protocol import (
+    OUTPUT_TABLE,
     OUTPUTS,
     WORKER_DONE_REASONS,
     BadEvent,
@@ -31,17 +32,10 @@ _RUN_STAGES = frozenset({"exec", "args", "timing"})
 
 
 def allowed_stages(request: RunRequest) -> frozenset[str]:
-    """The stages the engine reports for this request (sandbox/engine/worker.py)."""
-    outputs = set(request.outputs)
+    """The stages the engine reports for this request (its outputs' in OUTPUT_TABLE)."""
     stages = {"exec", "args"}
-    if "jaxpr" in outputs:
-        stages.add("trace")
-    if outputs & {"stablehlo", "hlo", "cost", "timing"}:
-        stages |= {"lower", "compile"}
-    if "value" in outputs:
-        stages.add("execute")
-    if "timing" in outputs:
-        stages.add("timing")
+    for output in request.outputs:
+        stages.update(OUTPUT_TABLE[output].stages)
     return frozenset(stages)
 
 
@@ -91,6 +85,8 @@ class EventGate:
         elif kind in OUTPUTS:
             if kind not in self._outputs:
                 raise BadEvent(f"a {kind} event the request did not ask for")
+            if not OUTPUT_TABLE[kind].per_pipeline and pipeline != "main":
+                raise BadEvent(f"a {kind} event outside the main pipeline")
             if kind == "timing":
                 self._timing(event)
             self._once(kind, pipeline)
@@ -123,8 +119,6 @@ class EventGate:
         self._once(f"stage {stage}", pipeline)
 
     def _timing(self, event: dict[str, Any]) -> None:
-        if event["pipeline"] != "main":
-            raise BadEvent("a timing event outside the main pipeline")
         if any(row["pipeline"] not in self._pipelines for row in event["rows"]):
             raise BadEvent("a timing row of a pipeline that is not in the request")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -20,6 +21,15 @@ from pydantic import (
     ValidationError,
     field_validator,
     model_validator,
+)
+
+from sandbox.sharding_request import (
+    LoweringPlatform,
+    MeshSpec,
+    Shardings,
+    check_lowering,
+    check_shardings,
+    check_transform,
 )
 
 PROTOCOL_VERSION = 1
@@ -36,8 +46,14 @@ MAX_DEVICES = 64
 #: how a JAX version is spelled in a request (``0.4.38``, ``0.12.0.1``)
 JAX_VERSION_PATTERN = r"^\d+\.\d+\.\d+(\.\d+)?$"
 
-Output = Literal["jaxpr", "stablehlo", "hlo", "value", "cost", "timing"]
-OUTPUTS: tuple[Output, ...] = ("jaxpr", "stablehlo", "hlo", "value", "cost", "timing")
+#: Every output a request may name; what each one is (its event, the stages it
+#: needs, whether a request gets it by default, whether the cache may keep it) is
+#: ``OUTPUT_TABLE`` below, the one place an output is declared in this layer.
+Output = Literal[
+    "jaxpr", "stablehlo", "hlo", "value", "cost", "timing", "passes", "asm", "memory", "remarks",
+    "sharding",
+]  # fmt: skip
+OUTPUTS: tuple[Output, ...] = Output.__args__  # type: ignore[attr-defined]
 Backend = Literal["cpu", "gpu", "tpu", "auto"]
 #: what ``stage`` events name, in the order they happen (SPEC §2's five, plus
 #: ``args``, evaluating the example arguments, and ``timing``, the comparison)
@@ -60,6 +76,13 @@ TRANSFORM_OPTIONS: dict[str, frozenset[str]] = {
     "checkpoint": frozenset({"prevent_cse", "policy"}),
     "jvp": frozenset({"tangents"}),
     "vjp": frozenset({"cotangents"}),
+    # sharding (sandbox/sharding_request.py checks their specs against the mesh)
+    "shard_map": frozenset({"in_specs", "out_specs", "axis_names", "check_vma"}),
+    "smap": frozenset({"in_axes", "out_axes", "axis_name"}),
+    "reshard": frozenset({"out_specs"}),
+    "linearize": frozenset({"tangents"}),
+    "linear_transpose": frozenset({"cotangents"}),
+    "checkify": frozenset({"errors"}),
 }
 TransformName = Literal[
     "jit",
@@ -73,6 +96,12 @@ TransformName = Literal[
     "checkpoint",
     "jvp",
     "vjp",
+    "shard_map",
+    "smap",
+    "reshard",
+    "linearize",
+    "linear_transpose",
+    "checkify",
 ]
 
 #: JAX configuration a request may set (SPEC §1 ``config``): names outside get a 422.
@@ -93,6 +122,35 @@ CONFIG_ALLOWED: dict[str, tuple[type, ...]] = {
     "jax_log_compiles": (bool,),
     "jax_traceback_filtering": (str,),
 }
+
+#: XLA options a request may set per run (``compiler_options``, passed to
+#: ``Lowered.compile``): ones that only change how XLA optimises and generates code.
+#: Anything else (``xla_dump_*`` writes files, ``xla_*_cache_dir``/profiles read or
+#: write them, thread pools and allocators change the worker's process) is refused
+#: with a 422 naming the option. Each maps to the Python types its value may have.
+COMPILER_OPTIONS_ALLOWED: dict[str, tuple[type, ...]] = {
+    "xla_backend_optimization_level": (int,),
+    "xla_llvm_disable_expensive_passes": (bool,),
+    "xla_disable_hlo_passes": (str,),
+    "xla_enable_hlo_passes_only": (str,),
+    "xla_disable_all_hlo_passes": (bool,),
+    "xla_allow_excess_precision": (bool,),
+    "xla_cpu_enable_fast_math": (bool,),
+    "xla_cpu_fast_math_honor_nans": (bool,),
+    "xla_cpu_fast_math_honor_infs": (bool,),
+    "xla_cpu_fast_math_honor_division": (bool,),
+    "xla_cpu_fast_math_honor_functions": (bool,),
+    "xla_cpu_enable_fast_min_max": (bool,),
+    "xla_cpu_strict_dot_conv_math": (bool,),
+    "xla_cpu_prefer_vector_width": (int,),
+    "xla_cpu_max_isa": (str,),
+    "xla_cpu_use_thunk_runtime": (bool,),
+    "xla_gpu_autotune_level": (int,),
+    "xla_gpu_enable_triton_gemm": (bool,),
+    "xla_gpu_enable_fast_min_max": (bool,),
+    "xla_gpu_enable_latency_hiding_scheduler": (bool,),
+}
+MAX_COMPILER_OPTIONS = 16
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _OPTION_VALUE = (type(None), bool, int, float, str, list)
@@ -133,6 +191,25 @@ def _json_small(value: Any) -> bool:
 
 
 Pipeline = Annotated[list[Transform], Field(max_length=MAX_TRANSFORMS)]
+CompilerOptions = Annotated[
+    dict[str, bool | int | float | str], Field(max_length=MAX_COMPILER_OPTIONS)
+]
+
+
+def check_compiler_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` if every one is allowed and of its type; else a ValueError naming it."""
+    for name, value in options.items():
+        if name not in COMPILER_OPTIONS_ALLOWED:
+            raise ValueError(
+                f"compiler option {name!r} is not allowed (options that write or read files or "
+                f"change the process are refused); allowed: {sorted(COMPILER_OPTIONS_ALLOWED)}"
+            )
+        types = COMPILER_OPTIONS_ALLOWED[name]
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            raise ValueError(f"compiler option {name!r} must be {types[0].__name__}")
+        if isinstance(value, str) and len(value) > MAX_LABEL_CHARS:
+            raise ValueError(f"compiler option {name!r} is over {MAX_LABEL_CHARS} characters")
+    return options
 
 
 class RunRequest(BaseModel):
@@ -148,12 +225,45 @@ class RunRequest(BaseModel):
         description="Python expression giving the example arguments (a tuple, or one value).",
     )
     transforms: Pipeline = Field(default_factory=list, description="Applied in list order.")
-    outputs: list[Output] = Field(default_factory=lambda: list(OUTPUTS))
+    outputs: list[Output] = Field(
+        default_factory=lambda: list(DEFAULT_OUTPUTS),
+        description="What to produce; default: jaxpr, stablehlo, hlo, value, cost, timing "
+        "(passes, asm, memory and remarks only when named).",
+    )
     backend: Backend = "auto"
     devices: int = Field(1, ge=1, le=MAX_DEVICES)
     config: dict[str, bool | int | float | str] = Field(default_factory=dict)
     timeout_s: float = Field(20.0, gt=0, le=600)
     compare: Annotated[list[Pipeline], Field(max_length=MAX_COMPARE)] = Field(default_factory=list)
+    compiler_options: CompilerOptions = Field(
+        default_factory=dict,
+        description="XLA options for every pipeline's compile (an allow-list: "
+        "`COMPILER_OPTIONS_ALLOWED`); others are refused.",
+    )
+    compare_compiler_options: Annotated[list[CompilerOptions], Field(max_length=MAX_COMPARE)] = (
+        Field(
+            default_factory=list,
+            description="Per `compare` entry, XLA options replacing `compiler_options` for "
+            "that pipeline: the same transforms with other flags compare flags A against B.",
+        )
+    )
+    mesh: MeshSpec | None = Field(
+        None, description="A device mesh over the run's devices (`jax.make_mesh`)."
+    )
+    in_shardings: Shardings | None = Field(
+        None,
+        description="One PartitionSpec per argument (`null`: replicated); the arguments are "
+        "placed so, and jit gets them. Needs `mesh`.",
+    )
+    out_shardings: Shardings | None = Field(
+        None,
+        description="One PartitionSpec per output (one entry: for every output). Needs `mesh`.",
+    )
+    lowering_platforms: Annotated[list[LoweringPlatform], Field(min_length=1, max_length=4)] | None = Field(
+        None,
+        description='Lower for these platforms (["tpu"], ["cuda"]) without their hardware: '
+        "the StableHLO is theirs; outputs may only be jaxpr and stablehlo.",
+    )  # fmt: skip
     jax_version: str | None = Field(
         None,
         pattern=JAX_VERSION_PATTERN,
@@ -189,6 +299,39 @@ class RunRequest(BaseModel):
             if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
                 raise ValueError(f"config {name!r} must be {types[0].__name__}")
         return config
+
+    @field_validator("compiler_options")
+    @classmethod
+    def _compiler_options_allowed(cls, options: dict[str, Any]) -> dict[str, Any]:
+        return check_compiler_options(options)
+
+    @field_validator("compare_compiler_options")
+    @classmethod
+    def _compare_options_allowed(cls, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [check_compiler_options(options) for options in entries]
+
+    @model_validator(mode="after")
+    def _compare_options_match(self) -> RunRequest:
+        if len(self.compare_compiler_options) > len(self.compare):
+            raise ValueError("compare_compiler_options has more entries than compare")
+        return self
+
+    def compiler_options_for(self, pipeline: str) -> dict[str, bool | int | float | str]:
+        """The XLA options the pipeline named ``pipeline`` compiles with."""
+        if pipeline != "main" and int(pipeline) < len(self.compare_compiler_options):
+            return self.compare_compiler_options[int(pipeline)]
+        return self.compiler_options
+
+    @model_validator(mode="after")
+    def _sharding_consistent(self) -> RunRequest:
+        check_shardings("in_shardings", self.in_shardings, self.mesh)
+        check_shardings("out_shardings", self.out_shardings, self.mesh)
+        check_lowering(self.lowering_platforms, list(self.outputs))
+        for name, transforms in self.pipelines():
+            where = "transforms" if name == "main" else f"compare[{name}]"
+            for i, transform in enumerate(transforms):
+                check_transform(f"{where}[{i}]", transform.name, transform.options, self.mesh)
+        return self
 
     @field_validator("outputs")
     @classmethod
@@ -232,6 +375,9 @@ MAX_VALUE_DATA = 65_536
 MAX_REPR_CHARS = 80 * 1024
 MAX_TIMING_ROWS = 2 + MAX_COMPARE
 MAX_NOTES = 16
+#: blocks of one array in a sharding event, collectives in one program
+MAX_SHARD_BLOCKS = 4096
+MAX_COLLECTIVES = 4096
 #: Where an error's ``doc_url`` may point: JAX's documentation (and Python's, for a
 #: syntax error); anything else is not an event jaxplay made.
 DOC_URL_PREFIXES = (
@@ -388,7 +534,20 @@ class ValueEvent(_PipelineEvent):
         return self
 
 
+Notes = Annotated[list[Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]], Field(max_length=MAX_NOTES)]  # fmt: skip
+
+
+class CostFigures(_Event):
+    flops: Measure | None = None
+    transcendentals: Measure | None = None
+    bytes_accessed: Measure | None = None
+
+
 class CostEvent(_PipelineEvent):
+    """XLA's cost analysis of the optimised module (``flops``...), the same figures
+    of the module before optimisation (``before``, ``Lowered.cost_analysis``), and
+    ``notes`` where XLA's figures are known to be partial."""
+
     type: Literal["cost"]
     flops: Measure | None = None
     transcendentals: Measure | None = None
@@ -396,6 +555,10 @@ class CostEvent(_PipelineEvent):
     memory: Annotated[
         dict[Annotated[str, Field(pattern=r"^[a-z_]{1,32}$")], Count | None], Field(max_length=16)
     ] = Field(default_factory=dict)
+    before: CostFigures | None = Field(
+        None, description="The same figures before optimisation (null where JAX has none)."
+    )
+    notes: Notes = Field(default_factory=list)
 
 
 class TimingRow(_Event):
@@ -412,7 +575,141 @@ class TimingRow(_Event):
 class TimingEvent(_PipelineEvent):
     type: Literal["timing"]
     rows: Annotated[list[TimingRow], Field(max_length=MAX_TIMING_ROWS)]
-    notes: Annotated[list[Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]], Field(max_length=MAX_NOTES)] = Field(default_factory=list)  # fmt: skip
+    notes: Notes = Field(default_factory=list)
+
+
+#: What one passes / asm / memory / remarks event may carry
+MAX_PASS_ITEMS = 1024
+MAX_PASSES_CHARS = 6 * 1024 * 1024
+MAX_KERNELS = 256
+MAX_BUFFERS = 4096
+MAX_REMARKS = 256
+HloName = Annotated[str, Field(max_length=MAX_LABEL_CHARS)]
+
+
+class PassItem(_Event):
+    """The module after one HLO pass that changed it: its whole ``text``, or a
+    unified ``diff`` from the item before (the first and last items carry text)."""
+
+    model_config = ConfigDict(**_EVENT_CONFIG, populate_by_name=True)
+
+    pipeline: HloName = Field(description="XLA's pass pipeline (not the run's pipeline).")
+    pass_: HloName = Field(alias="pass")
+    text: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = None
+    diff: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = None
+    sources: Sources = Field(
+        default_factory=list, description="The user's lines of ``text``'s lines (as ``hlo``'s)."
+    )
+
+
+class PassesEvent(_PipelineEvent):
+    """Every HLO pass that changed the module, in order: first the module before
+    optimisation, last exactly the ``hlo`` output's text."""
+
+    type: Literal["passes"]
+    items: Annotated[list[PassItem], Field(max_length=MAX_PASS_ITEMS)]
+    notes: Notes = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _chars_budget(self) -> PassesEvent:
+        if sum(len(i.text or "") + len(i.diff or "") for i in self.items) > MAX_PASSES_CHARS:
+            raise ValueError(f"over {MAX_PASSES_CHARS} characters of pass text")
+        return self
+
+
+class Kernel(_Event):
+    name: HloName
+    fusion: HloName | None = Field(None, description="The HLO instruction it computes.")
+    llvm_ir: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = None
+    asm: str = _text(MAX_TEXT_CHARS)
+    lines: Annotated[list[Line], Field(max_length=256)] = Field(default_factory=list)
+
+
+class AsmEvent(_PipelineEvent):
+    type: Literal["asm"]
+    kernels: Annotated[list[Kernel], Field(max_length=MAX_KERNELS)]
+    notes: Notes = Field(default_factory=list)
+
+
+class Buffer(_Event):
+    bytes: Count
+    shape: Annotated[list[Count], Field(max_length=64)]
+    dtype: Short
+    kind: Literal["argument", "output", "temp", "constant"]
+    line: Line | None = None
+    name: HloName = ""
+
+
+class MemoryEvent(_PipelineEvent):
+    """A static memory view of the compiled module: its peak, the buffers XLA
+    assigned, and the figures of ``Compiled.memory_analysis()``."""
+
+    type: Literal["memory"]
+    peak_bytes: Count | None = None
+    buffers: Annotated[list[Buffer], Field(max_length=MAX_BUFFERS)]
+    analysis: Annotated[
+        dict[Annotated[str, Field(pattern=r"^[a-z_]{1,48}$")], Count | None], Field(max_length=32)
+    ] = Field(default_factory=dict)
+    notes: Notes = Field(default_factory=list)
+
+
+class Remark(_Event):
+    kind: Short
+    line: Line | None = None
+    message: str = _text(MAX_MESSAGE_CHARS)
+
+
+class RemarksEvent(_PipelineEvent):
+    type: Literal["remarks"]
+    items: Annotated[list[Remark], Field(max_length=MAX_REMARKS)]
+
+
+class ShardBlock(_Event):
+    """One block of an array: its index range per dimension and who holds it."""
+
+    start: Annotated[list[Count], Field(max_length=64)]
+    stop: Annotated[list[Count], Field(max_length=64)]
+    devices: Annotated[list[Annotated[int, Field(ge=0, le=2**31)]], Field(max_length=65_536)]
+
+
+class ShardedArray(_Event):
+    path: str = _text(MAX_LABEL_CHARS)
+    shape: Annotated[list[Count], Field(max_length=64)]
+    dtype: Short
+    spec: Annotated[list[Short | Annotated[list[Short], Field(max_length=8)] | None], Field(max_length=64)] | None = Field(
+        None, description="Its PartitionSpec (null: not a NamedSharding)."
+    )  # fmt: skip
+    sharding: Short = Field(description="The sharding's class (NamedSharding, ...).")
+    grid: Annotated[list[ShardBlock], Field(max_length=MAX_SHARD_BLOCKS)]
+
+
+CollectiveKind = Literal[
+    "all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute"
+]  # fmt: skip
+
+
+class Collective(_Event):
+    kind: CollectiveKind
+    bytes: Count = Field(description="Bytes of its result on one device.")
+    shape: Short
+    replica_groups: Annotated[list[Annotated[list[int], Field(max_length=65_536)]], Field(max_length=65_536)] | None = Field(
+        None,
+        description="Groups of device ids (logical, in the mesh's order) that take part "
+        "together; a collective-permute's [source, target] pairs; null: not parsed.",
+    )  # fmt: skip
+    groups_text: Short = Field(description="The groups as the HLO spells them.")
+    line: Line | None = Field(None, description="The user's line that caused it.")
+    hlo_line: Line = Field(description="Its line in the per-device HLO text.")
+
+
+class ShardingEvent(_PipelineEvent):
+    """How the compiled program is laid out over the devices (sandbox/engine/sharding.py)."""
+
+    type: Literal["sharding"]
+    devices: Annotated[int, Field(ge=1, le=65_536)]
+    arguments: Annotated[list[ShardedArray], Field(max_length=MAX_LEAVES)]
+    outputs: Annotated[list[ShardedArray], Field(max_length=MAX_LEAVES)]
+    collectives: Annotated[list[Collective], Field(max_length=MAX_COLLECTIVES)]
 
 
 class ErrorEvent(_PipelineEvent):
@@ -450,14 +747,62 @@ EVENT_MODELS: dict[str, type[_Event]] = {
     "value": ValueEvent,
     "cost": CostEvent,
     "timing": TimingEvent,
+    "passes": PassesEvent,
+    "asm": AsmEvent,
+    "memory": MemoryEvent,
+    "remarks": RemarksEvent,
+    "sharding": ShardingEvent,
     "error": ErrorEvent,
     "done": DoneEvent,
 }
 AnyEvent = Annotated[
     AcceptedEvent | StdoutEvent | StderrEvent | StageEvent | JaxprEvent | StablehloEvent
-    | HloEvent | ValueEvent | CostEvent | TimingEvent | ErrorEvent | DoneEvent,
+    | HloEvent | ValueEvent | CostEvent | TimingEvent | PassesEvent | AsmEvent | MemoryEvent
+    | RemarksEvent | ShardingEvent | ErrorEvent | DoneEvent,
     Field(discriminator="type"),
 ]  # fmt: skip
+
+
+# --- outputs ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """What this layer knows of one output. The other layers each keep one table
+    keyed by the same names (the engine's producers, sandbox/engine/outputs.py; the
+    CLI's renderers, backend/render.py; the page's panes, frontend/src/panes/
+    registry.ts), and tests check every table names every output."""
+
+    #: its event type (the output's name is the event's ``type``)
+    event: type[_Event]
+    #: the stages a run reports when it makes this output (checked by the EventGate)
+    stages: tuple[StageName, ...]
+    #: made once per pipeline (else once per run, in the main pipeline)
+    per_pipeline: bool = True
+    #: in a request's outputs when it names none
+    default: bool = True
+    #: the result cache may keep it: it is what the request and worker determine
+    #: (``timing`` is a measurement: never kept)
+    cached: bool = True
+
+
+_COMPILED: tuple[StageName, ...] = ("lower", "compile")
+OUTPUT_TABLE: dict[str, OutputSpec] = {
+    "jaxpr": OutputSpec(JaxprEvent, ("trace",)),
+    "stablehlo": OutputSpec(StablehloEvent, _COMPILED),
+    "hlo": OutputSpec(HloEvent, _COMPILED),
+    "value": OutputSpec(ValueEvent, ("execute",)),
+    "cost": OutputSpec(CostEvent, _COMPILED),
+    "timing": OutputSpec(TimingEvent, (*_COMPILED, "timing"), per_pipeline=False, cached=False),
+    "passes": OutputSpec(PassesEvent, _COMPILED, default=False),
+    "asm": OutputSpec(AsmEvent, _COMPILED, default=False),
+    "memory": OutputSpec(MemoryEvent, _COMPILED, default=False),
+    "remarks": OutputSpec(RemarksEvent, (), per_pipeline=False, default=False),
+    "sharding": OutputSpec(ShardingEvent, _COMPILED, default=False),
+}
+DEFAULT_OUTPUTS: tuple[Output, ...] = tuple(o for o in OUTPUTS if OUTPUT_TABLE[o].default)
+assert tuple(OUTPUT_TABLE) == OUTPUTS, "OUTPUT_TABLE and Output name the same outputs"
+assert all(EVENT_MODELS[name] is spec.event for name, spec in OUTPUT_TABLE.items())
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)
 
 #: Every event type and the fields it carries besides ``type`` and ``pipeline``
@@ -536,7 +881,7 @@ _ABSENT_UNLESS_SET = ("cached", "cached_at", "age_s", "dropped")
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:
-    event = model.model_dump()
+    event = model.model_dump(by_alias=True)
     event = {"type": event.pop("type"), **event}
     for name in _ABSENT_UNLESS_SET:
         if event.get(name, 0) is None:

@@ -43,18 +43,22 @@ from typing import Any
 
 from backend.app.logs import fields, get_logger
 from backend.app.storage import (
+    CANDIDATE,
     CONFIRMED,
     UNSTABLE,
     CacheLimits,
     ResultRecord,
     Storage,
 )
-from sandbox.protocol import RunRequest
+from sandbox.protocol import OUTPUT_TABLE, RunRequest
 
 log = get_logger("cache")
 
 CACHE_FORMAT = 2
-CACHED_TYPES = frozenset({"stdout", "stderr", "jaxpr", "stablehlo", "hlo", "value", "cost"})
+#: what a run showed: its streams and every output OUTPUT_TABLE says may be kept
+CACHED_TYPES = frozenset(
+    {"stdout", "stderr", *(name for name, spec in OUTPUT_TABLE.items() if spec.cached)}
+)
 
 
 def engine_fingerprint() -> str:
@@ -74,6 +78,11 @@ def _canonical(value: Any) -> str:
 
 def _hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _tenant_hash(tenant: str) -> str:
+    """Who computed an entry, as kept: a hash, never the address or token itself."""
+    return _hash(tenant)[:32]
 
 
 @dataclass(frozen=True)
@@ -155,9 +164,11 @@ class ResultCache:
         return None if worker is None else self.key(request, worker)
 
     # --- lookups ---------------------------------------------------------------------
-    async def lookup(self, request: RunRequest) -> tuple[str, Hit | None]:
+    async def lookup(self, request: RunRequest, tenant: str = "") -> tuple[str, Hit | None]:
         """``("hit", answer)``, or ``(why not, None)``: ``unknown`` (no key yet),
-        ``missing``, ``candidate`` (one run so far), ``unstable`` (runs disagreed)."""
+        ``missing``, ``candidate`` (one run so far), ``own`` (one run so far, by
+        ``tenant`` itself: its next run is no second opinion), ``unstable`` (runs
+        disagreed)."""
         worker = self._worker_for(request)
         if worker is None:
             return "unknown", None
@@ -168,6 +179,8 @@ class ResultCache:
             return "missing", None
         if found is None:
             return "missing", None
+        if found.state == CANDIDATE and tenant and found.tenant == _tenant_hash(tenant):
+            return "own", None
         if found.state != CONFIRMED:
             return found.state, None
         events: list[dict[str, Any]] = json.loads(found.body)["events"]
@@ -196,9 +209,9 @@ class ResultCache:
         if len(body) > self._max_entry_bytes or names_itself:
             body, state = "", UNSTABLE
         else:
-            state = "candidate"
+            state = CANDIDATE
         record = ResultRecord(
-            digest=_hash(shown_text), tenant=_hash(tenant)[:32], body=body, state=state
+            digest=_hash(shown_text), tenant=_tenant_hash(tenant), body=body, state=state
         )
         try:
             return await self._storage.record_result(

@@ -93,9 +93,33 @@ def value_event(output: Any) -> dict[str, Any]:
     return {"type": "value", "repr": text, "tree": tree}
 
 
-def cost_event(compiled: Any) -> dict[str, Any]:
-    """XLA's own cost and memory analysis of a compiled executable."""
+def _figures(cost: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "flops": cost.get("flops"),
+        "transcendentals": cost.get("transcendentals"),
+        "bytes_accessed": cost.get("bytes accessed"),
+    }
+
+
+def _partial_notes(hlo_text: str) -> list[str]:
+    notes = []
+    if " custom-call(" in hlo_text:
+        notes.append("XLA counts no flops for custom calls (library kernels), which this has")
+    if " while(" in hlo_text:
+        notes.append("XLA counts a loop's body once, not once per iteration; this has a loop")
+    return notes
+
+
+def cost_event(compiled: Any, lowered: Any = None) -> dict[str, Any]:
+    """XLA's own cost and memory analysis of a compiled executable, and the same
+    cost figures of the module before optimisation (``Lowered.cost_analysis``)."""
     cost = cost_analysis(compiled)
+    before = None
+    if lowered is not None:
+        try:
+            before = _figures(cost_analysis(lowered))
+        except Exception:  # a lowering XLA cannot analyse before compiling: none
+            before = None
     memory = compiled.memory_analysis()
 
     def mem(name: str) -> int | None:
@@ -104,9 +128,9 @@ def cost_event(compiled: Any) -> dict[str, Any]:
 
     return {
         "type": "cost",
-        "flops": cost.get("flops"),
-        "transcendentals": cost.get("transcendentals"),
-        "bytes_accessed": cost.get("bytes accessed"),
+        **_figures(cost),
+        "before": before,
+        "notes": _partial_notes(compiled.as_text()),
         "memory": {
             "argument": mem("argument"),
             "output": mem("output"),

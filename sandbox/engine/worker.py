@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from sandbox.engine.compat import set_cpu_device_count, stablehlo_with_locations
 from sandbox.engine.emitter import CapturedStream, Emitter
+from sandbox.engine.sharding import mesh_context
 from sandbox.protocol import (
     MAX_LABEL_CHARS,
     MAX_MESSAGE_CHARS,
@@ -275,6 +276,8 @@ class Run:
         self.errors = 0
         self.entry_line: int | None = None
         self.timing_rows: list[TimingRow] = []
+        #: the request's mesh, built with the arguments (sandbox/engine/sharding.py)
+        self.mesh: Any = None
 
     def emit(self, event: dict[str, Any]) -> None:
         self.emitter.emit(event)
@@ -305,6 +308,27 @@ class Run:
             event = engine_error_event(what, exc)
         self.emit(event)
 
+    def jit_shardings(self) -> dict[str, Any]:
+        from sandbox.engine.sharding import jit_shardings
+
+        return jit_shardings(self.request, self.mesh) if self.mesh is not None else {}
+
+    def lower(self, pipe: Any, args: tuple[Any, ...]) -> Any:
+        from sandbox.engine.sharding import lower_for
+
+        platforms = self.request.lowering_platforms
+        if platforms:
+            return lower_for(pipe.lowerable(), args, list(platforms))
+        return pipe.lowerable().lower(*args)
+
+    def make(self, results: Any, needs: Any) -> None:
+        """Emit each requested output that is made once ``needs`` is done."""
+        from sandbox.engine.outputs import wanted
+
+        for _, producer in wanted(self.request.outputs, needs):
+            assert producer.make is not None
+            self.render(producer.what, functools.partial(producer.make, results))
+
     def fail(self, error: UserError) -> None:
         from sandbox.engine.errors import error_event
 
@@ -329,7 +353,7 @@ class Run:
             self.emit({"type": "accepted", "run_id": self.run_id, "worker": worker_info(request)})
             module = self.staged("exec", lambda: program.execute_module(request.code))
             namespace = module.__dict__
-            args = self.staged("args", lambda: program.evaluate_args(request.args, namespace))
+            args = self.staged("args", lambda: self.arguments(namespace))
             f = self.staged(
                 "exec", lambda: program.resolve_entry(module, request.entry), report=False
             )
@@ -340,18 +364,32 @@ class Run:
         if code is not None and code.co_filename == SNIPPET_FILENAME:
             self.entry_line = code.co_firstlineno
         abstract = _is_abstract(args)
-        for name, transforms in request.pipelines():
-            self.emitter.pipeline = name
-            try:
-                self.pipeline(f, transforms, namespace, args, abstract)
-            except UserError as error:
-                self.fail(error)
-        self.emitter.pipeline = "main"
-        # Timing compares f with the pipelines that compiled; when none did, the
-        # errors already said why and an eager row alone would only repeat them.
-        if "timing" in request.outputs and not abstract and self.timing_rows:
-            self.timing(f, args)
+        with mesh_context(self.mesh):
+            for name, transforms in request.pipelines():
+                self.emitter.pipeline = name
+                try:
+                    self.pipeline(f, transforms, namespace, args, abstract)
+                except UserError as error:
+                    self.fail(error)
+            self.emitter.pipeline = "main"
+            # Timing compares f with the pipelines that compiled; when none did, the
+            # errors already said why and an eager row alone would only repeat them.
+            if "timing" in request.outputs and not abstract and self.timing_rows:
+                self.timing(f, args)
         return "error" if self.errors else "ok"
+
+    def arguments(self, namespace: dict[str, Any]) -> tuple[Any, ...]:
+        """The example arguments; with a ``mesh``, it is built first (over the run's
+        devices) and the arguments are placed as ``in_shardings`` says."""
+        from sandbox.engine import program, sharding
+
+        request = self.request
+        if request.mesh is not None:
+            self.mesh = sharding.build_mesh(request.mesh)
+        args = program.evaluate_args(request.args, namespace)
+        if request.in_shardings is not None:
+            args = sharding.place_args(args, self.mesh, request.in_shardings)
+        return args
 
     def pipeline(
         self,
@@ -364,44 +402,52 @@ class Run:
         import jax
 
         from sandbox.engine import pipeline as pipelines
-        from sandbox.engine import sources, values
+        from sandbox.engine import xla_dump
+        from sandbox.engine.outputs import Results, wanted
 
         outputs = self.request.outputs
         pipe = self.staged(
             "transform",
-            lambda: pipelines.build(f, self.request.entry, transforms, ns),
+            lambda: pipelines.build(
+                f, self.request.entry, transforms, ns, self.mesh, self.jit_shardings()
+            ),
             report=False,
         )
-        if "jaxpr" in outputs:
-            closed = self.staged(
+        results = Results()
+        if wanted(outputs, "traced"):
+            results.closed = self.staged(
                 "trace", lambda: jax.make_jaxpr(pipe.fn, static_argnums=pipe.static_argnums)(*args)
             )
-            self.render(
-                "printing the jaxpr",
-                lambda: _text_event("jaxpr", str(closed), sources.jaxpr_sources, closed),
-            )
+            self.make(results, "traced")
         compiled = None
         compile_ms: float | None = None
-        if {"stablehlo", "hlo", "cost"} & set(outputs) or ("timing" in outputs and not abstract):
-            lowered = self.staged("lower", lambda: pipe.lowerable().lower(*args))
-            if "stablehlo" in outputs:
-                self.render("printing the StableHLO", lambda: _stablehlo_event(lowered))
-            start = time.perf_counter()
-            compiled = self.staged("compile", lowered.compile)
-            compile_ms = (time.perf_counter() - start) * 1000
-            if "hlo" in outputs:
-                self.render(
-                    "printing the HLO",
-                    lambda: _text_event("hlo", compiled.as_text(), sources.hlo_sources),
-                )
-            if "cost" in outputs:
-                self.render("reading XLA's cost analysis", lambda: values.cost_event(compiled))
+        compiling = wanted(outputs, "lowered") + wanted(outputs, "compiled")
+        if compiling or ("timing" in outputs and not abstract):
+            results.lowered = self.staged("lower", lambda: self.lower(pipe, args))
+            self.make(results, "lowered")
+            if self.request.lowering_platforms:
+                return  # lowered for hardware this worker does not have: nothing runs
+            options = dict(self.request.compiler_options_for(self.emitter.pipeline))
+            with xla_dump.dump_folder(any(p.dumps for _, p in compiling)) as dump:
+                if dump is not None:
+                    options.update(dump.compiler_options())
+                lowered = results.lowered
+                start = time.perf_counter()
+                if options:
+                    compiled = self.staged("compile", lambda: lowered.compile(options))
+                else:
+                    compiled = self.staged("compile", lowered.compile)
+                compile_ms = (time.perf_counter() - start) * 1000
+                results.compiled, results.dump = compiled, dump
+                self.make(results, "compiled")
         if abstract:
             return
-        if "value" in outputs:
+        if wanted(outputs, "executed"):
             call_args = pipelines.copy_args(args) if pipe.donates else args
-            out = self.staged("execute", lambda: jax.block_until_ready(pipe.fn(*call_args)))
-            self.render("describing the value", lambda: values.value_event(out))
+            results.value = self.staged(
+                "execute", lambda: jax.block_until_ready(pipe.fn(*call_args))
+            )
+            self.make(results, "executed")
         if compiled is not None:
             name = self.emitter.pipeline
             self.timing_rows.append(

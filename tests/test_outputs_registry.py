@@ -1,0 +1,45 @@
+"""The outputs table: every layer's table names every output of OUTPUT_TABLE, once,
+and what each layer derives from it (stages, cache, defaults) follows it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from backend.app.cache import CACHED_TYPES
+from backend.render import RENDERERS
+from sandbox.engine.outputs import PRODUCERS
+from sandbox.event_gate import allowed_stages
+from sandbox.protocol import (
+    DEFAULT_OUTPUTS,
+    EVENT_MODELS,
+    OUTPUT_TABLE,
+    OUTPUTS,
+    RunRequest,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_layer_names_every_output_in_order() -> None:
+    assert tuple(OUTPUT_TABLE) == OUTPUTS
+    assert tuple(PRODUCERS) == OUTPUTS, "sandbox/engine/outputs.py"
+    assert set(RENDERERS) == set(OUTPUTS), "backend/render.py"
+    for name in OUTPUTS:
+        assert EVENT_MODELS[name] is OUTPUT_TABLE[name].event
+
+
+def test_run_level_outputs_are_made_by_the_run() -> None:
+    for name, spec in OUTPUT_TABLE.items():
+        assert (PRODUCERS[name].needs == "run") == (not spec.per_pipeline), name
+
+
+def test_defaults_and_cache_follow_the_table() -> None:
+    assert RunRequest(code="").outputs == list(DEFAULT_OUTPUTS)
+    assert "passes" not in DEFAULT_OUTPUTS and "timing" in DEFAULT_OUTPUTS
+    assert "timing" not in CACHED_TYPES and {"passes", "asm", "memory"} <= CACHED_TYPES
+
+
+def test_stages_follow_the_table() -> None:
+    only = allowed_stages(RunRequest(code="", outputs=["passes"]))
+    assert only == {"exec", "args", "lower", "compile"}
+    assert allowed_stages(RunRequest(code="", outputs=["remarks"])) == {"exec", "args"}
