@@ -345,13 +345,18 @@ class Run:
         self.emit(event)
 
     def execute(self) -> str:
-        from sandbox.engine import program
+        from sandbox.engine import program, remarks
 
         request = self.request
         try:
             self.staged("config", lambda: apply_config(request), report=False)
             self.emit({"type": "accepted", "run_id": self.run_id, "worker": worker_info(request)})
-            module = self.staged("exec", lambda: program.execute_module(request.code))
+            # the snippet's top-level code runs with JAX's cache-miss explanations
+            # on when remarks are asked for (sandbox/engine/remarks.py)
+            with remarks.collecting("remarks" in request.outputs) as found:
+                module = self.staged("exec", lambda: program.execute_module(request.code))
+            if "remarks" in request.outputs:
+                self.render("collecting JAX's remarks", lambda: remarks.remarks_event(found))
             namespace = module.__dict__
             args = self.staged("args", lambda: self.arguments(namespace))
             f = self.staged(

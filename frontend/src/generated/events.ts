@@ -25,6 +25,47 @@ export const AcceptedEvent = z.object({
   age_s: z.optional(z.nullable(z.number().check(z.gte(0), z.lte(1000000000.0)))),
 });
 
+export const Kernel = z.object({
+  name: z.string().check(z.maxLength(1024)),
+  fusion: z.optional(z.nullable(z.string().check(z.maxLength(1024)))),
+  llvm_ir: z.optional(z.nullable(z.string().check(z.maxLength(2097152)))),
+  asm: z.string().check(z.maxLength(2097152)),
+  lines: z.optional(z.array(z.int().check(z.gte(1), z.lte(10000000))).check(z.maxLength(256))),
+});
+
+export const AsmEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("asm"),
+  kernels: z.array(Kernel).check(z.maxLength(256)),
+  notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
+});
+
+export const Buffer = z.object({
+  bytes: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
+  dtype: z.string().check(z.maxLength(256)),
+  kind: z.enum(["argument", "output", "temp", "constant"]),
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  name: z.optional(z.string().check(z.maxLength(1024))),
+});
+
+export const Collective = z.object({
+  kind: z.enum(["all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute"]),
+  bytes: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  shape: z.string().check(z.maxLength(256)),
+  replica_groups: z.optional(z.nullable(z.array(z.array(z.int()).check(z.maxLength(65536))).check(z.maxLength(65536)))),
+  groups_text: z.string().check(z.maxLength(256)),
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  hlo_line: z.int().check(z.gte(1), z.lte(10000000)),
+});
+
+export const CostFigures = z.object({
+  flops: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+  transcendentals: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+  bytes_accessed: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+});
+
+/** XLA's cost analysis of the optimised module (``flops``...), the same figures of the module before optimisation (``before``, ``Lowered.cost_analysis``), and ``notes`` where XLA's figures are known to be partial. */
 export const CostEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
   type: z.literal("cost"),
@@ -32,6 +73,8 @@ export const CostEvent = z.object({
   transcendentals: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
   bytes_accessed: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
   memory: z.optional(z.record(z.string().check(z.regex(new RegExp("^[a-z_]{1,32}$"))), z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))).check(z.refine((o) => Object.keys(o).length <= 16))),
+  before: z.optional(z.nullable(CostFigures)),
+  notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
 });
 
 /** Always last. ``dropped``: event lines of the run's worker that were refused (malformed, or not events jaxplay would send); ``cached``: the cache answered. */
@@ -90,6 +133,71 @@ export const Leaf = z.object({
   sha256: z.optional(z.nullable(z.string().check(z.regex(new RegExp("^[0-9a-f]{64}$"))))),
   summary: z.optional(z.nullable(Summary)),
   data: z.optional(z.nullable(z.array(z.union([z.boolean(), z.number(), z.number(), z.enum(["nan", "inf", "-inf"]), z.array(z.union([z.number(), z.enum(["nan", "inf", "-inf"])])).check(z.minLength(2), z.maxLength(2)), z.string().check(z.maxLength(256))])).check(z.maxLength(256)))),
+});
+
+/** A static memory view of the compiled module: its peak, the buffers XLA assigned, and the figures of ``Compiled.memory_analysis()``. */
+export const MemoryEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("memory"),
+  peak_bytes: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  buffers: z.array(Buffer).check(z.maxLength(4096)),
+  analysis: z.optional(z.record(z.string().check(z.regex(new RegExp("^[a-z_]{1,48}$"))), z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))).check(z.refine((o) => Object.keys(o).length <= 32))),
+  notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
+});
+
+/** The module after one HLO pass that changed it: its whole ``text``, or a unified ``diff`` from the item before (the first and last items carry text). */
+export const PassItem = z.object({
+  pipeline: z.string().check(z.maxLength(1024)),
+  pass: z.string().check(z.maxLength(1024)),
+  text: z.optional(z.nullable(z.string().check(z.maxLength(2097152)))),
+  diff: z.optional(z.nullable(z.string().check(z.maxLength(2097152)))),
+  sources: z.optional(z.array(SourceLine).check(z.maxLength(65536))),
+});
+
+/** Every HLO pass that changed the module, in order: first the module before optimisation, last exactly the ``hlo`` output's text. */
+export const PassesEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("passes"),
+  items: z.array(PassItem).check(z.maxLength(1024)),
+  notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
+});
+
+export const Remark = z.object({
+  kind: z.string().check(z.maxLength(256)),
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  message: z.string().check(z.maxLength(16384)),
+});
+
+export const RemarksEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("remarks"),
+  items: z.array(Remark).check(z.maxLength(256)),
+});
+
+/** One block of an array: its index range per dimension and who holds it. */
+export const ShardBlock = z.object({
+  start: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
+  stop: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
+  devices: z.array(z.int().check(z.gte(0), z.lte(2147483648))).check(z.maxLength(65536)),
+});
+
+export const ShardedArray = z.object({
+  path: z.string().check(z.maxLength(1024)),
+  shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
+  dtype: z.string().check(z.maxLength(256)),
+  spec: z.optional(z.nullable(z.array(z.nullable(z.union([z.string().check(z.maxLength(256)), z.array(z.string().check(z.maxLength(256))).check(z.maxLength(8))]))).check(z.maxLength(64)))),
+  sharding: z.string().check(z.maxLength(256)),
+  grid: z.array(ShardBlock).check(z.maxLength(4096)),
+});
+
+/** How the compiled program is laid out over the devices (sandbox/engine/sharding.py). */
+export const ShardingEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("sharding"),
+  devices: z.int().check(z.gte(1), z.lte(65536)),
+  arguments: z.array(ShardedArray).check(z.maxLength(4096)),
+  outputs: z.array(ShardedArray).check(z.maxLength(4096)),
+  collectives: z.array(Collective).check(z.maxLength(4096)),
 });
 
 export const StablehloEvent = z.object({
@@ -157,6 +265,11 @@ export const Events = {
   value: ValueEvent,
   cost: CostEvent,
   timing: TimingEvent,
+  passes: PassesEvent,
+  asm: AsmEvent,
+  memory: MemoryEvent,
+  remarks: RemarksEvent,
+  sharding: ShardingEvent,
   error: ErrorEvent,
   done: DoneEvent,
 } as const;

@@ -1,0 +1,112 @@
+"""passes, asm, memory, remarks and compiler_options, through the engine as a
+worker runs it (``python -m sandbox.engine``): properties that hold across JAX
+versions, never pass names."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from sandbox.protocol import RunRequest, validate_event
+
+ROOT = Path(__file__).resolve().parents[1]
+CODE = """import jax
+import jax.numpy as jnp
+
+def f(w, x):
+    h = jnp.tanh(x @ w)
+    return jnp.sum(jnp.sin(h) ** 2)
+"""
+ARGS = "(jnp.ones((16, 16)), jnp.ones((8, 16)))"
+
+
+def run(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    message = {"protocol": 1, "run_id": "t", "request": {"backend": "cpu", **request}}
+    out = subprocess.run(
+        [sys.executable, "-m", "sandbox.engine"],
+        input=json.dumps(message).encode(),
+        capture_output=True,
+        cwd=ROOT,
+        timeout=120,
+        check=True,
+    ).stdout
+    events = [validate_event(json.loads(line)) for line in out.splitlines()]
+    assert not [e for e in events if e["type"] == "error"], events
+    return {e["type"]: e for e in events}
+
+
+@pytest.fixture(scope="module")
+def events() -> dict[str, dict[str, Any]]:
+    return run(
+        {
+            "code": CODE,
+            "args": ARGS,
+            "transforms": [{"name": "grad"}, {"name": "jit"}],
+            "outputs": ["hlo", "passes", "asm", "memory", "cost"],
+        }
+    )
+
+
+def test_passes_run_from_before_optimisation_to_the_hlo(events: dict[str, Any]) -> None:
+    items = events["passes"]["items"]
+    assert len(items) >= 2
+    first, last = items[0], items[-1]
+    assert "before" in first["pass"] and first["text"] != last["text"]
+    assert last["text"] == events["hlo"]["text"]
+    texts = [i["text"] for i in items]
+    assert all(a != b for a, b in zip(texts, texts[1:], strict=False)), "a pass changed nothing"
+    assert any(s["line"] == 5 for s in first["sources"])
+
+
+def test_asm_has_instructions_of_the_users_lines(events: dict[str, Any]) -> None:
+    kernels = events["asm"]["kernels"]
+    assert kernels
+    assert all(len(k["asm"].splitlines()) > 1 for k in kernels)
+    assert {line for k in kernels for line in k["lines"]} <= {5, 6}
+    assert any(k["lines"] for k in kernels)
+
+
+def test_memory_lines_are_the_users(events: dict[str, Any]) -> None:
+    memory = events["memory"]
+    assert memory["peak_bytes"] and memory["peak_bytes"] > 0
+    kinds = {b["kind"] for b in memory["buffers"]}
+    assert {"argument", "output"} <= kinds
+    lines = {b["line"] for b in memory["buffers"] if b["line"] is not None}
+    assert lines and lines <= {5, 6}
+
+
+def test_cost_before_and_after(events: dict[str, Any]) -> None:
+    cost = events["cost"]
+    assert cost["before"] is not None and cost["before"]["flops"] is not None
+
+
+def test_remarks_name_the_line_and_reason() -> None:
+    code = "import jax\nimport jax.numpy as jnp\n\ng = jax.jit(lambda x: x * 2)\ng(jnp.ones(3))\ng(jnp.ones(4))\n\ndef f(x):\n    return x\n"
+    remarks = run({"code": code, "args": "(1.0,)", "outputs": ["remarks"]})["remarks"]
+    misses = [r for r in remarks["items"] if r["kind"] == "cache-miss"]
+    assert any(r["line"] == 6 and "f32[4]" in r["message"] for r in misses), remarks
+
+
+def test_compiler_options_change_the_compile() -> None:
+    plain = run({"code": CODE, "args": ARGS, "outputs": ["hlo"]})["hlo"]["text"]
+    off = run(
+        {
+            "code": CODE,
+            "args": ARGS,
+            "outputs": ["hlo"],
+            "compiler_options": {"xla_disable_all_hlo_passes": True},
+        }
+    )["hlo"]["text"]
+    assert "kind=kLoop, calls=%fused" in plain and off != plain
+
+
+@pytest.mark.parametrize("name", ["xla_dump_to", "xla_gpu_per_fusion_autotune_cache_dir"])
+def test_options_that_touch_files_are_refused_by_name(name: str) -> None:
+    with pytest.raises(ValidationError, match=name):
+        RunRequest(code="", compiler_options={name: "/tmp/x"})
