@@ -4,6 +4,7 @@ versions, never pass names."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -60,7 +61,7 @@ def test_passes_run_from_before_optimisation_to_the_hlo(events: dict[str, Any]) 
     assert "before" in first["pass"] and first["text"] != last["text"]
     assert last["text"] == events["hlo"]["text"]
     texts = [i["text"] for i in items]
-    assert all(a != b for a, b in zip(texts, texts[1:], strict=False)), "a pass changed nothing"
+    assert all(a != b for a, b in itertools.pairwise(texts)), "a pass changed nothing"
     assert any(s["line"] == 5 for s in first["sources"])
 
 
