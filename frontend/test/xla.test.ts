@@ -1,0 +1,55 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { applyUnifiedDiff, changedLines, filterPasses, metadataOnly, passTexts, type PassItem } from "../src/xla";
+
+// diffs written by Python's difflib, as the engine writes them (sandbox/engine/xla_dump.py)
+const cases = JSON.parse(readFileSync(new URL("./fixtures/unified-diffs.json", import.meta.url), "utf8")) as { before: string; after: string; diff: string }[];
+
+describe("applyUnifiedDiff", () => {
+  it.each(cases.map((c, i) => [i, c] as const))("rebuilds difflib's case %i", (_i, c) => {
+    expect(applyUnifiedDiff(c.before, c.diff)).toBe(c.after);
+  });
+
+  it("refuses a diff that does not fit the text", () => {
+    const c = cases[0]!;
+    expect(() => applyUnifiedDiff(c.before.replace("b", "q"), c.diff)).toThrow(/does not apply/);
+  });
+});
+
+const item = (pass: string, text: string | null, diff: string | null = null): PassItem => ({ pipeline: "p", pass, text, diff, sources: [] });
+
+describe("passTexts", () => {
+  it("rebuilds items that carry a diff from the one before", () => {
+    const c = cases[0]!;
+    const texts = passTexts([item("before-optimizations", c.before), item("x", null, c.diff), item("last", "end\n")]);
+    expect(texts.map((t) => t.text)).toEqual([c.before, c.after, "end\n"]);
+    expect(texts[1]!.sources).toEqual([]);
+  });
+});
+
+describe("filterPasses", () => {
+  const base = '%a = f32[] add(%x, %y), metadata={op_name="jit(f)/add" stack_frame_id=1}\n';
+  const texts = passTexts([
+    item("before-optimizations", base),
+    item("algsimp", base.replace("add(", "multiply(")),
+    item("metadata-pass", base.replace("add(", "multiply(").replace("stack_frame_id=1", "stack_frame_id=2")),
+    item("fusion", "%fusion = f32[] fusion(%x)\n"),
+  ]);
+
+  it("keeps the first item and matches the query on pipeline and pass", () => {
+    expect(filterPasses(texts, "ALGS", false).map((t) => t.pass)).toEqual(["before-optimizations", "algsimp"]);
+  });
+
+  it("hides passes that changed only metadata", () => {
+    expect(metadataOnly(texts[1]!.text, texts[2]!.text)).toBe(true);
+    expect(metadataOnly(texts[0]!.text, texts[1]!.text)).toBe(false);
+    expect(filterPasses(texts, "", true).map((t) => t.pass)).toEqual(["before-optimizations", "algsimp", "fusion"]);
+    expect(filterPasses(texts, "", false)).toHaveLength(4);
+  });
+});
+
+describe("changedLines", () => {
+  it("counts removed and added lines", () => {
+    expect(changedLines("a\nb\nc", "a\nc\nd\ne")).toEqual({ removed: 1, added: 2 });
+  });
+});
