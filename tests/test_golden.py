@@ -286,6 +286,16 @@ def test_engine_matches_reference(runs: Runs, case: str) -> None:
             for leaf in tree:
                 assert "summary" in leaf and "data" in leaf, leaf
 
+        if "sharding" in expected:
+            got = _of(events, "sharding", pipeline)
+            assert len(got) == 1, f"{len(got)} sharding events for pipeline {pipeline}"
+            want = expected["sharding"]
+            for side in ("arguments", "outputs"):
+                shown = [{"spec": a["spec"], "grid": a["grid"]} for a in got[0][side]]
+                assert shown == want[side], f"sharding {side} of pipeline {pipeline}"
+            kinds = [c["kind"] for c in got[0]["collectives"]]
+            assert kinds == want["collectives"], f"collectives of pipeline {pipeline}"
+
         if "cost" in expected:
             got = _of(events, "cost", pipeline)
             assert len(got) == 1, f"{len(got)} cost events for pipeline {pipeline}"

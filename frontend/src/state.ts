@@ -1,5 +1,6 @@
 // What the page edits, how it becomes a run request (SPEC §1), and how it is saved
 // locally and restored from a shared snippet. Pure apart from localStorage access.
+import { OUTPUT_PANES, requestOutputs } from "./panes/registry";
 import { fromRequestTransforms, toRequestTransforms, type Json, type Step, type StepProblem } from "./transforms";
 
 export interface PlayState {
@@ -14,6 +15,8 @@ export interface PlayState {
   /** the JAX version runs name (`jax_version`); empty or absent: the server's default */
   jaxVersion?: string;
   config: Record<string, boolean | string>;
+  /** outputs asked for besides the server's defaults (passes, asm, memory, remarks) */
+  outputs?: string[];
   /** the args were typed by hand: they no longer follow the entry's signature */
   argsByHand?: boolean;
 }
@@ -34,6 +37,7 @@ export interface RunRequest {
   devices: number;
   config: Record<string, boolean | string>;
   jax_version?: string;
+  outputs?: string[];
 }
 
 export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRequest {
@@ -50,6 +54,8 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
   };
   // omitted for the default, so a link made on it opens on whatever is the default then
   if (state.jaxVersion) request.jax_version = state.jaxVersion;
+  const outputs = requestOutputs(state.outputs ?? []);
+  if (outputs) request.outputs = outputs;
   for (const p of compareProblems) problems.push({ ...p, step: p.step, option: `B: ${p.option}` });
   return request;
 }
@@ -77,6 +83,7 @@ export function fromRequest(data: unknown, fallback: PlayState): PlayState {
     devices,
     jaxVersion: str(d.jax_version, ""),
     config,
+    outputs: Array.isArray(d.outputs) ? d.outputs.filter((o): o is string => typeof o === "string" && OUTPUT_PANES[o]?.optIn !== undefined) : [],
   };
 }
 

@@ -194,5 +194,6 @@ class VersionedPool:
 
     def stats(self) -> dict[str, Any]:
         stats = dict(self.default.stats())
+        stats["version_pools"] = len(self._pools)  # other versions' pools up now (a metric)
         stats["jax_versions"] = {v: p.stats() for v, p in sorted(self._pools.items())}
         return stats
