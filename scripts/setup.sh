@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 # chromium + fonts: the browser tests (Playwright drives Debian's chromium).
 # bubblewrap + libseccomp2: the jail; acl: setfacl, to let the jail's uid reach the
 # Python runtime when it lives under a private directory (see below and docs/sandbox.md).
-APT_PACKAGES=(bubblewrap libseccomp2 acl chromium fonts-dejavu-core redis-server postgresql)
+# binutils: objdump, which the engine's asm output runs (inside the jail, from /usr).
+APT_PACKAGES=(bubblewrap libseccomp2 acl chromium fonts-dejavu-core redis-server postgresql binutils)
 
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     missing=()
