@@ -26,8 +26,8 @@ SUITE=trixie
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 # What the base holds for every target: Python (server, workers), the jail's
-# bubblewrap and libseccomp (workers), and the services the stack runs beside them.
-BASE_PACKAGES=(python3 python3-venv bubblewrap libseccomp2 redis-server nginx postgresql)
+# bubblewrap and libseccomp (workers), binutils (objdump: the asm output), and the services the stack runs beside them.
+BASE_PACKAGES=(python3 python3-venv bubblewrap libseccomp2 binutils redis-server nginx postgresql)
 # Python of the base (Debian 13's python3); the wheels are fetched for it.
 PYTHON_VERSION=3.13
 # worker-cuda and worker-tpu download JAX's CUDA 12 wheels (some GB) and libtpu.
