@@ -14,9 +14,14 @@ import { ConsolePane } from "./panes/console";
 import { CostPane } from "./panes/cost";
 import { ErrorsPane } from "./panes/errors";
 import { GraphPane } from "./panes/graph";
+import type { OutputPane } from "./panes/pane";
 import { IrPane } from "./panes/ir";
 import { Progress } from "./panes/progress";
 import { TimingPane } from "./panes/timing";
+import { AsmPane } from "./panes/asm";
+import { MemoryPane } from "./panes/memory";
+import { PassesPane } from "./panes/passes";
+import { RemarksPane } from "./panes/remarks";
 import { ValuePane } from "./panes/value";
 import { PipelineBuilder } from "./pipeline";
 import { ApiError, Backends, IR_TYPES, SnippetCreated, pipelineOf, type IrType, type RunEvent } from "./protocol";
@@ -59,7 +64,7 @@ function hover(codeLine: number | null, from: EditorView | null): void {
   const fromEditor = from === editor;
   const shown = codeLine ?? pinned;
   showHovered(editor, shown, !fromEditor && codeLine !== null ? codeLine : null, pinned);
-  for (const view of activeIr()?.views() ?? []) {
+  for (const view of activeTab === "passes" ? passesPane.views() : (activeIr()?.views() ?? [])) {
     showHovered(view, shown, fromEditor && codeLine !== null ? firstLinkedLine(view, codeLine) : null, pinned);
   }
   graphPane.setLinked(shown, pinned);
@@ -143,6 +148,14 @@ ui.devices.addEventListener("input", () => {
     changed();
   }
 });
+for (const box of ui.outputBoxes) {
+  box.addEventListener("change", () => {
+    const name = box.dataset.output!;
+    const others = (state.outputs ?? []).filter((o) => o !== name);
+    state.outputs = box.checked ? [...others, name] : others;
+    changed();
+  });
+}
 for (const box of ui.configBoxes) {
   box.addEventListener("change", () => {
     const name = box.dataset.config!;
@@ -213,6 +226,7 @@ function show(s: PlayState): void {
   pickVersion(state.jaxVersion ?? "");
   ui.devices.value = String(state.devices);
   for (const box of ui.configBoxes) box.checked = state.config[box.dataset.config!] === true;
+  for (const box of ui.outputBoxes) box.checked = (state.outputs ?? []).includes(box.dataset.output!);
   builderA.refreshSummary();
   changed();
 }
@@ -298,7 +312,26 @@ const costPane = new CostPane(ui.panels.cost);
 const timingPane = new TimingPane(ui.panels.timing);
 const consolePane = new ConsolePane(ui.panels.console);
 const errorsPane = new ErrorsPane(ui.panels.errors, (line) => revealLine(editor, line));
+const passesPane = new PassesPane(ui.panels.passes, hover, pin);
+const asmPane = new AsmPane(ui.panels.asm, (line) => hover(line, null));
+const memoryPane = new MemoryPane(ui.panels.memory, (line) => hover(line, null));
+const remarksPane = new RemarksPane(ui.panels.remarks, (line) => revealLine(editor, line));
 const progress = new Progress(ui.progress);
+/** Every output pane with its tab; events go to the panes that consume them. */
+const outputPanes: [TabId, OutputPane][] = [
+  ...IR_TYPES.map((k): [TabId, OutputPane] => [k, irPanes[k]]),
+  ["graph", graphPane],
+  ["value", valuePane],
+  ["cost", costPane],
+  ["timing", timingPane],
+  ["passes", passesPane],
+  ["asm", asmPane],
+  ["memory", memoryPane],
+  ["remarks", remarksPane],
+  ["console", consolePane],
+];
+/** The tabs a run may open by itself when their first output arrives. */
+const OPENS_ITSELF: readonly TabId[] = [...IR_TYPES, "value", "cost", "timing"];
 selectTab("jaxpr");
 
 // --- running ----------------------------------------------------------------------------
@@ -326,10 +359,7 @@ const conn = new Connection(wsUrl(location), {
 function runEnded(): void {
   ui.cancelBtn.disabled = true;
   document.body.classList.remove("running");
-  for (const p of Object.values(irPanes)) p.end();
-  valuePane.end();
-  costPane.end();
-  timingPane.end();
+  for (const [, pane] of outputPanes) pane.end();
 }
 
 function pipelineLabel(p: string): string | null {
@@ -339,6 +369,12 @@ function pipelineLabel(p: string): string | null {
 
 function onEvent(event: RunEvent): void {
   const p = pipelineOf(event);
+  for (const [tab, pane] of outputPanes) {
+    if (!pane.consumes.includes(event.type)) continue;
+    pane.show(event, p);
+    mark(tab, pane.badge?.());
+    if (OPENS_ITSELF.includes(tab)) outputArrived(tab);
+  }
   switch (event.type) {
     case "accepted": {
       const w = event.worker;
@@ -350,40 +386,14 @@ function onEvent(event: RunEvent): void {
     case "stage":
       progress.stage(p, event.stage, event.ms ?? null);
       break;
-    case "stdout":
-    case "stderr":
-      consolePane.add(event.type, event.stage, p, event.text);
-      mark("console", String(consolePane.count()));
-      break;
     case "jaxpr":
     case "stablehlo":
     case "hlo":
-      irPanes[event.type].set(p, event.text, event.sources);
-      if (event.type !== "stablehlo") {
-        graphPane.set(event.type, p, event.text, event.sources);
-        mark("graph");
-      }
-      mark(event.type);
-      outputArrived(event.type);
+      // the code lines banded and linked follow the text on show
       if (activeTab === event.type || activeTab === "graph") {
         refreshBands();
         hover(hovered, null);
       }
-      break;
-    case "value":
-      valuePane.set(p, event);
-      mark("value");
-      outputArrived("value");
-      break;
-    case "cost":
-      costPane.set(p, event);
-      mark("cost");
-      outputArrived("cost");
-      break;
-    case "timing":
-      timingPane.set(event.rows);
-      mark("timing");
-      outputArrived("timing");
       break;
     case "error": {
       errorsPane.addRunError(event, pipelineLabel(p));
@@ -444,12 +454,7 @@ async function run(): Promise<void> {
   const pipelines = state.compare ? ["main", "0"] : ["main"];
   labels = { main: describePipeline(state.steps, request.entry) };
   if (state.compare) labels["0"] = describePipeline(state.compare, request.entry);
-  for (const pane of Object.values(irPanes)) pane.reset(pipelines, labels);
-  graphPane.reset(pipelines, labels);
-  valuePane.reset(pipelines, labels);
-  costPane.reset(pipelines, labels);
-  timingPane.reset(pipelines);
-  consolePane.reset(pipelines);
+  for (const [, pane] of outputPanes) pane.reset(pipelines, labels);
   progress.reset(pipelines, labels);
   progress.setWorker("");
   editor.dispatch({ effects: setErrorMark.of(null) });

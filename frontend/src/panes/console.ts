@@ -1,6 +1,8 @@
 // What the code printed, in order, each block marked with when it was printed:
 // a plain print runs at trace time, jax.debug.print at run time.
 import { clear, h } from "../dom";
+import type { RunEvent } from "../protocol";
+import type { OutputPane } from "./pane";
 
 const WHEN: Record<string, { label: string; cls: string; help: string }> = {
   exec: { label: "module", cls: "when-module", help: "printed while the module ran (import time)" },
@@ -19,7 +21,8 @@ interface Entry {
   text: string;
 }
 
-export class ConsolePane {
+export class ConsolePane implements OutputPane {
+  readonly consumes = ["stdout", "stderr"] as const;
   private entries: Entry[] = [];
   private list: HTMLElement;
   private note: HTMLElement;
@@ -53,6 +56,16 @@ export class ConsolePane {
         h("pre", {}, text),
       ),
     );
+  }
+
+  show(event: RunEvent, pipeline: string): void {
+    if (event.type === "stdout" || event.type === "stderr") this.add(event.type, event.stage, pipeline, event.text);
+  }
+
+  end(): void {}
+
+  badge(): string {
+    return String(this.entries.length);
   }
 
   count(): number {

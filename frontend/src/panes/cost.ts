@@ -1,7 +1,8 @@
 // Cost and memory: XLA's own estimates, one column per pipeline, with bars.
 import { clear, h } from "../dom";
 import { fmtBytes, fmtCount } from "../format";
-import type { EventOf } from "../protocol";
+import type { EventOf, RunEvent } from "../protocol";
+import type { OutputPane } from "./pane";
 
 type Cost = EventOf<"cost">;
 
@@ -35,7 +36,8 @@ const METRICS: Metric[] = [
 
 const MEMORY = ["argument", "output", "temp", "alias", "generated_code", "peak"];
 
-export class CostPane {
+export class CostPane implements OutputPane {
+  readonly consumes = ["cost"] as const;
   private costs = new Map<string, Cost>();
   private pipelines: string[] = ["main"];
   private labels: Record<string, string> = {};
@@ -56,6 +58,10 @@ export class CostPane {
   set(pipeline: string, cost: Cost): void {
     this.costs.set(pipeline, cost);
     this.render();
+  }
+
+  show(event: RunEvent, pipeline: string): void {
+    if (event.type === "cost") this.set(pipeline, event);
   }
 
   end(): void {

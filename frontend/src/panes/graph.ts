@@ -10,7 +10,8 @@ import { layoutGraph, type Laid, type Placed } from "../graph/layout";
 import { countNodes, drawnNodes, type Graph, type GraphNode } from "../graph/model";
 import { bandOf, sourceMap } from "../linking";
 import { docFor, docElement } from "../opdocs";
-import type { Sources } from "../protocol";
+import type { RunEvent, Sources } from "../protocol";
+import type { OutputPane } from "./pane";
 
 export type GraphSource = "jaxpr" | "hlo";
 
@@ -26,7 +27,8 @@ const OPEN_LIMIT = 30;
  * the graph is not drawn at all (the text pane has it). */
 const DRAW_LIMIT = 1200;
 
-export class GraphPane {
+export class GraphPane implements OutputPane {
+  readonly consumes = ["jaxpr", "hlo"] as const;
   private texts = new Map<string, Text>(); // `${source}:${pipeline}`
   private graphs = new Map<string, Graph | Error>();
   private pipelines: string[] = ["main"];
@@ -81,6 +83,12 @@ export class GraphPane {
     this.graphs.delete(`${source}:${pipeline}`);
     if (source === this.source) this.render();
   }
+
+  show(event: RunEvent, pipeline: string): void {
+    if (event.type === "jaxpr" || event.type === "hlo") this.set(event.type, pipeline, event.text, event.sources);
+  }
+
+  end(): void {}
 
   /** The tab was opened or closed: layout happens only while it is seen. */
   setVisible(on: boolean): void {

@@ -10,7 +10,8 @@ import { clear, h } from "../dom";
 import { outputLinking, setSources, sourceMap } from "../linking";
 import { hloLanguage, jaxprLanguage, mlirLanguage } from "../modes";
 import { opDocsTooltip } from "../opdocs";
-import type { IrType, Sources } from "../protocol";
+import type { IrType, RunEvent, Sources } from "../protocol";
+import type { OutputPane } from "./pane";
 
 const LANGUAGES: Record<IrType, Language> = { jaxpr: jaxprLanguage, stablehlo: mlirLanguage, hlo: hloLanguage };
 export const IR_TITLES: Record<IrType, string> = { jaxpr: "jaxpr", stablehlo: "StableHLO", hlo: "HLO" };
@@ -22,7 +23,8 @@ interface Output {
 
 export type HoverFn = (codeLine: number | null, from: EditorView) => void;
 
-export class IrPane {
+export class IrPane implements OutputPane {
+  readonly consumes: readonly IrType[];
   private outputs = new Map<string, Output>();
   private pipelines: string[] = ["main"];
   private labels: Record<string, string> = {};
@@ -38,6 +40,7 @@ export class IrPane {
     private readonly onHover: HoverFn,
     private readonly onPin: (codeLine: number) => void,
   ) {
+    this.consumes = [kind];
     this.note = h("p", { class: "pane-note", role: "status" });
     this.body = h("div", { class: "ir-body" });
     root.append(this.note, this.body);
@@ -56,6 +59,10 @@ export class IrPane {
   set(pipeline: string, text: string, sources: Sources | undefined): void {
     this.outputs.set(pipeline, { text, sources: sourceMap(sources) });
     this.render();
+  }
+
+  show(event: RunEvent, pipeline: string): void {
+    if (event.type === this.kind) this.set(pipeline, event.text, event.sources);
   }
 
   end(): void {

@@ -2,7 +2,8 @@
 // Eager vs compiled, compile vs run, pipeline vs pipeline.
 import { clear, h, svg } from "../dom";
 import { fmtMs } from "../format";
-import type { TimingRowT } from "../protocol";
+import type { RunEvent, TimingRowT } from "../protocol";
+import type { OutputPane } from "./pane";
 
 const W = 680;
 const LABEL_W = 190;
@@ -50,7 +51,8 @@ function chart(title: string, items: { label: string; value: number; cls: string
   return root;
 }
 
-export class TimingPane {
+export class TimingPane implements OutputPane {
+  readonly consumes = ["timing"] as const;
   private rows: TimingRowT[] = [];
   private pipelines: string[] = ["main"];
   private ended = false;
@@ -69,6 +71,10 @@ export class TimingPane {
   set(rows: TimingRowT[]): void {
     this.rows = rows;
     this.render();
+  }
+
+  show(event: RunEvent): void {
+    if (event.type === "timing") this.set(event.rows);
   }
 
   end(): void {

@@ -2,7 +2,8 @@
 // the first values; in compare mode the largest difference from pipeline A.
 import { clear, h } from "../dom";
 import { fmtAval, fmtNum } from "../format";
-import type { EventOf, ValueLeaf } from "../protocol";
+import type { EventOf, RunEvent, ValueLeaf } from "../protocol";
+import type { OutputPane } from "./pane";
 
 const PREVIEW = 12;
 
@@ -26,7 +27,8 @@ function maxAbsDiff(a: ValueLeaf | undefined, b: ValueLeaf): string | null {
   return `max |A−B| = ${fmtNum(m)}`;
 }
 
-export class ValuePane {
+export class ValuePane implements OutputPane {
+  readonly consumes = ["value"] as const;
   private values = new Map<string, EventOf<"value">>();
   private pipelines: string[] = ["main"];
   private labels: Record<string, string> = {};
@@ -47,6 +49,10 @@ export class ValuePane {
   set(pipeline: string, event: EventOf<"value">): void {
     this.values.set(pipeline, event);
     this.render();
+  }
+
+  show(event: RunEvent, pipeline: string): void {
+    if (event.type === "value") this.set(pipeline, event);
   }
 
   end(): void {

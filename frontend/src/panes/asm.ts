@@ -1,0 +1,80 @@
+// Assembly: each compiled kernel's disassembly, under the HLO instruction it
+// computes and the code lines that made it (hovering a kernel lights them).
+import { clear, h } from "../dom";
+import type { EventOf, RunEvent } from "../protocol";
+import type { OutputPane } from "./pane";
+
+type Asm = EventOf<"asm">;
+
+export class AsmPane implements OutputPane {
+  readonly consumes = ["asm"] as const;
+  private events = new Map<string, Asm>();
+  private pipelines: string[] = ["main"];
+  private labels: Record<string, string> = {};
+  private ended = false;
+
+  constructor(
+    readonly root: HTMLElement,
+    private readonly onLine: (codeLine: number | null) => void,
+  ) {
+    this.render();
+  }
+
+  reset(pipelines: string[], labels: Record<string, string>): void {
+    this.events.clear();
+    this.pipelines = pipelines;
+    this.labels = labels;
+    this.ended = false;
+    this.render();
+  }
+
+  show(event: RunEvent, pipeline: string): void {
+    if (event.type !== "asm") return;
+    this.events.set(pipeline, event);
+    this.render();
+  }
+
+  end(): void {
+    this.ended = true;
+    this.render();
+  }
+
+  badge(): string {
+    const n = this.events.get("main")?.kernels.length ?? 0;
+    return n ? String(n) : "";
+  }
+
+  private render(): void {
+    clear(this.root);
+    if (this.events.size === 0) {
+      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No assembly: ask for it with the “asm” output (XLA outputs, above)." : "Waiting for the kernels…"));
+      return;
+    }
+    for (const p of this.pipelines) {
+      const ev = this.events.get(p);
+      if (!ev) continue;
+      const section = h("section", { class: "asm-pipeline" });
+      if (this.pipelines.length > 1) section.append(h("h3", {}, this.labels[p] ?? p));
+      for (const note of ev.notes ?? []) section.append(h("p", { class: "pane-note" }, note));
+      for (const k of ev.kernels) {
+        const lines = k.lines ?? [];
+        const count = k.asm.split("\n").filter((l) => l.trim()).length;
+        const head = h(
+          "summary",
+          {},
+          h("span", { class: "mono" }, k.name),
+          k.fusion && k.fusion !== k.name ? h("span", { class: "asm-fusion" }, ` ← ${k.fusion}`) : null,
+          h("span", { class: "asm-meta" }, ` · ${count} instructions${lines.length ? ` · line${lines.length > 1 ? "s" : ""} ${lines.join(", ")}` : ""}`),
+        );
+        const body = h("pre", { class: "asm-code mono", "data-testid": "asm-code" }, k.asm);
+        const parts = [head, body];
+        if (k.llvm_ir) parts.push(h("details", {}, h("summary", {}, "LLVM IR"), h("pre", { class: "mono" }, k.llvm_ir)));
+        const block = h("details", { class: "asm-kernel", open: ev.kernels.length <= 4 }, ...parts);
+        block.addEventListener("mouseenter", () => this.onLine(lines[0] ?? null));
+        block.addEventListener("mouseleave", () => this.onLine(null));
+        section.append(block);
+      }
+      this.root.append(section);
+    }
+  }
+}

@@ -1,0 +1,85 @@
+// Memory: the compiled module's peak and the buffers XLA assigned (argument,
+// output, temporary), biggest first, each with the code line that made it.
+import { clear, h } from "../dom";
+import { fmtBytes } from "../format";
+import type { EventOf, RunEvent } from "../protocol";
+import type { OutputPane } from "./pane";
+
+type Memory = EventOf<"memory">;
+
+export class MemoryPane implements OutputPane {
+  readonly consumes = ["memory"] as const;
+  private events = new Map<string, Memory>();
+  private pipelines: string[] = ["main"];
+  private labels: Record<string, string> = {};
+  private ended = false;
+
+  constructor(
+    readonly root: HTMLElement,
+    private readonly onLine: (codeLine: number | null) => void,
+  ) {
+    this.render();
+  }
+
+  reset(pipelines: string[], labels: Record<string, string>): void {
+    this.events.clear();
+    this.pipelines = pipelines;
+    this.labels = labels;
+    this.ended = false;
+    this.render();
+  }
+
+  show(event: RunEvent, pipeline: string): void {
+    if (event.type !== "memory") return;
+    this.events.set(pipeline, event);
+    this.render();
+  }
+
+  end(): void {
+    this.ended = true;
+    this.render();
+  }
+
+  private render(): void {
+    clear(this.root);
+    if (this.events.size === 0) {
+      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No memory view: ask for it with the “memory” output (XLA outputs, above)." : "Waiting for the memory view…"));
+      return;
+    }
+    // compare mode: the pipelines side by side (two checkpoint policies, say)
+    const row = h("div", { class: "memory-columns" });
+    for (const p of this.pipelines) {
+      const ev = this.events.get(p);
+      if (!ev) continue;
+      const biggest = Math.max(1, ...ev.buffers.map((b) => b.bytes));
+      const rows = [...ev.buffers].sort((a, b) => b.bytes - a.bytes).map((b) => {
+        const tr = h(
+          "tr",
+          { class: `mem-${b.kind}` },
+          h("td", { class: "num" }, fmtBytes(b.bytes)),
+          h("td", {}, h("span", { class: "mem-bar", style: `width:${((100 * b.bytes) / biggest).toFixed(1)}%` })),
+          h("td", {}, b.kind),
+          h("td", { class: "mono" }, `${b.dtype}[${b.shape.join(",")}]`),
+          h("td", { class: "mono" }, b.name ?? ""),
+          h("td", { class: "num" }, b.line != null ? String(b.line) : "—"),
+        );
+        tr.addEventListener("mouseenter", () => this.onLine(b.line ?? null));
+        tr.addEventListener("mouseleave", () => this.onLine(null));
+        return tr;
+      });
+      const analysis = Object.entries(ev.analysis ?? {}).filter(([, v]) => v);
+      row.append(
+        h(
+          "section",
+          { class: "memory-pipeline" },
+          this.pipelines.length > 1 ? h("h3", {}, this.labels[p] ?? p) : null,
+          h("p", { class: "memory-peak" }, "peak ", h("strong", { "data-testid": "memory-peak" }, fmtBytes(ev.peak_bytes ?? null))),
+          ...(ev.notes ?? []).map((n) => h("p", { class: "pane-note" }, n)),
+          h("table", { class: "memory" }, h("thead", {}, h("tr", {}, ...["bytes", "", "kind", "shape", "HLO value", "line"].map((t) => h("th", {}, t)))), h("tbody", {}, ...rows)),
+          analysis.length ? h("p", { class: "memory-analysis" }, "memory_analysis(): ", analysis.map(([k, v]) => `${k} ${fmtBytes(v)}`).join(" · ")) : null,
+        ),
+      );
+    }
+    this.root.append(row);
+  }
+}

@@ -1,0 +1,33 @@
+// The page's table of outputs: for each output a request may name (the same names
+// as sandbox/protocol.py's OUTPUT_TABLE; tests/test_outputs_registry.py checks
+// both name the same), the tab that shows it and whether the page asks for it only
+// when its toggle is on (outputs that cost a dump of XLA's compile).
+import type { TabId } from "../layout";
+
+export interface OutputEntry {
+  /** the tab whose pane shows this output */
+  tab: TabId;
+  /** asked for only when its toggle under "XLA outputs" is on */
+  optIn?: { label: string; help: string };
+}
+
+export const OUTPUT_PANES: Record<string, OutputEntry> = {
+  jaxpr: { tab: "jaxpr" },
+  stablehlo: { tab: "stablehlo" },
+  hlo: { tab: "hlo" },
+  value: { tab: "value" },
+  cost: { tab: "cost" },
+  timing: { tab: "timing" },
+  passes: { tab: "passes", optIn: { label: "passes", help: "every HLO pass that changed the module, with a before/after diff" } },
+  asm: { tab: "asm", optIn: { label: "asm", help: "each compiled kernel's assembly (CPU)" } },
+  memory: { tab: "memory", optIn: { label: "memory", help: "the buffers XLA assigned and the peak" } },
+  remarks: { tab: "remarks", optIn: { label: "remarks", help: "why JAX traced or compiled again (cache misses)" } },
+};
+
+/** The outputs a page's request names: the server's defaults plus the opted-in ones. */
+export function requestOutputs(optedIn: readonly string[]): string[] | undefined {
+  const extra = optedIn.filter((name) => OUTPUT_PANES[name]?.optIn);
+  if (extra.length === 0) return undefined; // the server's default outputs
+  const defaults = Object.entries(OUTPUT_PANES).filter(([, e]) => !e.optIn).map(([name]) => name);
+  return [...defaults, ...extra];
+}
