@@ -3,10 +3,11 @@
 - ``cases/<name>.json``: a run request (SPEC §1; ``code`` may be a list of lines)
   with a ``description`` and an optional ``expect`` (hints that pin down what the
   case is about: the error kind/line/stage, lines of stdout, which ops come from
-  which lines, whether timing is checked).
+  which lines, whether timing is checked, ``since``: the first JAX version with
+  what the case uses; older installed versions must end it with a hinted error).
 - ``reference.py``: computes, with JAX directly and independently of
-  ``sandbox.engine``, the jaxpr / StableHLO / HLO texts and the value leaves of each
-  pipeline, or the first error. Always run in a fresh process, one per case.
+  ``sandbox.engine``, the jaxpr / StableHLO / HLO texts, the value leaves and the
+  sharding (specs, device blocks, collective kinds) of each pipeline, or the first error. Always run in a fresh process, one per case.
 - ``data/<name>.json``: the golden files, the reference's output with the jax
   version that made it; refreshed only explicitly, with
   ``python -m tests.golden.regenerate`` (``make golden``), then reviewed as a diff.

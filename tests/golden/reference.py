@@ -109,6 +109,102 @@ def make_vjp_of(g: Any, cotangents: Any) -> Any:
     return vjp_of
 
 
+def pspec(spec: Any) -> Any:
+    """A JSON PartitionSpec (lists for several axes; null: replicated)."""
+    from jax.sharding import PartitionSpec
+
+    return PartitionSpec(*[tuple(e) if isinstance(e, list) else e for e in spec or ()])
+
+
+def mesh_context(mesh: Any) -> Any:
+    import jax
+
+    return contextlib.nullcontext() if mesh is None else jax.set_mesh(mesh)
+
+
+def make_reshard_of(g: Any, out: Any) -> Any:
+    import jax
+
+    def reshard_of(*args: Any) -> Any:
+        return jax.reshard(g(*args), out)
+
+    return reshard_of
+
+
+def make_linearize_of(g: Any, tangents: tuple[Any, ...]) -> Any:
+    import jax
+
+    def linearize_of(*primals: Any) -> Any:
+        out, f_jvp = jax.linearize(g, *primals)
+        return out, f_jvp(*tangents)
+
+    return linearize_of
+
+
+def make_transpose_of(g: Any, cotangents: Any) -> Any:
+    import jax
+
+    def transpose_of(*primals: Any) -> Any:
+        return jax.linear_transpose(g, *primals)(cotangents)
+
+    return transpose_of
+
+
+COLLECTIVE_OPS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+def sharding_summary(compiled: Any, hlo: str) -> dict[str, Any]:
+    """Each argument's and output's PartitionSpec and blocks (device ids per index
+    range), and the kinds of the collectives in the per-device HLO, in order."""
+    import jax
+
+    def describe(shardings: Any, avals: list[Any]) -> list[dict[str, Any]]:
+        leaves = jax.tree_util.tree_leaves(
+            shardings, is_leaf=lambda s: isinstance(s, jax.sharding.Sharding)
+        )
+        described = []
+        for sharding, aval in zip(leaves, avals, strict=True):
+            shape = tuple(aval.shape)
+            blocks: dict[Any, list[int]] = {}
+            for device, index in sharding.devices_indices_map(shape).items():
+                key = tuple(slice_range(s, n) for s, n in zip(index, shape, strict=True))
+                blocks.setdefault(key, []).append(device.id)
+            spec = getattr(sharding, "spec", None)
+            described.append(
+                {
+                    "spec": None
+                    if spec is None
+                    else [list(e) if isinstance(e, tuple) else e for e in spec],
+                    "grid": [
+                        {
+                            "start": [a for a, _ in k],
+                            "stop": [b for _, b in k],
+                            "devices": sorted(v),
+                        }
+                        for k, v in sorted(blocks.items())
+                    ],
+                }
+            )
+        return described
+
+    arg_avals = [info._aval for info in jax.tree_util.tree_leaves(compiled.args_info[0])]
+    out_avals = jax.tree_util.tree_leaves(compiled.out_info)
+    kinds = []
+    for line in hlo.splitlines():
+        for op in COLLECTIVE_OPS:
+            if f" {op}(" in line or f" {op}-start(" in line:
+                kinds.append(op)
+    return {
+        "arguments": describe(compiled.input_shardings[0], arg_avals),
+        "outputs": describe(compiled.output_shardings, out_avals),
+        "collectives": kinds,
+    }
+
+
+def slice_range(s: slice, size: int) -> tuple[int, int]:
+    return (s.start or 0, size if s.stop is None else s.stop)
+
+
 class Reference:
     def __init__(self, request: dict[str, Any]) -> None:
         self.request = request
@@ -121,6 +217,7 @@ class Reference:
             "timing",
         ]
         self.result: dict[str, Any] = {"pipelines": {}, "errors": []}
+        self.mesh: Any = None
 
     # --- setup ------------------------------------------------------------------
 
@@ -157,7 +254,13 @@ class Reference:
             raise StageError("exec", exc, None)
         entry = self.request.get("entry", "f")
         try:
+            self.mesh = self.make_mesh()
             self.args = as_tuple(self.eval_expr(self.request.get("args", "()")))
+            if self.request.get("in_shardings") is not None:
+                self.args = tuple(
+                    jax.device_put(arg, self.named(spec))
+                    for arg, spec in zip(self.args, self.request["in_shardings"], strict=True)
+                )
         except Exception as exc:
             raise StageError("args", exc, None)
         try:
@@ -166,6 +269,37 @@ class Reference:
             self.fun = self.ns[entry]
         except Exception as exc:
             raise StageError("exec", exc, None)
+
+    # --- sharding (the request's mesh and PartitionSpecs as JSON lists) ---------------
+
+    def make_mesh(self) -> Any:
+        import jax
+
+        mesh = self.request.get("mesh")
+        if mesh is None:
+            return None
+        kwargs = {}
+        if mesh.get("axis_types") is not None:
+            kwargs["axis_types"] = tuple(
+                getattr(jax.sharding.AxisType, t.capitalize()) for t in mesh["axis_types"]
+            )
+        return jax.make_mesh(tuple(mesh["shape"]), tuple(mesh["axis_names"]), **kwargs)
+
+    def named(self, spec: Any) -> Any:
+        from jax.sharding import NamedSharding
+
+        return NamedSharding(self.mesh, pspec(spec))
+
+    def jit_shardings(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.request.get("in_shardings") is not None:
+            out["in_shardings"] = tuple(
+                None if s is None else self.named(s) for s in self.request["in_shardings"]
+            )
+        if self.request.get("out_shardings") is not None:
+            outs = [None if s is None else self.named(s) for s in self.request["out_shardings"]]
+            out["out_shardings"] = outs[0] if len(outs) == 1 else tuple(outs)
+        return out
 
     def eval_expr(self, expr: str) -> Any:
         return eval(compile(expr, EXPR_FILENAME, "eval"), self.ns)
@@ -180,10 +314,45 @@ class Reference:
         fun = self.fun
         static: set[int] = set()
         donates = False
-        for item in transforms:
+        # the request's shardings go to the last jit, or to a jit added outermost
+        shardings = self.jit_shardings()
+        jits = [i for i, item in enumerate(transforms) if item["name"] == "jit"]
+        for index, item in enumerate(transforms):
             name = item["name"]
             options = {k: tupleize(v) for k, v in item.items() if k != "name"}
-            if name == "jit":
+            if name == "jit" and jits and index == jits[-1]:
+                options.update(shardings)
+            if name == "shard_map":
+                specs_out = [pspec(s) for s in item["out_specs"]]
+                kwargs: dict[str, Any] = {
+                    "out_specs": specs_out[0] if len(specs_out) == 1 else tuple(specs_out)
+                }
+                if "in_specs" in item:
+                    kwargs["in_specs"] = tuple(pspec(s) for s in item["in_specs"])
+                if item.get("axis_names"):
+                    kwargs["axis_names"] = frozenset(item["axis_names"])
+                if "check_vma" in item:
+                    kwargs["check_vma"] = item["check_vma"]
+                fun = jax.shard_map(fun, mesh=self.mesh, **kwargs)
+            elif name == "smap":
+                options.setdefault("out_axes", 0)
+                fun = jax.smap(fun, **options)
+            elif name == "reshard":
+                outs = [self.named(s) for s in item["out_specs"]]
+                fun = make_reshard_of(fun, outs[0] if len(outs) == 1 else tuple(outs))
+            elif name == "linearize":
+                tangents = as_tuple(self.eval_expr(options["tangents"]))
+                fun = make_linearize_of(fun, tangents)
+            elif name == "linear_transpose":
+                fun = make_transpose_of(fun, self.eval_expr(options["cotangents"]))
+            elif name == "checkify":
+                from jax.experimental import checkify
+
+                errors = item.get("errors", "user_checks")
+                names = [errors] if isinstance(errors, str) else errors
+                sets = [getattr(checkify, n) for n in names]
+                fun = checkify.checkify(fun, errors=frozenset().union(*sets))
+            elif name == "jit":
                 static.update(as_ints(options.get("static_argnums")))
                 names = options.get("static_argnames") or ()
                 if isinstance(names, str):
@@ -211,6 +380,8 @@ class Reference:
                 fun = make_vjp_of(fun, self.eval_expr(options["cotangents"]))
             else:
                 fun = getattr(jax, name)(fun, **options)
+        if shardings and not jits:
+            fun = jax.jit(fun, static_argnums=tuple(sorted(static)), **shardings)
         return fun, tuple(sorted(static)), donates
 
     def run_pipeline(self, key: str, transforms: list[dict[str, Any]]) -> None:
@@ -232,16 +403,22 @@ class Reference:
 
         if any(o in self.outputs for o in LOWER_OUTPUTS):
             try:
-                if hasattr(pipeline, "lower"):
-                    lowered = pipeline.lower(*self.args)
+                if not hasattr(pipeline, "lower"):
+                    pipeline = jax.jit(pipeline, static_argnums=static)
+                platforms = self.request.get("lowering_platforms")
+                if platforms:
+                    traced = pipeline.trace(*self.args)
+                    lowered = traced.lower(lowering_platforms=tuple(platforms))
                 else:
-                    lowered = jax.jit(pipeline, static_argnums=static).lower(*self.args)
+                    lowered = pipeline.lower(*self.args)
                 text = lowered.as_text()
             except Exception as exc:
                 raise StageError("lower", exc, key)
             if "stablehlo" in self.outputs:
                 out["stablehlo"] = {"text": text}
-            if "hlo" in self.outputs or "cost" in self.outputs:
+            if self.request.get("lowering_platforms"):
+                return  # lowered for another platform: nothing compiles here
+            if any(o in self.outputs for o in ("hlo", "cost", "sharding")):
                 try:
                     compiled = lowered.compile()
                     hlo = compiled.as_text()
@@ -250,6 +427,8 @@ class Reference:
                     raise StageError("compile", exc, key)
                 if "hlo" in self.outputs:
                     out["hlo"] = {"text": hlo}
+                if "sharding" in self.outputs:
+                    out["sharding"] = sharding_summary(compiled, hlo)
                 if "cost" in self.outputs:
                     if isinstance(cost, list | tuple):
                         cost = cost[0] if cost else {}
@@ -303,13 +482,14 @@ class Reference:
                         (str(i), transforms)
                         for i, transforms in enumerate(self.request.get("compare") or [])
                     ]
-                    for key, transforms in pipelines:
-                        # A failing pipeline does not stop the others (a compare
-                        # entry may fail where the main one works, and vice versa).
-                        try:
-                            self.run_pipeline(key, transforms)
-                        except StageError as err:
-                            self.record(err)
+                    with mesh_context(self.mesh):
+                        for key, transforms in pipelines:
+                            # A failing pipeline does not stop the others (a compare
+                            # entry may fail where the main one works, and vice versa).
+                            try:
+                                self.run_pipeline(key, transforms)
+                            except StageError as err:
+                                self.record(err)
                 finally:
                     with contextlib.suppress(Exception):
                         jax.effects_barrier()
