@@ -156,10 +156,12 @@ class PgStorage:
     async def get_result(self, key: str) -> CachedResult | None:
         async def get(conn: psycopg.AsyncConnection[Any]) -> CachedResult | None:
             cur = await conn.execute(
-                "SELECT state, body, created FROM cache_results WHERE key = %s", (key,)
+                "SELECT state, body, created, tenant FROM cache_results WHERE key = %s", (key,)
             )
             row = await cur.fetchone()
-            return None if row is None else CachedResult(str(row[0]), str(row[1]), float(row[2]))
+            if row is None:
+                return None
+            return CachedResult(str(row[0]), str(row[1]), float(row[2]), str(row[3]))
 
         return await self._call(get)
 

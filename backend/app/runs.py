@@ -107,7 +107,7 @@ class RunService:
         if not use_cache or not self.cache.enabled:
             self.metrics.cache.labels("bypass").inc()
         else:
-            hit, leader_key = await self._consult_cache(request)
+            hit, leader_key = await self._consult_cache(request, caller.tenant)
         if hit is not None and "timing" not in request.outputs:
             return RunStream(self, request, caller, None, None, hit)
         try:
@@ -118,24 +118,28 @@ class RunService:
         stream.leader_key = leader_key
         return stream
 
-    async def _consult_cache(self, request: RunRequest) -> tuple[Hit | None, str | None]:
+    async def _consult_cache(
+        self, request: RunRequest, tenant: str
+    ) -> tuple[Hit | None, str | None]:
         """A confirmed answer, or None and the key this run leads (single flight).
 
         Identical requests that arrive together wait for the one running (a shared link
         opened by many at once), then look again: a confirmed answer is theirs; an
         entry with one run so far makes the next of them the run that may confirm it;
-        an unstable one (or a wait past ``queue_timeout_s``) sends each to run."""
+        an unstable one (or a wait past ``queue_timeout_s``) sends each to run. The
+        tenant whose run made the entry never leads (its run is no second opinion, so
+        nobody should wait for it): it joins another's run, or runs on its own."""
         deadline = time.monotonic() + self.settings.queue_timeout_s
         joined = False
         while True:
-            state, hit = await self.cache.lookup(request)
+            state, hit = await self.cache.lookup(request, tenant)
             if hit is not None:
                 self.metrics.cache.labels("hit").inc()
                 return hit, None
             key = self.cache.key_for(request) if state != "unstable" else None
             leader = self._leaders.get(key) if key is not None else None
             remaining = deadline - time.monotonic()
-            if key is not None and leader is None:
+            if key is not None and leader is None and state != "own":
                 self._leaders[key] = asyncio.get_running_loop().create_future()
                 self.metrics.cache.labels("miss").inc()
                 return None, key

@@ -39,6 +39,7 @@ class CachedResult:
     state: str
     body: str
     created: float  # when the run that computed it ended (unix seconds)
+    tenant: str = ""  # who computed it (a hash, as ResultRecord.tenant)
 
 
 @dataclass(frozen=True)
@@ -256,9 +257,11 @@ class SqliteStorage:
 
     async def get_result(self, key: str) -> CachedResult | None:
         row = await self._call(
-            self._get, "SELECT state, body, created FROM cache_results WHERE key = ?", key
+            self._get, "SELECT state, body, created, tenant FROM cache_results WHERE key = ?", key
         )
-        return None if row is None else CachedResult(str(row[0]), str(row[1]), float(row[2]))
+        if row is None:
+            return None
+        return CachedResult(str(row[0]), str(row[1]), float(row[2]), str(row[3]))
 
     async def record_result(self, key: str, record: ResultRecord, limits: CacheLimits) -> str:
         state: str = await self._call(self._record_result, key, record, limits)

@@ -330,3 +330,26 @@ def test_a_cached_answer_over_the_websocket_says_its_age(make_client: Make) -> N
         while (m := ws.receive_json())["payload"]["type"] != "done":
             pass
         assert m["payload"]["cached"] is True and m["payload"]["status"] == "ok"
+
+
+def test_the_tenant_that_made_an_entry_never_makes_others_wait(make_client: Make) -> None:
+    """Its second run is no second opinion: it runs without leading, and another
+    tenant's run (the one that can confirm) starts at once beside it."""
+    client, pool = make(make_client)
+    body = {"code": CODE + "# fake: slow=0.3\n", "outputs": NO_TIMING}
+    events(client, body, ALICE)  # the candidate
+    again = threading.Thread(target=events, args=(client, body, ALICE))
+    again.start()
+    deadline = time.monotonic() + 5
+    while pool.total < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    other = threading.Thread(target=events, args=(client, body, BOB))
+    other.start()
+    while pool.total < 3:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    assert pool.finished == 1  # Bob's run started while Alice's second was still running
+    again.join()
+    other.join()
+    assert events(client, body, CAROL)[0]["cached"] is True
