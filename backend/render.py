@@ -106,6 +106,41 @@ def _remarks(event: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _spec_text(spec: list[Any] | None) -> str:
+    if spec is None:
+        return "(not a NamedSharding)"
+    entries = [
+        "None" if e is None else repr(e) if isinstance(e, str) else repr(tuple(e)) for e in spec
+    ]
+    return f"P({', '.join(entries)})"
+
+
+def _sharding(event: dict[str, Any]) -> str:
+    """Each array's blocks as a device map (rows and columns of its first two
+    dimensions: the device ids holding each block), then the collectives."""
+    lines = [f"── sharding{_pipeline_tag(event)}: {event.get('devices')} devices ──"]
+    for side in ("arguments", "outputs"):
+        for array in event.get(side, []):
+            shape = f"{array['dtype']}[{','.join(map(str, array['shape']))}]"
+            name = f"{side[:-1]} {array['path'] or '(whole)'}"
+            lines.append(f"  {name}: {shape} {_spec_text(array.get('spec'))}")
+            rows: dict[int, list[str]] = {}
+            for block in array["grid"]:
+                row = block["start"][0] if block["start"] else 0
+                rows.setdefault(row, []).append(",".join(map(str, block["devices"])))
+            for row in sorted(rows):
+                lines.append("    " + " | ".join(f"{cell:^9}" for cell in rows[row]))
+    collectives = event.get("collectives", [])
+    lines.append(f"  collectives: {len(collectives) or 'none'}")
+    for c in collectives:
+        where = f"line {c['line']}" if c.get("line") else "(added by the partitioner)"
+        groups = c.get("replica_groups")
+        lines.append(
+            f"    {c['kind']:<18} {c['bytes']:>10,} B  {c['shape']:<20} groups {groups}  {where}"
+        )
+    return "\n".join(lines)
+
+
 #: How the CLI shows each output (sandbox.protocol.OUTPUT_TABLE names them all;
 #: tests/test_outputs_registry.py checks this table does too).
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -119,6 +154,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "asm": _asm,
     "memory": _memory,
     "remarks": _remarks,
+    "sharding": _sharding,
 }
 
 
