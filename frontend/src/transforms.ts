@@ -1,6 +1,8 @@
 // The transforms the engine applies and their options, spelled as JAX spells them
 // (sandbox/protocol.py TRANSFORM_OPTIONS). Pure: no DOM, unit-tested.
 
+import { formatSpec, parseSpecList } from "./sharding";
+
 export type Json = null | boolean | number | string | Json[];
 
 /** How an option is edited and turned into JSON. */
@@ -12,7 +14,8 @@ export type OptionKind =
   | "bool" //       checkbox
   | "name" //       an identifier
   | "policy" //     a name from jax.checkpoint_policies
-  | "expr"; //      a Python expression (tangents, cotangents)
+  | "expr" //       a Python expression (tangents, cotangents)
+  | "specs"; //     PartitionSpecs, one per argument or output: P('x'), P()  -> [["x"], []]
 
 export interface OptionSpec {
   name: string;
@@ -53,7 +56,7 @@ export const TRANSFORMS: Record<string, { help: string; options: OptionSpec[] }>
     ],
   },
   pmap: {
-    help: "parallel map over devices",
+    help: "legacy: parallel map over devices (JAX traces it to jit + shard_map; “as shard_map” rewrites it)",
     options: [
       { name: "axis_name", kind: "name", jaxDefault: "", help: "name for collectives (lax.psum, ...)" },
       { name: "in_axes", kind: "axes", jaxDefault: "0", help: "mapped axis of each argument" },
@@ -73,6 +76,30 @@ export const TRANSFORMS: Record<string, { help: string; options: OptionSpec[] }>
   },
   jvp: { help: "forward-mode: (f(x), J·t)", options: [{ name: "tangents", kind: "expr", jaxDefault: "", help: "a Python expression: tangents like args (default: ones)" }] },
   vjp: { help: "reverse-mode: (f(x), ct·J)", options: [{ name: "cotangents", kind: "expr", jaxDefault: "", help: "a Python expression: cotangents like the output (default: ones)" }] },
+  shard_map: {
+    help: "run f per device on its block of a mesh (needs the mesh, under “sharding”)",
+    options: [
+      { name: "in_specs", kind: "specs", jaxDefault: "", help: "one PartitionSpec per argument: P('x'), P()  (empty: the arguments' own)" },
+      { name: "out_specs", kind: "specs", jaxDefault: "P()", help: "PartitionSpecs of the outputs (one: for all)" },
+      { name: "axis_names", kind: "names", jaxDefault: "", help: "the mesh axes f is manual over (default: all)" },
+      { name: "check_vma", kind: "bool", jaxDefault: true, help: "check what varies across devices" },
+    ],
+  },
+  smap: {
+    help: "shard_map over one mesh axis, spelled as vmap is",
+    options: [
+      { name: "in_axes", kind: "axes", jaxDefault: "", help: "axis of each argument split over the mesh axis" },
+      { name: "out_axes", kind: "axes", jaxDefault: "0", help: "axis of the outputs" },
+      { name: "axis_name", kind: "name", jaxDefault: "", help: "the mesh axis (required)" },
+    ],
+  },
+  reshard: { help: "reshard f's outputs (jax.reshard)", options: [{ name: "out_specs", kind: "specs", jaxDefault: "", help: "the outputs' PartitionSpecs (one: for all)" }] },
+  linearize: { help: "(f(x), f_jvp(t)): jax.linearize", options: [{ name: "tangents", kind: "expr", jaxDefault: "", help: "a Python expression: tangents like args (required)" }] },
+  linear_transpose: { help: "the transpose of a linear f at a cotangent", options: [{ name: "cotangents", kind: "expr", jaxDefault: "", help: "a Python expression: a cotangent like the output (required)" }] },
+  checkify: {
+    help: "functional checks: returns (error, out)",
+    options: [{ name: "errors", kind: "names", jaxDefault: "user_checks", help: "user_checks, nan_checks, index_checks, div_checks, float_checks, all_checks" }],
+  },
 };
 
 export const TRANSFORM_NAMES = Object.keys(TRANSFORMS);
@@ -176,6 +203,12 @@ export function optionValue(spec: OptionSpec, raw: string | boolean | undefined)
       return src;
     case "expr":
       return src;
+    case "specs":
+      try {
+        return parseSpecList(src);
+      } catch (e) {
+        throw new OptionError((e as Error).message);
+      }
   }
 }
 
@@ -213,7 +246,7 @@ export function fromRequestTransforms(items: unknown): Step[] {
     for (const spec of TRANSFORMS[name]!.options) {
       if (!(spec.name in rest)) continue;
       const v = rest[spec.name];
-      options[spec.name] = spec.kind === "bool" ? Boolean(v) : formatJson(v as Json);
+      options[spec.name] = spec.kind === "bool" ? Boolean(v) : spec.kind === "specs" && Array.isArray(v) ? v.map((p) => formatSpec(p as Json[]).replace(/  \(replicated\)$/, "")).join(", ") : formatJson(v as Json);
     }
     steps.push({ name, options });
   }

@@ -1,0 +1,277 @@
+// The sharding studio's page logic (issue 14): the mesh builder's and PartitionSpec
+// boxes' text as request JSON, pmap's shard_map form, and what the sharding pane
+// draws (each array's blocks as rectangles, a colour per device, the collectives).
+// Pure: no DOM, unit-tested (test/sharding.test.ts).
+import type { EventOf } from "./protocol";
+import type { Json, Step } from "./transforms";
+
+export type AxisType = "auto" | "explicit" | "manual";
+export const AXIS_TYPES: readonly AxisType[] = ["auto", "explicit", "manual"];
+
+/** The mesh as the page keeps it: what the user typed in the builder. */
+export interface MeshState {
+  /** `2, 2` */
+  shape: string;
+  /** `x, y` */
+  names: string;
+  /** one per axis */
+  types: AxisType[];
+}
+
+/** What the page keeps of sharding besides the mesh: one PartitionSpec text per
+ * argument (`x, None`, `P('x', None)`; empty: replicated) and one for the outputs. */
+export interface ShardingState {
+  mesh: MeshState | null;
+  inShardings: string[];
+  outShardings: string;
+}
+
+export class SpecError extends Error {}
+
+export interface MeshJson {
+  shape: number[];
+  axis_names: string[];
+  axis_types: AxisType[];
+}
+
+const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,31}$/;
+
+/** The builder's text as the request's `mesh`; throws SpecError saying what is wrong. */
+export function meshToJson(mesh: MeshState): MeshJson {
+  const shape = mesh.shape.split(/[,x×\s]+/).filter(Boolean).map((s) => {
+    if (!/^\d+$/.test(s) || Number(s) < 1) throw new SpecError(`mesh shape: ${s} is not a positive whole number`);
+    return Number(s);
+  });
+  const names = mesh.names.split(/[,\s]+/).map((s) => s.replace(/^['"]|['"]$/g, "")).filter(Boolean);
+  if (shape.length === 0 || shape.length > 4) throw new SpecError("mesh shape: 1 to 4 sizes, like 2, 2");
+  if (names.length !== shape.length) throw new SpecError(`mesh: ${shape.length} sizes but ${names.length} axis names`);
+  for (const n of names) if (!IDENT.test(n)) throw new SpecError(`mesh: ${n} is not a Python name`);
+  if (new Set(names).size !== names.length) throw new SpecError("mesh: an axis name is repeated");
+  const types = shape.map((_, i) => mesh.types[i] ?? "auto");
+  return { shape, axis_names: names, axis_types: types };
+}
+
+export function meshSize(mesh: MeshJson): number {
+  return mesh.shape.reduce((a, b) => a * b, 1);
+}
+
+/** `x, None` / `P('x', None)` / `('x', 'y'), None` / `[]` as a JSON PartitionSpec;
+ * empty text or `None` alone: null (replicated). Axis names are checked against the mesh. */
+export function parseSpec(text: string, axes: readonly string[] | null): Json[] | null {
+  let src = text.trim();
+  const wrapped = /^(?:P|PartitionSpec)\s*\((.*)\)$/s.exec(src);
+  if (wrapped) src = wrapped[1]!.trim();
+  else if (/^\[.*\]$/s.test(src)) src = src.slice(1, -1).trim();
+  if (src === "" && !wrapped && text.trim() !== "[]") return null;
+  if (src === "None" && !wrapped) return null;
+  const entries: Json[] = [];
+  const used = new Set<string>();
+  const name = (raw: string): string => {
+    const n = raw.trim().replace(/^['"]|['"]$/g, "");
+    if (!IDENT.test(n)) throw new SpecError(`${raw.trim() || "(empty)"} is not an axis name`);
+    if (axes && !axes.includes(n)) throw new SpecError(`${n} is not an axis of the mesh (${axes.join(", ") || "no mesh"})`);
+    if (used.has(n)) throw new SpecError(`${n} is used twice`);
+    used.add(n);
+    return n;
+  };
+  const re = /\s*(\([^()]*\)|\[[^[\]]*\]|[^,()[\]]+)\s*(,|$)/gy;
+  let m: RegExpExecArray | null;
+  let pos = 0;
+  while (pos < src.length && (m = re.exec(src)) !== null) {
+    const item = m[1]!.trim();
+    if (item === "None" || item === "null") entries.push(null);
+    else if (/^[([]/.test(item)) entries.push(item.slice(1, -1).split(",").filter((s) => s.trim()).map(name));
+    else entries.push(name(item));
+    pos = re.lastIndex;
+    if (m[2] === "") break;
+  }
+  if (pos < src.length) throw new SpecError(`cannot read ${JSON.stringify(src.slice(pos))}: write it like x, None`);
+  return entries;
+}
+
+/** A JSON PartitionSpec as the page writes it back: `P('x', None)`. */
+export function formatSpec(spec: Json[] | null | undefined): string {
+  if (spec == null) return "P()  (replicated)";
+  const entry = (e: Json): string => (e === null ? "None" : Array.isArray(e) ? `(${e.map((n) => `'${String(n)}'`).join(", ")})` : `'${String(e)}'`);
+  return `P(${spec.map(entry).join(", ")})`;
+}
+
+export interface ShardingProblem {
+  field: string;
+  message: string;
+}
+
+/** The request's sharding fields, with problems listed (not thrown). */
+export function shardingRequest(state: ShardingState, problems: ShardingProblem[] = []): Record<string, Json> {
+  if (!state.mesh) return {};
+  let mesh: MeshJson;
+  try {
+    mesh = meshToJson(state.mesh);
+  } catch (e) {
+    problems.push({ field: "mesh", message: (e as Error).message });
+    return {};
+  }
+  const out: Record<string, Json> = { mesh: mesh as unknown as Json };
+  const specs: (Json[] | null)[] = [];
+  state.inShardings.forEach((text, i) => {
+    try {
+      specs.push(parseSpec(text, mesh.axis_names));
+    } catch (e) {
+      problems.push({ field: `in_shardings[${i}]`, message: (e as Error).message });
+    }
+  });
+  if (state.inShardings.some((t) => t.trim() !== "")) out.in_shardings = specs;
+  if (state.outShardings.trim() !== "") {
+    try {
+      out.out_shardings = [parseSpec(state.outShardings, mesh.axis_names)];
+    } catch (e) {
+      problems.push({ field: "out_shardings", message: (e as Error).message });
+    }
+  }
+  return out;
+}
+
+/** A stored request's sharding fields back into page state (lenient). */
+export function shardingFromRequest(d: Record<string, unknown>): ShardingState {
+  const mesh = d.mesh as Partial<MeshJson> | undefined;
+  const spec = (s: unknown): string => (Array.isArray(s) ? formatSpec(s as Json[]).replace(/^P\(\)  \(replicated\)$/, "") : "");
+  return {
+    mesh:
+      mesh && Array.isArray(mesh.shape) && Array.isArray(mesh.axis_names)
+        ? {
+            shape: mesh.shape.join(", "),
+            names: mesh.axis_names.join(", "),
+            types: (Array.isArray(mesh.axis_types) ? mesh.axis_types : []).filter((t): t is AxisType => AXIS_TYPES.includes(t)),
+          }
+        : null,
+    inShardings: Array.isArray(d.in_shardings) ? d.in_shardings.map(spec) : [],
+    outShardings: Array.isArray(d.out_shardings) && d.out_shardings.length > 0 ? spec(d.out_shardings[0]) : "",
+  };
+}
+
+// --- pmap, the legacy step, and its shard_map form -------------------------------------
+
+/** pmap's shard_map form (JAX's migration guide): a 1-D mesh of `devices` over the
+ * pmap's axis name, each argument split along its mapped axis, then jit. `pmap`
+ * hands f one slice (the mapped axis gone); shard_map hands it a block with the
+ * axis kept (size 1 per device when the axis has one element per device). */
+export function pmapAsShardMap(step: Step, nargs: number, devices: number): { steps: Step[]; mesh: MeshState; note: string } {
+  const axis = typeof step.options.axis_name === "string" && IDENT.test(step.options.axis_name.trim()) ? step.options.axis_name.trim() : "i";
+  const inAxes = typeof step.options.in_axes === "string" && step.options.in_axes.trim() ? step.options.in_axes.trim() : "0";
+  const perArg = splitTopLevel(inAxes.replace(/^\((.*)\)$/s, "$1"));
+  const specFor = (a: string | undefined): string => {
+    const n = a === undefined ? 0 : a.trim() === "None" ? null : Number(a.trim());
+    if (n === null || Number.isNaN(n)) return "P()";
+    return `P(${[...Array(n).fill("None"), `'${axis}'`].join(", ")})`;
+  };
+  const specs = Array.from({ length: Math.max(nargs, 1) }, (_, i) => specFor(perArg.length > 1 ? perArg[i] : perArg[0]));
+  const outSpec = `P('${axis}')`;
+  return {
+    steps: [{ name: "shard_map", options: { in_specs: specs.join(", "), out_specs: outSpec } }, { name: "jit", options: {} }],
+    mesh: { shape: String(devices), names: axis, types: ["auto"] },
+    note: `shard_map keeps the mapped axis: f sees blocks of ${devices > 0 ? `1/${devices}` : "a share"} of it, not slices`,
+  };
+}
+
+function splitTopLevel(src: string): string[] {
+  const parts: string[] = [];
+  let depth = 0;
+  let cur = "";
+  for (const ch of src) {
+    if (ch === "(" || ch === "[") depth++;
+    if (ch === ")" || ch === "]") depth--;
+    if (ch === "," && depth === 0) {
+      parts.push(cur);
+      cur = "";
+    } else cur += ch;
+  }
+  if (cur.trim()) parts.push(cur);
+  return parts;
+}
+
+/** A list of PartitionSpec texts (`P('x'), P()`) as a transform option: [["x"], []]. */
+export function parseSpecList(text: string, axes: readonly string[] | null = null): Json[] {
+  const items = splitTopLevel(text.trim().replace(/^\[(.*)\]$/s, "$1"));
+  if (items.length === 0) throw new SpecError("expected PartitionSpecs: P('x'), P()");
+  return items.map((item) => parseSpec(item.trim() === "" ? "P()" : item, axes) ?? []);
+}
+
+// --- the sharding pane -----------------------------------------------------------------
+
+export type ShardingEvent = EventOf<"sharding">;
+export type ShardedArray = ShardingEvent["arguments"][number];
+export type CollectiveRow = ShardingEvent["collectives"][number];
+
+export interface Cell {
+  /** fractions of the drawn width and height, 0..1 */
+  x: number;
+  y: number;
+  w: number;
+  h: number;
+  devices: number[];
+  /** `[0:4, 2:4]` */
+  label: string;
+}
+
+/** An array's blocks as rectangles: rows are its first dimension, columns its
+ * second (a 1-D array is one row; further dimensions are not drawn: the blocks of
+ * one (row, column) overlap and are listed together). */
+export function gridCells(array: ShardedArray): Cell[] {
+  const shape = array.shape;
+  const rows = shape.length >= 2 ? shape[0]! : 1;
+  const cols = shape.length >= 2 ? shape[1]! : (shape[0] ?? 1);
+  const cells = new Map<string, Cell>();
+  for (const block of array.grid) {
+    const [r0, r1] = shape.length >= 2 ? [block.start[0]!, block.stop[0]!] : [0, 1];
+    const [c0, c1] = shape.length >= 2 ? [block.start[1]!, block.stop[1]!] : shape.length === 1 ? [block.start[0]!, block.stop[0]!] : [0, 1];
+    const key = `${r0}:${r1}/${c0}:${c1}`;
+    const seen = cells.get(key);
+    if (seen) {
+      seen.devices = [...new Set([...seen.devices, ...block.devices])].sort((a, b) => a - b);
+      continue;
+    }
+    const label = shape.length === 0 ? "scalar" : `[${block.start.map((s, i) => `${s}:${block.stop[i]}`).join(", ")}]`;
+    cells.set(key, { x: c0 / Math.max(cols, 1), y: r0 / Math.max(rows, 1), w: (c1 - c0) / Math.max(cols, 1), h: (r1 - r0) / Math.max(rows, 1), devices: [...block.devices], label });
+  }
+  return [...cells.values()];
+}
+
+/** A colour per device, spread around the hue circle; the same id always gets the same one. */
+export function deviceColour(id: number, devices: number): string {
+  const n = Math.max(devices, 1);
+  const hue = Math.round(((id % n) * 360) / n + (id >= n ? 17 : 0)) % 360;
+  return `hsl(${hue} 65% 62%)`;
+}
+
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(n < 10 * 1024 ? 1 : 0)} KiB`;
+  return `${(n / (1024 * 1024)).toFixed(1)} MiB`;
+}
+
+export interface CollectiveView {
+  kind: string;
+  bytes: string;
+  groups: string;
+  line: number | null;
+  hloLine: number;
+  why: string;
+}
+
+/** The collectives table's rows, and the total bytes moved per device. */
+export function collectiveRows(event: ShardingEvent): { rows: CollectiveView[]; total: string } {
+  let total = 0;
+  const rows = event.collectives.map((c: CollectiveRow) => {
+    total += c.bytes;
+    const groups = c.replica_groups ? c.replica_groups.map((g) => `{${g.join(",")}}`).join(" ") : c.groups_text;
+    return {
+      kind: c.kind,
+      bytes: formatBytes(c.bytes),
+      groups,
+      line: c.line ?? null,
+      hloLine: c.hlo_line,
+      why: c.line == null ? "added by the partitioner (an argument's or output's sharding)" : "",
+    };
+  });
+  return { rows, total: formatBytes(total) };
+}

@@ -1,0 +1,155 @@
+import { describe, expect, it } from "vitest";
+import {
+  collectiveRows,
+  deviceColour,
+  gridCells,
+  meshToJson,
+  parseSpec,
+  pmapAsShardMap,
+  shardingFromRequest,
+  shardingRequest,
+  type ShardingEvent,
+} from "../src/sharding";
+import { fromRequestTransforms, toRequestTransforms } from "../src/transforms";
+
+const AXES = ["x", "y"];
+
+describe("the mesh builder", () => {
+  it("turns the typed shape and names into the request's mesh", () => {
+    expect(meshToJson({ shape: "2, 2", names: "x, y", types: ["explicit"] })).toEqual({
+      shape: [2, 2],
+      axis_names: ["x", "y"],
+      axis_types: ["explicit", "auto"],
+    });
+    expect(meshToJson({ shape: "2x4", names: "'data' 'model'", types: [] }).shape).toEqual([2, 4]);
+  });
+
+  it.each([
+    [{ shape: "2, 2", names: "x", types: [] }, "2 sizes but 1 axis names"],
+    [{ shape: "2, 0", names: "x, y", types: [] }, "not a positive whole number"],
+    [{ shape: "2, 2", names: "x, x", types: [] }, "repeated"],
+    [{ shape: "", names: "", types: [] }, "1 to 4 sizes"],
+  ])("says what is wrong with %j", (mesh, says) => expect(() => meshToJson(mesh as never)).toThrow(says));
+});
+
+describe("PartitionSpec boxes", () => {
+  it.each([
+    ["x, None", ["x", null]],
+    ["P('x', 'y')", ["x", "y"]],
+    ["PartitionSpec(None, 'y')", [null, "y"]],
+    ["('x', 'y'), None", [["x", "y"], null]],
+    ["P()", []],
+    ["[]", []],
+    ["", null],
+    ["None", null],
+  ])("%s", (text, want) => expect(parseSpec(text, AXES)).toEqual(want));
+
+  it.each([
+    ["z", "not an axis of the mesh"],
+    ["x, x", "used twice"],
+    ["x; y", "not an axis name"],
+  ])("refuses %s", (text, says) => expect(() => parseSpec(text, AXES)).toThrow(says));
+
+  it("makes the request's fields, listing problems per argument instead of sending them", () => {
+    const state = { mesh: { shape: "2, 2", names: "x, y", types: ["auto", "auto"] as const }, inShardings: ["x, y", "", "q"], outShardings: "P()" };
+    const problems: { field: string }[] = [];
+    const fields = shardingRequest({ ...state, mesh: { ...state.mesh, types: [...state.mesh.types] } }, problems as never);
+    expect(fields.mesh).toEqual({ shape: [2, 2], axis_names: ["x", "y"], axis_types: ["auto", "auto"] });
+    expect(fields.in_shardings).toEqual([["x", "y"], null]);
+    expect(fields.out_shardings).toEqual([[]]);
+    expect(problems).toMatchObject([{ field: "in_shardings[2]" }]);
+  });
+
+  it("sends nothing without a mesh, and round-trips a stored request", () => {
+    expect(shardingRequest({ mesh: null, inShardings: ["x"], outShardings: "" })).toEqual({});
+    const back = shardingFromRequest({ mesh: { shape: [4], axis_names: ["i"], axis_types: ["explicit"] }, in_shardings: [["i", null], null], out_shardings: [["i"]] });
+    expect(back).toEqual({ mesh: { shape: "4", names: "i", types: ["explicit"] }, inShardings: ["P('i', None)", ""], outShardings: "P('i')" });
+    expect(shardingRequest(back)).toEqual({ mesh: { shape: [4], axis_names: ["i"], axis_types: ["explicit"] }, in_shardings: [["i", null], null], out_shardings: [["i"]] });
+  });
+});
+
+describe("shard_map steps", () => {
+  it("send their specs as lists of PartitionSpecs and read them back", () => {
+    const steps = [{ name: "shard_map", options: { in_specs: "P('i'), P()", out_specs: "P('i')" } }];
+    const sent = toRequestTransforms(steps);
+    expect(sent).toEqual([{ name: "shard_map", in_specs: [["i"], []], out_specs: [["i"]] }]);
+    expect(toRequestTransforms(fromRequestTransforms(sent))).toEqual(sent);
+  });
+
+  it("turns a pmap step into its shard_map form over a 1-D mesh", () => {
+    const form = pmapAsShardMap({ name: "pmap", options: { axis_name: "devices", in_axes: "(0, None)" } }, 2, 4);
+    expect(form.mesh).toEqual({ shape: "4", names: "devices", types: ["auto"] });
+    expect(toRequestTransforms(form.steps)).toEqual([
+      { name: "shard_map", in_specs: [["devices"], []], out_specs: [["devices"]] },
+      { name: "jit" },
+    ]);
+    const plain = pmapAsShardMap({ name: "pmap", options: {} }, 1, 2);
+    expect(toRequestTransforms(plain.steps)[0]).toEqual({ name: "shard_map", in_specs: [["i"]], out_specs: [["i"]] });
+  });
+});
+
+const EVENT: ShardingEvent = {
+  type: "sharding",
+  pipeline: "main",
+  devices: 4,
+  arguments: [
+    {
+      path: "[0]",
+      shape: [8, 4],
+      dtype: "float32",
+      spec: ["x", "y"],
+      sharding: "NamedSharding",
+      grid: [
+        { start: [0, 0], stop: [4, 2], devices: [0] },
+        { start: [0, 2], stop: [4, 4], devices: [1] },
+        { start: [4, 0], stop: [8, 2], devices: [2] },
+        { start: [4, 2], stop: [8, 4], devices: [3] },
+      ],
+    },
+    { path: "[1]", shape: [4], dtype: "float32", spec: [null], sharding: "NamedSharding", grid: [{ start: [0], stop: [4], devices: [0, 1, 2, 3] }] },
+  ],
+  outputs: [],
+  collectives: [
+    { kind: "all-reduce", bytes: 32, shape: "f32[4,2]", replica_groups: [[0, 1], [2, 3]], groups_text: "replica_groups=[2,2]<=[4]", line: 2, hlo_line: 33 },
+    { kind: "all-gather", bytes: 2048, shape: "f32[8,64]", replica_groups: null, groups_text: "replica_groups=odd", line: null, hlo_line: 35 },
+  ],
+};
+
+describe("the sharding pane", () => {
+  it("draws a 2-D array's blocks where they lie, each with its devices", () => {
+    const cells = gridCells(EVENT.arguments[0]!);
+    expect(cells.map((c) => [c.x, c.y, c.w, c.h, c.devices])).toEqual([
+      [0, 0, 0.5, 0.5, [0]],
+      [0.5, 0, 0.5, 0.5, [1]],
+      [0, 0.5, 0.5, 0.5, [2]],
+      [0.5, 0.5, 0.5, 0.5, [3]],
+    ]);
+    expect(cells[3]!.label).toBe("[4:8, 2:4]");
+  });
+
+  it("draws a replicated 1-D array as one row held by every device", () => {
+    expect(gridCells(EVENT.arguments[1]!)).toEqual([{ x: 0, y: 0, w: 1, h: 1, devices: [0, 1, 2, 3], label: "[0:4]" }]);
+  });
+
+  it("merges blocks of further dimensions into the cell they fall in", () => {
+    const cube = { ...EVENT.arguments[1]!, shape: [2, 2, 2], grid: [
+      { start: [0, 0, 0], stop: [2, 2, 1], devices: [0] },
+      { start: [0, 0, 1], stop: [2, 2, 2], devices: [1] },
+    ] };
+    expect(gridCells(cube).map((c) => c.devices)).toEqual([[0, 1]]);
+  });
+
+  it("gives each device its own colour", () => {
+    const colours = [0, 1, 2, 3].map((d) => deviceColour(d, 4));
+    expect(new Set(colours).size).toBe(4);
+    expect(deviceColour(2, 4)).toBe(deviceColour(2, 4));
+  });
+
+  it("lists the collectives with bytes, groups and the line, and what one without a line is", () => {
+    const { rows, total } = collectiveRows(EVENT);
+    expect(rows[0]).toMatchObject({ kind: "all-reduce", bytes: "32 B", groups: "{0,1} {2,3}", line: 2, why: "" });
+    expect(rows[1]).toMatchObject({ bytes: "2.0 KiB", groups: "replica_groups=odd", line: null });
+    expect(rows[1]!.why).toContain("partitioner");
+    expect(total).toBe("2.0 KiB");
+  });
+});
