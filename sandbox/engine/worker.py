@@ -435,7 +435,7 @@ class Run:
             options = dict(self.request.compiler_options_for(self.emitter.pipeline))
             with xla_dump.dump_folder(any(p.dumps for _, p in compiling)) as dump:
                 if dump is not None:
-                    options.update(dump.compiler_options())
+                    options.update(dump.compiler_options(passes="passes" in outputs))
                 lowered = results.lowered
                 start = time.perf_counter()
                 if options:

@@ -43,12 +43,13 @@ _DTYPE_SHAPE = re.compile(r"^([a-z]+[0-9]*)\[([0-9,]*)\]")
 class Dump:
     folder: Path
 
-    def compiler_options(self) -> dict[str, Any]:
-        return {
-            "xla_dump_to": str(self.folder),
-            "xla_dump_hlo_pass_re": ".*",
-            "xla_dump_hlo_as_text": True,
-        }
+    def compiler_options(self, *, passes: bool) -> dict[str, Any]:
+        """XLA's options for this dump; the module after every pass only when the
+        passes are asked for (the rest costs a few files, not one per pass)."""
+        options: dict[str, Any] = {"xla_dump_to": str(self.folder), "xla_dump_hlo_as_text": True}
+        if passes:
+            options["xla_dump_hlo_pass_re"] = ".*"
+        return options
 
     def files(self) -> dict[str, Path]:
         """The files of the module compiled (the last one XLA dumped), by the
