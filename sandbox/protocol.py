@@ -128,6 +128,9 @@ CONFIG_ALLOWED: dict[str, tuple[type, ...]] = {
 #: Anything else (``xla_dump_*`` writes files, ``xla_*_cache_dir``/profiles read or
 #: write them, thread pools and allocators change the worker's process) is refused
 #: with a 422 naming the option. Each maps to the Python types its value may have.
+#: Each is known to XLA in the installed JAX versions (``xla_disable_hlo_passes`` and
+#: ``xla_enable_hlo_passes_only`` not in 0.4.38); one a version does not know fails the
+#: compile stage with XLA's own message.
 COMPILER_OPTIONS_ALLOWED: dict[str, tuple[type, ...]] = {
     "xla_backend_optimization_level": (int,),
     "xla_llvm_disable_expensive_passes": (bool,),
@@ -144,7 +147,6 @@ COMPILER_OPTIONS_ALLOWED: dict[str, tuple[type, ...]] = {
     "xla_cpu_strict_dot_conv_math": (bool,),
     "xla_cpu_prefer_vector_width": (int,),
     "xla_cpu_max_isa": (str,),
-    "xla_cpu_use_thunk_runtime": (bool,),
     "xla_gpu_autotune_level": (int,),
     "xla_gpu_enable_triton_gemm": (bool,),
     "xla_gpu_enable_fast_min_max": (bool,),

@@ -34,12 +34,15 @@ def test_run_level_outputs_are_made_by_the_run() -> None:
 
 
 def test_defaults_and_cache_follow_the_table() -> None:
-    assert RunRequest(code="").outputs == list(DEFAULT_OUTPUTS)
+    assert RunRequest.model_validate({"code": ""}).outputs == list(DEFAULT_OUTPUTS)
     assert "passes" not in DEFAULT_OUTPUTS and "timing" in DEFAULT_OUTPUTS
     assert "timing" not in CACHED_TYPES and {"passes", "asm", "memory"} <= CACHED_TYPES
 
 
 def test_stages_follow_the_table() -> None:
-    only = allowed_stages(RunRequest(code="", outputs=["passes"]))
+    only = allowed_stages(RunRequest.model_validate({"code": "", "outputs": ["passes"]}))
     assert only == {"exec", "args", "lower", "compile"}
-    assert allowed_stages(RunRequest(code="", outputs=["remarks"])) == {"exec", "args"}
+    assert allowed_stages(RunRequest.model_validate({"code": "", "outputs": ["remarks"]})) == {
+        "exec",
+        "args",
+    }

@@ -110,4 +110,28 @@ def test_compiler_options_change_the_compile() -> None:
 @pytest.mark.parametrize("name", ["xla_dump_to", "xla_gpu_per_fusion_autotune_cache_dir"])
 def test_options_that_touch_files_are_refused_by_name(name: str) -> None:
     with pytest.raises(ValidationError, match=name):
-        RunRequest(code="", compiler_options={name: "/tmp/x"})
+        RunRequest.model_validate({"code": "", "compiler_options": {name: "/tmp/x"}})
+
+
+def test_a_module_over_the_budget_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox.engine import xla_dump
+
+    steps = [("p", f"pass{i}", "".join(f"line {j} of {i}\n" for j in range(40))) for i in range(30)]
+    whole = sum(len(text) for _, _, text in steps)
+    monkeypatch.setattr(xla_dump, "MAX_PASSES_CHARS", whole // 3)
+    items, notes = xla_dump._items_within_budget(steps)
+    assert items[0]["text"] == steps[0][2] and items[-1]["text"] == steps[-1][2]
+    assert all("diff" in item for item in items[1:-1]) and len(items) < len(steps)
+    assert any("not shown" in note and "too large" in note for note in notes)
+    validate_event({"type": "passes", "items": items, "notes": notes})
+
+
+def test_the_dump_folder_is_deleted_whatever_happens() -> None:
+    from sandbox.engine import xla_dump
+
+    with pytest.raises(RuntimeError), xla_dump.dump_folder(True) as dump:
+        assert dump is not None
+        (dump.folder / "module_0001.x.before_optimizations.txt").write_text("x")
+        kept = dump.folder
+        raise RuntimeError
+    assert not kept.exists()
