@@ -2,6 +2,7 @@
 // progress line and the output tabs. Behaviour lives in main.ts.
 import { h } from "./dom";
 import { EXAMPLES, PRESETS } from "./examples";
+import { OUTPUT_PANES } from "./panes/registry";
 import { CONFIG_TOGGLES } from "./state";
 
 export const TABS = [
@@ -12,6 +13,11 @@ export const TABS = [
   { id: "value", title: "Value" },
   { id: "cost", title: "Cost" },
   { id: "timing", title: "Timing" },
+  { id: "passes", title: "Passes" },
+  { id: "asm", title: "Asm" },
+  { id: "memory", title: "Memory" },
+  { id: "remarks", title: "Remarks" },
+  { id: "sharding", title: "Sharding" },
   { id: "console", title: "Console" },
   { id: "errors", title: "Errors" },
 ] as const;
@@ -40,6 +46,15 @@ export function buildLayout(root: HTMLElement) {
     h("summary", {}, "config"),
     h("div", { class: "config-body" }, ...CONFIG_TOGGLES.map((c, i) => h("label", { for: `cfg-${c.name}`, title: c.help }, configBoxes[i]!, c.label))),
   );
+  // the outputs a run asks for only when ticked (they cost a dump of XLA's compile)
+  const optIn = Object.entries(OUTPUT_PANES).flatMap(([name, e]) => (e.optIn ? [{ name, ...e.optIn }] : []));
+  const outputBoxes = optIn.map((o) => h("input", { type: "checkbox", "data-output": o.name, id: `out-${o.name}` }));
+  const xlaOutputs = h(
+    "details",
+    { class: "config xla-outputs" },
+    h("summary", { title: "what XLA did: its passes, kernels, memory; JAX's recompiles" }, "XLA outputs"),
+    h("div", { class: "config-body" }, ...optIn.map((o, i) => h("label", { for: `out-${o.name}`, title: o.help }, outputBoxes[i]!, o.label))),
+  );
   const compareBtn = h("button", { type: "button", id: "compare", "aria-pressed": "false", title: "run a second pipeline B beside A, with a diff" }, "Compare");
   const themeBtn = h("button", { type: "button", id: "theme", "aria-label": "Switch between light and dark", title: "light / dark" }, "◐");
   const shareBtn = h("button", { type: "button", id: "share", title: "store this snippet and copy its link" }, "Share");
@@ -52,6 +67,8 @@ export function buildLayout(root: HTMLElement) {
   const args = h("input", { id: "args", class: "mono", spellcheck: "false", autocomplete: "off", placeholder: "(jnp.ones(3),)", "aria-describedby": "args-note" });
   // Says when the args were filled from the entry's signature (they stay editable).
   const argsNote = h("p", { id: "args-note", class: "args-note", role: "status", "aria-live": "polite" });
+  // the mesh builder (meshbuilder.ts fills it): a mesh and a PartitionSpec per argument
+  const meshHolder = h("details", { class: "sharding-builder", "data-testid": "mesh-builder" }, h("summary", { title: "run over a device mesh with shardings (jax.make_mesh, in_shardings, out_shardings)" }, "sharding"));
   const left = h(
     "section",
     { class: "left", "aria-label": "Code" },
@@ -65,6 +82,7 @@ export function buildLayout(root: HTMLElement) {
       args,
     ),
     argsNote,
+    meshHolder,
   );
 
   const pipeA = h("div", { class: "pipeline pipeline-a", "data-testid": "pipeline-A" });
@@ -98,12 +116,12 @@ export function buildLayout(root: HTMLElement) {
       "header",
       { class: "topbar" },
       h("h1", {}, h("span", { class: "logo" }, "jaxplay"), h("span", { class: "tagline" }, " what JAX makes of your function")),
-      h("nav", { class: "controls", "aria-label": "Controls" }, examples, presets, h("label", { class: "inline" }, "backend ", backend), h("label", { class: "inline" }, "devices ", devices), h("label", { class: "inline" }, "jax ", jaxVersion), config, compareBtn, themeBtn, shareBtn, cancelBtn, runBtn),
+      h("nav", { class: "controls", "aria-label": "Controls" }, examples, presets, h("label", { class: "inline" }, "backend ", backend), h("label", { class: "inline" }, "devices ", devices), h("label", { class: "inline" }, "jax ", jaxVersion), config, xlaOutputs, compareBtn, themeBtn, shareBtn, cancelBtn, runBtn),
   );
   root.append(
     topbar,
     h("main", { class: "layout" }, left, right),
     toast,
   );
-  return { topbar, examples, presets, backend, devices, jaxVersion, configBoxes, compareBtn, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, pipeA, pipeB, progress, bands, pinNote, tabs, panels };
+  return { topbar, examples, presets, backend, devices, jaxVersion, configBoxes, outputBoxes, xlaOutputs, compareBtn, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, bands, pinNote, tabs, panels };
 }
