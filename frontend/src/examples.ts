@@ -162,6 +162,75 @@ def f(x):
       config: {},
     },
   },
+  // The sharding studio's examples (issue 14): the golden cases
+  // tests/golden/cases/sharding_{dp_matmul,2d_layer,shard_map_psum}.json run the
+  // same programs (without the comments) against JAX itself.
+  {
+    id: "sharding-dp-matmul",
+    title: "sharding: data-parallel matmul",
+    state: {
+      code: `import jax
+import jax.numpy as jnp
+
+def f(x, w):
+    # the batch (rows of x) is split over the 4 devices of the mesh;
+    # w is replicated: each device multiplies its rows, no collective
+    return jnp.tanh(x @ w)
+`,
+      entry: "f",
+      args: "(jnp.arange(32.0).reshape(8, 4) / 32, jnp.ones((4, 3)))",
+      steps: [step("jit")],
+      compare: null,
+      devices: 4,
+      config: {},
+      sharding: { mesh: { shape: "4", names: "batch", types: ["auto"] }, inShardings: ["P('batch', None)", ""], outShardings: "" },
+    },
+  },
+  {
+    id: "sharding-2d-layer",
+    title: "sharding: a 2-D sharded layer (all-reduce)",
+    state: {
+      code: `import jax
+import jax.numpy as jnp
+
+def f(x, w, b):
+    # x is split over both mesh axes, w's rows over y: each device holds
+    # part of the contraction, and the partial sums meet in an all-reduce
+    h = x @ w + b
+    return jax.nn.relu(h)
+`,
+      entry: "f",
+      args: "(jnp.arange(64.0).reshape(8, 8) / 64, jnp.ones((8, 4)), jnp.zeros(4))",
+      steps: [step("jit")],
+      compare: null,
+      devices: 4,
+      config: {},
+      sharding: { mesh: { shape: "2, 2", names: "x, y", types: ["auto", "auto"] }, inShardings: ["P('x', 'y')", "P('y', None)", ""], outShardings: "P('x', None)" },
+    },
+  },
+  {
+    id: "sharding-shard-map-psum",
+    title: "sharding: shard_map with psum",
+    state: {
+      code: `import jax
+import jax.numpy as jnp
+from jax import lax
+
+def f(x):
+    # runs once per device on its block of x; psum adds the blocks'
+    # sums across the mesh axis i (an all-reduce in the HLO)
+    total = lax.psum(jnp.sum(x), 'i')
+    return x / total
+`,
+      entry: "f",
+      args: "jnp.arange(1.0, 9.0)",
+      steps: [step("shard_map", { in_specs: "P('i')", out_specs: "P('i')" }), step("jit")],
+      compare: null,
+      devices: 4,
+      config: {},
+      sharding: { mesh: { shape: "4", names: "i", types: ["explicit"] }, inShardings: ["P('i')"], outShardings: "" },
+    },
+  },
 ];
 
 /** Pipeline presets: they set the pipeline for the code in the editor. The two that

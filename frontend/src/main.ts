@@ -22,8 +22,12 @@ import { AsmPane } from "./panes/asm";
 import { MemoryPane } from "./panes/memory";
 import { PassesPane } from "./panes/passes";
 import { RemarksPane } from "./panes/remarks";
+import { ShardingPane } from "./panes/sharding";
+import { MeshBuilder } from "./meshbuilder";
+import { pmapAsShardMap } from "./sharding";
+import { entrySignature } from "./signature";
 import { ValuePane } from "./panes/value";
-import { PipelineBuilder } from "./pipeline";
+import { PMAP_TO_SHARD_MAP, PipelineBuilder } from "./pipeline";
 import { ApiError, Backends, IR_TYPES, SnippetCreated, pipelineOf, type IrType, type RunEvent } from "./protocol";
 import { embeddedSnippet, fromRequest, loadAutosave, saveAutosave, snippetIdFromPath, toRequest, type PlayState } from "./state";
 import { describePipeline, type StepProblem } from "./transforms";
@@ -102,6 +106,7 @@ const editor = createEditor(ui.editorHolder, state.code, {
   onChange: (code) => {
     state.code = code;
     follower.soon();
+    meshSoon();
     changed();
   },
   onRun: () => void run(),
@@ -112,6 +117,7 @@ const editor = createEditor(ui.editorHolder, state.code, {
 ui.entry.addEventListener("input", () => {
   state.entry = ui.entry.value;
   follower.soon();
+  meshSoon();
   builderA.refreshSummary();
   builderB.refreshSummary();
   changed();
@@ -125,6 +131,29 @@ const builderA = new PipelineBuilder(ui.pipeA, "A", (steps) => ((state.steps = s
 const builderB = new PipelineBuilder(ui.pipeB, "B", (steps) => ((state.compare = steps), changed()), () => state.entry || "f");
 ui.pipeA.prepend(h("h2", { class: "pipeline-title" }, "Pipeline ", h("span", { class: "pipe-a compare-only" }, "A")));
 ui.pipeB.prepend(h("h2", { class: "pipeline-title" }, "Pipeline ", h("span", { class: "pipe-b" }, "B")));
+
+// --- the mesh builder and pmap's shard_map form --------------------------------------------
+const meshBuilder = new MeshBuilder(ui.meshHolder, () => ({ code: state.code, entry: state.entry || "f", devices: state.devices }), (sharding) => ((state.sharding = sharding), changed()));
+let meshTimer = 0;
+/** The argument boxes follow the entry's parameters, a moment after typing stops. */
+function meshSoon(): void {
+  window.clearTimeout(meshTimer);
+  meshTimer = window.setTimeout(() => meshBuilder.refresh(), 400);
+}
+ui.pipeA.addEventListener(PMAP_TO_SHARD_MAP, (e) => {
+  const index = (e as CustomEvent<number>).detail;
+  const step = state.steps[index];
+  if (!step) return;
+  const nargs = entrySignature(state.code, state.entry || "f")?.params.length ?? 1;
+  const form = pmapAsShardMap(step, nargs, state.devices);
+  state.steps = [...state.steps.slice(0, index), ...form.steps, ...state.steps.slice(index + 1)];
+  state.sharding = { mesh: form.mesh, inShardings: [], outShardings: "" };
+  builderA.set(state.steps);
+  meshBuilder.set(state.sharding);
+  (ui.meshHolder as HTMLDetailsElement).open = true;
+  changed();
+  toast(`pmap is now its shard_map form: ${form.note}.`);
+});
 
 function setCompare(on: boolean, steps?: PlayState["compare"]): void {
   state.compare = on ? (steps ?? state.compare ?? structuredClone(state.steps)) : null;
@@ -145,6 +174,7 @@ ui.devices.addEventListener("input", () => {
   const n = Number(ui.devices.value);
   if (Number.isInteger(n) && n >= 1 && n <= 64) {
     state.devices = n;
+    meshBuilder.refresh();
     changed();
   }
 });
@@ -225,6 +255,8 @@ function show(s: PlayState): void {
   ui.backend.value = state.backend;
   pickVersion(state.jaxVersion ?? "");
   ui.devices.value = String(state.devices);
+  meshBuilder.set(state.sharding);
+  if (state.sharding?.mesh) (ui.meshHolder as HTMLDetailsElement).open = true;
   for (const box of ui.configBoxes) box.checked = state.config[box.dataset.config!] === true;
   for (const box of ui.outputBoxes) box.checked = (state.outputs ?? []).includes(box.dataset.output!);
   builderA.refreshSummary();
@@ -316,6 +348,7 @@ const passesPane = new PassesPane(ui.panels.passes, hover, pin);
 const asmPane = new AsmPane(ui.panels.asm, (line) => hover(line, null));
 const memoryPane = new MemoryPane(ui.panels.memory, (line) => hover(line, null));
 const remarksPane = new RemarksPane(ui.panels.remarks, (line) => revealLine(editor, line));
+const shardingPane = new ShardingPane(ui.panels.sharding, (line) => revealLine(editor, line));
 const progress = new Progress(ui.progress);
 /** Every output pane with its tab; events go to the panes that consume them. */
 const outputPanes: [TabId, OutputPane][] = [
@@ -328,6 +361,7 @@ const outputPanes: [TabId, OutputPane][] = [
   ["asm", asmPane],
   ["memory", memoryPane],
   ["remarks", remarksPane],
+  ["sharding", shardingPane],
   ["console", consolePane],
 ];
 /** The tabs a run may open by itself when their first output arrives. */
@@ -445,7 +479,7 @@ async function run(): Promise<void> {
   mark("errors", "");
   mark("console", "");
   if (problems.length > 0) {
-    for (const pr of problems) errorsPane.addProblem("A transform option does not parse", `step ${pr.step + 1}, ${pr.option}: ${pr.message}`);
+    for (const pr of problems) errorsPane.addProblem(pr.step < 0 ? "The mesh or a PartitionSpec does not parse" : "A transform option does not parse", pr.step < 0 ? `${pr.option}: ${pr.message}` : `step ${pr.step + 1}, ${pr.option}: ${pr.message}`);
     mark("errors", String(problems.length));
     progress.problem("— fix the transform options first");
     selectTab("errors");

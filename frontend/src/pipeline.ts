@@ -3,6 +3,9 @@
 import { clear, h } from "./dom";
 import { CHECKPOINT_POLICIES, TRANSFORMS, TRANSFORM_NAMES, describePipeline, optionValue, type OptionSpec, type Step } from "./transforms";
 
+/** The event a pmap step's "as shard_map" button sends (detail: the step's index). */
+export const PMAP_TO_SHARD_MAP = "pmap-to-shard-map";
+
 export class PipelineBuilder {
   private steps: Step[] = [];
   private list: HTMLOListElement;
@@ -96,6 +99,15 @@ export class PipelineBuilder {
       h("span", { class: "step-grip", "aria-hidden": "true" }, "⋮⋮"),
       h("strong", { class: "step-name" }, step.name),
       h("span", { class: "step-help" }, spec?.help ?? ""),
+      step.name === "pmap"
+        ? h("button", {
+            type: "button",
+            class: "linklike as-shard-map",
+            title: "pmap is legacy: replace this step by its shard_map form (a 1-D mesh, shard_map, jit)",
+            // main.ts owns the mesh: it listens for this on the builder's root
+            onclick: () => this.root.dispatchEvent(new CustomEvent(PMAP_TO_SHARD_MAP, { detail: i, bubbles: true })),
+          }, "as shard_map")
+        : null,
       h("span", { class: "step-buttons" },
         h("button", { type: "button", class: "icon", "data-move": "up", "aria-label": `Move ${step.name} earlier`, title: "apply earlier (inner)", disabled: i === 0, onclick: () => this.move(i, i - 1) }, "↑"),
         h("button", { type: "button", class: "icon", "data-move": "down", "aria-label": `Move ${step.name} later`, title: "apply later (outer)", disabled: i === n - 1, onclick: () => this.move(i, i + 1) }, "↓"),

@@ -1,6 +1,7 @@
 // What the page edits, how it becomes a run request (SPEC §1), and how it is saved
 // locally and restored from a shared snippet. Pure apart from localStorage access.
 import { OUTPUT_PANES, requestOutputs } from "./panes/registry";
+import { shardingFromRequest, shardingRequest, type ShardingProblem, type ShardingState } from "./sharding";
 import { fromRequestTransforms, toRequestTransforms, type Json, type Step, type StepProblem } from "./transforms";
 
 export interface PlayState {
@@ -19,6 +20,8 @@ export interface PlayState {
   outputs?: string[];
   /** the args were typed by hand: they no longer follow the entry's signature */
   argsByHand?: boolean;
+  /** the mesh and PartitionSpecs as typed (sharding.ts); absent or no mesh: none sent */
+  sharding?: ShardingState;
 }
 
 export const CONFIG_TOGGLES: { name: string; label: string; help: string }[] = [
@@ -38,6 +41,9 @@ export interface RunRequest {
   config: Record<string, boolean | string>;
   jax_version?: string;
   outputs?: string[];
+  mesh?: Json;
+  in_shardings?: Json;
+  out_shardings?: Json;
 }
 
 export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRequest {
@@ -54,7 +60,13 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
   };
   // omitted for the default, so a link made on it opens on whatever is the default then
   if (state.jaxVersion) request.jax_version = state.jaxVersion;
-  const outputs = requestOutputs(state.outputs ?? []);
+  // a run over a mesh shows its shardings: the sharding output is asked for with it
+  const sharding: ShardingProblem[] = [];
+  const meshFields = state.sharding ? shardingRequest(state.sharding, sharding) : {};
+  Object.assign(request, meshFields);
+  for (const p of sharding) problems.push({ step: -1, option: `sharding: ${p.field}`, message: p.message });
+  const optedIn = [...(state.outputs ?? []), ...("mesh" in meshFields ? ["sharding"] : [])];
+  const outputs = requestOutputs(optedIn);
   if (outputs) request.outputs = outputs;
   for (const p of compareProblems) problems.push({ ...p, step: p.step, option: `B: ${p.option}` });
   return request;
@@ -83,7 +95,8 @@ export function fromRequest(data: unknown, fallback: PlayState): PlayState {
     devices,
     jaxVersion: str(d.jax_version, ""),
     config,
-    outputs: Array.isArray(d.outputs) ? d.outputs.filter((o): o is string => typeof o === "string" && OUTPUT_PANES[o]?.optIn !== undefined) : [],
+    outputs: Array.isArray(d.outputs) ? d.outputs.filter((o): o is string => typeof o === "string" && o !== "sharding" && OUTPUT_PANES[o]?.optIn !== undefined) : [],
+    sharding: shardingFromRequest(d),
   };
 }
 

@@ -153,3 +153,42 @@ describe("the sharding pane", () => {
     expect(total).toBe("2.0 KiB");
   });
 });
+
+describe("the sharding examples as requests", () => {
+  it("send the mesh, the PartitionSpecs and ask for the sharding output", async () => {
+    const { EXAMPLES } = await import("../src/examples");
+    const { toRequest, fromRequest } = await import("../src/state");
+    const ex = EXAMPLES.find((e) => e.id === "sharding-2d-layer")!;
+    const problems: unknown[] = [];
+    const req = toRequest({ ...ex.state, backend: "cpu" }, problems as never);
+    expect(problems).toEqual([]);
+    expect(req).toMatchObject({
+      devices: 4,
+      mesh: { shape: [2, 2], axis_names: ["x", "y"], axis_types: ["auto", "auto"] },
+      in_shardings: [["x", "y"], ["y", null], null],
+      out_shardings: [["x", null]],
+    });
+    expect(req.outputs).toContain("sharding");
+    expect(req.outputs).toContain("hlo");
+    // a stored link comes back with the same mesh and specs
+    expect(toRequest(fromRequest(req, { ...ex.state, backend: "cpu" }))).toEqual(req);
+    const psum = toRequest({ ...EXAMPLES.find((e) => e.id === "sharding-shard-map-psum")!.state, backend: "cpu" });
+    expect(psum.transforms).toEqual([{ name: "shard_map", in_specs: [["i"]], out_specs: [["i"]] }, { name: "jit" }]);
+  });
+
+  it("sends no mesh and no sharding output for the other examples", async () => {
+    const { EXAMPLES } = await import("../src/examples");
+    const { toRequest } = await import("../src/state");
+    const req = toRequest({ ...EXAMPLES[0]!.state, backend: "cpu" });
+    expect(req).not.toHaveProperty("mesh");
+    expect(req.outputs ?? []).not.toContain("sharding");
+  });
+
+  it("says which sharding field does not parse", async () => {
+    const { toRequest } = await import("../src/state");
+    const { DEFAULT_STATE } = await import("../src/examples");
+    const problems: { step: number; option: string }[] = [];
+    toRequest({ ...DEFAULT_STATE, sharding: { mesh: { shape: "2", names: "x", types: [] }, inShardings: ["y"], outShardings: "" } }, problems as never);
+    expect(problems).toMatchObject([{ step: -1, option: "sharding: in_shardings[0]" }]);
+  });
+});

@@ -22,6 +22,8 @@ export const OUTPUT_PANES: Record<string, OutputEntry> = {
   asm: { tab: "asm", optIn: { label: "asm", help: "each compiled kernel's assembly (CPU)" } },
   memory: { tab: "memory", optIn: { label: "memory", help: "the buffers XLA assigned and the peak" } },
   remarks: { tab: "remarks", optIn: { label: "remarks", help: "why JAX traced or compiled again (cache misses)" } },
+  // asked for with every run over a mesh (state.ts), or by its toggle
+  sharding: { tab: "sharding", optIn: { label: "sharding", help: "which device holds which block, and the collectives XLA inserted" } },
 };
 
 /** The outputs a page's request names: the server's defaults plus the opted-in ones. */

@@ -1,0 +1,117 @@
+// The mesh builder: a mesh's shape, axis names and axis types, a PartitionSpec box
+// per argument of the entry (named after its parameters) and one for the outputs.
+// It edits the page state's `sharding`; sharding.ts turns that into the request.
+import { clear, h } from "./dom";
+import { AXIS_TYPES, SpecError, meshSize, meshToJson, parseSpec, type AxisType, type ShardingState } from "./sharding";
+import { entrySignature } from "./signature";
+
+export class MeshBuilder {
+  private body: HTMLElement;
+  private enabled: HTMLInputElement;
+  private state: ShardingState = { mesh: null, inShardings: [], outShardings: "" };
+
+  constructor(
+    readonly root: HTMLElement,
+    /** the code and entry, to name the argument boxes; the run's device count */
+    private readonly context: () => { code: string; entry: string; devices: number },
+    private readonly onChange: (state: ShardingState) => void,
+  ) {
+    this.enabled = h("input", { type: "checkbox", id: "mesh-on", "data-testid": "mesh-on" });
+    this.enabled.addEventListener("change", () => {
+      this.state.mesh = this.enabled.checked ? { shape: "2, 2", names: "x, y", types: ["auto", "auto"] } : null;
+      this.changed(true);
+    });
+    this.body = h("div", { class: "mesh-body" });
+    root.append(h("label", { for: "mesh-on", title: "run over a device mesh: jax.make_mesh, shardings on the arguments and outputs" }, this.enabled, " a device mesh"), this.body);
+    this.render();
+  }
+
+  set(state: ShardingState | undefined): void {
+    this.state = structuredClone(state ?? { mesh: null, inShardings: [], outShardings: "" });
+    this.render();
+  }
+
+  /** The entry or code changed: the argument boxes follow its parameters. */
+  refresh(): void {
+    this.render();
+  }
+
+  private changed(rerender: boolean): void {
+    this.onChange(structuredClone(this.state));
+    if (rerender) this.render();
+    else this.check();
+  }
+
+  private render(): void {
+    clear(this.body);
+    this.enabled.checked = this.state.mesh !== null;
+    this.root.classList.toggle("mesh-active", this.state.mesh !== null);
+    const mesh = this.state.mesh;
+    if (!mesh) return;
+    const field = (id: string, label: string, value: string, help: string, set: (v: string) => void): HTMLElement => {
+      const input = h("input", { id, class: "mono", value, spellcheck: "false", autocomplete: "off", title: help, "data-testid": id });
+      input.addEventListener("input", () => {
+        set(input.value);
+        this.changed(false);
+      });
+      input.addEventListener("change", () => this.render());
+      return h("label", { for: id, class: "mesh-field" }, h("span", {}, label), input);
+    };
+    this.body.append(
+      field("mesh-shape", "shape", mesh.shape, "mesh sizes: 2, 2 (their product: the devices it needs)", (v) => (mesh.shape = v)),
+      field("mesh-names", "axis names", mesh.names, "one name per size: x, y", (v) => (mesh.names = v)),
+    );
+    let axes: string[] = [];
+    try {
+      axes = meshToJson(mesh).axis_names;
+    } catch {
+      axes = mesh.names.split(/[,\s]+/).filter(Boolean);
+    }
+    const types = h("div", { class: "mesh-types" });
+    axes.forEach((axis, i) => {
+      const select = h("select", { "aria-label": `axis type of ${axis}`, "data-testid": `mesh-type-${i}`, title: "auto: the compiler decides; explicit: shardings in the types; manual: inside shard_map" }, ...AXIS_TYPES.map((t) => h("option", { value: t }, t)));
+      select.value = mesh.types[i] ?? "auto";
+      select.addEventListener("change", () => {
+        mesh.types = axes.map((_, k) => (k === i ? (select.value as AxisType) : (mesh.types[k] ?? "auto")));
+        this.changed(false);
+      });
+      types.append(h("label", {}, h("code", {}, axis), " ", select));
+    });
+    this.body.append(types);
+    const { code, entry } = this.context();
+    const params = entrySignature(code, entry)?.params.map((p) => p.name) ?? [];
+    const count = Math.max(params.length, this.state.inShardings.length, 1);
+    const specs = h("div", { class: "mesh-specs" }, h("span", { class: "mesh-specs-title", title: "PartitionSpec per argument: x, None  or  P('x', None); empty: replicated" }, "in_shardings"));
+    for (let i = 0; i < count; i++) {
+      specs.append(
+        field(`spec-in-${i}`, params[i] ?? `arg ${i}`, this.state.inShardings[i] ?? "", "PartitionSpec of this argument: x, None  or  P('x', None); empty: replicated", (v) => {
+          // one box per argument; all empty: in_shardings is not sent
+          const list = Array.from({ length: count }, (_, k) => this.state.inShardings[k] ?? "");
+          list[i] = v;
+          this.state.inShardings = list;
+        }),
+      );
+    }
+    specs.append(field("spec-out", "outputs", this.state.outShardings, "PartitionSpec of the outputs (one: for all); empty: the compiler's choice", (v) => (this.state.outShardings = v)));
+    this.body.append(specs, h("p", { class: "mesh-problem", role: "status", "aria-live": "polite", "data-testid": "mesh-problem" }));
+    this.check();
+  }
+
+  /** Says what does not parse, and whether the run has enough devices. */
+  private check(): void {
+    const note = this.body.querySelector(".mesh-problem");
+    if (!note || !this.state.mesh) return;
+    let text = "";
+    try {
+      const mesh = meshToJson(this.state.mesh);
+      const need = meshSize(mesh);
+      const { devices } = this.context();
+      if (devices < need) text = `this mesh needs ${need} devices; the run has ${devices}: raise devices (top bar)`;
+      for (const spec of this.state.inShardings) parseSpec(spec, mesh.axis_names);
+      if (this.state.outShardings) parseSpec(this.state.outShardings, mesh.axis_names);
+    } catch (e) {
+      text = e instanceof SpecError ? e.message : String(e);
+    }
+    note.textContent = text;
+  }
+}

@@ -1,0 +1,105 @@
+// Sharding: each argument's and output's blocks drawn over its shape (a colour per
+// device, the device ids in each block), and the collectives XLA put in the
+// per-device HLO, each linked to the code line that caused it.
+import { clear, h, svg } from "../dom";
+import type { RunEvent } from "../protocol";
+import { collectiveRows, deviceColour, formatSpec, gridCells, type ShardedArray, type ShardingEvent } from "../sharding";
+import type { OutputPane } from "./pane";
+
+const WIDTH = 220;
+
+export class ShardingPane implements OutputPane {
+  readonly consumes = ["sharding"] as const;
+  private events = new Map<string, ShardingEvent>();
+  private labels: Record<string, string> = {};
+  private ended = false;
+
+  constructor(
+    readonly root: HTMLElement,
+    private readonly onLine: (codeLine: number) => void,
+  ) {
+    this.render();
+  }
+
+  reset(_pipelines: string[], labels: Record<string, string>): void {
+    this.events.clear();
+    this.labels = labels;
+    this.ended = false;
+    this.render();
+  }
+
+  show(event: RunEvent, pipeline: string): void {
+    if (event.type !== "sharding") return;
+    this.events.set(pipeline, event);
+    this.render();
+  }
+
+  end(): void {
+    this.ended = true;
+    this.render();
+  }
+
+  badge(): string {
+    const n = [...this.events.values()].reduce((sum, e) => sum + e.collectives.length, 0);
+    return this.events.size ? String(n) : "";
+  }
+
+  private render(): void {
+    clear(this.root);
+    if (this.events.size === 0) {
+      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No sharding: set a mesh under “sharding” (left) and run again." : "Waiting for the shardings…"));
+      return;
+    }
+    for (const [pipeline, event] of this.events) {
+      const section = h("section", { class: "sharding", "data-pipeline": pipeline });
+      if (this.events.size > 1) section.append(h("h3", {}, this.labels[pipeline] ?? pipeline));
+      section.append(h("p", { class: "pane-note" }, `${event.devices} device${event.devices === 1 ? "" : "s"}; each colour is one device, each block says which devices hold it.`));
+      const arrays = h("div", { class: "sharding-arrays" });
+      for (const a of event.arguments) arrays.append(this.array(`argument ${a.path || ""}`, a, event.devices));
+      for (const a of event.outputs) arrays.append(this.array(`output ${a.path || ""}`, a, event.devices));
+      section.append(arrays, this.collectives(event));
+      this.root.append(section);
+    }
+  }
+
+  private array(title: string, array: ShardedArray, devices: number): HTMLElement {
+    const shape = array.shape;
+    const rows = shape.length >= 2 ? shape[0]! : 1;
+    const cols = shape.length >= 2 ? shape[1]! : (shape[0] ?? 1);
+    // keep the drawing's proportions near the array's, within reason
+    const height = Math.max(24, Math.min(WIDTH, Math.round((WIDTH * rows) / Math.max(cols, 1))));
+    const drawing = svg("svg", { viewBox: `0 0 ${WIDTH} ${height}`, width: WIDTH, height, role: "img", "aria-label": `${title}: ${array.grid.length} blocks` });
+    for (const cell of gridCells(array)) {
+      const x = cell.x * WIDTH;
+      const y = cell.y * height;
+      const w = cell.w * WIDTH;
+      const hgt = cell.h * height;
+      const stripe = w / cell.devices.length;
+      cell.devices.forEach((d, k) => drawing.append(svg("rect", { x: x + k * stripe, y, width: stripe, height: hgt, fill: deviceColour(d, devices) })));
+      drawing.append(svg("rect", { x, y, width: w, height: hgt, fill: "none", stroke: "currentColor", "stroke-width": 1 }, svg("title", {}, `${cell.label} on device${cell.devices.length > 1 ? "s" : ""} ${cell.devices.join(", ")}`)));
+      const text = svg("text", { x: x + w / 2, y: y + hgt / 2, "text-anchor": "middle", "dominant-baseline": "middle", class: "sharding-devices" });
+      text.textContent = cell.devices.join(",");
+      drawing.append(text);
+    }
+    const spec = array.spec === null || array.spec === undefined ? array.sharding : formatSpec(array.spec);
+    return h("figure", { class: "sharding-array" }, drawing, h("figcaption", {}, h("strong", {}, title), " ", h("code", {}, `${array.dtype}[${shape.join(",")}]`), " ", h("code", {}, spec)));
+  }
+
+  private collectives(event: ShardingEvent): HTMLElement {
+    const { rows, total } = collectiveRows(event);
+    if (rows.length === 0) return h("p", { class: "pane-note" }, "No collectives: every device computes its blocks from its own data.");
+    const body = h("tbody");
+    for (const r of rows) {
+      const line = r.line;
+      const at = line !== null ? h("button", { type: "button", class: "linklike", onclick: () => this.onLine(line) }, `line ${line}`) : h("span", { title: r.why }, "—");
+      body.append(h("tr", {}, h("td", {}, h("code", {}, r.kind)), h("td", { class: "num" }, r.bytes), h("td", {}, h("code", {}, r.groups)), h("td", {}, at), h("td", { class: "num" }, String(r.hloLine))));
+    }
+    return h(
+      "table",
+      { class: "collectives" },
+      h("caption", {}, `Collectives in the compiled per-device HLO: ${rows.length}, ${total} per device`),
+      h("thead", {}, h("tr", {}, h("th", {}, "kind"), h("th", {}, "bytes"), h("th", {}, "device groups"), h("th", {}, "code"), h("th", {}, "HLO line"))),
+      body,
+    );
+  }
+}
