@@ -121,7 +121,7 @@ for target in "${TARGETS[@]}"; do
 done
 for wheel_set in "${sets[@]}"; do
     dir=$WHEELS/$wheel_set
-    # pip's own cache (filled by make setup) makes this mostly a copy; nothing is asked
+    # downloaded from PyPI (or copied from pip's cache where it holds them); nothing is asked
     # again while the requirements and the pins stay the same
     stamp=$(cat "$dir"/*.txt | sha256sum | cut -c1-16)-$PYTHON_VERSION
     [ "$(cat "$dir/.complete" 2>/dev/null)" = "$stamp" ] && continue
