@@ -5,7 +5,8 @@
 # ACL users. The stack listens on 127.0.0.1 only (docker/compose.check.yaml).
 #
 # What it needs, and installs where it can (root with apt-get): Debian's docker.io
-# (the engine, started here if none runs) and mmdebstrap (the images' base); Docker
+# (the engine, started here if none runs), mmdebstrap (the images' base) and
+# apparmor (its parser checks the workers' profile); Docker
 # Compose v2, taken from Debian 13's docker-compose package when the machine has no
 # v2 (Debian 12 has only v1, which cannot read compose.yaml). Without a container
 # engine and no way to install one it skips, saying so, unless
@@ -34,6 +35,8 @@ can_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+# to compile the workers' AppArmor profile (tests/deploy), where no kernel loads it
+command -v apparmor_parser >/dev/null || missing+=(apparmor)
 if [ ${#missing[@]} -gt 0 ]; then
     can_apt || skip "${missing[*]} missing and this is not root with apt-get to install them"
     say "installing ${missing[*]}"

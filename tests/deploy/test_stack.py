@@ -277,6 +277,15 @@ def test_the_worker_seccomp_profile_allows_a_jail_and_needs_each_call_it_adds(
     assert "No permissions to create a new namespace" in jail([])
 
 
+def test_the_worker_apparmor_profile_compiles(stack: Stack) -> None:
+    """No AppArmor kernel here: the profile is compiled, not loaded (-Q)."""
+    profile = Path(__file__).parents[2] / "docker" / "apparmor-worker"
+    done = subprocess.run(
+        ["apparmor_parser", "-Q", "-K", str(profile)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize(
     ("image", "backend", "plugin"),
     [("worker-cuda", "gpu", "jax-cuda12-plugin"), ("worker-tpu", "tpu", "libtpu")],
