@@ -135,3 +135,18 @@ def test_the_dump_folder_is_deleted_whatever_happens() -> None:
         kept = dump.folder
         raise RuntimeError
     assert not kept.exists()
+
+
+def test_a_dump_that_filled_its_tmp_is_not_shown(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from sandbox.engine import xla_dump
+
+    (tmp_path / "module_0001.f.before_optimizations.txt").write_text("HloModule f\n")
+    (tmp_path / "module_0001.f.obj-file.k.o").write_bytes(b"cut short")
+    dump = xla_dump.Dump(tmp_path)
+    monkeypatch.setattr(xla_dump, "MIN_FREE_BYTES", 2**62)  # as if the tmpfs were full
+    for event in (xla_dump.passes_event(dump, "HloModule f\n"), xla_dump.asm_event(dump, "")):
+        assert not event.get("items") and not event.get("kernels")
+        assert "did not fit the run's /tmp" in event["notes"][0]
+        validate_event(event)

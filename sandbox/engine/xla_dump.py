@@ -35,6 +35,9 @@ MAX_DUMP_BYTES = 64 * 1024 * 1024
 #: objdump's time for one object file
 OBJDUMP_TIMEOUT_S = 10.0
 OBJDUMP = "/usr/bin/objdump"
+#: Free space left in the dump's file system under which the dump is taken to be cut
+#: short (XLA logs a failed write and goes on: its files would be partial)
+MIN_FREE_BYTES = 512 * 1024
 _PASS_FILE = re.compile(r"^(\d{4})\.([^.]+)\.after_(.+?)(?:\.before_.+)?\.txt$")
 _DTYPE_SHAPE = re.compile(r"^([a-z]+[0-9]*)\[([0-9,]*)\]")
 
@@ -61,6 +64,19 @@ class Dump:
         prefix = firsts[-1][: -len("before_optimizations.txt")]
         return {n[len(prefix) :]: self.folder / n for n in names if n.startswith(prefix)}
 
+    def full(self) -> str | None:
+        """Why this dump may be incomplete (its file system filled up), or None."""
+        stats = os.statvfs(self.folder)
+        free = stats.f_bavail * stats.f_frsize
+        if free >= MIN_FREE_BYTES:
+            return None
+        total = stats.f_blocks * stats.f_frsize
+        return (
+            f"XLA's dump of this module did not fit the run's /tmp ({total // 1024:,} KiB): "
+            "not shown (ask for fewer of passes, asm, memory, or leave passes out with "
+            "compiler_options xla_disable_hlo_passes)"
+        )
+
     def size(self) -> int:
         return sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file())
 
@@ -83,9 +99,11 @@ def dump_folder(wanted: bool) -> Iterator[Dump | None]:
 
 
 def _too_big(dump: Dump) -> str | None:
+    if why := dump.full():
+        return why
     size = dump.size()
     if size > MAX_DUMP_BYTES:
-        return f"XLA's dump of this module is {size:,} bytes, over the {MAX_DUMP_BYTES:,} read back"
+        return f"XLA's dump of this module is {size:,} bytes, over the {MAX_DUMP_BYTES:,} read back: not shown"
     return None
 
 
@@ -108,7 +126,7 @@ def passes_event(dump: Dump, hlo_text: str) -> dict[str, Any]:
         event["notes"].append(_no_dump_note(dump))
         return event
     if note := _too_big(dump):
-        event["notes"].append(note + "; the pass list is not shown")
+        event["notes"].append(note)
         return event
     steps: list[tuple[str, str, str]] = [
         ("", "before-optimizations", dump.read(files["before_optimizations.txt"]))
@@ -204,6 +222,9 @@ def asm_event(dump: Dump, hlo_text: str) -> dict[str, Any]:
             "version that does not dump them)"
         )
         return event
+    if note := _too_big(dump):
+        event["notes"].append(note)
+        return event
     if not os.access(OBJDUMP, os.X_OK):
         event["notes"].append(f"{OBJDUMP} (Debian's binutils) is not installed on this worker")
         return event
@@ -211,7 +232,12 @@ def asm_event(dump: Dump, hlo_text: str) -> dict[str, Any]:
     llvm = _llvm_ir(files)
     budget = MAX_PASSES_CHARS
     for name in objects:
-        for symbol, asm in _disassemble(files[name]):
+        try:
+            functions = _disassemble(files[name])
+        except (subprocess.SubprocessError, OSError) as exc:
+            event["notes"].append(f"objdump could not read {name[:200]}: {type(exc).__name__}")
+            continue
+        for symbol, asm in functions:
             if len(event["kernels"]) >= MAX_KERNELS or len(asm) > budget:
                 event["notes"].append("more kernels than an event carries: the rest are not shown")
                 return event
@@ -322,6 +348,9 @@ def memory_event(dump: Dump, compiled: Any) -> dict[str, Any]:
         "notes": [],
     }
     files = dump.files()
+    if note := _too_big(dump):
+        event["notes"].append(note + "; only memory_analysis()'s figures are shown")
+        return event
     name = "cpu_after_optimizations-buffer-assignment.txt"
     if name not in files:
         name = next(
