@@ -107,6 +107,17 @@ export class CostPane implements OutputPane {
     };
     const body = h("tbody", {});
     for (const m of METRICS) body.append(row(m.label, m.help, cols.map((p) => { const c = this.costs.get(p); return c ? m.get(c) : null; }), m.fmt, compare));
+    // the same figures before XLA's optimisation passes (Lowered.cost_analysis)
+    if (cols.some((p) => this.costs.get(p)?.before)) {
+      body.append(h("tr", { class: "section" }, h("th", { scope: "rowgroup", colspan: cols.length + 1, title: "the module as lowered, before XLA's passes" }, "before optimisation")));
+      for (const m of METRICS) {
+        const values = cols.map((p) => {
+          const before = this.costs.get(p)?.before;
+          return before ? m.get(before as Cost) : null;
+        });
+        body.append(row(m.label, `${m.help}, before optimisation`, values, m.fmt, compare));
+      }
+    }
     body.append(h("tr", { class: "section" }, h("th", { scope: "rowgroup", colspan: cols.length + 1 }, "memory")));
     for (const key of MEMORY) {
       const values = cols.map((p) => this.costs.get(p)?.memory?.[key]);
@@ -116,6 +127,7 @@ export class CostPane implements OutputPane {
     this.root.append(
       h("div", { class: "scroll-x" }, h("table", { class: "cost" }, h("thead", {}, head), body)),
       h("p", { class: "pane-note" }, "From XLA's cost and memory analysis of the compiled executable: estimates, per call."),
+      ...[...new Set(cols.flatMap((p) => this.costs.get(p)?.notes ?? []))].map((n) => h("p", { class: "pane-note cost-partial" }, n)),
     );
   }
 }
