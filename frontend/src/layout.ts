@@ -48,12 +48,16 @@ export function buildLayout(root: HTMLElement) {
   );
   // the outputs a run asks for only when ticked (they cost a dump of XLA's compile)
   const optIn = Object.entries(OUTPUT_PANES).flatMap(([name, e]) => (e.optIn ? [{ name, ...e.optIn }] : []));
+  const flags = h("input", { id: "xla-flags", class: "mono", spellcheck: "false", autocomplete: "off", placeholder: "xla_cpu_enable_fast_math=true", "aria-label": "XLA flags" });
+  const flagsB = h("input", { id: "xla-flags-b", class: "mono", spellcheck: "false", autocomplete: "off", placeholder: "(compare: A's)", "aria-label": "XLA flags of pipeline B" });
   const outputBoxes = optIn.map((o) => h("input", { type: "checkbox", "data-output": o.name, id: `out-${o.name}` }));
   const xlaOutputs = h(
     "details",
     { class: "config xla-outputs" },
     h("summary", { title: "what XLA did: its passes, kernels, memory; JAX's recompiles" }, "XLA outputs"),
     h("div", { class: "config-body" }, ...optIn.map((o, i) => h("label", { for: `out-${o.name}`, title: o.help }, outputBoxes[i]!, o.label))),
+    h("label", { class: "xla-flags", title: "compiler_options: name=value, separated by spaces (an allow-list: the server names one it refuses)" }, "flags ", flags),
+    h("label", { class: "xla-flags", title: "pipeline B's flags in compare mode (empty: A's); the same pipeline twice compares flags" }, "flags B ", flagsB),
   );
   const compareBtn = h("button", { type: "button", id: "compare", "aria-pressed": "false", title: "run a second pipeline B beside A, with a diff" }, "Compare");
   const themeBtn = h("button", { type: "button", id: "theme", "aria-label": "Switch between light and dark", title: "light / dark" }, "◐");
@@ -123,5 +127,5 @@ export function buildLayout(root: HTMLElement) {
     h("main", { class: "layout" }, left, right),
     toast,
   );
-  return { topbar, examples, presets, backend, devices, jaxVersion, configBoxes, outputBoxes, xlaOutputs, compareBtn, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, bands, pinNote, tabs, panels };
+  return { topbar, examples, presets, backend, devices, jaxVersion, configBoxes, outputBoxes, xlaOutputs, flags, flagsB, compareBtn, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, bands, pinNote, tabs, panels };
 }

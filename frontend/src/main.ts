@@ -178,6 +178,14 @@ ui.devices.addEventListener("input", () => {
     changed();
   }
 });
+ui.flags.addEventListener("input", () => {
+  state.flags = ui.flags.value;
+  changed();
+});
+ui.flagsB.addEventListener("input", () => {
+  state.compareFlags = ui.flagsB.value;
+  changed();
+});
 for (const box of ui.outputBoxes) {
   box.addEventListener("change", () => {
     const name = box.dataset.output!;
@@ -259,6 +267,8 @@ function show(s: PlayState): void {
   if (state.sharding?.mesh) (ui.meshHolder as HTMLDetailsElement).open = true;
   for (const box of ui.configBoxes) box.checked = state.config[box.dataset.config!] === true;
   for (const box of ui.outputBoxes) box.checked = (state.outputs ?? []).includes(box.dataset.output!);
+  ui.flags.value = state.flags ?? "";
+  ui.flagsB.value = state.compareFlags ?? "";
   builderA.refreshSummary();
   changed();
 }

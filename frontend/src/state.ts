@@ -1,6 +1,7 @@
 // What the page edits, how it becomes a run request (SPEC §1), and how it is saved
 // locally and restored from a shared snippet. Pure apart from localStorage access.
 import { OUTPUT_PANES, requestOutputs } from "./panes/registry";
+import { flagsText, parseFlags } from "./xla";
 import { shardingFromRequest, shardingRequest, type ShardingProblem, type ShardingState } from "./sharding";
 import { fromRequestTransforms, toRequestTransforms, type Json, type Step, type StepProblem } from "./transforms";
 
@@ -18,6 +19,9 @@ export interface PlayState {
   config: Record<string, boolean | string>;
   /** outputs asked for besides the server's defaults (passes, asm, memory, remarks) */
   outputs?: string[];
+  /** XLA flags as typed (`name=value ...`): compiler_options of A, and of B in compare mode */
+  flags?: string;
+  compareFlags?: string;
   /** the args were typed by hand: they no longer follow the entry's signature */
   argsByHand?: boolean;
   /** the mesh and PartitionSpecs as typed (sharding.ts); absent or no mesh: none sent */
@@ -41,6 +45,8 @@ export interface RunRequest {
   config: Record<string, boolean | string>;
   jax_version?: string;
   outputs?: string[];
+  compiler_options?: Record<string, boolean | number | string>;
+  compare_compiler_options?: Record<string, boolean | number | string>[];
   mesh?: Json;
   in_shardings?: Json;
   out_shardings?: Json;
@@ -68,6 +74,16 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
   const optedIn = [...(state.outputs ?? []), ...("mesh" in meshFields ? ["sharding"] : [])];
   const outputs = requestOutputs(optedIn);
   if (outputs) request.outputs = outputs;
+  // XLA flags (xla.ts parses them; the server checks them against its allow-list); B's
+  // replace A's for pipeline B, so the same pipeline twice compares flags A against B
+  const flagsA = parseFlags(state.flags ?? "");
+  for (const message of flagsA.problems) problems.push({ step: -1, option: "XLA flags A", message });
+  if (Object.keys(flagsA.options).length > 0) request.compiler_options = flagsA.options;
+  if (state.compare && (state.compareFlags ?? "").trim()) {
+    const flagsB = parseFlags(state.compareFlags ?? "");
+    for (const message of flagsB.problems) problems.push({ step: -1, option: "XLA flags B", message });
+    request.compare_compiler_options = [flagsB.options];
+  }
   for (const p of compareProblems) problems.push({ ...p, step: p.step, option: `B: ${p.option}` });
   return request;
 }
@@ -97,6 +113,8 @@ export function fromRequest(data: unknown, fallback: PlayState): PlayState {
     config,
     outputs: Array.isArray(d.outputs) ? d.outputs.filter((o): o is string => typeof o === "string" && o !== "sharding" && OUTPUT_PANES[o]?.optIn !== undefined) : [],
     sharding: shardingFromRequest(d),
+    flags: flagsText(d.compiler_options),
+    compareFlags: Array.isArray(d.compare_compiler_options) ? flagsText(d.compare_compiler_options[0]) : "",
   };
 }
 

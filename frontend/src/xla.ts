@@ -91,3 +91,33 @@ export function changedLines(before: string, after: string): { removed: number; 
   for (const [l, n] of b) added += Math.max(0, n - (a.get(l) ?? 0));
   return { removed, added };
 }
+
+/** XLA flags as typed in the page (`name=value`, separated by spaces or lines, as
+ * XLA_FLAGS spells them: a value may hold commas, `xla_disable_hlo_passes=a,b`; a
+ * bare name is `true`) into a request's `compiler_options`: `true`/`false`
+ * are booleans, whole numbers integers, anything else a string. The server checks
+ * the names against its allow-list; this only refuses what cannot be a flag. */
+export function parseFlags(text: string): { options: Record<string, boolean | number | string>; problems: string[] } {
+  const options: Record<string, boolean | number | string> = {};
+  const problems: string[] = [];
+  for (const part of text.split(/\s+/).filter(Boolean)) {
+    const eq = part.indexOf("=");
+    const name = (eq < 0 ? part : part.slice(0, eq)).replace(/^--/, "");
+    const raw = eq < 0 ? "true" : part.slice(eq + 1);
+    if (!/^xla_[a-z0-9_]+$/.test(name)) {
+      problems.push(`${name || part} is not an XLA flag (xla_…)`);
+      continue;
+    }
+    options[name] = raw === "true" ? true : raw === "false" ? false : /^-?\d+$/.test(raw) ? Number(raw) : raw;
+  }
+  return { options, problems };
+}
+
+/** `compiler_options` back into the text `parseFlags` reads (a stored request). */
+export function flagsText(options: unknown): string {
+  if (!options || typeof options !== "object") return "";
+  return Object.entries(options as Record<string, unknown>)
+    .filter(([, v]) => ["boolean", "number", "string"].includes(typeof v))
+    .map(([k, v]) => (v === true ? k : `${k}=${String(v)}`))
+    .join(" ");
+}

@@ -1,6 +1,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { applyUnifiedDiff, changedLines, filterPasses, metadataOnly, passTexts, type PassItem } from "../src/xla";
+import { DEFAULT_STATE } from "../src/examples";
+import { fromRequest, toRequest } from "../src/state";
+import { applyUnifiedDiff, changedLines, filterPasses, metadataOnly, parseFlags, passTexts, type PassItem } from "../src/xla";
 
 // diffs written by Python's difflib, as the engine writes them (sandbox/engine/xla_dump.py)
 const cases = JSON.parse(readFileSync(new URL("./fixtures/unified-diffs.json", import.meta.url), "utf8")) as { before: string; after: string; diff: string }[];
@@ -51,5 +53,48 @@ describe("filterPasses", () => {
 describe("changedLines", () => {
   it("counts removed and added lines", () => {
     expect(changedLines("a\nb\nc", "a\nc\nd\ne")).toEqual({ removed: 1, added: 2 });
+  });
+});
+
+describe("parseFlags", () => {
+  it("reads name=value pairs with their types", () => {
+    const { options, problems } = parseFlags("xla_cpu_enable_fast_math=true --xla_backend_optimization_level=1\nxla_disable_hlo_passes=algsimp,fusion xla_disable_all_hlo_passes");
+    expect(problems).toEqual([]);
+    expect(options).toEqual({
+      xla_cpu_enable_fast_math: true,
+      xla_backend_optimization_level: 1,
+      xla_disable_hlo_passes: "algsimp,fusion",
+      xla_disable_all_hlo_passes: true,
+    });
+  });
+
+  it("names what is not a flag", () => {
+    expect(parseFlags("jax_enable_x64=true").problems).toEqual(["jax_enable_x64 is not an XLA flag (xla_…)"]);
+    expect(parseFlags("  ").options).toEqual({});
+  });
+});
+
+describe("the request's XLA outputs and flags", () => {
+  it("asks for the opted-in outputs beside the defaults, and for nothing extra by default", () => {
+    expect(toRequest(DEFAULT_STATE)).not.toHaveProperty("outputs");
+    const req = toRequest({ ...DEFAULT_STATE, outputs: ["passes", "memory"] });
+    expect(req.outputs).toEqual(["jaxpr", "stablehlo", "hlo", "value", "cost", "timing", "passes", "memory"]);
+  });
+
+  it("sends flags A for every pipeline and flags B for pipeline B, and reads them back", () => {
+    const state = { ...DEFAULT_STATE, compare: DEFAULT_STATE.steps, flags: "xla_cpu_enable_fast_math", compareFlags: "xla_disable_all_hlo_passes=true" };
+    const problems: { step: number; option: string; message: string }[] = [];
+    const req = toRequest(state, problems);
+    expect(problems).toEqual([]);
+    expect(req.compiler_options).toEqual({ xla_cpu_enable_fast_math: true });
+    expect(req.compare_compiler_options).toEqual([{ xla_disable_all_hlo_passes: true }]);
+    const back = fromRequest(JSON.parse(JSON.stringify(req)), DEFAULT_STATE);
+    expect([back.flags, back.compareFlags]).toEqual(["xla_cpu_enable_fast_math", "xla_disable_all_hlo_passes"]);
+  });
+
+  it("names a flag that is not one", () => {
+    const problems: { step: number; option: string; message: string }[] = [];
+    toRequest({ ...DEFAULT_STATE, flags: "fast=1" }, problems);
+    expect(problems.map((p) => p.option)).toEqual(["XLA flags A"]);
   });
 });
