@@ -3,6 +3,7 @@ and what each layer derives from it (stages, cache, defaults) follows it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from backend.app.cache import CACHED_TYPES
@@ -26,6 +27,13 @@ def test_every_layer_names_every_output_in_order() -> None:
     assert set(RENDERERS) == set(OUTPUTS), "backend/render.py"
     for name in OUTPUTS:
         assert EVENT_MODELS[name] is OUTPUT_TABLE[name].event
+
+
+def test_page_has_a_pane_entry_per_output() -> None:
+    text = (ROOT / "frontend/src/panes/registry.ts").read_text()
+    block = text[text.index("export const OUTPUT_PANES") :]
+    block = block[: block.index("\n};")]
+    assert sorted(re.findall(r"^  (\w+): \{", block, re.M)) == sorted(OUTPUTS)
 
 
 def test_run_level_outputs_are_made_by_the_run() -> None:
