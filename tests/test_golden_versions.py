@@ -88,8 +88,9 @@ def test_a_case_holds_on_every_installed_version(
     errors = [e for e in events if e["type"] == "error"]
     assert not [e for e in errors if e["kind"] == "EngineError"], errors
     if "since" in expect and _older(version, expect["since"]):
-        # a feature newer than this JAX: a clear error that says so, not a crash
-        assert errors and all(e["hint"] for e in errors), f"jax {version}: {errors}"
+        # what the case uses may be newer than this JAX: it holds, or it ends with
+        # errors that each say in words what to do (never jaxplay's own failure)
+        assert all(e["hint"] for e in errors), f"jax {version}: {errors}"
         return
     if "error" in expect:
         assert errors, f"jax {version}: no error, expected {expect['error']}"

@@ -54,3 +54,10 @@ def stablehlo_with_locations(lowered: Any) -> str:
     except TypeError:  # 0.4.x: as_text(dialect) only
         module = lowered.compiler_ir("stablehlo")
         return str(module.operation.get_asm(enable_debug_info=True))
+
+
+def out_info(compiled: Any, lowered: Any) -> Any:
+    """The outputs' shapes and dtypes (a pytree of ShapeDtypeStruct-likes):
+    ``Compiled.out_info`` from 0.7; before, only ``Lowered.out_info`` has them."""
+    info = getattr(compiled, "out_info", None)
+    return info if info is not None else lowered.out_info

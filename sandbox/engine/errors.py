@@ -150,7 +150,7 @@ HINTS: tuple[Hint, ...] = (
     ),
     Hint(
         "",
-        r"evenly divide|does not evenly divide|should evenly divide",
+        r"evenly divide|should be divisible by|is not divisible",
         "A dimension split over mesh axes must be a multiple of their size: an axis of 2 "
         "devices splits a dimension of 8 into blocks of 4, not a dimension of 7. Change the "
         "array's shape or the PartitionSpec (`null` leaves a dimension whole).",

@@ -93,7 +93,7 @@ def _memory(r: Results) -> dict[str, Any]:
 def _sharding(r: Results) -> dict[str, Any]:
     from sandbox.engine import sharding
 
-    return sharding.sharding_event(r.compiled)
+    return sharding.sharding_event(r.compiled, r.lowered)
 
 
 #: One producer per output, in OUTPUT_TABLE's order (tests check both name the same).

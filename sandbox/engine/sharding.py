@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from sandbox.engine.compat import out_info
 from sandbox.engine.sources import hlo_sources
 from sandbox.protocol import MAX_COLLECTIVES, MAX_SHARD_BLOCKS
 from sandbox.sharding_request import MeshSpec
@@ -188,7 +189,7 @@ def _entries(shardings: Any, avals: list[Any], paths: list[str]) -> list[dict[st
     return out
 
 
-def sharding_event(compiled: Any) -> dict[str, Any]:
+def sharding_event(compiled: Any, lowered: Any) -> dict[str, Any]:
     """The ``sharding`` output of one compiled pipeline."""
     import jax
 
@@ -199,7 +200,7 @@ def sharding_event(compiled: Any) -> dict[str, Any]:
     arg_paths = [jax.tree_util.keystr(p) for p, _ in flat_args]
     arg_avals = [getattr(info, "_aval", info) for _, info in flat_args]
     in_shardings = compiled.input_shardings[0]
-    flat_out = jax.tree_util.tree_flatten_with_path(compiled.out_info)[0]
+    flat_out = jax.tree_util.tree_flatten_with_path(out_info(compiled, lowered))[0]
     out_paths = [jax.tree_util.keystr(p) for p, _ in flat_out]
     out_avals = [info for _, info in flat_out]
     text = compiled.as_text()
@@ -352,14 +353,16 @@ def reshard_step(fn: Any, options: dict[str, Any], mesh: Any) -> Any:
     """The function's outputs resharded to ``out_specs`` (``jax.reshard``)."""
     import jax
 
-    if not hasattr(jax, "reshard"):
-        raise ShardingUnsupported(f"reshard needs JAX 0.6+; this is {_jax_version()}")
+    # jax.sharding.reshard from 0.7, also jax.reshard from 0.8
+    reshard = getattr(jax, "reshard", None) or getattr(jax.sharding, "reshard", None)
+    if reshard is None:
+        raise ShardingUnsupported(f"reshard needs JAX 0.7+; this is {_jax_version()}")
     out = specs(options["out_specs"], single=True)
     if mesh is not None:
         out = jax.tree_util.tree_map(lambda p: named(mesh, list(p)), out, is_leaf=_is_spec)
 
     def reshard_of(*args: Any) -> Any:
-        return jax.reshard(fn(*args), out)
+        return reshard(fn(*args), out)
 
     return reshard_of
 
