@@ -622,7 +622,12 @@ class PassesEvent(_PipelineEvent):
 class Kernel(_Event):
     name: HloName
     fusion: HloName | None = Field(None, description="The HLO instruction it computes.")
-    llvm_ir: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = None
+    llvm_ir: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = Field(
+        None, description="Its LLVM IR after LLVM's optimisation (null where XLA dumps none)."
+    )
+    llvm_ir_before: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = Field(
+        None, description="Its LLVM IR as XLA emitted it, before LLVM's optimisation."
+    )
     asm: str = _text(MAX_TEXT_CHARS)
     lines: Annotated[list[Line], Field(max_length=256)] = Field(default_factory=list)
 

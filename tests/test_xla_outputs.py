@@ -71,6 +71,7 @@ def test_asm_has_instructions_of_the_users_lines(events: dict[str, Any]) -> None
     assert all(len(k["asm"].splitlines()) > 1 for k in kernels)
     assert {line for k in kernels for line in k["lines"]} <= {5, 6}
     assert any(k["lines"] for k in kernels)
+    assert all("define " in (k["llvm_ir"] or "") for k in kernels)
 
 
 def test_memory_lines_are_the_users(events: dict[str, Any]) -> None:

@@ -435,11 +435,15 @@ class Run:
             options = dict(self.request.compiler_options_for(self.emitter.pipeline))
             with xla_dump.dump_folder(any(p.dumps for _, p in compiling)) as dump:
                 if dump is not None:
-                    options.update(dump.compiler_options(passes="passes" in outputs))
+                    options.update(
+                        dump.compiler_options(passes="passes" in outputs, kernels="asm" in outputs)
+                    )
                 lowered = results.lowered
                 start = time.perf_counter()
                 if options:
-                    compiled = self.staged("compile", lambda: lowered.compile(options))
+                    compiled = self.staged(
+                        "compile", lambda: xla_dump.compile_with(lowered, options)
+                    )
                 else:
                     compiled = self.staged("compile", lowered.compile)
                 compile_ms = (time.perf_counter() - start) * 1000

@@ -35,6 +35,9 @@ MAX_DUMP_BYTES = 64 * 1024 * 1024
 #: objdump's time for one object file
 OBJDUMP_TIMEOUT_S = 10.0
 OBJDUMP = "/usr/bin/objdump"
+#: the option that has XLA dump each CPU kernel's LLVM IR (before and after LLVM's
+#: optimisation), where it knows it
+EMITTER_OPTION = "xla_dump_emitter_re"
 #: Free space left in the dump's file system under which the dump is taken to be cut
 #: short (XLA logs a failed write and goes on: its files would be partial)
 MIN_FREE_BYTES = 512 * 1024
@@ -46,12 +49,15 @@ _DTYPE_SHAPE = re.compile(r"^([a-z]+[0-9]*)\[([0-9,]*)\]")
 class Dump:
     folder: Path
 
-    def compiler_options(self, *, passes: bool) -> dict[str, Any]:
+    def compiler_options(self, *, passes: bool, kernels: bool) -> dict[str, Any]:
         """XLA's options for this dump; the module after every pass only when the
-        passes are asked for (the rest costs a few files, not one per pass)."""
+        passes are asked for (the rest costs a few files, not one per pass), each
+        kernel's LLVM IR only when the asm is."""
         options: dict[str, Any] = {"xla_dump_to": str(self.folder), "xla_dump_hlo_as_text": True}
         if passes:
             options["xla_dump_hlo_pass_re"] = ".*"
+        if kernels:
+            options[EMITTER_OPTION] = ".*"
         return options
 
     def files(self) -> dict[str, Path]:
@@ -82,6 +88,21 @@ class Dump:
 
     def read(self, path: Path) -> str:
         return path.read_text(errors="replace")
+
+
+def compile_with(lowered: Any, options: dict[str, Any]) -> Any:
+    """``lowered.compile(options)``; an XLA that does not know EMITTER_OPTION (0.4.x,
+    which dumps the LLVM IR without it) refuses it before compiling anything, and is
+    asked again without it."""
+    try:
+        return lowered.compile(options)
+    except Exception as exc:
+        if (
+            EMITTER_OPTION not in options
+            or f"No such compile option: '{EMITTER_OPTION}'" not in str(exc)
+        ):
+            raise
+    return lowered.compile({k: v for k, v in options.items() if k != EMITTER_OPTION})
 
 
 @contextlib.contextmanager
@@ -229,8 +250,9 @@ def asm_event(dump: Dump, hlo_text: str) -> dict[str, Any]:
         event["notes"].append(f"{OBJDUMP} (Debian's binutils) is not installed on this worker")
         return event
     lines_of = _instruction_lines(hlo_text)
-    llvm = _llvm_ir(files)
-    budget = MAX_PASSES_CHARS
+    llvm = _llvm_ir(files, "ir-with-opt")
+    llvm_before = _llvm_ir(files, "ir-no-opt")
+    budget, ir_left_out = MAX_PASSES_CHARS, 0
     for name in objects:
         try:
             functions = _disassemble(files[name])
@@ -243,15 +265,23 @@ def asm_event(dump: Dump, hlo_text: str) -> dict[str, Any]:
                 return event
             budget -= len(asm)
             fusion = _fusion_of(symbol, lines_of)
-            event["kernels"].append(
-                {
-                    "name": symbol[:1024],
-                    "fusion": fusion,
-                    "llvm_ir": llvm.get(symbol),
-                    "asm": asm,
-                    "lines": sorted(lines_of.get(fusion, set()))[:256] if fusion else [],
-                }
-            )
+            kernel = {
+                "name": symbol[:1024],
+                "fusion": fusion,
+                "llvm_ir": llvm.get(symbol),
+                "llvm_ir_before": llvm_before.get(symbol),
+                "asm": asm,
+                "lines": sorted(lines_of.get(fusion, set()))[:256] if fusion else [],
+            }
+            ir_chars = len(kernel["llvm_ir"] or "") + len(kernel["llvm_ir_before"] or "")
+            if ir_chars > budget:  # the assembly first: its IR only while it fits
+                kernel["llvm_ir"] = kernel["llvm_ir_before"] = None
+                ir_left_out += 1
+            else:
+                budget -= ir_chars
+            event["kernels"].append(kernel)
+    if ir_left_out:
+        event["notes"].append(f"the LLVM IR of {ir_left_out} kernels is over the event's budget")
     return event
 
 
@@ -279,11 +309,13 @@ def _disassemble(path: Path) -> list[tuple[str, str]]:
     return functions
 
 
-def _llvm_ir(files: dict[str, Path]) -> dict[str, str]:
-    """LLVM IR XLA dumped, by function name (none in versions that dump none)."""
+def _llvm_ir(files: dict[str, Path], kind: str) -> dict[str, str]:
+    """The LLVM IR XLA dumped in ``.ll`` files named with ``kind`` (one per kernel
+    module, ``NAME.ir-with-opt.ll``; in 0.4.x one per module or per part,
+    ``ir-with-opt.part_00.ll``), by function name."""
     found: dict[str, str] = {}
     for name, path in files.items():
-        if not name.endswith(".ll"):
+        if kind not in name or not name.endswith(".ll"):
             continue
         text = path.read_text(errors="replace")
         for match in re.finditer(r"^define [^@]*@\"?([\w.$-]+)\"?\(.*?^}", text, re.M | re.S):

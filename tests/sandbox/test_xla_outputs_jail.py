@@ -67,6 +67,7 @@ def test_what_xla_did_on_every_version(versions: Versions, version: str) -> None
     kernels = events["asm"]["kernels"]
     assert kernels and all(len(k["asm"].splitlines()) > 1 for k in kernels)
     assert any(k["lines"] for k in kernels)
+    assert all(k["llvm_ir"] and k["llvm_ir_before"] for k in kernels)
     assert {line for k in kernels for line in k["lines"]} <= BODY
     # memory: the buffers' lines are the user's
     memory = events["memory"]

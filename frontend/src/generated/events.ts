@@ -29,6 +29,7 @@ export const Kernel = z.object({
   name: z.string().check(z.maxLength(1024)),
   fusion: z.optional(z.nullable(z.string().check(z.maxLength(1024)))),
   llvm_ir: z.optional(z.nullable(z.string().check(z.maxLength(2097152)))),
+  llvm_ir_before: z.optional(z.nullable(z.string().check(z.maxLength(2097152)))),
   asm: z.string().check(z.maxLength(2097152)),
   lines: z.optional(z.array(z.int().check(z.gte(1), z.lte(10000000))).check(z.maxLength(256))),
 });

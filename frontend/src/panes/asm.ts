@@ -68,7 +68,8 @@ export class AsmPane implements OutputPane {
         );
         const body = h("pre", { class: "asm-code mono", "data-testid": "asm-code" }, k.asm);
         const parts = [head, body];
-        if (k.llvm_ir) parts.push(h("details", {}, h("summary", {}, "LLVM IR"), h("pre", { class: "mono" }, k.llvm_ir)));
+        if (k.llvm_ir_before) parts.push(h("details", {}, h("summary", {}, "LLVM IR as XLA emitted it"), h("pre", { class: "mono" }, k.llvm_ir_before)));
+        if (k.llvm_ir) parts.push(h("details", {}, h("summary", {}, "LLVM IR after LLVM's optimisation"), h("pre", { class: "mono" }, k.llvm_ir)));
         const block = h("details", { class: "asm-kernel", open: ev.kernels.length <= 4 }, ...parts);
         block.addEventListener("mouseenter", () => this.onLine(lines[0] ?? null));
         block.addEventListener("mouseleave", () => this.onLine(null));
