@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import statistics
 import sys
@@ -42,12 +43,9 @@ WARM_CASES = ("jaxpr-small", "grad-jit")
 async def _timed(pool: Any, case: str, tenant: str) -> float:
     started = time.perf_counter()
     run = await pool.submit(RunRequest(**CASES[case]), tenant)
-    status = "?"
-    async for event in run.events():
-        if event["type"] == "done":
-            status = event["status"]
-    if status != "ok":
-        raise RuntimeError(f"{case} ended {status}")
+    events = [event async for event in run.events()]
+    if events[-1]["status"] != "ok":
+        raise RuntimeError(f"{case} for {tenant} ended: {events[-3:]}")
     return (time.perf_counter() - started) * 1000
 
 
@@ -89,9 +87,14 @@ async def measure_pools(rounds: int, pause_s: float) -> dict[str, dict[str, list
                     )
                     await asyncio.sleep(pause_s)
                 await _settle(pool)
+                newcomer = f"{name}-{uuid.uuid4().hex[:6]}"
                 got.setdefault("new tenant jaxpr-small", []).append(
-                    await _timed(pool, "jaxpr-small", f"{name}-{uuid.uuid4().hex[:6]}")
+                    await _timed(pool, "jaxpr-small", newcomer)
                 )
+                for z in list(pool.zygotes):  # room for the next spare (the pool is small)
+                    if z.tenant == newcomer:
+                        z.retire("the benchmark is done with this tenant")
+                await pool.drain()
             print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     finally:
         for pool in pools.values():
@@ -209,6 +212,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--pause", type=float, default=0.5, help="seconds between warm runs")
     args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     times = asyncio.run(measure_pools(args.rounds, args.pause))
     print(
         f"\n{'ms, median (p90) of ' + str(args.rounds):34} {'before':>16} {'after':>16} {'after − before':>15}"

@@ -178,7 +178,8 @@ class Jailer:
             # A released uid is handed out only once no process of its last jail is
             # left: processes that have left the jail's cgroup may still be exiting
             # (and without cgroups nothing else tells).
-            busy = processes_by_uid() if self._free_users else {}
+            # (In a thread: the scan takes milliseconds, the event loop relays runs.)
+            busy = await asyncio.to_thread(processes_by_uid) if self._free_users else {}
             for user in self._free_users:
                 if user[0] not in busy and (lock := lock_uid(user[0])) is not None:
                     self._free_users.remove(user)
