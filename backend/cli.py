@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from pathlib import Path
@@ -50,6 +51,41 @@ def _parse_transform(text: str) -> dict[str, Any]:
             _fail(f"--transform {text!r} must be a JSON object")
         return value
     return {"name": text}
+
+
+def _parse_mesh(text: str) -> dict[str, Any]:
+    """``2x2:x,y`` (sizes, then axis names; ``:explicit,auto`` after them sets the
+    axis types) or the request's JSON object."""
+    if text.lstrip().startswith("{"):
+        return dict(_parse_json("--mesh", text, dict))
+    shape, _, rest = text.partition(":")
+    names, _, types = rest.partition(":")
+    try:
+        sizes = [int(s) for s in re.split(r"[x,]", shape) if s]
+    except ValueError:
+        _fail(f"--mesh {text!r}: write it like 2x2:x,y (sizes, then axis names)")
+    mesh: dict[str, Any] = {"shape": sizes, "axis_names": [n for n in names.split(",") if n]}
+    if types:
+        mesh["axis_types"] = types.split(",")
+    return mesh
+
+
+def _parse_json(option: str, text: str, kind: type) -> Any:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        _fail(f"{option} {text!r} is not valid JSON: {exc}")
+    if not isinstance(value, kind):
+        _fail(f"{option} {text!r} must be a JSON {kind.__name__}")
+    return value
+
+
+def _parse_specs(option: str, texts: list[str] | None) -> list[Any] | None:
+    """Each ``--in-sharding``/``--out-sharding``: a PartitionSpec as JSON
+    (``'["x", null]'``), or ``null`` for replicated."""
+    if not texts:
+        return None
+    return [None if t.strip() == "null" else _parse_json(option, t, list) for t in texts]
 
 
 def _build_request(
@@ -149,6 +185,22 @@ def run(
         str | None,
         typer.Option(help="The JAX version to run on (default: the default; `jaxplay versions`)."),
     ] = None,
+    mesh: Annotated[
+        str | None,
+        typer.Option(help="A device mesh: 2x2:x,y (sizes:names[:types]) or its JSON object."),
+    ] = None,
+    in_sharding: Annotated[
+        list[str] | None,
+        typer.Option(help="A PartitionSpec per argument, in order: '[\"x\", null]' or null."),
+    ] = None,
+    out_sharding: Annotated[
+        list[str] | None,
+        typer.Option(help="A PartitionSpec per output (one: for every output)."),
+    ] = None,
+    lowering_platform: Annotated[
+        list[str] | None,
+        typer.Option(help="Lower for this platform (tpu, cuda) without it: its StableHLO."),
+    ] = None,
     server: Annotated[
         str | None, typer.Option(help="Run on a jaxplay server at this URL instead of locally.")
     ] = None,
@@ -166,6 +218,10 @@ def run(
         "devices": devices,
         "timeout_s": timeout,
         "jax_version": jax_version,
+        "mesh": _parse_mesh(mesh) if mesh else None,
+        "in_shardings": _parse_specs("--in-sharding", in_sharding),
+        "out_shardings": _parse_specs("--out-sharding", out_sharding),
+        "lowering_platforms": lowering_platform or None,
     }
     run_request = _build_request(file, request, overrides)
 

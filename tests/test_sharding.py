@@ -261,3 +261,17 @@ def test_shard_map_specs_that_do_not_match_explicit_arguments_say_how_to_fix(run
     error = _error(events)
     assert "in_shardings" in error["hint"]
     assert error["doc_url"].endswith("notebooks/shard_map.html")
+
+
+def test_the_cli_spells_a_mesh_and_specs_compactly() -> None:
+    from backend.cli import _parse_mesh, _parse_specs
+
+    assert _parse_mesh("2x2:x,y") == {"shape": [2, 2], "axis_names": ["x", "y"]}
+    assert _parse_mesh("4:i:explicit") == {
+        "shape": [4],
+        "axis_names": ["i"],
+        "axis_types": ["explicit"],
+    }
+    assert _parse_mesh('{"shape": [2], "axis_names": ["d"]}') == {"shape": [2], "axis_names": ["d"]}
+    assert _parse_specs("--in-sharding", ['["x", null]', "null"]) == [["x", None], None]
+    assert _parse_specs("--in-sharding", None) is None
