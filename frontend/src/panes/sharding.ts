@@ -74,10 +74,18 @@ export class ShardingPane implements OutputPane {
       const y = cell.y * height;
       const w = cell.w * WIDTH;
       const hgt = cell.h * height;
-      const stripe = w / cell.devices.length;
-      cell.devices.forEach((d, k) => drawing.append(svg("rect", { x: x + k * stripe, y, width: stripe, height: hgt, fill: deviceColour(d, devices) })));
+      if (cell.devices.length === 1) {
+        drawing.append(svg("rect", { x, y, width: w, height: hgt, fill: deviceColour(cell.devices[0]!, devices) }));
+      } else {
+        // a block several devices hold (replicated): a neutral block with a band of
+        // its devices' colours along its bottom, so it never reads as several blocks
+        const band = Math.min(hgt * 0.3, 14);
+        const stripe = w / cell.devices.length;
+        drawing.append(svg("rect", { x, y, width: w, height: hgt, class: "sharding-replicated" }));
+        cell.devices.forEach((d, k) => drawing.append(svg("rect", { x: x + k * stripe, y: y + hgt - band, width: stripe, height: band, fill: deviceColour(d, devices) })));
+      }
       drawing.append(svg("rect", { x, y, width: w, height: hgt, fill: "none", stroke: "currentColor", "stroke-width": 1 }, svg("title", {}, `${cell.label} on device${cell.devices.length > 1 ? "s" : ""} ${cell.devices.join(", ")}`)));
-      const text = svg("text", { x: x + w / 2, y: y + hgt / 2, "text-anchor": "middle", "dominant-baseline": "middle", class: "sharding-devices" });
+      const text = svg("text", { x: x + w / 2, y: y + hgt / 2, "text-anchor": "middle", "dominant-baseline": "middle", class: cell.devices.length === 1 ? "sharding-devices" : "sharding-devices replicated" });
       text.textContent = cell.devices.join(",");
       drawing.append(text);
     }

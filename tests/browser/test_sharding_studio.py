@@ -1,0 +1,66 @@
+"""The sharding studio in a real browser, against the real server and jailed pool:
+the mesh builder, the Sharding tab's grids and collectives, pmap's shard_map form."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .test_page import add_step, clear_pipeline, set_code, set_field, wait_done
+
+
+def test_a_2d_sharded_layer_shows_its_grids_and_all_reduce_at_its_line(page: Any) -> None:
+    page.select_option("#examples", "sharding-2d-layer")
+    status = wait_done(page)
+    assert status == "ok", page.locator(".progress").inner_text()
+    page.click("#tab-sharding")
+    figures = page.locator(".sharding-array")
+    assert figures.count() == 4  # x, w, b and the output
+    # x over the 2 x 2 mesh: four blocks, one device each, each in its own colour
+    x = figures.nth(0)
+    assert "P('x', 'y')" in x.inner_text()
+    assert x.locator("text.sharding-devices").all_text_contents() == ["0", "1", "2", "3"]
+    fills = {x.locator("rect[fill^=hsl]").nth(i).get_attribute("fill") for i in range(4)}
+    assert len(fills) == 4
+    # the contraction over y: an all-reduce, linked to `h = x @ w + b` (line 7)
+    rows = page.locator("table.collectives tbody tr")
+    kinds = rows.locator("td:first-child").all_inner_texts()
+    assert "all-reduce" in kinds
+    row = rows.nth(kinds.index("all-reduce"))
+    assert "{0,1} {2,3}" in row.inner_text()
+    row.locator("button.linklike").click()
+    assert "h = x @ w + b" in page.locator(".cm-activeLine").first.inner_text()
+
+
+def test_the_mesh_builder_says_what_is_missing_and_a_run_uses_it(page: Any) -> None:
+    set_code(page, "def f(x, w):\n    return x @ w\n")
+    set_field(page, "#args", "(jnp.ones((8, 4)), jnp.ones((4, 2)))")
+    clear_pipeline(page)
+    add_step(page, "jit")
+    page.click("[data-testid=mesh-builder] summary")
+    page.check("[data-testid=mesh-on]")
+    # a box per parameter of f, named after it
+    page.wait_for_selector("#spec-in-1")
+    assert page.locator("label[for=spec-in-0]").inner_text().startswith("x")
+    assert "needs 4 devices" in page.locator("[data-testid=mesh-problem]").inner_text()
+    set_field(page, "#devices", "4")
+    set_field(page, "#spec-in-0", "q")
+    assert "not an axis of the mesh" in page.locator("[data-testid=mesh-problem]").inner_text()
+    set_field(page, "#spec-in-0", "x, None")
+    assert page.locator("[data-testid=mesh-problem]").inner_text().strip() == ""
+    page.click("#run")
+    assert wait_done(page) == "ok"
+    page.click("#tab-sharding")
+    assert "P('x', None)" in page.locator(".sharding-array").first.inner_text()
+
+
+def test_pmap_becomes_its_shard_map_form_in_one_click(page: Any) -> None:
+    page.select_option("#examples", "pmap")
+    assert wait_done(page) == "ok"
+    page.click("[data-testid=pipeline-A] .as-shard-map")
+    names = page.locator("[data-testid=pipeline-A] .step-name").all_inner_texts()
+    assert names == ["shard_map", "jit"]
+    assert page.input_value("#mesh-names") == "devices"
+    page.click("#run")
+    assert wait_done(page) == "ok"
+    page.click("#tab-sharding")
+    assert page.locator(".sharding-array").count() == 2
