@@ -50,8 +50,8 @@ def summary(values: np.ndarray) -> dict[str, Any] | None:
         data = np.abs(data)
     finite = data[np.isfinite(data)]
     return {
-        "min": float(finite.min()) if finite.size else math.nan,
-        "max": float(finite.max()) if finite.size else math.nan,
+        "min": float(np.min(finite)) if finite.size else math.nan,
+        "max": float(np.max(finite)) if finite.size else math.nan,
         "mean": float(finite.mean()) if finite.size else math.nan,
         "nan_count": int(np.isnan(data).sum()),
         "inf_count": int(np.isinf(data).sum()),
