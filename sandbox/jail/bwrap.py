@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sandbox
+from sandbox.jail import compile_cache
 from sandbox.jail.settings import JailLimits
 
 #: The uid and gid user code sees inside the jail (mapped to the unprivileged host uid).
@@ -131,6 +132,11 @@ def bwrap_argv(
         *[arg for node in devices for arg in ("--dev-bind", node, node)],
         "--size", str(limits.tmp_bytes), "--perms", "0700", "--tmpfs", "/tmp",
         "--size", str(limits.shm_bytes), "--perms", "0700", "--tmpfs", "/dev/shm",
+        *(  # the tenant's compilation cache, kept between its runs (compile_cache.py)
+            ["--size", str(limits.compile_cache_bytes), "--perms", "0700",
+             "--tmpfs", compile_cache.CACHE_DIR]
+            if limits.compile_cache_bytes else []
+        ),
         "--remount-ro", "/dev",  # bwrap's /dev is a tmpfs the jail could otherwise fill
     ]  # fmt: skip
     # After the tmpfs mounts: bwrap mounts in argument order, so a runtime that lives

@@ -115,6 +115,12 @@ class JailLimits:
     )
     tmp_bytes: int = setting(64 * MiB, "Size of the jail's private /tmp (tmpfs).", size=True)
     shm_bytes: int = setting(8 * MiB, "Size of the jail's /dev/shm (tmpfs).", size=True)
+    compile_cache_bytes: int = setting(
+        32 * MiB,
+        "Size of the tenant's compilation cache (a tmpfs of the jail's own, kept between "
+        "its runs). 0 = no cache.",
+        size=True,
+    )
     output_bytes: int = setting(
         1 * MiB,
         "User output (stdout + stderr) of one run, after which the run is killed and done says so.",

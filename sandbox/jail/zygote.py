@@ -44,7 +44,7 @@ import time
 import traceback
 from typing import Any
 
-from sandbox.jail import seccomp
+from sandbox.jail import compile_cache, seccomp
 from sandbox.jail.seccomp import ZYGOTE_PID
 
 PR_SET_DUMPABLE = 4
@@ -105,6 +105,7 @@ def main(argv: list[str]) -> None:
         else:
             prepare()
     _warm_backend_discovery()
+    cache_on = compile_cache.enable()  # the tenant's own, in its jail: before any child compiles
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them on first GC
     ready = {
@@ -112,6 +113,7 @@ def main(argv: list[str]) -> None:
         "ms": (time.monotonic() - started) * 1000,
         "rss_kib": _rss_kib(),
         "threads": len(os.listdir("/proc/self/task")),  # must be 1: we fork
+        "compile_cache": cache_on,
     }
     zygote = Zygote(ctl, worker, run_filter)
     # A new tenant's first run comes as soon as the zygote is ready: its first warm
@@ -426,6 +428,10 @@ def _cleanup(kept: dict[str, int]) -> bool:
             return False
         time.sleep(0.001)
     try:
+        # The compilation cache is not wiped, but only what JAX writes may stay in it.
+        if os.path.ismount(compile_cache.CACHE_DIR) and not compile_cache.sane():
+            os.chmod(compile_cache.CACHE_DIR, 0o700)
+            wipe(compile_cache.CACHE_DIR, deadline, {})
         for top in WIPED:
             os.chmod(top, 0o700)  # the run owns it and may have locked itself out
             wipe(top, deadline, kept)

@@ -1,0 +1,337 @@
+"""The edit-and-run loop: jaxplay against a warm notebook and a fresh process, one run.
+
+Each case is run as a person editing a cell would: the same shapes, new code text each
+time (a changed constant). Three ways, side by side:
+
+- notebook: the engine's ``run_message`` in ONE warm process that keeps JAX's caches
+  (a notebook kernel re-running an edited cell: the edit re-traces and re-compiles the
+  function, eager operations on the same shapes are cached), pinned to one CPU;
+- jaxplay: ``POST /api/v1/runs`` (NDJSON) against a real ``jaxplay serve`` with the
+  jailed warm pool (``--pool zygote``), one client (token) per case, ``--pause``
+  seconds between its runs; its first run is a new client's first run;
+- fresh: a new ``python -m sandbox.engine`` per run (``SubprocessPool``, no jail).
+
+Outputs: jaxpr, stablehlo, hlo, value, cost. Prints medians per case, the ratios
+jaxplay/notebook and fresh/jaxplay, the first ``jaxpr`` event after the request, and a
+new client's first run against its later ones.
+
+    .venv/bin/python benchmarks/edit_loop.py [--repeat 6] [--fresh-repeat 2] [--pause 0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+OUTPUTS = ["jaxpr", "stablehlo", "hlo", "value", "cost"]
+
+# {c}: the edit (a constant that changes every run); the shapes never change.
+CASES: dict[str, dict[str, Any]] = {
+    "tanh-matmul grad": {
+        "code": "import jax.numpy as jnp\n\ndef f(w, x):\n    return jnp.sum(jnp.tanh(x @ w * {c}) ** 2)\n",
+        "args": "(jnp.ones((16, 4)), jnp.ones((8, 16)))",
+        "transforms": [{"name": "grad"}],
+    },
+    "per-example grads": {
+        "code": (
+            "import jax\nimport jax.numpy as jnp\n\n"
+            "def loss(w, x):\n    return jnp.sum(jnp.tanh(x @ w * {c}) ** 2)\n\n"
+            "def f(w, xs):\n    return jax.vmap(jax.grad(loss), in_axes=(None, 0))(w, xs)\n"
+        ),
+        "args": "(jnp.ones((16, 4)), jnp.ones((8, 16)))",
+        "transforms": [],
+    },
+    "hessian exp*cos": {
+        "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.exp(x) * jnp.cos(x * {c}))\n",
+        "args": "(jnp.linspace(0.0, 1.0, 6),)",
+        "transforms": [{"name": "hessian"}],
+    },
+    "scan grad+jit": {
+        "code": (
+            "import jax\nimport jax.numpy as jnp\n\n"
+            "def f(x):\n"
+            "    def step(c, _):\n        return jnp.sin(c) * {c}, None\n"
+            "    out, _ = jax.lax.scan(step, x, None, length=8)\n"
+            "    return jnp.sum(out)\n"
+        ),
+        "args": "(jnp.ones(4),)",
+        "transforms": [{"name": "grad"}, {"name": "jit"}],
+    },
+    "jacrev": {
+        "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sin(x * {c}) * jnp.cos(x[::-1])\n",
+        "args": "(jnp.arange(4.0),)",
+        "transforms": [{"name": "jacrev"}],
+    },
+    "pytree params grad": {
+        "code": (
+            "import jax.numpy as jnp\n\n"
+            "def f(params, x):\n"
+            "    h = jnp.tanh(x @ params['w1'] + params['b1'])\n"
+            "    return jnp.sum((h @ params['w2'] + params['b2']) ** 2) * {c}\n"
+        ),
+        "args": (
+            "({'w1': jnp.ones((8, 16)), 'b1': jnp.zeros(16), 'w2': jnp.ones((16, 2)),"
+            " 'b2': jnp.zeros(2)}, jnp.ones((4, 8)))"
+        ),
+        "transforms": [{"name": "grad"}],
+    },
+    "random keys": {
+        "code": (
+            "import jax\nimport jax.numpy as jnp\n\n"
+            "def f(key, x):\n"
+            "    noise = jax.random.normal(key, x.shape)\n"
+            "    return jnp.sum((x + {c} * noise) ** 2)\n"
+        ),
+        "args": "(jax.random.key(0), jax.random.uniform(jax.random.key(1), (8,)))",
+        "transforms": [{"name": "grad", "argnums": 1}],
+    },
+    "python loop": {
+        "code": (
+            "import jax.numpy as jnp\n\n"
+            "def f(x):\n"
+            "    for i in range(6):\n        x = jnp.sin(x) * {c} + i\n"
+            "    return jnp.sum(x)\n"
+        ),
+        "args": "(jnp.ones(5),)",
+        "transforms": [{"name": "grad"}],
+    },
+}
+
+
+def request(case: str, edit: int) -> dict[str, Any]:
+    spec = CASES[case]
+    return {
+        "code": spec["code"].replace("{c}", f"{1.0 + edit / 1000:.3f}") + f"# edit {edit}\n",
+        "args": spec["args"],
+        "transforms": spec["transforms"],
+        "outputs": OUTPUTS,
+        "cache": False,
+        "timeout_s": 120,
+    }
+
+
+# --- the notebook: one warm process (a child, so this one never imports JAX) ----------
+
+
+def notebook_main(repeat: int) -> None:
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    from sandbox.engine import worker
+    from sandbox.protocol import RunRequest
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    results: dict[str, list[float]] = {c: [] for c in CASES}
+    for edit in range(repeat + 1):
+        for case in CASES:
+            body = {k: v for k, v in request(case, edit).items() if k != "cache"}
+            message = {
+                "protocol": 1,
+                "run_id": "notebook",
+                "request": RunRequest(**body).model_dump(),
+            }
+            started = time.perf_counter()
+            worker.run_message(message, devnull)
+            if edit:  # the first round is the kernel's first run of the cell
+                results[case].append((time.perf_counter() - started) * 1000)
+    sys.stdout = sys.__stdout__
+    print(json.dumps(results))
+
+
+def measure_notebook(repeat: int) -> dict[str, list[float]]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--notebook", "--repeat", str(repeat)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# --- jaxplay: a real server, POST /api/v1/runs ------------------------------------------
+
+
+def start_server(workdir: Path, tokens: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "JAXPLAY_LOG_LEVEL": "warning",
+        "JAXPLAY_API_TOKENS": json.dumps(tokens),
+        "JAXPLAY_RATE_LIMIT_PER_MINUTE": "100000",
+        "JAXPLAY_RATE_LIMIT_BURST": "100000",
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "backend.serve_cli",
+        "--port",
+        str(port),
+        "--database-url",
+        f"sqlite:///{workdir / 'edit.sqlite3'}",
+        "--pool",
+        "zygote",
+    ]
+    log = open(workdir / "server.log", "wb")  # noqa: SIM115 (lives as long as the server)
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"the server exited: {(workdir / 'server.log').read_text()[-2000:]}")
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    sys.exit("the server did not start")
+
+
+def timed_post(client: Any, url: str, token: str, body: dict[str, Any]) -> tuple[float, float]:
+    """(ms to done, ms to the first jaxpr event) of one run."""
+    started = time.perf_counter()
+    first = float("nan")
+    status, done = "?", {}
+    with client.stream(
+        "POST",
+        url + "/api/v1/runs",
+        json=body,
+        headers={"Authorization": f"Bearer {token}", "Accept": "application/x-ndjson"},
+        timeout=120,
+    ) as response:
+        if response.status_code != 200:
+            raise SystemExit(f"{response.status_code}: {response.read()[:500]!r}")
+        for line in response.iter_lines():
+            if not line:
+                continue
+            event = json.loads(line)
+            if event.get("type") == "jaxpr" and first != first:
+                first = (time.perf_counter() - started) * 1000
+            if event.get("type") == "done":
+                status, done = event.get("status"), event
+    if status != "ok":
+        raise SystemExit(f"a run ended {status}: {body['code']!r}: {done}")
+    return (time.perf_counter() - started) * 1000, first
+
+
+def measure_jaxplay(repeat: int, pause_s: float, workdir: Path) -> dict[str, Any]:
+    import httpx
+
+    tokens = [f"edit-{i}" for i in range(len(CASES))]
+    proc, url = start_server(workdir, tokens)
+    later: dict[str, list[float]] = {c: [] for c in CASES}
+    first_jaxpr: list[float] = []
+    new_client: dict[str, float] = {}
+    try:
+        with httpx.Client() as client:
+            # the server's own first run (imports, a spare's start) is not a client's
+            timed_post(client, url, "edit-0", request("jacrev", 10_000))
+            for i, case in enumerate(CASES):
+                token = f"edit-{i}"
+                time.sleep(max(pause_s, 2.0))  # a ready spare for the new client
+                new_client[case], _ = timed_post(client, url, token, request(case, 0))
+                for edit in range(1, repeat + 1):
+                    time.sleep(pause_s)
+                    ms, jaxpr_ms = timed_post(client, url, token, request(case, edit))
+                    later[case].append(ms)
+                    first_jaxpr.append(jaxpr_ms)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return {"later": later, "first_jaxpr": first_jaxpr, "new_client": new_client}
+
+
+# --- a fresh process per run ----------------------------------------------------------
+
+
+async def measure_fresh(repeat: int) -> dict[str, list[float]]:
+    from sandbox.pool.subprocess_pool import SubprocessPool
+    from sandbox.protocol import RunRequest
+
+    pool = SubprocessPool(max_concurrent=1)
+    fresh: dict[str, list[float]] = {c: [] for c in CASES}
+    for edit in range(repeat):
+        for case in CASES:
+            body = {k: v for k, v in request(case, edit).items() if k != "cache"}
+            started = time.perf_counter()
+            run = await pool.submit(RunRequest(**body), "fresh")
+            async for event in run.events():
+                if event["type"] == "done":
+                    assert event["status"] == "ok", (case, event)
+            fresh[case].append((time.perf_counter() - started) * 1000)
+    return fresh
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=6, help="edits per case after the first run")
+    parser.add_argument("--fresh-repeat", type=int, default=2)
+    parser.add_argument(
+        "--pause", type=float, default=0.5, help="seconds between a client's runs (reading)"
+    )
+    parser.add_argument("--notebook", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.notebook:
+        notebook_main(args.repeat)
+        return
+    load = os.getloadavg()[0]
+    notebook = measure_notebook(args.repeat)
+    with tempfile.TemporaryDirectory(prefix="jaxplay-edit-") as workdir:
+        jaxplay = measure_jaxplay(args.repeat, args.pause, Path(workdir))
+    fresh = asyncio.run(measure_fresh(args.fresh_repeat))
+    later = jaxplay["later"]
+    print(
+        f"{len(os.sched_getaffinity(0))} CPUs, load average {load:.1f} at the start, "
+        f"{args.pause:g} s between a client's runs; medians in ms"
+    )
+    print(
+        f"{'case':<20}{'notebook':>9}{'jaxplay':>9}{'jp/nb':>7}{'fresh':>8}{'fresh/jp':>9}"
+        f"{'new client':>11}{'new/later':>10}"
+    )
+    ratios, speedups, firsts = [], [], []
+    for case in CASES:
+        nb, jp, fr = (statistics.median(d[case]) for d in (notebook, later, fresh))
+        new = jaxplay["new_client"][case]
+        ratios.append(jp / nb)
+        speedups.append(fr / jp)
+        firsts.append(new / jp)
+        print(
+            f"{case:<20}{nb:>9.1f}{jp:>9.1f}{jp / nb:>7.2f}{fr:>8.1f}{fr / jp:>8.1f}x"
+            f"{new:>11.1f}{new / jp:>9.2f}x"
+        )
+    jaxprs = [v for v in jaxplay["first_jaxpr"] if v == v]
+    print(
+        f"median jaxplay/notebook over the cases: {statistics.median(ratios):.2f} (target <= 1.5)"
+    )
+    print(f"median fresh/jaxplay: {statistics.median(speedups):.1f}x (target >= 10x)")
+    print(
+        f"first jaxpr event after the request: median {statistics.median(jaxprs):.1f} ms, "
+        f"max {max(jaxprs):.1f} ms (target 40)"
+    )
+    print(
+        f"a new client's first run / its later runs: median {statistics.median(firsts):.2f}x "
+        f"(target <= 2)"
+    )
+
+
+if __name__ == "__main__":
+    main()

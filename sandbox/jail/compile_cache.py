@@ -1,0 +1,66 @@
+"""A tenant's compilation cache inside its jail: where it lives and its upkeep.
+
+The jail mounts a tmpfs of its own at ``CACHE_DIR`` (sandbox/jail/bwrap.py), beside
+``/tmp``: private to this jail (its mount namespace), gone with it, never shared with
+another tenant (a cache entry is executable code). The zygote points JAX's persistent
+cache at it before it forks (``enable``); the warm child's trusted warm-ups and the
+tenant's own runs write it; the between-run wipe of ``/tmp`` and ``/dev/shm`` leaves
+it. After each run, once every process of the run is gone, the zygote checks it
+(``sane``) and empties it when a run has put anything there that JAX would not: a
+directory, a link, a name JAX does not write, too many entries, or a nearly full
+mount. A corrupt entry in a sane-looking directory is harmless: JAX fails to load it,
+compiles instead and says nothing (sandbox/engine/persistent_cache.py). What the
+cache cannot stop: a run of this tenant planting a well-formed executable under
+another computation's key; only this tenant's later runs could load it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+
+CACHE_DIR = "/var/cache/jaxplay-xla"
+#: More entries than a person's session of edits makes (each eager operation on each
+#: shape is one, ~3 KiB): beyond it the cache starts over.
+MAX_ENTRIES = 4000
+#: Emptied when fuller than this: a full mount would only make writes fail.
+MAX_USED_FRACTION = 0.8
+_ENTRY = re.compile(r"^[A-Za-z0-9_.-]+-cache$")  # jax/_src/lru_cache.py's names
+
+
+def enable(path: str = CACHE_DIR) -> bool:
+    """In the zygote, after the worker imported JAX and before any fork. Only when
+    the jail mounted the cache's tmpfs and the worker uses JAX."""
+    if "jax" not in sys.modules or not os.path.ismount(path):
+        return False
+    from sandbox.engine import persistent_cache
+
+    return persistent_cache.enable(path)
+
+
+def sane(path: str = CACHE_DIR) -> bool:
+    """Whether the cache holds only what JAX writes, within bounds. The caller
+    empties it when not (and retires the jail when it cannot)."""
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            return False
+        if stat.S_IMODE(info.st_mode) != 0o700:
+            os.chmod(path, 0o700)
+        usage = os.statvfs(path)
+        if usage.f_blocks and 1 - usage.f_bavail / usage.f_blocks > MAX_USED_FRACTION:
+            return False
+        count = 0
+        with os.scandir(path) as entries:
+            for entry in entries:
+                count += 1
+                if count > MAX_ENTRIES or not _ENTRY.match(entry.name):
+                    return False
+                entry_info = entry.stat(follow_symlinks=False)
+                if not stat.S_ISREG(entry_info.st_mode) or entry_info.st_nlink != 1:
+                    return False
+    except OSError:
+        return False
+    return True

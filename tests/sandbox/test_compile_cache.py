@@ -1,0 +1,132 @@
+"""The tenant's compilation cache (sandbox/jail/compile_cache.py) keeps the jail's
+promises: it is the tenant's own, and whatever a run does to it (or to jax, its
+config, threads) the next run of the same tenant shows what a fresh one would."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from sandbox.jail.compile_cache import CACHE_DIR
+from tests.sandbox.conftest import LivePool
+from tests.sandbox.test_hostile import PRELUDE
+
+#: Eager operations (each compiled, so each a cache entry) and a pipeline whose
+#: every shown output must not depend on the cache.
+SHOWN: dict[str, Any] = {
+    "code": "import jax.numpy as jnp\n\ndef f(w, x):\n    return jnp.sum(jnp.tanh(x @ w) ** 2)\n",
+    "args": "(jnp.ones((5, 3)) * 0.5, jnp.arange(10.0).reshape(2, 5))",
+    "transforms": [{"name": "grad"}, {"name": "jit"}],
+    "outputs": ["jaxpr", "stablehlo", "hlo", "value", "cost"],
+}
+VOLATILE = {"ms", "run_id", "seq"}
+
+
+def shown(live: LivePool, tenant: str) -> list[dict[str, Any]]:
+    result = live.run(
+        SHOWN["code"], tenant=tenant, **{k: v for k, v in SHOWN.items() if k != "code"}
+    )
+    assert result.status == "ok", result.events
+    assert result.out == "", result.out  # no word about the cache, ever
+    return [
+        {k: v for k, v in e.items() if k not in VOLATILE}
+        for e in result.events
+        if e["type"] in ("jaxpr", "stablehlo", "hlo", "value", "cost")
+    ]
+
+
+def entries(live: LivePool, tenant: str) -> set[str]:
+    r = live.run(f"import os\nprint(sorted(os.listdir({CACHE_DIR!r})))", tenant=tenant)
+    assert r.status == "ok", r.events
+    return set(eval(r.out))
+
+
+def test_cache_fills_and_stays_with_its_tenant(live_pool: LivePool) -> None:
+    """A tenant's runs fill its cache and find it again; another tenant never sees it."""
+    first = shown(live_pool, "cache-red")
+    mine = entries(live_pool, "cache-red")
+    assert any(name.endswith("-cache") for name in mine), mine
+    plant = live_pool.run(
+        f"open({CACHE_DIR!r} + '/planted-by-red-cache', 'wb').write(b'junk')", tenant="cache-red"
+    )
+    assert plant.status == "ok", plant.events
+    assert "planted-by-red-cache" in entries(live_pool, "cache-red")  # it is kept...
+    theirs = entries(live_pool, "cache-blue")
+    assert "planted-by-red-cache" not in theirs  # ...for its own tenant only
+    assert shown(live_pool, "cache-blue") == first
+    assert shown(live_pool, "cache-red") == first  # the junk entry changes nothing
+
+
+def test_a_run_that_corrupts_the_cache_and_jax(live_pool: LivePool) -> None:
+    """Run A overwrites every cache entry, patches jax.numpy.sum, sets config flags and
+    leaves a thread running: the next run of the same tenant shows what a fresh
+    tenant's does."""
+    fresh = shown(live_pool, "cache-fresh")
+    shown(live_pool, "cache-bad")  # fills the cache with these very computations
+    a = live_pool.run(
+        textwrap.dedent(f"""
+        import os, threading, time, jax, jax.numpy as jnp
+        for name in os.listdir({CACHE_DIR!r}):
+            with open(os.path.join({CACHE_DIR!r}, name), 'r+b') as f:
+                f.write(b'\\x00garbage' * 64)
+        jnp.sum = lambda *a, **k: 42
+        jax.numpy.tanh = jnp.sin
+        jax.config.update('jax_enable_x64', True)
+        jax.config.update('jax_disable_jit', True)
+        jax.config.update('jax_compilation_cache_dir', '/tmp/elsewhere')
+        threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()
+        print('corrupted', len(os.listdir({CACHE_DIR!r})))
+        """),
+        tenant="cache-bad",
+    )
+    assert a.status == "ok" and "corrupted" in a.out and "corrupted 0" not in a.out, a.events
+    assert shown(live_pool, "cache-bad") == fresh
+    b = live_pool.run(
+        PRELUDE
+        + textwrap.dedent("""
+        import threading, jax, jax.numpy as jnp
+        must('jnp.sum is jax\\'s', jnp.sum(jnp.ones(3)) == 3)
+        must('x64 off', not jax.config.jax_enable_x64)
+        must('jit on', not jax.config.jax_disable_jit)
+        must('one thread of mine', threading.active_count() == 1, threading.active_count())
+        """),
+        tenant="cache-bad",
+    )
+    assert b.status == "ok" and "LEAK" not in b.out and b.out.count("SAFE") == 4, b.out
+
+
+def test_a_run_that_fills_or_breaks_the_cache(live_pool: LivePool) -> None:
+    """Links, directories, foreign names, a full mount, a locked directory: the
+    zygote empties the cache, the jail lives on, the next run is as if fresh."""
+    fresh = shown(live_pool, "cache-fresh2")
+    shown(live_pool, "cache-full")
+    d = CACHE_DIR
+    for planting in (
+        f"os.symlink('/tmp', {d!r} + '/link-cache')",
+        f"os.makedirs({d!r} + '/sub-cache/deeper')",
+        f"open({d!r} + '/not a cache entry', 'w').write('x')",
+        f"os.link({d!r} + '/' + sorted(os.listdir({d!r}))[0], {d!r} + '/twin-cache')",
+        # fill the mount (one file may not pass RLIMIT_FSIZE)
+        f"for i in range(4):\n"
+        f"    try: open({d!r} + f'/big{{i}}-cache', 'wb').write(b'0' * (15 << 20))\n"
+        f"    except OSError: pass",
+        f"os.chmod({d!r}, 0)",
+    ):
+        a = live_pool.run(f"import os\n{planting}\nprint('planted')", tenant="cache-full")
+        assert a.status == "ok" and "planted" in a.out, (planting, a.events)
+        after = live_pool.run(
+            textwrap.dedent(f"""
+            import os, stat
+            st = os.lstat({d!r})
+            assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700, st
+            names = os.listdir({d!r})
+            odd = ('link-cache', 'sub-cache', 'twin-cache', 'big0-cache', 'big1-cache')
+            assert all(n.endswith('-cache') and n not in odd for n in names), names
+            assert all(os.lstat(os.path.join({d!r}, n)).st_nlink == 1 for n in names), names
+            print('sane')
+            """),
+            tenant="cache-full",
+        )
+        assert after.status == "ok" and "sane" in after.out, (planting, after.events)
+        assert after.zygote == a.zygote  # the same jail: emptied, not retired
+        assert shown(live_pool, "cache-full") == fresh, planting
