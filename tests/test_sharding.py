@@ -275,3 +275,19 @@ def test_the_cli_spells_a_mesh_and_specs_compactly() -> None:
     assert _parse_mesh('{"shape": [2], "axis_names": ["d"]}') == {"shape": [2], "axis_names": ["d"]}
     assert _parse_specs("--in-sharding", ['["x", null]', "null"]) == [["x", None], None]
     assert _parse_specs("--in-sharding", None) is None
+
+
+def test_abstract_arguments_carry_their_sharding(run: Any) -> None:
+    events = run(
+        _request(
+            args="(jax.ShapeDtypeStruct((8, 4), jnp.float32), jax.ShapeDtypeStruct((4, 2), jnp.float32))",
+            mesh=MESH,
+            in_shardings=[["x", None], None],
+            outputs=["stablehlo", "sharding"],
+        )
+    )
+    assert not _of(events, "error"), _of(events, "error")
+    (event,) = _of(events, "sharding")
+    assert event["arguments"][0]["spec"] == ["x", None]
+    (stablehlo,) = _of(events, "stablehlo")
+    assert 'sdy.sharding<@mesh, [{"x"}, {}]>' in stablehlo["text"]

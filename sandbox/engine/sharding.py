@@ -99,14 +99,22 @@ def specs(value: list[Any] | None, *, single: bool) -> Any:
 
 def place_args(args: tuple[Any, ...], mesh: Any, shardings: list[Any]) -> tuple[Any, ...]:
     """Each argument placed as its PartitionSpec says (``null``: replicated)."""
-    import jax
 
     if len(shardings) != len(args):
         raise ValueError(
             f"in_shardings has {len(shardings)} entries but args has {len(args)} arguments: "
             "give one PartitionSpec (or null) per argument"
         )
-    return tuple(jax.device_put(a, named(mesh, s)) for a, s in zip(args, shardings, strict=True))
+    return tuple(_place(a, named(mesh, s)) for a, s in zip(args, shardings, strict=True))
+
+
+def _place(arg: Any, sharding: Any) -> Any:
+    """An argument on its sharding; an abstract one (``ShapeDtypeStruct``) carries it."""
+    import jax
+
+    if isinstance(arg, jax.ShapeDtypeStruct):
+        return jax.ShapeDtypeStruct(arg.shape, arg.dtype, sharding=sharding)
+    return jax.device_put(arg, sharding)
 
 
 def jit_shardings(request: Any, mesh: Any) -> dict[str, Any]:
