@@ -98,8 +98,11 @@ def test_write_code_build_a_pipeline_and_see_every_output(page: Any) -> None:
 
     # the tabs are a keyboard-operable tablist
     page.focus("#tab-timing")
+    after = page.evaluate("document.querySelector('#tab-timing').nextElementSibling.id")
     page.keyboard.press("ArrowRight")
-    assert page.get_attribute("#tab-console", "aria-selected") == "true"
+    assert page.get_attribute(f"#{after}", "aria-selected") == "true"
+    page.keyboard.press("End")
+    assert page.get_attribute("#tab-errors", "aria-selected") == "true"
 
 
 def test_an_error_shows_its_hint_at_its_line(page: Any) -> None:
