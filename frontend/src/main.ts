@@ -358,7 +358,7 @@ const passesPane = new PassesPane(ui.panels.passes, hover, pin);
 const asmPane = new AsmPane(ui.panels.asm, (line) => hover(line, null));
 const memoryPane = new MemoryPane(ui.panels.memory, (line) => hover(line, null));
 const remarksPane = new RemarksPane(ui.panels.remarks, (line) => revealLine(editor, line));
-const shardingPane = new ShardingPane(ui.panels.sharding, (line) => revealLine(editor, line));
+const shardingPane = new ShardingPane(ui.panels.sharding, (line) => revealLine(editor, line), () => entrySignature(state.code, state.entry || "f")?.params.map((p) => p.name) ?? []);
 const progress = new Progress(ui.progress);
 /** Every output pane with its tab; events go to the panes that consume them. */
 const outputPanes: [TabId, OutputPane][] = [

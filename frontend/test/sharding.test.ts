@@ -192,3 +192,12 @@ describe("the sharding examples as requests", () => {
     expect(problems).toMatchObject([{ step: -1, option: "sharding: in_shardings[0]" }]);
   });
 });
+
+describe("the pane's names", () => {
+  it("calls arguments by the entry's parameter names", async () => {
+    const { argumentName } = await import("../src/panes/sharding");
+    expect(argumentName("[1]", ["x", "w"])).toBe("w");
+    expect(argumentName("[0]['b']", ["params"])).toBe("params['b']");
+    expect(argumentName("[2]", ["x"])).toBe("argument [2]");
+  });
+});

@@ -17,6 +17,8 @@ export class ShardingPane implements OutputPane {
   constructor(
     readonly root: HTMLElement,
     private readonly onLine: (codeLine: number) => void,
+    /** the entry's parameter names, to call arguments by them */
+    private readonly params: () => string[] = () => [],
   ) {
     this.render();
   }
@@ -55,7 +57,8 @@ export class ShardingPane implements OutputPane {
       if (this.events.size > 1) section.append(h("h3", {}, this.labels[pipeline] ?? pipeline));
       section.append(h("p", { class: "pane-note" }, `${event.devices} device${event.devices === 1 ? "" : "s"}; each colour is one device, each block says which devices hold it.`));
       const arrays = h("div", { class: "sharding-arrays" });
-      for (const a of event.arguments) arrays.append(this.array(`argument ${a.path || ""}`, a, event.devices));
+      const params = this.params();
+      for (const a of event.arguments) arrays.append(this.array(argumentName(a.path, params), a, event.devices));
       for (const a of event.outputs) arrays.append(this.array(`output ${a.path || ""}`, a, event.devices));
       section.append(arrays, this.collectives(event));
       this.root.append(section);
@@ -110,4 +113,11 @@ export class ShardingPane implements OutputPane {
       body,
     );
   }
+}
+
+/** `[1]['w']` of parameters (x, params) is `params['w']`; without names, `argument [1]['w']`. */
+export function argumentName(path: string, params: readonly string[]): string {
+  const m = /^\[(\d+)\]/.exec(path);
+  const name = m ? params[Number(m[1])] : undefined;
+  return name ? `${name}${path.slice(m![0].length)}` : `argument ${path}`;
 }
