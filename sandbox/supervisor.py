@@ -133,11 +133,13 @@ class RunSupervisor:
             try:
                 stdout, stderr = await self._start()
             except (OSError, WorkerStartError) as exc:
-                yield done_event(
-                    "error",
-                    (time.monotonic() - started) * 1000,
-                    f"the worker could not start: {exc}",
-                )
+                ms = (time.monotonic() - started) * 1000
+                # A cancel (or our own limit) while the worker was starting is what
+                # ended the run; the start failing after it is only its consequence.
+                if self._end is not None:
+                    yield done_event(self._end[0], ms, self._end[1])
+                else:
+                    yield done_event("error", ms, f"the worker could not start: {exc}")
                 return
             readers = [
                 asyncio.create_task(self._read_events(stdout)),

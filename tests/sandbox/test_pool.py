@@ -231,3 +231,16 @@ def test_a_runtime_under_tmp_survives_the_wipe() -> None:
     finally:
         live.close()
         shutil.rmtree(base)
+
+
+def test_a_cancel_before_the_run_starts_ends_it_cancelled(live_pool: LivePool) -> None:
+    # The page cancels while a new tenant's zygote is still starting: the run ends
+    # `cancelled`, not as a worker that "could not start".
+    run = live_pool.call(live_pool.pool.submit(RunRequest(code=SMALL), "early-cancel"))
+    live_pool.call(run.cancel())
+    events = live_pool.call(_drain(run))
+    assert [e["type"] for e in events] == ["done"]
+    assert events[-1]["status"] == "cancelled", events[-1]
+    after = live_pool.run(SMALL, tenant="early-cancel")
+    assert after.status == "ok"
+    assert live_pool.strays() == []
