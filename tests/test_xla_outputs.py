@@ -151,3 +151,23 @@ def test_a_dump_that_filled_its_tmp_is_not_shown(
         assert not event.get("items") and not event.get("kernels")
         assert "did not fit the run's /tmp" in event["notes"][0]
         validate_event(event)
+
+
+def test_remarks_list_a_checkpoints_residuals_and_warnings() -> None:
+    code = (
+        "import warnings\nimport jax.numpy as jnp\n\ndef f(x):\n    y = jnp.sin(x)\n"
+        "    warnings.warn('careful')\n    return jnp.sum(jnp.cos(y) * x)\n"
+    )
+    remarks = run(
+        {
+            "code": code,
+            "args": "(jnp.ones(3),)",
+            "transforms": [{"name": "checkpoint", "policy": "nothing_saveable"}, {"name": "grad"}],
+            "outputs": ["remarks"],
+        }
+    )["remarks"]["items"]
+    kinds = {(r["kind"], r["line"]) for r in remarks}
+    assert ("warning", 6) in kinds
+    residuals = [r for r in remarks if r["kind"] == "residual"]
+    # nothing_saveable: only the argument is kept, every intermediate recomputed
+    assert residuals and all("argument" in r["message"] for r in residuals), residuals

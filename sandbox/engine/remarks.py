@@ -1,8 +1,16 @@
-"""The ``remarks`` output: why JAX traced or compiled again, at the user's lines.
+"""The ``remarks`` output: why JAX traced or compiled again, what a checkpointed
+pipeline saves, and the warnings the run raised, at the user's lines.
 
-While the run executes the snippet and its pipelines, JAX's cache-miss
-explanations (``jax_explain_cache_misses``) are on and the warnings JAX logs for
-them are collected; each becomes a remark at the snippet line it names.
+- ``cache-miss``: while the snippet's top-level code runs, JAX's cache-miss
+  explanations (``jax_explain_cache_misses``) are on and the warnings JAX logs for
+  them are collected (only there: the engine's own compiles of each pipeline would
+  be first-time misses of its own making).
+- ``residual``: for a pipeline with a ``checkpoint`` step, each value its
+  linearisation saves for the backward pass (``saved_residuals`` of the pipeline up
+  to that step), with the line that computed it.
+- ``warning``: Python warnings raised from the snippet's code on through every
+  pipeline (donated buffers XLA could not use, dtype truncation, ...); they are
+  still printed as before.
 """
 
 from __future__ import annotations
@@ -10,57 +18,102 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TextIO
 
 from sandbox.protocol import MAX_MESSAGE_CHARS, MAX_REMARKS, SNIPPET_FILENAME
 
 _LINE = re.compile(re.escape(SNIPPET_FILENAME) + r":(\d+)")
 
 
-class _Collector(logging.Handler):
+def _line_in(message: str) -> int | None:
+    """The first snippet line a message names (where JAX says it happened)."""
+    lines = _LINE.findall(message)
+    return int(lines[0]) if lines else None
+
+
+class Remarks:
+    """One run's remarks, collected while it runs."""
+
     def __init__(self) -> None:
-        super().__init__(logging.WARNING)
         self.items: list[dict[str, Any]] = []
+        self.notes: list[str] = []
 
-    def emit(self, record: logging.LogRecord) -> None:
-        # an object's id differs from run to run: it is not part of the reason
-        message = re.sub(r" id=\d+", "", record.getMessage())
-        if "cache miss" not in message.lower() or len(self.items) >= MAX_REMARKS:
+    def add(self, kind: str, line: int | None, message: str) -> None:
+        if len(self.items) < MAX_REMARKS:
+            # an object's id differs from run to run: it is not part of the reason
+            message = re.sub(r" id=\d+", "", message)
+            self.items.append({"kind": kind, "line": line, "message": message[:MAX_MESSAGE_CHARS]})
+
+    @contextlib.contextmanager
+    def explaining_cache_misses(self) -> Iterator[None]:
+        import jax
+
+        if "jax_explain_cache_misses" not in jax.config.values:
+            self.notes.append(
+                "this JAX version cannot explain its cache misses (jax_explain_cache_misses)"
+            )
+            yield
             return
-        lines = [int(n) for n in _LINE.findall(message)]
-        self.items.append(
-            {
-                "kind": "cache-miss",
-                "line": lines[0] if lines else None,  # where it missed
-                "message": message[:MAX_MESSAGE_CHARS],
-            }
-        )
+        remarks = self
 
+        class Handler(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                message = record.getMessage()
+                if "cache miss" in message.lower():
+                    remarks.add("cache-miss", _line_in(message), message)
 
-@contextlib.contextmanager
-def collecting(wanted: bool) -> Iterator[list[dict[str, Any]] | None]:
-    """The remarks list, filled while the block runs (None when not wanted, or
-    when this JAX version cannot explain its cache misses)."""
-    import jax
+        handler = Handler(logging.WARNING)
+        logger = logging.getLogger("jax")
+        logger.addHandler(handler)
+        saved = jax.config.values["jax_explain_cache_misses"]
+        jax.config.update("jax_explain_cache_misses", True)
+        try:
+            yield
+        finally:
+            jax.config.update("jax_explain_cache_misses", saved)
+            logger.removeHandler(handler)
 
-    if not wanted or "jax_explain_cache_misses" not in jax.config.values:
-        yield None
-        return
-    collector = _Collector()
-    logger = logging.getLogger("jax")
-    logger.addHandler(collector)
-    saved = jax.config.values["jax_explain_cache_misses"]
-    jax.config.update("jax_explain_cache_misses", True)
-    try:
-        yield collector.items
-    finally:
-        jax.config.update("jax_explain_cache_misses", saved)
-        logger.removeHandler(collector)
+    @contextlib.contextmanager
+    def catching_warnings(self) -> Iterator[None]:
+        """Each warning shown meanwhile is also a remark (and still shown)."""
+        shown = warnings.showwarning
 
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
+            at = lineno if filename == SNIPPET_FILENAME else _line_in(str(message))
+            self.add("warning", at, f"{category.__name__}: {message}")
+            shown(message, category, filename, lineno, file, line)
 
-def remarks_event(items: list[dict[str, Any]] | None) -> dict[str, Any]:
-    if items is None:
-        note = "this JAX version cannot explain its cache misses (jax_explain_cache_misses)"
-        return {"type": "remarks", "items": [{"kind": "note", "line": None, "message": note}]}
-    return {"type": "remarks", "items": items}
+        warnings.showwarning = show
+        try:
+            yield
+        finally:
+            warnings.showwarning = shown
+
+    def residuals(self, fn: Any, args: tuple[Any, ...], label: str) -> None:
+        """What ``fn``'s linearisation saves, one remark per residual."""
+        try:
+            from jax._src.ad_checkpoint import saved_residuals
+        except ImportError:
+            self.notes.append("this JAX version cannot list a checkpoint's saved residuals")
+            return
+        try:
+            saved = saved_residuals(fn, *args)
+        except Exception as exc:  # e.g. integer inputs: nothing to differentiate
+            self.notes.append(f"{label}: no saved residuals ({type(exc).__name__}: {exc})"[:500])
+            return
+        for aval, why in saved:
+            shape = aval.str_short() if hasattr(aval, "str_short") else str(aval)
+            self.add("residual", _line_in(why), f"{label} saves {shape} {why}")
+
+    def event(self) -> dict[str, Any]:
+        notes = [{"kind": "note", "line": None, "message": n} for n in self.notes]
+        return {"type": "remarks", "items": (self.items + notes)[:MAX_REMARKS]}

@@ -7,6 +7,7 @@ events as JSON lines on what was its stdout. A warm zygote instead calls
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
@@ -277,6 +278,8 @@ class Run:
         self.errors = 0
         self.entry_line: int | None = None
         self.timing_rows: list[TimingRow] = []
+        #: the run's remarks, when asked for (sandbox/engine/remarks.py)
+        self.remarks: Any = None
         #: the request's mesh, built with the arguments (sandbox/engine/sharding.py)
         self.mesh: Any = None
 
@@ -346,7 +349,22 @@ class Run:
         self.emit(event)
 
     def execute(self) -> str:
-        from sandbox.engine import program, remarks
+        from sandbox.engine.remarks import Remarks
+
+        if "remarks" not in self.request.outputs:
+            return self._execute()
+        self.remarks = Remarks()
+        with self.remarks.catching_warnings():
+            return self._execute()
+
+    def emit_remarks(self) -> None:
+        remarks = self.remarks
+        if remarks is not None:
+            self.emitter.pipeline = "main"
+            self.render("collecting JAX's remarks", remarks.event)
+
+    def _execute(self) -> str:
+        from sandbox.engine import program
 
         request = self.request
         try:
@@ -354,10 +372,11 @@ class Run:
             self.emit({"type": "accepted", "run_id": self.run_id, "worker": worker_info(request)})
             # the snippet's top-level code runs with JAX's cache-miss explanations
             # on when remarks are asked for (sandbox/engine/remarks.py)
-            with remarks.collecting("remarks" in request.outputs) as found:
+            explaining = (
+                self.remarks.explaining_cache_misses() if self.remarks else contextlib.nullcontext()
+            )
+            with explaining:
                 module = self.staged("exec", lambda: program.execute_module(request.code))
-            if "remarks" in request.outputs:
-                self.render("collecting JAX's remarks", lambda: remarks.remarks_event(found))
             namespace = module.__dict__
             args = self.staged("args", lambda: self.arguments(namespace))
             f = self.staged(
@@ -365,6 +384,7 @@ class Run:
             )
         except UserError as error:
             self.fail(error)
+            self.emit_remarks()
             return "error"
         code = getattr(f, "__code__", None)
         if code is not None and code.co_filename == SNIPPET_FILENAME:
@@ -377,12 +397,28 @@ class Run:
                     self.pipeline(f, transforms, namespace, args, abstract)
                 except UserError as error:
                     self.fail(error)
+            self.emit_remarks()
             self.emitter.pipeline = "main"
             # Timing compares f with the pipelines that compiled; when none did, the
             # errors already said why and an eager row alone would only repeat them.
             if "timing" in request.outputs and not abstract and self.timing_rows:
                 self.timing(f, args)
         return "error" if self.errors else "ok"
+
+    def checkpoint_residuals(
+        self, f: Any, transforms: list[Any], ns: dict[str, Any], args: tuple[Any, ...]
+    ) -> None:
+        """What the pipeline up to its (last) checkpoint step saves for the backward pass."""
+        from sandbox.engine import pipeline as pipelines
+
+        names = [t.name for t in transforms]
+        upto = len(names) - names[::-1].index("checkpoint")
+        part = self.staged(
+            "transform",
+            lambda: pipelines.build(f, self.request.entry, transforms[:upto], ns, self.mesh),
+            report=False,
+        )
+        self.remarks.residuals(part.fn, args, part.label)
 
     def arguments(self, namespace: dict[str, Any]) -> tuple[Any, ...]:
         """The example arguments; with a ``mesh``, it is built first (over the run's
@@ -419,6 +455,8 @@ class Run:
             ),
             report=False,
         )
+        if self.remarks is not None and "checkpoint" in [t.name for t in transforms]:
+            self.checkpoint_residuals(f, transforms, ns, args)
         results = Results()
         if wanted(outputs, "traced"):
             results.closed = self.staged(
