@@ -128,7 +128,7 @@ def _too_big(dump: Dump) -> str | None:
     return None
 
 
-def _no_dump_note(dump: Dump) -> str:
+def _no_dump_note() -> str:
     return (
         "XLA wrote no dump of this module (this JAX version may not dump it, or the run's "
         "/tmp is full)"
@@ -144,7 +144,7 @@ def passes_event(dump: Dump, hlo_text: str) -> dict[str, Any]:
     event: dict[str, Any] = {"type": "passes", "items": [], "notes": []}
     files = dump.files()
     if not files:
-        event["notes"].append(_no_dump_note(dump))
+        event["notes"].append(_no_dump_note())
         return event
     if note := _too_big(dump):
         event["notes"].append(note)
@@ -389,7 +389,7 @@ def memory_event(dump: Dump, compiled: Any) -> dict[str, Any]:
             (n for n in files if n.endswith("after_optimizations-buffer-assignment.txt")), ""
         )
     if not name:
-        event["notes"].append(_no_dump_note(dump) + "; only memory_analysis()'s figures are shown")
+        event["notes"].append(_no_dump_note() + "; only memory_analysis()'s figures are shown")
         return event
     lines_of = _instruction_lines(compiled.as_text())
     buffers = _buffers(dump.read(files[name]), lines_of)
