@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from sandbox.jail.compile_cache import CACHE_DIR
 from tests.sandbox.conftest import CANARY, TEST_LIMITS, LivePool, Result, needs_bwrap
 
 pytestmark = [needs_bwrap, pytest.mark.slow]
@@ -108,22 +109,26 @@ CASES = [
     _case(
         "A5-host-trees-absent",
         """
-        for p in ('/home', '/var', '/run', '/sys', '/boot', '/mnt', '/srv', '/opt', '/root/.ssh'):
+        for p in ('/home', '/run', '/sys', '/boot', '/mnt', '/srv', '/opt', '/root/.ssh'):
             probe('list ' + p, lambda p=p: os.listdir(p))
-        """,
-        safe=9,
+        # /var holds nothing but the way to the tenant's compilation cache (its own tmpfs)
+        cache = CACHE_DIR.split('/')
+        must('/var: only the cache', os.listdir('/var') == [cache[2]], os.listdir('/var'))
+        must('/var/cache: only the cache', os.listdir('/var/' + cache[2]) == [cache[3]])
+        """.replace("CACHE_DIR", repr(CACHE_DIR)),
+        safe=10,
     ),
     _case(
         "A6-mounts-only-bound",
         """
-        allowed = ('/', '/usr', '/proc', '/dev', '/tmp', '/dev/shm', '/etc/ld.so.cache')
+        allowed = ('/', '/usr', '/proc', '/dev', '/tmp', '/dev/shm', '/etc/ld.so.cache', CACHE_DIR)
         bound = {sys.prefix, os.path.realpath(sys.base_prefix)}
         points = [l.split()[4] for l in open('/proc/self/mountinfo')]
         bad = [p for p in points if not (p in allowed or p.startswith(('/dev/', '/proc/'))
                or any(p == b or p.startswith(b + '/') for b in bound)
                or p.endswith('/sandbox'))]
         must('only expected mounts', not bad, bad)
-        """,
+        """.replace("CACHE_DIR", repr(CACHE_DIR)),
     ),
     _case(
         "A7-proc1-root",
