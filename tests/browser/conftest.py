@@ -21,7 +21,9 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DIST = ROOT / "frontend" / "dist"
+#: the built page; JAXPLAY_TEST_FRONTEND_DIST tries a build made elsewhere (vite --outDir)
+#: without touching the committed one
+DIST = Path(os.environ.get("JAXPLAY_TEST_FRONTEND_DIST") or ROOT / "frontend" / "dist")
 CHROMIUM = os.environ.get("JAXPLAY_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",

@@ -156,6 +156,8 @@ export class PassesPane implements OutputPane {
       b: { doc: after.text, extensions: ext("after pass") },
       highlightChanges: true,
       gutter: true,
+      // a pass usually changes a few lines of a long module: show those, fold the rest
+      collapseUnchanged: { margin: 3, minSize: 8 },
       diffConfig: { scanLimit: 2000 },
     });
     this.merge.a.dispatch({ effects: setSources.of(sourceMap(before?.sources)) });
