@@ -47,3 +47,13 @@ export function fmtCount(n: number | null | undefined): string {
 export function fmtAval(dtype: string, shape: number[]): string {
   return `${dtype}[${shape.join(", ")}]`;
 }
+
+/** How long ago, in words: `less than a minute ago`, `3 min ago`, `5 h ago`, `3 days ago`. */
+export function fmtAgo(seconds: number): string {
+  const min = Math.floor(Math.max(0, seconds) / 60);
+  if (min < 1) return "less than a minute ago";
+  if (min < 60) return `${min} min ago`;
+  const hours = Math.floor(min / 60);
+  if (hours < 48) return `${hours} h ago`;
+  return `${Math.floor(hours / 24)} days ago`;
+}

@@ -60,6 +60,7 @@ export function buildLayout(root: HTMLElement) {
     h("label", { class: "xla-flags", title: "pipeline B's flags in compare mode (empty: A's); the same pipeline twice compares flags" }, "flags B ", flagsB),
   );
   const compareBtn = h("button", { type: "button", id: "compare", "aria-pressed": "false", title: "run a second pipeline B beside A, with a diff" }, "Compare");
+  const acrossBtn = h("button", { type: "button", id: "across", "aria-pressed": "false", title: "run on several JAX versions: where each output first changed, and the times" }, "Across versions");
   const themeBtn = h("button", { type: "button", id: "theme", "aria-label": "Switch between light and dark", title: "light / dark" }, "◐");
   const shareBtn = h("button", { type: "button", id: "share", title: "store this snippet and copy its link" }, "Share");
   const runBtn = h("button", { type: "button", id: "run", class: "primary", title: "Ctrl+Enter / Cmd+Enter" }, "Run");
@@ -91,6 +92,8 @@ export function buildLayout(root: HTMLElement) {
 
   const pipeA = h("div", { class: "pipeline pipeline-a", "data-testid": "pipeline-A" });
   const pipeB = h("div", { class: "pipeline pipeline-b", "data-testid": "pipeline-B", hidden: true });
+  // across-versions mode (panes/across.ts fills it); it replaces the outputs while on
+  const acrossHolder = h("section", { class: "across", "aria-label": "Across versions", "data-testid": "across", hidden: true });
   const progress = h("div", { class: "progress" });
   const bands = h("input", { type: "checkbox", id: "bands", checked: true });
   // Says which code line is pinned (a click on a linked line); clicking it unpins.
@@ -111,6 +114,7 @@ export function buildLayout(root: HTMLElement) {
     "section",
     { class: "right", "aria-label": "Pipeline and outputs" },
     h("div", { class: "pipelines" }, pipeA, pipeB),
+    acrossHolder,
     progress,
     h("div", { class: "tabs-row" }, tablist, pinNote, h("label", { class: "bands-toggle", for: "bands", title: "colour bands linking code and output lines" }, bands, "bands")),
     panelHolder,
@@ -120,12 +124,12 @@ export function buildLayout(root: HTMLElement) {
       "header",
       { class: "topbar" },
       h("h1", {}, h("span", { class: "logo" }, "jaxplay"), h("span", { class: "tagline" }, " what JAX makes of your function")),
-      h("nav", { class: "controls", "aria-label": "Controls" }, examples, presets, h("label", { class: "inline" }, "backend ", backend), h("label", { class: "inline" }, "devices ", devices), h("label", { class: "inline" }, "jax ", jaxVersion), config, xlaOutputs, compareBtn, themeBtn, shareBtn, cancelBtn, runBtn),
+      h("nav", { class: "controls", "aria-label": "Controls" }, examples, presets, h("label", { class: "inline" }, "backend ", backend), h("label", { class: "inline" }, "devices ", devices), h("label", { class: "inline" }, "jax ", jaxVersion), config, xlaOutputs, compareBtn, acrossBtn, themeBtn, shareBtn, cancelBtn, runBtn),
   );
   root.append(
     topbar,
     h("main", { class: "layout" }, left, right),
     toast,
   );
-  return { topbar, examples, presets, backend, devices, jaxVersion, configBoxes, outputBoxes, xlaOutputs, flags, flagsB, compareBtn, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, bands, pinNote, tabs, panels };
+  return { topbar, examples, presets, backend, devices, jaxVersion, configBoxes, outputBoxes, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, bands, pinNote, tabs, panels };
 }

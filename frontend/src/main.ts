@@ -27,9 +27,12 @@ import { MeshBuilder } from "./meshbuilder";
 import { pmapAsShardMap } from "./sharding";
 import { entrySignature } from "./signature";
 import { ValuePane } from "./panes/value";
+import { AcrossView } from "./panes/across";
+import { acrossBody, acrossChoices, AcrossAnswer } from "./across";
+import { fmtAgo } from "./format";
 import { PMAP_TO_SHARD_MAP, PipelineBuilder } from "./pipeline";
 import { ApiError, Backends, IR_TYPES, SnippetCreated, pipelineOf, type IrType, type RunEvent } from "./protocol";
-import { embeddedSnippet, fromRequest, loadAutosave, saveAutosave, snippetIdFromPath, toRequest, type PlayState } from "./state";
+import { embeddedSnippet, fromRequest, loadAutosave, saveAutosave, snippetIdFromPath, toRequest, type PlayState, type RunRequest } from "./state";
 import { describePipeline, type StepProblem } from "./transforms";
 import { describeSignature, isArgCountError } from "./signature";
 
@@ -167,6 +170,17 @@ ui.compareBtn.addEventListener("click", () => {
   changed();
 });
 
+// --- across versions: Run runs the request on the ticked versions (POST /api/v1/across) ---
+const acrossView = new AcrossView(ui.acrossHolder, (versions) => ((state.acrossVersions = versions), changed()));
+let acrossOn = false;
+function setAcross(on: boolean): void {
+  acrossOn = on;
+  ui.acrossBtn.setAttribute("aria-pressed", String(on));
+  ui.acrossHolder.hidden = !on;
+  document.body.classList.toggle("across-mode", on);
+}
+ui.acrossBtn.addEventListener("click", () => setAcross(!acrossOn));
+
 // --- backend, devices, config ---------------------------------------------------------
 ui.backend.addEventListener("change", () => ((state.backend = ui.backend.value), changed()));
 ui.jaxVersion.addEventListener("change", () => ((state.jaxVersion = ui.jaxVersion.value), changed()));
@@ -215,7 +229,10 @@ async function loadBackends(): Promise<void> {
     }
     ui.backend.value = state.backend;
     if (ui.backend.value !== state.backend) ui.backend.value = "auto";
-    showVersions(parsed.data.backends.find((b) => b.versions?.length)?.versions ?? []);
+    const versions = parsed.data.backends.find((b) => b.versions?.length)?.versions ?? [];
+    showVersions(versions);
+    const across = acrossChoices(versions, state.acrossVersions);
+    acrossView.setVersions(across.offered, across.ticked);
   } catch {
     // the run itself will say if the server is unreachable
   }
@@ -422,8 +439,8 @@ function onEvent(event: RunEvent): void {
   switch (event.type) {
     case "accepted": {
       const w = event.worker;
-      const cached = event.cached === true ? "results from the cache; timings fresh" : "";
-      if (w) progress.setWorker([w.backend ?? w.platform, w.device_kind, w.devices ? `${w.devices} device${w.devices === 1 ? "" : "s"}` : "", w.jax_version ? `jax ${w.jax_version}` : "", cached].filter(Boolean).join(" · "));
+      if (w) progress.setWorker([w.backend ?? w.platform, w.device_kind, w.devices ? `${w.devices} device${w.devices === 1 ? "" : "s"}` : "", w.jax_version ? `jax ${w.jax_version}` : ""].filter(Boolean).join(" · "));
+      if (event.cached === true) progress.setNote(cachedNote(event.age_s, event.cached_at));
       progress.started();
       break;
     }
@@ -481,6 +498,25 @@ function explainArgCount(message: string): void {
   );
 }
 
+/** "cached, 3 min ago" and a button that sends the same request again, past the cache. */
+function cachedNote(ageS: number | null | undefined, at: string | null | undefined): HTMLElement {
+  const fresh = h("button", { type: "button", class: "linklike", "data-testid": "rerun-fresh", title: "run it again now, not answered from the cache (\"cache\": false)" }, "re-run fresh");
+  fresh.addEventListener("click", () => {
+    if (lastRequest) void send({ ...lastRequest, cache: false });
+  });
+  const age = ageS == null ? "cached" : `cached, ${fmtAgo(ageS)}`;
+  return h(
+    "span",
+    { class: "cached-note", "data-testid": "cached", title: `outputs from the server's cache${at ? ` (made ${at})` : ""}: two runs by different clients agreed on them; timings are measured fresh` },
+    age,
+    " · ",
+    fresh,
+  );
+}
+
+/** The request last sent, as sent: "re-run fresh" sends it again. */
+let lastRequest: RunRequest | null = null;
+
 async function run(): Promise<void> {
   follower.follow();
   const problems: StepProblem[] = [];
@@ -493,11 +529,25 @@ async function run(): Promise<void> {
     mark("errors", String(problems.length));
     progress.problem("— fix the transform options first");
     selectTab("errors");
+    setAcross(false); // the problems are shown in the outputs
     return;
   }
-  const pipelines = state.compare ? ["main", "0"] : ["main"];
+  if (acrossOn) {
+    void runAcross(request);
+    return;
+  }
   labels = { main: describePipeline(state.steps, request.entry) };
   if (state.compare) labels["0"] = describePipeline(state.compare, request.entry);
+  await send(request);
+}
+
+/** Sends `request` over the WebSocket; its events fill the panes. */
+async function send(request: RunRequest): Promise<void> {
+  lastRequest = request;
+  errorsPane.reset();
+  mark("errors", "");
+  mark("console", "");
+  const pipelines = ["main", ...request.compare.map((_, i) => String(i))];
   for (const [, pane] of outputPanes) pane.reset(pipelines, labels);
   progress.reset(pipelines, labels);
   progress.setWorker("");
@@ -518,8 +568,54 @@ async function run(): Promise<void> {
   }
 }
 
+let acrossAbort: AbortController | null = null;
+
+/** Runs `request` on the ticked versions and shows where each output changed. */
+async function runAcross(request: RunRequest): Promise<void> {
+  const made = acrossBody(request, acrossView.ticked());
+  if ("problem" in made) {
+    acrossView.setStatus("error", made.problem);
+    return;
+  }
+  acrossAbort?.abort();
+  const abort = new AbortController();
+  acrossAbort = abort;
+  acrossView.clearResult();
+  const n = made.body.versions.length;
+  acrossView.setStatus("running", `Running on ${n} versions, one after the other (a version's first run starts its workers)…`);
+  ui.cancelBtn.disabled = false;
+  document.body.classList.add("running");
+  try {
+    const r = await fetch("/api/v1/across", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(made.body), signal: abort.signal });
+    const body: unknown = await r.json();
+    if (!r.ok) {
+      const err = ApiError.safeParse(body);
+      const message = err.success ? `${err.data.message}${err.data.field ? ` (field: ${err.data.field})` : ""}` : r.statusText;
+      acrossView.setStatus("error", `The server refused it (${r.status}): ${message}`);
+      return;
+    }
+    const answer = AcrossAnswer.safeParse(body);
+    if (!answer.success) acrossView.setStatus("error", "The server's answer did not validate (see the console).");
+    else acrossView.show(answer.data);
+    if (!answer.success) console.warn("jaxplay: across answer:", answer.error);
+  } catch (e) {
+    if (abort.signal.aborted) acrossView.setStatus("cancelled", "Cancelled: the page stopped waiting (versions already started finish on the server).");
+    else acrossView.setStatus("error", `Cannot reach the server: ${(e as Error).message}`);
+  } finally {
+    if (acrossAbort === abort) {
+      acrossAbort = null;
+      ui.cancelBtn.disabled = true;
+      document.body.classList.remove("running");
+    }
+  }
+}
+
 ui.runBtn.addEventListener("click", () => void run());
 ui.cancelBtn.addEventListener("click", () => {
+  if (acrossAbort) {
+    acrossAbort.abort();
+    return;
+  }
   // the server answers a cancel with the run's `done` (cancelled)
   if (conn.cancel()) return;
   progress.done("cancelled", null, "before it started");

@@ -26,6 +26,8 @@ export interface PlayState {
   argsByHand?: boolean;
   /** the mesh and PartitionSpecs as typed (sharding.ts); absent or no mesh: none sent */
   sharding?: ShardingState;
+  /** the versions ticked in across-versions mode (kept locally, never in a snippet) */
+  acrossVersions?: string[];
 }
 
 export const CONFIG_TOGGLES: { name: string; label: string; help: string }[] = [
@@ -50,6 +52,8 @@ export interface RunRequest {
   mesh?: Json;
   in_shardings?: Json;
   out_shardings?: Json;
+  /** false: never answered from the server's result cache (a "re-run fresh") */
+  cache?: boolean;
 }
 
 export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRequest {

@@ -18,12 +18,14 @@ export class Progress {
   private rows: HTMLElement;
   private statusEl: HTMLElement;
   private workerEl: HTMLElement;
+  private noteEl: HTMLElement;
 
   constructor(readonly root: HTMLElement) {
     this.statusEl = h("span", { class: "run-status", role: "status", "aria-live": "polite", "data-status": "idle" });
     this.workerEl = h("span", { class: "worker" });
+    this.noteEl = h("span", { class: "run-note" });
     this.rows = h("div", { class: "stage-rows" });
-    root.append(h("div", { class: "status-line" }, this.statusEl, this.workerEl), this.rows);
+    root.append(h("div", { class: "status-line" }, this.statusEl, this.workerEl, this.noteEl), this.rows);
     this.render();
   }
 
@@ -33,11 +35,17 @@ export class Progress {
     this.stages = new Map(pipelines.map((p) => [p, new Map()]));
     this.status = "queued";
     this.detail = "";
+    this.noteEl.replaceChildren();
     this.render();
   }
 
   setWorker(text: string): void {
     this.workerEl.textContent = text;
+  }
+
+  /** A note after the worker (e.g. that the answer came from the cache); none: cleared. */
+  setNote(...content: (Node | string)[]): void {
+    this.noteEl.replaceChildren(...content);
   }
 
   started(): void {

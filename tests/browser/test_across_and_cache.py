@@ -1,0 +1,140 @@
+"""The page's across-versions mode (POST /api/v1/across) and its cached-answer note
+with "re-run fresh", in a real browser against the real server, pool and versions."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import httpx
+
+from .conftest import Server
+from .test_page import set_code, wait_done
+
+ACROSS_FINAL = ".across-status:is([data-status=ok],[data-status=error],[data-status=cancelled])"
+# exact in float32 on every version: the value cannot differ, the texts may
+CODE = "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(x * 2.0 + 1.0)\n"
+
+
+def installed_versions(server: Server) -> list[str]:
+    backends = httpx.get(server.url + "/api/v1/backends").json()["backends"]
+    versions = next(b["versions"] for b in backends if b.get("versions"))
+    return [v["version"] for v in versions if v["installed"]]
+
+
+def test_across_versions_shows_where_each_output_changed_and_the_times(
+    page: Any, server: Server
+) -> None:
+    installed = installed_versions(server)
+    assert len(installed) >= 2, installed
+    oldest, newest = installed[0], installed[-1]
+    set_code(page, CODE)
+    page.fill("#args", "(jnp.arange(3.0),)")
+    page.click("#across")
+    assert page.get_attribute("#across", "aria-pressed") == "true"
+    assert page.locator(".tabs-row").is_hidden()  # the comparison takes the outputs' place
+    picks = page.locator("[data-testid=across-versions] input[type=checkbox]")
+    assert [picks.nth(i).get_attribute("value") for i in range(picks.count())] == installed
+    # one version is not a comparison: said at once, nothing sent
+    for i in range(picks.count()):
+        picks.nth(i).set_checked(False)
+    page.check(f"[data-testid=across-versions] input[value='{oldest}']")
+    page.click("#run")
+    status = page.locator("[data-testid=across-status]")
+    assert status.get_attribute("data-status") == "error"
+    assert "at least 2 versions" in status.inner_text()
+
+    page.check(f"[data-testid=across-versions] input[value='{newest}']")
+    with page.expect_request("**/api/v1/across") as sent:
+        page.click("#run")
+    body = json.loads(sent.value.post_data)
+    assert body["versions"] == [oldest, newest] and "jax_version" not in body["request"]
+    assert body["request"]["code"] == CODE
+    page.wait_for_selector(ACROSS_FINAL, timeout=300_000)
+    assert status.get_attribute("data-status") == "ok", page.inner_text("[data-testid=across]")
+
+    outcomes = page.locator("[data-testid=across-outcomes] li")
+    assert [outcomes.nth(i).get_attribute("data-version") for i in range(2)] == [oldest, newest]
+    rows = page.locator("[data-testid=across-outputs] tbody tr")
+    by_output = {rows.nth(i).get_attribute("data-output"): rows.nth(i) for i in range(rows.count())}
+    assert {"jaxpr", "stablehlo", "hlo", "value", "cost"} <= set(by_output)
+    # the gradient of sum(x * 2 + 1) has the same bits on every version
+    assert by_output["value"].locator("[data-testid=first-changed]").inner_text() == "—"
+    assert "the same on every version" in by_output["value"].inner_text()
+    # eight releases apart, the HLO text differs; the step is named and its diff shown
+    changed = [name for name, row in by_output.items() if "changed" in row.get_attribute("class")]
+    assert "hlo" in changed, changed
+    for name in changed:
+        assert by_output[name].locator("[data-testid=first-changed]").inner_text() == newest
+        diff = page.locator(f"[data-testid=across-diff][data-output={name}]").first
+        assert f"{oldest} → {newest}" in diff.locator("summary").first.inner_text()
+        text = diff.locator("pre").first.inner_text()
+        assert f"--- {oldest}" in text and f"+++ {newest}" in text
+        assert diff.locator(".diff-add, .diff-del").count() > 0
+    # the times table: a row per version, stage times and the timing medians
+    times = page.locator("[data-testid=across-times]")
+    head = times.locator("thead").inner_text()
+    for column in ("trace", "lower", "compile", "execute", "per call"):
+        assert column in head, head
+    assert [times.locator("tbody tr").nth(i).get_attribute("data-version") for i in range(2)] == [
+        oldest,
+        newest,
+    ]
+    compile_ms = times.locator("tbody tr td").nth(2).inner_text()
+    assert compile_ms.endswith(("ms", "s")) and compile_ms != "—", compile_ms
+
+    # turning the mode off brings the outputs back; Run is an ordinary run again
+    page.click("#across")
+    assert page.locator("[data-testid=across]").is_hidden()
+    page.click("#run")
+    assert wait_done(page) == "ok"
+
+
+def test_a_cached_answer_says_its_age_and_re_runs_fresh(
+    page: Any, browser: Any, server: Server
+) -> None:
+    # code of its own, so no other test's runs made this entry
+    code = CODE + f"# {uuid.uuid4().hex}\n"
+
+    def run_in(pg: Any) -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+        pg.on(
+            "websocket",
+            lambda ws: ws.on("framesent", lambda payload: sent.append(json.loads(payload))),
+        )
+        set_code(pg, code)
+        pg.click("#run")
+        assert wait_done(pg) == "ok"
+        return sent
+
+    # the first run leaves a candidate, another client's agreeing run confirms it ...
+    run_in(page)
+    assert page.locator("[data-testid=cached]").count() == 0
+    contexts = [
+        browser.new_context(viewport={"width": 1200, "height": 800}, base_url=server.url)
+        for _ in range(2)
+    ]
+    try:
+        for context in contexts:
+            pg = context.new_page()
+            pg.goto("/")
+            pg.wait_for_selector("[data-testid=code]")
+            sent = run_in(pg)
+            cached = pg.locator("[data-testid=cached]").count()
+            assert cached == (1 if context is contexts[1] else 0)
+        # ... and from then on it is served, with its age
+        note = pg.locator("[data-testid=cached]")
+        assert note.inner_text().startswith("cached, less than a minute ago")
+        assert "timings are measured fresh" in str(note.get_attribute("title"))
+        first = [m for m in sent if m.get("type") == "run"][-1]
+        assert "cache" not in first["payload"]
+        # re-run fresh: the same request with "cache": false, answered by a run
+        pg.click("[data-testid=rerun-fresh]")
+        assert wait_done(pg) == "ok"
+        again = [m for m in sent if m.get("type") == "run"][-1]
+        assert again["payload"] == {**first["payload"], "cache": False}
+        assert pg.locator("[data-testid=cached]").count() == 0
+    finally:
+        for context in contexts:
+            context.close()
