@@ -265,6 +265,7 @@ class Jail:
         self.proc: asyncio.subprocess.Process | None = None
         #: the host (uid, gid) its processes run as (None: jaxplay's own)
         self.user: tuple[int, int] | None = None
+        self._killed = False
         self._oom_base = 0
 
     async def start(
@@ -280,6 +281,10 @@ class Jail:
         """Start ``command`` in the jail. Its stdin is the returned process's stdin."""
         jailer, limits = self._jailer, self._jailer.limits
         self.user = await jailer.take_user()
+        if self._killed:  # retired while it waited for a uid: make nothing
+            jailer.release_user(self.user)
+            self.user = None
+            raise OSError("the jail was killed before it started")
         self.cgroup = jailer.cgroups.make(limits, self.cpus)
         seccomp = filter_fd(jailer.hardening.strict_seccomp)
         try:
@@ -346,6 +351,7 @@ class Jail:
 
     def kill(self) -> None:
         """SIGKILL the whole jail, now. Safe to call at any time, any number of times."""
+        self._killed = True
         if self.proc is not None and self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)

@@ -88,6 +88,7 @@ def test_warm_and_cold_children(live_pool: LivePool) -> None:
 
 def test_cancel_kills_the_run_but_keeps_the_zygote(live_pool: LivePool) -> None:
     async def go() -> tuple[list[dict], str]:
+        await live_pool.pool.ready()  # a spare is up: the time below is the cancel's own
         run = await live_pool.pool.submit(
             RunRequest(
                 code="import time\ntime.sleep(30)\n" + SMALL, args="(1.0,)", outputs=["jaxpr"]
