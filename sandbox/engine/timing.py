@@ -19,6 +19,11 @@ MIN_BATCH_S = 0.005
 #: at least this many batches, when the budget allows
 MIN_BATCHES = 5
 MAX_RUNS = 100_000
+#: The budget is a ceiling: once this many batches agree to within SETTLED_SPREAD
+#: (interquartile range over median), more would not change the answer, and the run
+#: ends sooner. A noisy function still gets the whole budget.
+SETTLED_BATCHES = 15
+SETTLED_SPREAD = 0.02
 
 
 def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -61,12 +66,19 @@ def measure(fn: Callable[..., Any], args: tuple[Any, ...], budget_s: float) -> d
     while runs + number <= MAX_RUNS:
         if len(per_call) >= MIN_BATCHES and time.perf_counter() + took > deadline:
             break
+        if len(per_call) >= SETTLED_BATCHES and _settled(per_call):
+            break
         start = time.perf_counter()
         for _ in range(number):
             _call(fn, args)
         per_call.append((time.perf_counter() - start) / number)
         runs += number
     return _summary(per_call, runs)
+
+
+def _settled(per_call: list[float]) -> bool:
+    quartiles = statistics.quantiles(per_call, n=4)
+    return quartiles[2] - quartiles[0] <= SETTLED_SPREAD * statistics.median(per_call)
 
 
 def _summary(per_call: list[float], runs: int) -> dict[str, Any]:
