@@ -1,6 +1,6 @@
 # Gradient of a loss: jax.grad turns a scalar loss into the function that returns
 # its gradient, and jax.jit compiles that into one XLA program. Read the jaxpr for
-# the forward pass (dot_general, sub, integer_pow) followed by its transpose.
+# the forward pass (dot_general, tanh, sub, integer_pow) followed by its transpose.
 #
 # Try:
 #   jaxplay run examples/grad_of_loss.py --args "(jnp.ones((3,)),)" --transform grad --transform jit
@@ -16,6 +16,6 @@ Y = jnp.array([1.0, 2.0, 3.0, 0.0])
 
 
 def f(w):
-    """Mean squared error of the linear model ``X @ w`` (w has shape (3,))."""
-    pred = X @ w
+    """Mean squared error of the model ``tanh(X @ w)`` (w has shape (3,))."""
+    pred = jnp.tanh(X @ w)
     return jnp.mean((pred - Y) ** 2)

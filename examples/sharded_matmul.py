@@ -5,7 +5,7 @@
 # same matmul is ambiguous, and JAX says so: a ShardingTypeError at that line.
 #
 # Try:
-#   jaxplay run examples/sharded_matmul.py --devices 4 --args "(jnp.ones((8, 4)), jnp.ones((4, 2)))" --mesh 2x2:x,y:auto,auto --in-sharding '["x", "y"]' --in-sharding '["y", null]' --transform jit --output hlo --output sharding
+#   jaxplay run examples/sharded_matmul.py --devices 4 --args "(jnp.ones((8, 4)), jnp.ones((4, 2)))" --mesh 2x2:x,y:auto,auto --in-sharding '["x", "y"]' --in-sharding '["y", null]' --out-sharding '["x", null]' --transform jit --output hlo --output sharding
 #     -> ok
 #   jaxplay run examples/sharded_matmul.py --devices 4 --args "(jnp.ones((8, 4)), jnp.ones((4, 2)))" --mesh 2x2:x,y:explicit,explicit --in-sharding '["x", "y"]' --in-sharding '["y", null]' --transform jit --output jaxpr
 #     -> error: ShardingTypeError at line 18

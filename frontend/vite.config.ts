@@ -22,6 +22,8 @@ export default defineConfig({
     chunkSizeWarningLimit: 1600,
   },
   server: {
+    // the examples menu reads ../examples (src/examples.ts)
+    fs: { allow: [".."] },
     proxy: {
       "/api": { target: api, ws: true },
       "/s/": { target: api },

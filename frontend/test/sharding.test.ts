@@ -165,7 +165,7 @@ describe("the sharding examples as requests", () => {
     expect(req).toMatchObject({
       devices: 4,
       mesh: { shape: [2, 2], axis_names: ["x", "y"], axis_types: ["auto", "auto"] },
-      in_shardings: [["x", "y"], ["y", null], null],
+      in_shardings: [["x", "y"], ["y", null]],
       out_shardings: [["x", null]],
     });
     expect(req.outputs).toContain("sharding");

@@ -110,7 +110,7 @@ def test_an_error_shows_its_hint_at_its_line(page: Any) -> None:
     assert wait_done(page) == "error"
     marked = page.locator("[data-testid=code] .cm-error-line")
     assert marked.count() == 1
-    assert marked.get_attribute("data-error-line") == "6"
+    assert marked.get_attribute("data-error-line") == "16"  # as the CLI reports it
     assert "if x.sum() > 0" in marked.inner_text()
     hint = page.locator("[data-testid=code] .cm-error-hint")
     assert "TracerBoolConversionError" in hint.inner_text() and "jnp.where" in hint.inner_text()
@@ -119,7 +119,7 @@ def test_an_error_shows_its_hint_at_its_line(page: Any) -> None:
     assert "lax.cond" in card.locator(".error-hint").inner_text()
     link = card.locator(".error-doc a")
     assert link.get_attribute("href", timeout=1000).startswith("https://docs.jax.dev/")
-    assert card.locator(".error-line").inner_text() == "line 6"
+    assert card.locator(".error-line").inner_text() == "line 16"
     assert page.get_attribute("#tab-errors", "aria-selected") == "true"
     assert page.locator(".stage-row [data-stage=trace].failed").count() == 1
 
@@ -289,7 +289,7 @@ def test_screenshots(page: Any, tmp_path: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     page.select_option("#examples", "grad-loss")
     assert wait_done(page) == "ok"
-    page.locator("[data-testid=out-jaxpr] .cm-line[data-src-line='9']").first.hover()
+    page.locator("[data-testid=out-jaxpr] .cm-line[data-src-line='21']").first.hover()
     page.screenshot(path=str(out / "jaxpr-linked.png"))
     page.mouse.move(0, 0)
     page.click("#tab-graph")
@@ -315,7 +315,7 @@ def test_screenshots(page: Any, tmp_path: Path) -> None:
     page.select_option("#examples", "per-example")
     assert wait_done(page) == "ok"
     page.click("#tab-stablehlo")
-    page.locator("[data-testid=code] .cm-line[data-src-line='5']").hover()
+    page.locator("[data-testid=code] .cm-line[data-src-line='15']").hover()
     page.screenshot(path=str(out / "dark-stablehlo.png"))
     page.mouse.move(0, 0)
     page.click("#theme")

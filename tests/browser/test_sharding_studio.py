@@ -14,21 +14,21 @@ def test_a_2d_sharded_layer_shows_its_grids_and_all_reduce_at_its_line(page: Any
     assert status == "ok", page.locator(".progress").inner_text()
     page.click("#tab-sharding")
     figures = page.locator(".sharding-array")
-    assert figures.count() == 4  # x, w, b and the output
+    assert figures.count() == 3  # x, w and the output
     # x over the 2 x 2 mesh: four blocks, one device each, each in its own colour
     x = figures.nth(0)
     assert "P('x', 'y')" in x.inner_text()
     assert x.locator("text.sharding-devices").all_text_contents() == ["0", "1", "2", "3"]
     fills = {x.locator("rect[fill^=hsl]").nth(i).get_attribute("fill") for i in range(4)}
     assert len(fills) == 4
-    # the contraction over y: an all-reduce, linked to `h = x @ w + b` (line 7)
+    # the contraction over y: an all-reduce, linked to `y = x @ w` (line 18)
     rows = page.locator("table.collectives tbody tr")
     kinds = rows.locator("td:first-child").all_inner_texts()
     assert "all-reduce" in kinds
     row = rows.nth(kinds.index("all-reduce"))
     assert "{0,1} {2,3}" in row.inner_text()
     row.locator("button.linklike").click()
-    assert "h = x @ w + b" in page.locator(".cm-activeLine").first.inner_text()
+    assert "y = x @ w" in page.locator(".cm-activeLine").first.inner_text()
 
 
 def test_the_mesh_builder_says_what_is_missing_and_a_run_uses_it(page: Any) -> None:
