@@ -72,6 +72,10 @@ def results() -> dict[tuple[str, str], Any]:
 
 
 @pytest.mark.slow
+# The module's fixture runs the whole corpus on every installed version (two at a
+# time) inside the first test's time: CI's three versions take minutes, a developer's
+# nine several more; each engine run has its own 300 s limit in _run.
+@pytest.mark.timeout(60 + 200 * len(OTHERS))
 @pytest.mark.skipif(not OTHERS, reason=f"no other JAX version installed in {VERSIONS_DIR}")
 @pytest.mark.parametrize("version", sorted(OTHERS))
 @pytest.mark.parametrize("case", CASES)
