@@ -8,13 +8,14 @@ from .test_page import wait_done
 
 
 def hover_word(page: Any, pane: str, word: str) -> None:
-    """Moves the pointer onto the first whole `word` drawn in an output pane."""
+    """Moves the pointer onto the first whole `word` drawn in an output pane: not a
+    part of an instruction name (`%tanh.3`) or of a metadata path (`jit(f)/tanh`)."""
     box = page.evaluate(
         """([pane, word]) => {
             const root = document.querySelector(`[data-testid=out-${pane}]`);
             const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
             for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-                const m = new RegExp(`(^|[^\\\\w.])(${word})(?![\\\\w.])`).exec(n.textContent);
+                const m = new RegExp(`(^|[^\\\\w.%/])(${word})(?![\\\\w.])`).exec(n.textContent);
                 if (!m) continue;
                 const r = document.createRange();
                 const at = m.index + m[1].length;
