@@ -1,41 +1,16 @@
 // Assembly: each compiled kernel's disassembly, under the HLO instruction it
 // computes and the code lines that made it (hovering a kernel lights them).
 import { clear, h } from "../dom";
-import type { EventOf, RunEvent } from "../protocol";
-import type { OutputPane } from "./pane";
+import { PerPipelinePane } from "./pane";
 
-type Asm = EventOf<"asm">;
-
-export class AsmPane implements OutputPane {
+export class AsmPane extends PerPipelinePane<"asm"> {
   readonly consumes = ["asm"] as const;
-  private events = new Map<string, Asm>();
-  private pipelines: string[] = ["main"];
-  private labels: Record<string, string> = {};
-  private ended = false;
 
   constructor(
-    readonly root: HTMLElement,
+    root: HTMLElement,
     private readonly onLine: (codeLine: number | null) => void,
   ) {
-    this.render();
-  }
-
-  reset(pipelines: string[], labels: Record<string, string>): void {
-    this.events.clear();
-    this.pipelines = pipelines;
-    this.labels = labels;
-    this.ended = false;
-    this.render();
-  }
-
-  show(event: RunEvent, pipeline: string): void {
-    if (event.type !== "asm") return;
-    this.events.set(pipeline, event);
-    this.render();
-  }
-
-  end(): void {
-    this.ended = true;
+    super(root);
     this.render();
   }
 
@@ -44,7 +19,7 @@ export class AsmPane implements OutputPane {
     return n ? String(n) : "";
   }
 
-  private render(): void {
+  protected render(): void {
     clear(this.root);
     if (this.events.size === 0) {
       this.root.append(h("p", { class: "pane-note" }, this.ended ? "No assembly: ask for it with the “asm” output (XLA outputs, above)." : "Waiting for the kernels…"));

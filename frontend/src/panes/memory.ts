@@ -2,45 +2,20 @@
 // output, temporary), biggest first, each with the code line that made it.
 import { clear, h } from "../dom";
 import { fmtBytes } from "../format";
-import type { EventOf, RunEvent } from "../protocol";
-import type { OutputPane } from "./pane";
+import { PerPipelinePane } from "./pane";
 
-type Memory = EventOf<"memory">;
-
-export class MemoryPane implements OutputPane {
+export class MemoryPane extends PerPipelinePane<"memory"> {
   readonly consumes = ["memory"] as const;
-  private events = new Map<string, Memory>();
-  private pipelines: string[] = ["main"];
-  private labels: Record<string, string> = {};
-  private ended = false;
 
   constructor(
-    readonly root: HTMLElement,
+    root: HTMLElement,
     private readonly onLine: (codeLine: number | null) => void,
   ) {
+    super(root);
     this.render();
   }
 
-  reset(pipelines: string[], labels: Record<string, string>): void {
-    this.events.clear();
-    this.pipelines = pipelines;
-    this.labels = labels;
-    this.ended = false;
-    this.render();
-  }
-
-  show(event: RunEvent, pipeline: string): void {
-    if (event.type !== "memory") return;
-    this.events.set(pipeline, event);
-    this.render();
-  }
-
-  end(): void {
-    this.ended = true;
-    this.render();
-  }
-
-  private render(): void {
+  protected render(): void {
     clear(this.root);
     if (this.events.size === 0) {
       this.root.append(h("p", { class: "pane-note" }, this.ended ? "No memory view: ask for it with the “memory” output (XLA outputs, above)." : "Waiting for the memory view…"));

@@ -1,7 +1,7 @@
 // What every output pane is to the page: it names the events it renders, and renders
 // them itself. main.ts only routes each event to the panes that consume it (and keeps
 // the run-level things: progress, the error marker in the editor, the tabs).
-import type { EventType, RunEvent } from "../protocol";
+import type { EventOf, EventType, RunEvent } from "../protocol";
 
 export interface OutputPane {
   /** the event types this pane renders */
@@ -14,4 +14,37 @@ export interface OutputPane {
   end(): void;
   /** a badge for its tab (a count), when it keeps one */
   badge?(): string;
+}
+
+/** A pane that keeps the one event of its type each pipeline sends and redraws from
+ * them all (asm, memory, sharding). Subclasses draw; they call `render()` once built. */
+export abstract class PerPipelinePane<K extends EventType> implements OutputPane {
+  abstract readonly consumes: readonly [K];
+  protected readonly events = new Map<string, EventOf<K>>();
+  protected pipelines: string[] = ["main"];
+  protected labels: Record<string, string> = {};
+  protected ended = false;
+
+  constructor(readonly root: HTMLElement) {}
+
+  reset(pipelines: string[], labels: Record<string, string>): void {
+    this.events.clear();
+    this.pipelines = pipelines;
+    this.labels = labels;
+    this.ended = false;
+    this.render();
+  }
+
+  show(event: RunEvent, pipeline: string): void {
+    if (event.type !== this.consumes[0]) return;
+    this.events.set(pipeline, event as EventOf<K>);
+    this.render();
+  }
+
+  end(): void {
+    this.ended = true;
+    this.render();
+  }
+
+  protected abstract render(): void;
 }

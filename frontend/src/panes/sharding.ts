@@ -2,42 +2,21 @@
 // device, the device ids in each block), and the collectives XLA put in the
 // per-device HLO, each linked to the code line that caused it.
 import { clear, h, svg } from "../dom";
-import type { RunEvent } from "../protocol";
 import { collectiveRows, deviceColour, formatSpec, gridCells, type ShardedArray, type ShardingEvent } from "../sharding";
-import type { OutputPane } from "./pane";
+import { PerPipelinePane } from "./pane";
 
 const WIDTH = 220;
 
-export class ShardingPane implements OutputPane {
+export class ShardingPane extends PerPipelinePane<"sharding"> {
   readonly consumes = ["sharding"] as const;
-  private events = new Map<string, ShardingEvent>();
-  private labels: Record<string, string> = {};
-  private ended = false;
 
   constructor(
-    readonly root: HTMLElement,
+    root: HTMLElement,
     private readonly onLine: (codeLine: number) => void,
     /** the entry's parameter names, to call arguments by them */
     private readonly params: () => string[] = () => [],
   ) {
-    this.render();
-  }
-
-  reset(_pipelines: string[], labels: Record<string, string>): void {
-    this.events.clear();
-    this.labels = labels;
-    this.ended = false;
-    this.render();
-  }
-
-  show(event: RunEvent, pipeline: string): void {
-    if (event.type !== "sharding") return;
-    this.events.set(pipeline, event);
-    this.render();
-  }
-
-  end(): void {
-    this.ended = true;
+    super(root);
     this.render();
   }
 
@@ -46,7 +25,7 @@ export class ShardingPane implements OutputPane {
     return this.events.size ? String(n) : "";
   }
 
-  private render(): void {
+  protected render(): void {
     clear(this.root);
     if (this.events.size === 0) {
       this.root.append(h("p", { class: "pane-note" }, this.ended ? "No sharding: set a mesh under “sharding” (left) and run again." : "Waiting for the shardings…"));
