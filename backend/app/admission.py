@@ -147,11 +147,19 @@ class Admission:
         return self._in_flight
 
     # --- the checks ------------------------------------------------------------------
+    def _refuse(
+        self, reason: str, status: int, error: str, message: str, retry_after_s: float
+    ) -> Overloaded:
+        """Counts a refusal under its reason (one of the metric's fixed set) and gives
+        the error to raise."""
+        self._metrics.rejected.labels(reason).inc()
+        return Overloaded(status, error, message, retry_after_s)
+
     def check_rate(self, rate_key: str) -> None:
         wait = self._rate.take(rate_key)
         if wait > 0:
-            self._metrics.rejected.labels("rate").inc()
-            raise Overloaded(
+            raise self._refuse(
+                "rate",
                 429,
                 "rate_limited",
                 f"too many runs: at most {self._s.rate_limit_per_minute:g} a minute "
@@ -162,8 +170,8 @@ class Admission:
     def check_snippet_rate(self, client: str) -> None:
         wait = self._snippets.take(client)
         if wait > 0:
-            self._metrics.rejected.labels("snippets").inc()
-            raise Overloaded(
+            raise self._refuse(
+                "snippets",
                 429,
                 "rate_limited",
                 f"too many snippets: at most {self._s.snippet_rate_per_minute:g} a minute "
@@ -176,8 +184,8 @@ class Admission:
         asks for now (so a hit cannot be told from a miss by the answer's status)."""
         wait = self._misses.peek(client)
         if wait > 0:
-            self._metrics.rejected.labels("not_found").inc()
-            raise Overloaded(
+            raise self._refuse(
+                "not_found",
                 429,
                 "rate_limited",
                 f"too many lookups of snippets that do not exist (at most "
@@ -192,8 +200,8 @@ class Admission:
         limit = self._s.max_runs_per_tenant if caller.max_runs is None else caller.max_runs
         tenant, client = caller.tenant, caller.client
         if self._tenant_runs[tenant] >= limit:
-            self._metrics.rejected.labels("tenant").inc()
-            raise Overloaded(
+            raise self._refuse(
+                "tenant",
                 429,
                 "too_many_runs",
                 f"this client already has {self._tenant_runs[tenant]} runs in progress (at most {limit})",
@@ -201,8 +209,8 @@ class Admission:
             )
         per_client = self._s.max_runs_per_client
         if client and self._client_runs[client] >= per_client:
-            self._metrics.rejected.labels("tenant").inc()
-            raise Overloaded(
+            raise self._refuse(
+                "tenant",
                 429,
                 "too_many_runs",
                 f"this address already has {self._client_runs[client]} runs in progress "
@@ -266,8 +274,8 @@ class Admission:
             except PoolFull as exc:
                 retry = exc.retry_after_s
         if len(queue) >= self._s.max_queue:
-            self._metrics.rejected.labels("queue_full").inc()
-            raise Overloaded(
+            raise self._refuse(
+                "queue_full",
                 503,
                 "server_busy",
                 f"every worker is busy and {len(queue)} runs are waiting for {backend}; try again later",
@@ -283,8 +291,8 @@ class Admission:
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    self._metrics.rejected.labels("queue_timeout").inc()
-                    raise Overloaded(
+                    raise self._refuse(
+                        "queue_timeout",
                         503,
                         "server_busy",
                         f"no worker became free within {self._s.queue_timeout_s:g} s; try again later",
