@@ -24,8 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +34,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from tests.server.live import LiveServer  # noqa: E402
 
 OUTPUTS = ["jaxpr", "stablehlo", "hlo", "value", "cost"]
 
@@ -163,44 +163,13 @@ def measure_notebook(repeat: int) -> dict[str, list[float]]:
 # --- jaxplay: a real server, POST /api/v1/runs ------------------------------------------
 
 
-def start_server(workdir: Path, tokens: list[str]) -> tuple[subprocess.Popen[bytes], str]:
-    import httpx
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def start_server(workdir: Path, tokens: list[str]) -> LiveServer:
     env = {
-        **os.environ,
-        "JAXPLAY_LOG_LEVEL": "warning",
         "JAXPLAY_API_TOKENS": json.dumps(tokens),
         "JAXPLAY_RATE_LIMIT_PER_MINUTE": "100000",
         "JAXPLAY_RATE_LIMIT_BURST": "100000",
     }
-    argv = [
-        sys.executable,
-        "-m",
-        "backend.serve_cli",
-        "--port",
-        str(port),
-        "--database-url",
-        f"sqlite:///{workdir / 'edit.sqlite3'}",
-        "--pool",
-        "zygote",
-    ]
-    log = open(workdir / "server.log", "wb")  # noqa: SIM115 (lives as long as the server)
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"the server exited: {(workdir / 'server.log').read_text()[-2000:]}")
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    sys.exit("the server did not start")
+    return LiveServer(workdir / "edit.sqlite3", "--pool", "zygote", env=env).start(180)
 
 
 def timed_post(client: Any, url: str, token: str, body: dict[str, Any]) -> tuple[float, float]:
@@ -234,7 +203,8 @@ def measure_jaxplay(repeat: int, pause_s: float, workdir: Path) -> dict[str, Any
     import httpx
 
     tokens = [f"edit-{i}" for i in range(len(CASES))]
-    proc, url = start_server(workdir, tokens)
+    server = start_server(workdir, tokens)
+    url = server.url
     later: dict[str, list[float]] = {c: [] for c in CASES}
     first_jaxpr: list[float] = []
     new_client: dict[str, float] = {}
@@ -252,11 +222,7 @@ def measure_jaxplay(repeat: int, pause_s: float, workdir: Path) -> dict[str, Any
                     later[case].append(ms)
                     first_jaxpr.append(jaxpr_ms)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        server.stop(timeout_s=30)
     return {"later": later, "first_jaxpr": first_jaxpr, "new_client": new_client}
 
 
