@@ -32,7 +32,7 @@ from backend.app.storage import (
     CachedResult,
     CacheLimits,
     ResultRecord,
-    trim_plan,
+    Trim,
 )
 
 T = TypeVar("T")
@@ -168,34 +168,16 @@ class PgStorage:
     async def record_result(self, key: str, record: ResultRecord, limits: CacheLimits) -> str:
         async def put(conn: psycopg.AsyncConnection[Any]) -> str:
             async with conn.transaction():
-                state = await _one(
-                    conn,
-                    _UPSERT,
-                    (
-                        key,
-                        record.state,
-                        record.digest,
-                        record.tenant,
-                        record.body,
-                        record.size,
-                        time.time(),
-                    ),
-                )
+                state = await _one(conn, _UPSERT, record.upsert_params(key))
                 cur = await conn.execute(RESULT_TOTALS)
                 count, total = await cur.fetchone() or (0, 0)
-                more = count > limits.max_entries or total > limits.max_bytes
-                while more:
+                trim = Trim(count, total, limits)
+                while trim.over():
                     cur = await conn.execute(_OLDEST, (TRIM_BATCH,))
-                    oldest = [(str(k), int(n)) for k, n in await cur.fetchall()]
-                    victims, more = trim_plan(count, total, oldest, limits)
-                    if victims:
-                        await conn.execute(
-                            "DELETE FROM cache_results WHERE key = ANY(%s)", (victims,)
-                        )
-                    gone = set(victims)
-                    count -= len(victims)
-                    total -= sum(size for key, size in oldest if key in gone)
-                    more = more and bool(victims)
+                    victims = trim.plan([(str(k), int(n)) for k, n in await cur.fetchall()])
+                    if not victims:
+                        break
+                    await conn.execute("DELETE FROM cache_results WHERE key = ANY(%s)", (victims,))
             return str(state)
 
         return await self._call(put)

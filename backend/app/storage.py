@@ -57,6 +57,10 @@ class ResultRecord:
     def size(self) -> int:
         return len(self.body.encode("utf-8")) + ROW_OVERHEAD
 
+    def upsert_params(self, key: str) -> tuple[Any, ...]:
+        """RESULT_UPSERT's parameters, in its order, for this record under ``key``."""
+        return (key, self.state, self.digest, self.tenant, self.body, self.size, time.time())
+
 
 @dataclass(frozen=True)
 class CacheLimits:
@@ -93,24 +97,33 @@ RETURNING state
 
 #: The cache's size now (a scan of the covering index ``cache_results_age``).
 RESULT_TOTALS = "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM cache_results"
-#: The oldest entries first (parameters: how many), for ``trim_plan``.
+#: The oldest entries first (parameters: how many), for ``Trim.plan``.
 RESULT_OLDEST = "SELECT key, size FROM cache_results ORDER BY created, key LIMIT ?"
 #: How many of the oldest entries a trim reads at a time.
 TRIM_BATCH = 256
 
 
-def trim_plan(
-    count: int, total: int, oldest: list[tuple[str, int]], limits: CacheLimits
-) -> tuple[list[str], bool]:
-    """The keys to delete, oldest first, to bring the cache within ``limits``; and
-    whether more must go than ``oldest`` holds (read the next batch)."""
-    victims: list[str] = []
-    for key, size in oldest:
-        if count <= limits.max_entries and total <= limits.max_bytes:
-            return victims, False
-        victims.append(key)
-        count, total = count - 1, total - int(size)
-    return victims, count > limits.max_entries or total > limits.max_bytes
+@dataclass
+class Trim:
+    """Bringing the cache within its limits, oldest entries first, a batch at a time:
+    ``over()`` says whether more must go, ``plan(oldest)`` picks the keys to delete from
+    a batch of (key, size) and counts them as gone."""
+
+    count: int
+    total: int
+    limits: CacheLimits
+
+    def over(self) -> bool:
+        return self.count > self.limits.max_entries or self.total > self.limits.max_bytes
+
+    def plan(self, oldest: list[tuple[str, int]]) -> list[str]:
+        victims: list[str] = []
+        for key, size in oldest:
+            if not self.over():
+                break
+            victims.append(key)
+            self.count, self.total = self.count - 1, self.total - int(size)
+        return victims
 
 
 def canonical_json(request: RunRequest) -> str:
@@ -271,28 +284,14 @@ class SqliteStorage:
         db = self._conn()
         db.execute("BEGIN IMMEDIATE")
         try:
-            row = db.execute(
-                RESULT_UPSERT,
-                (
-                    key,
-                    record.state,
-                    record.digest,
-                    record.tenant,
-                    record.body,
-                    record.size,
-                    time.time(),
-                ),
-            ).fetchone()
+            row = db.execute(RESULT_UPSERT, record.upsert_params(key)).fetchone()
             count, total = db.execute(RESULT_TOTALS).fetchone()
-            more = count > limits.max_entries or total > limits.max_bytes
-            while more:
-                oldest = db.execute(RESULT_OLDEST, (TRIM_BATCH,)).fetchall()
-                victims, more = trim_plan(count, total, oldest, limits)
+            trim = Trim(count, total, limits)
+            while trim.over():
+                victims = trim.plan(db.execute(RESULT_OLDEST, (TRIM_BATCH,)).fetchall())
+                if not victims:
+                    break
                 db.executemany("DELETE FROM cache_results WHERE key = ?", [(k,) for k in victims])
-                gone = set(victims)
-                count -= len(victims)
-                total -= sum(size for key, size in oldest if key in gone)
-                more = more and bool(victims)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
