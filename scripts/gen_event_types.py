@@ -10,7 +10,11 @@
 The page validates every event with zod (``zod/mini``); its schemas are made here
 from the JSON Schema, so the page's idea of an event is the server's, bounds and
 all, and never a second copy kept by hand. The run request the page sends is typed
-the same way (``request.ts``, from ``RunRequest.model_json_schema()``). Only the JSON Schema the event models
+the same way (``request.ts``): sandbox/protocol.py's ``RunRequest`` (what a snippet
+stores) and backend/app/wire.py's ``RunBody`` (what a run sends: the same plus
+``cache``), with the enums the page narrows its input to (``TransformName``,
+``Output``, ``Backend``) named as protocol.py names them. The backend never imports
+JAX, so importing its wire models here is cheap. Only the JSON Schema the models
 use is translated (objects, arrays, strings, numbers, enums, ``anyOf``, ``$ref``);
 anything else stops the script with the keyword it does not know.
 """
@@ -19,17 +23,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pydantic.json_schema import models_json_schema  # noqa: E402
+
+from backend.app.wire import RunBody  # noqa: E402
 from sandbox.protocol import (  # noqa: E402
     DOC_URL_PREFIXES,
     EVENT_MODELS,
+    Backend,
+    Output,
     RunRequest,
+    TransformName,
     event_json_schema,
 )
 
@@ -40,6 +52,9 @@ REQUEST_TS_PATH = ROOT / "frontend" / "src" / "generated" / "request.ts"
 SAFE_INT = 2**53 - 1
 #: keywords that say nothing a validator checks
 _IGNORED = {"title", "description", "default", "discriminator"}
+#: the request's enums, named in request.ts as protocol.py names them (JSON Schema
+#: inlines a Literal alias; the page narrows its input with these)
+REQUEST_ENUMS = {"TransformName": TransformName, "Output": Output, "Backend": Backend}
 
 
 class Unsupported(Exception):
@@ -72,8 +87,14 @@ def _with(expr: str, checks: list[str]) -> str:
     return f"{expr}.check({', '.join(checks)})" if checks else expr
 
 
-def zod(schema: dict[str, Any]) -> str:
-    """One JSON Schema (as pydantic writes it) as a zod/mini expression."""
+def zod(schema: dict[str, Any], enums: dict[tuple[str, ...], str] | None = None) -> str:
+    """One JSON Schema (as pydantic writes it) as a zod/mini expression; an enum whose
+    values are a key of ``enums`` is written as that name."""
+    enums = enums or {}
+
+    def sub(inner: dict[str, Any]) -> str:
+        return zod(inner, enums)
+
     unknown = set(schema) - _IGNORED - {
         "type", "properties", "required", "items", "anyOf", "enum", "const", "$ref",
         "minLength", "maxLength", "minItems", "maxItems", "pattern", "minimum", "maximum",
@@ -87,12 +108,13 @@ def zod(schema: dict[str, Any]) -> str:
     if "anyOf" in schema:
         options = schema["anyOf"]
         rest = [o for o in options if o != {"type": "null"}]
-        inner = zod(rest[0]) if len(rest) == 1 else f"z.union([{', '.join(map(zod, rest))}])"
+        inner = sub(rest[0]) if len(rest) == 1 else f"z.union([{', '.join(map(sub, rest))}])"
         return f"z.nullable({inner})" if len(rest) < len(options) else inner
     if "const" in schema:
         return f"z.literal({json.dumps(schema['const'])})"
     if "enum" in schema:
-        return f"z.enum({json.dumps(schema['enum'])})"
+        named = enums.get(tuple(schema["enum"]))
+        return named or f"z.enum({json.dumps(schema['enum'])})"
     kind = schema.get("type")
     if kind == "string":
         return _with("z.string()", _checks(schema, "string"))
@@ -106,22 +128,25 @@ def zod(schema: dict[str, Any]) -> str:
         safe = schema.get("minimum", 0) >= -SAFE_INT and schema.get("maximum", 0) <= SAFE_INT
         return _with("z.int()" if safe else "z.number()", _checks(schema, "number") if safe else [])
     if kind == "array":
-        return _with(f"z.array({zod(schema['items'])})", _checks(schema, "array"))
+        return _with(f"z.array({sub(schema['items'])})", _checks(schema, "array"))
     if kind == "object" and "patternProperties" in schema:
         ((pattern, values),) = schema["patternProperties"].items()
         key = _with("z.string()", [f"z.regex(new RegExp({json.dumps(pattern)}))"])
-        return _with(f"z.record({key}, {zod(values)})", _checks(schema, "object"))
+        return _with(f"z.record({key}, {sub(values)})", _checks(schema, "object"))
     extra = schema.get("additionalProperties")
     if kind == "object" and isinstance(extra, dict) and "properties" not in schema:
-        return _with(f"z.record(z.string(), {zod(extra)})", _checks(schema, "object"))
+        return _with(f"z.record(z.string(), {sub(extra)})", _checks(schema, "object"))
     if kind == "object":
         required = set(schema.get("required", ()))
         fields = []
         for name, prop in schema.get("properties", {}).items():
-            expr = zod(prop)
+            expr = sub(prop)
             fields.append(f"  {name}: {expr if name in required else f'z.optional({expr})'},")
-        # additionalProperties true: the named fields are checked, the others kept
-        maker = "z.looseObject" if extra is True else "z.object"
+        # additionalProperties true: the named fields are checked, the others kept;
+        # false (extra="forbid"): another field is refused, as the server refuses it
+        maker = (
+            "z.looseObject" if extra is True else "z.strictObject" if extra is False else "z.object"
+        )
         return f"{maker}({{\n" + "\n".join(fields) + "\n})"
     raise Unsupported(f"JSON Schema type {kind!r}")
 
@@ -176,24 +201,43 @@ def typescript(schema: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def request_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the requests the page sends: ``RunRequest`` and ``RunBody``
+    side by side in one ``$defs`` (they share ``Transform`` and ``MeshSpec``)."""
+    _, schema = models_json_schema([(RunRequest, "validation"), (RunBody, "validation")])
+    return schema
+
+
 def request_typescript(schema: dict[str, Any]) -> str:
-    """The run request as the page builds it: zod/mini schemas and the type of each."""
-    defs = schema.get("$defs", {})
-    top = {k: v for k, v in schema.items() if k != "$defs"}
+    """The requests as the page builds them: zod/mini schemas and the type of each."""
+    defs = schema["$defs"]
+    enums: dict[tuple[str, ...], str] = {}
     out = [
-        "// Generated by scripts/gen_event_types.py from sandbox/protocol.py's RunRequest:",
-        "// do not edit; run the script.",
+        "// Generated by scripts/gen_event_types.py from sandbox/protocol.py's RunRequest",
+        "// and backend/app/wire.py's RunBody: do not edit; run the script.",
         'import * as z from "zod/mini";',
         "",
     ]
-    for name in _order(defs):
-        out.append(f"export const {name} = {zod(defs[name])};")
+    for name, alias in REQUEST_ENUMS.items():
+        values = typing.get_args(alias)
+        enums[values] = name
+        out.append(f"/** protocol.py's `{name}`. */")
+        out.append(f"export const {name} = z.enum({json.dumps(list(values))});")
         out.append(f"export type {name} = z.infer<typeof {name}>;")
         out.append("")
-    out.append("/** " + " ".join(str(schema.get("description", "A run request.")).split()) + " */")
-    out.append(f"export const RunRequest = {zod(top)};")
-    out.append("export type RunRequest = z.infer<typeof RunRequest>;")
-    return "\n".join(out) + "\n"
+    models = []
+    for name in _order(defs):
+        description = defs[name].get("description")
+        if description:
+            models.append("/** " + " ".join(description.split()) + " */")
+        models.append(f"export const {name} = {zod(defs[name], enums)};")
+        models.append(f"export type {name} = z.infer<typeof {name}>;")
+        models.append("")
+    # an enum no field refers to any more (its values changed in one place only)
+    used = set(re.findall(r"\b[A-Za-z]+\b", "\n".join(models)))
+    if unused := sorted(set(REQUEST_ENUMS) - used):
+        raise Unsupported(f"no request field is of the enums {unused}")
+    return "\n".join(out + models).rstrip("\n") + "\n"
 
 
 def generated() -> dict[Path, str]:
@@ -201,7 +245,7 @@ def generated() -> dict[Path, str]:
     return {
         SCHEMA_PATH: json.dumps(schema, indent=2, ensure_ascii=False) + "\n",
         TS_PATH: typescript(schema),
-        REQUEST_TS_PATH: request_typescript(RunRequest.model_json_schema()),
+        REQUEST_TS_PATH: request_typescript(request_json_schema()),
     }
 
 

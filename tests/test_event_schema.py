@@ -8,10 +8,11 @@ import importlib.util
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
+from backend.app.wire import RunBody
 from sandbox.event_gate import EventGate, allowed_stages
 from sandbox.protocol import (
     EVENT_FIELDS,
@@ -39,6 +40,32 @@ def test_the_committed_schema_and_page_types_are_generated_from_the_models() -> 
         assert path.read_text() == text, (
             f"{path.relative_to(ROOT)} is stale: run python scripts/gen_event_types.py"
         )
+
+
+def test_the_page_request_types_are_the_snippet_and_run_bodies_with_named_enums() -> None:
+    gen = _generator()
+    text = gen.request_typescript(gen.request_json_schema())
+
+    def fields(model: str) -> set[str]:
+        body = text.split(f"export const {model} = z.strictObject({{\n")[1].split("\n});")[0]
+        return {line.split(":")[0].strip() for line in body.splitlines()}
+
+    # RunBody (backend/app/wire.py) is what a run sends: the snippet's RunRequest plus cache
+    assert fields("RunBody") == set(RunBody.model_fields)
+    assert fields("RunRequest") == set(RunRequest.model_fields) == fields("RunBody") - {"cache"}
+    # the enums the page narrows its input to are named, and the fields use the names
+    for name in ("TransformName", "Output", "Backend"):
+        assert f"export const {name} = z.enum([" in text
+    assert "  backend: z.optional(Backend)," in text
+    assert "  outputs: z.optional(z.array(Output))," in text
+    assert "  name: TransformName," in text
+
+
+def test_an_enum_no_request_field_uses_stops_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    gen = _generator()
+    monkeypatch.setitem(gen.REQUEST_ENUMS, "Backend", Literal["cpu", "gpu"])
+    with pytest.raises(gen.Unsupported, match="Backend"):
+        gen.request_typescript(gen.request_json_schema())
 
 
 def test_the_schema_names_every_event_and_field() -> None:

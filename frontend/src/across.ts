@@ -4,7 +4,7 @@
 // stage and timing figures side by side. Pure: the view is panes/across.ts.
 import * as z from "zod/mini";
 import { fmtMs } from "./format";
-import type { RunRequest } from "./state";
+import type { RunBody } from "./generated/request";
 
 /** The server's bounds on `versions` (backend/app/routes/across.py, MAX_ACROSS). */
 export const MIN_ACROSS = 2;
@@ -62,7 +62,7 @@ export function acrossChoices(versions: VersionChoice[], kept: readonly string[]
 
 /** The body of `POST /api/v1/across` for `request` on `versions`, or what is wrong
  * with the choice. The versions are named in `versions`, so the request has none. */
-export function acrossBody(request: RunRequest, versions: readonly string[]): { body: { request: RunRequest; versions: string[] } } | { problem: string } {
+export function acrossBody(request: RunBody, versions: readonly string[]): { body: { request: RunBody; versions: string[] } } | { problem: string } {
   const distinct = [...new Set(versions)];
   if (distinct.length < MIN_ACROSS) return { problem: `Tick at least ${MIN_ACROSS} versions to compare (${distinct.length} ticked).` };
   if (distinct.length > MAX_ACROSS) return { problem: `At most ${MAX_ACROSS} versions in one comparison (${distinct.length} ticked).` };

@@ -2,7 +2,7 @@
 // after the server closes it (idle timeout). A new run cancels the previous one on
 // the server; here every event of a run that is no longer current is dropped.
 import { parseServerMessage, type RunEvent } from "./protocol";
-import type { RunRequest } from "./state";
+import type { RunBody } from "./generated/request";
 
 export interface ConnectionHandlers {
   onEvent: (seq: number, event: RunEvent) => void;
@@ -78,7 +78,7 @@ export class Connection {
   }
 
   /** Starts a run; its events go to onEvent with the returned seq. */
-  async run(request: RunRequest): Promise<number> {
+  async run(request: RunBody): Promise<number> {
     const seq = this.nextSeq++;
     this.current = seq;
     let ws: WebSocket;

@@ -7,10 +7,11 @@
 // the build (and the unit tests) with the entry's id.
 import { z } from "zod";
 import menu from "../../examples/menu.json";
+import { TransformName } from "./generated/request";
 import type { PlayState } from "./state";
 import type { Step } from "./transforms";
 
-const step = (name: string, options: Record<string, string | boolean> = {}): Step => ({ name, options });
+const step = (name: TransformName, options: Record<string, string | boolean> = {}): Step => ({ name, options });
 
 export interface Example {
   id: string;
@@ -20,7 +21,8 @@ export interface Example {
   state: Omit<PlayState, "backend">;
 }
 
-const StepJson = z.strictObject({ name: z.string(), options: z.record(z.string(), z.union([z.string(), z.boolean()])).optional() });
+// a step's name is the server's TransformName (a misspelt one fails the build, naming it)
+const StepJson = z.strictObject({ name: TransformName, options: z.record(z.string(), z.union([z.string(), z.boolean()])).optional() });
 const MenuEntry = z.strictObject({
   id: z.string().regex(/^[a-z0-9-]+$/),
   title: z.string(),

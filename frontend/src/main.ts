@@ -32,7 +32,10 @@ import { acrossBody, acrossChoices, AcrossAnswer } from "./across";
 import { fmtAgo } from "./format";
 import { PMAP_TO_SHARD_MAP, PipelineBuilder } from "./pipeline";
 import { ApiError, Backends, IR_TYPES, SnippetCreated, pipelineOf, type IrType, type RunEvent } from "./protocol";
-import { embeddedSnippet, fromRequest, loadAutosave, saveAutosave, snippetIdFromPath, toRequest, type PlayState, type RunRequest } from "./state";
+import { embeddedSnippet, fromRequest, loadAutosave, saveAutosave, snippetIdFromPath, toRequest, type PlayState } from "./state";
+import { Backend, type RunBody } from "./generated/request";
+import { parsedOrNull } from "./narrow";
+import { optInOutput } from "./panes/registry";
 import { describePipeline, type StepProblem } from "./transforms";
 import { describeSignature, isArgCountError } from "./signature";
 
@@ -182,7 +185,11 @@ function setAcross(on: boolean): void {
 ui.acrossBtn.addEventListener("click", () => setAcross(!acrossOn));
 
 // --- backend, devices, config ---------------------------------------------------------
-ui.backend.addEventListener("change", () => ((state.backend = ui.backend.value), changed()));
+ui.backend.addEventListener("change", () => {
+  // the menu lists only the server's Backend names (below), so this always parses
+  const backend = parsedOrNull(Backend, ui.backend.value);
+  if (backend !== null) ((state.backend = backend), changed());
+});
 ui.jaxVersion.addEventListener("change", () => ((state.jaxVersion = ui.jaxVersion.value), changed()));
 ui.devices.addEventListener("input", () => {
   const n = Number(ui.devices.value);
@@ -202,7 +209,8 @@ ui.flagsB.addEventListener("input", () => {
 });
 for (const box of ui.outputBoxes) {
   box.addEventListener("change", () => {
-    const name = box.dataset.output!;
+    const name = optInOutput(box.dataset.output);
+    if (name === null) return; // layout.ts names each box after an opt-in output
     const others = (state.outputs ?? []).filter((o) => o !== name);
     state.outputs = box.checked ? [...others, name] : others;
     changed();
@@ -223,7 +231,8 @@ async function loadBackends(): Promise<void> {
     const parsed = Backends.safeParse(await r.json());
     if (!parsed.success) return;
     for (const b of parsed.data.backends) {
-      if (b.name === "auto" || [...ui.backend.options].some((o) => o.value === b.name)) continue;
+      // a name outside the request's Backend enum could only be refused (422): not offered
+      if (b.name === "auto" || parsedOrNull(Backend, b.name) === null || [...ui.backend.options].some((o) => o.value === b.name)) continue;
       const what = [b.device_kind, b.jax_version ? `jax ${b.jax_version}` : ""].filter(Boolean).join(", ");
       ui.backend.append(h("option", { value: b.name }, what ? `${b.name} (${what})` : b.name));
     }
@@ -283,7 +292,7 @@ function show(s: PlayState): void {
   meshBuilder.set(state.sharding);
   if (state.sharding?.mesh) (ui.meshHolder as HTMLDetailsElement).open = true;
   for (const box of ui.configBoxes) box.checked = state.config[box.dataset.config!] === true;
-  for (const box of ui.outputBoxes) box.checked = (state.outputs ?? []).includes(box.dataset.output!);
+  for (const box of ui.outputBoxes) box.checked = (state.outputs ?? []).some((o) => o === box.dataset.output);
   ui.flags.value = state.flags ?? "";
   ui.flagsB.value = state.compareFlags ?? "";
   builderA.refreshSummary();
@@ -515,7 +524,7 @@ function cachedNote(ageS: number | null | undefined, at: string | null | undefin
 }
 
 /** The request last sent, as sent: "re-run fresh" sends it again. */
-let lastRequest: RunRequest | null = null;
+let lastRequest: RunBody | null = null;
 
 async function run(): Promise<void> {
   follower.follow();
@@ -542,12 +551,12 @@ async function run(): Promise<void> {
 }
 
 /** Sends `request` over the WebSocket; its events fill the panes. */
-async function send(request: RunRequest): Promise<void> {
+async function send(request: RunBody): Promise<void> {
   lastRequest = request;
   errorsPane.reset();
   mark("errors", "");
   mark("console", "");
-  const pipelines = ["main", ...request.compare.map((_, i) => String(i))];
+  const pipelines = ["main", ...(request.compare ?? []).map((_, i) => String(i))];
   for (const [, pane] of outputPanes) pane.reset(pipelines, labels);
   progress.reset(pipelines, labels);
   progress.setWorker("");
@@ -571,7 +580,7 @@ async function send(request: RunRequest): Promise<void> {
 let acrossAbort: AbortController | null = null;
 
 /** Runs `request` on the ticked versions and shows where each output changed. */
-async function runAcross(request: RunRequest): Promise<void> {
+async function runAcross(request: RunBody): Promise<void> {
   const made = acrossBody(request, acrossView.ticked());
   if ("problem" in made) {
     acrossView.setStatus("error", made.problem);

@@ -1,7 +1,7 @@
 // The pipeline builder: add, remove and reorder transforms (buttons, keys or drag),
 // each with its options as JAX names them.
 import { clear, h } from "./dom";
-import { CHECKPOINT_POLICIES, TRANSFORMS, TRANSFORM_NAMES, describePipeline, optionValue, type OptionSpec, type Step } from "./transforms";
+import { CHECKPOINT_POLICIES, TRANSFORMS, TRANSFORM_NAMES, describePipeline, optionValue, transformName, type OptionSpec, type Step } from "./transforms";
 
 /** The event a pmap step's "as shard_map" button sends (detail: the step's index). */
 export const PMAP_TO_SHARD_MAP = "pmap-to-shard-map";
@@ -24,11 +24,12 @@ export class PipelineBuilder {
       "select",
       { class: "add-step", "aria-label": `Add a transform to ${name}`, "data-testid": `add-${name}` },
       h("option", { value: "" }, "+ add transform"),
-      ...TRANSFORM_NAMES.map((n) => h("option", { value: n }, `${n} — ${TRANSFORMS[n]!.help}`)),
+      ...TRANSFORM_NAMES.map((n) => h("option", { value: n }, `${n} — ${TRANSFORMS[n].help}`)),
     );
     add.addEventListener("change", () => {
-      if (!add.value) return;
-      this.steps = [...this.steps, { name: add.value, options: {} }];
+      const name = transformName(add.value); // null for "+ add transform" itself
+      if (name === null) return;
+      this.steps = [...this.steps, { name, options: {} }];
       add.value = "";
       this.changed(true);
       // focus the new step, for keyboard users
@@ -98,7 +99,7 @@ export class PipelineBuilder {
       { class: "step-head" },
       h("span", { class: "step-grip", "aria-hidden": "true" }, "⋮⋮"),
       h("strong", { class: "step-name" }, step.name),
-      h("span", { class: "step-help" }, spec?.help ?? ""),
+      h("span", { class: "step-help" }, spec.help),
       step.name === "pmap"
         ? h("button", {
             type: "button",
@@ -125,7 +126,7 @@ export class PipelineBuilder {
     );
     li.append(head);
     const opts = h("div", { class: "step-options" });
-    for (const o of spec?.options ?? []) opts.append(this.renderOption(step, o));
+    for (const o of spec.options) opts.append(this.renderOption(step, o));
     li.append(opts);
     return li;
   }

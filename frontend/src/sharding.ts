@@ -2,10 +2,13 @@
 // boxes' text as request JSON, pmap's shard_map form, and what the sharding pane
 // draws (each array's blocks as rectangles, a colour per device, the collectives).
 // Pure: no DOM, unit-tested (test/sharding.test.ts).
+import { MeshSpec, type RunRequest } from "./generated/request";
+import { parsedOrNull } from "./narrow";
 import type { EventOf } from "./protocol";
 import type { Json, Step } from "./transforms";
 
-export type AxisType = "auto" | "explicit" | "manual";
+/** A mesh axis's type, as the server's MeshSpec has it. */
+export type AxisType = NonNullable<MeshSpec["axis_types"]>[number];
 export const AXIS_TYPES: readonly AxisType[] = ["auto", "explicit", "manual"];
 
 /** The mesh as the page keeps it: what the user typed in the builder. */
@@ -28,11 +31,12 @@ export interface ShardingState {
 
 export class SpecError extends Error {}
 
-export interface MeshJson {
-  shape: number[];
-  axis_names: string[];
-  axis_types: AxisType[];
-}
+/** The request's `mesh` as the page makes it: every axis's type given. */
+export type MeshJson = MeshSpec & { axis_types: AxisType[] };
+/** One JSON PartitionSpec, as the request's `in_shardings`/`out_shardings` hold them. */
+export type PartitionSpecJson = NonNullable<NonNullable<RunRequest["in_shardings"]>[number]>;
+/** The request's sharding fields. */
+export type ShardingFields = Pick<RunRequest, "mesh" | "in_shardings" | "out_shardings">;
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,31}$/;
 
@@ -57,14 +61,14 @@ export function meshSize(mesh: MeshJson): number {
 
 /** `x, None` / `P('x', None)` / `('x', 'y'), None` / `[]` as a JSON PartitionSpec;
  * empty text or `None` alone: null (replicated). Axis names are checked against the mesh. */
-export function parseSpec(text: string, axes: readonly string[] | null): Json[] | null {
+export function parseSpec(text: string, axes: readonly string[] | null): PartitionSpecJson | null {
   let src = text.trim();
   const wrapped = /^(?:P|PartitionSpec)\s*\((.*)\)$/s.exec(src);
   if (wrapped) src = wrapped[1]!.trim();
   else if (/^\[.*\]$/s.test(src)) src = src.slice(1, -1).trim();
   if (src === "" && !wrapped && text.trim() !== "[]") return null;
   if (src === "None" && !wrapped) return null;
-  const entries: Json[] = [];
+  const entries: PartitionSpecJson = [];
   const used = new Set<string>();
   const name = (raw: string): string => {
     const n = raw.trim().replace(/^['"]|['"]$/g, "");
@@ -102,7 +106,7 @@ export interface ShardingProblem {
 }
 
 /** The request's sharding fields, with problems listed (not thrown). */
-export function shardingRequest(state: ShardingState, problems: ShardingProblem[] = []): Record<string, Json> {
+export function shardingRequest(state: ShardingState, problems: ShardingProblem[] = []): ShardingFields {
   if (!state.mesh) return {};
   let mesh: MeshJson;
   try {
@@ -111,8 +115,8 @@ export function shardingRequest(state: ShardingState, problems: ShardingProblem[
     problems.push({ field: "mesh", message: (e as Error).message });
     return {};
   }
-  const out: Record<string, Json> = { mesh: mesh as unknown as Json };
-  const specs: (Json[] | null)[] = [];
+  const out: ShardingFields = { mesh };
+  const specs: (PartitionSpecJson | null)[] = [];
   state.inShardings.forEach((text, i) => {
     try {
       specs.push(parseSpec(text, mesh.axis_names));
@@ -133,15 +137,15 @@ export function shardingRequest(state: ShardingState, problems: ShardingProblem[
 
 /** A stored request's sharding fields back into page state (lenient). */
 export function shardingFromRequest(d: Record<string, unknown>): ShardingState {
-  const mesh = d.mesh as Partial<MeshJson> | undefined;
+  const mesh = parsedOrNull(MeshSpec, d.mesh);
   const spec = (s: unknown): string => (Array.isArray(s) ? formatSpec(s as Json[]).replace(/^P\(\)  \(replicated\)$/, "") : "");
   return {
     mesh:
-      mesh && Array.isArray(mesh.shape) && Array.isArray(mesh.axis_names)
+      mesh !== null
         ? {
             shape: mesh.shape.join(", "),
             names: mesh.axis_names.join(", "),
-            types: (Array.isArray(mesh.axis_types) ? mesh.axis_types : []).filter((t): t is AxisType => AXIS_TYPES.includes(t)),
+            types: mesh.axis_types ?? [],
           }
         : null,
     inShardings: Array.isArray(d.in_shardings) ? d.in_shardings.map(spec) : [],

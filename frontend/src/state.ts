@@ -1,9 +1,12 @@
 // What the page edits, how it becomes a run request (SPEC §1), and how it is saved
 // locally and restored from a shared snippet. Pure apart from localStorage access.
-import { OUTPUT_PANES, requestOutputs } from "./panes/registry";
+import * as z from "zod/mini";
+import { Backend, RunRequest, TransformName, type Output } from "./generated/request";
+import { parsedItems, parsedOrNull } from "./narrow";
+import { optInOutput, requestOutputs } from "./panes/registry";
 import { flagsText, parseFlags } from "./xla";
-import { shardingFromRequest, shardingRequest, type ShardingProblem, type ShardingState } from "./sharding";
-import { fromRequestTransforms, toRequestTransforms, type Json, type Step, type StepProblem } from "./transforms";
+import { AXIS_TYPES, shardingFromRequest, shardingRequest, type ShardingProblem, type ShardingState } from "./sharding";
+import { fromRequestTransforms, toRequestTransforms, type Step, type StepProblem } from "./transforms";
 
 export interface PlayState {
   code: string;
@@ -12,13 +15,13 @@ export interface PlayState {
   steps: Step[];
   /** the second pipeline of compare mode; null when compare mode is off */
   compare: Step[] | null;
-  backend: string;
+  backend: Backend;
   devices: number;
   /** the JAX version runs name (`jax_version`); empty or absent: the server's default */
   jaxVersion?: string;
   config: Record<string, boolean | string>;
   /** outputs asked for besides the server's defaults (passes, asm, memory, remarks) */
-  outputs?: string[];
+  outputs?: Output[];
   /** XLA flags as typed (`name=value ...`): compiler_options of A, and of B in compare mode */
   flags?: string;
   compareFlags?: string;
@@ -36,26 +39,8 @@ export const CONFIG_TOGGLES: { name: string; label: string; help: string }[] = [
   { name: "jax_disable_jit", label: "disable jit", help: "run jit-decorated code eagerly (jax_disable_jit)" },
 ];
 
-export interface RunRequest {
-  code: string;
-  entry: string;
-  args: string;
-  transforms: Record<string, Json>[];
-  compare: Record<string, Json>[][];
-  backend: string;
-  devices: number;
-  config: Record<string, boolean | string>;
-  jax_version?: string;
-  outputs?: string[];
-  compiler_options?: Record<string, boolean | number | string>;
-  compare_compiler_options?: Record<string, boolean | number | string>[];
-  mesh?: Json;
-  in_shardings?: Json;
-  out_shardings?: Json;
-  /** false: never answered from the server's result cache (a "re-run fresh") */
-  cache?: boolean;
-}
-
+/** The run request for `state`, typed by the server's RunRequest (generated from
+ * sandbox/protocol.py); what does not parse is listed in `problems`. */
 export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRequest {
   const compareProblems: StepProblem[] = [];
   const request: RunRequest = {
@@ -64,7 +49,7 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
     args: state.args.trim() || "()",
     transforms: toRequestTransforms(state.steps, problems),
     compare: state.compare ? [toRequestTransforms(state.compare, compareProblems)] : [],
-    backend: state.backend || "auto",
+    backend: state.backend,
     devices: state.devices,
     config: { ...state.config },
   };
@@ -75,7 +60,8 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
   const meshFields = state.sharding ? shardingRequest(state.sharding, sharding) : {};
   Object.assign(request, meshFields);
   for (const p of sharding) problems.push({ step: -1, option: `sharding: ${p.field}`, message: p.message });
-  const optedIn = [...(state.outputs ?? []), ...("mesh" in meshFields ? ["sharding"] : [])];
+  const withMesh: Output[] = "mesh" in meshFields ? ["sharding"] : [];
+  const optedIn = [...(state.outputs ?? []), ...withMesh];
   const outputs = requestOutputs(optedIn);
   if (outputs) request.outputs = outputs;
   // XLA flags (xla.ts parses them; the server checks them against its allow-list); B's
@@ -92,17 +78,17 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
   return request;
 }
 
+const AnyObject = z.record(z.string(), z.unknown());
+
 /** A stored request (a snippet, an autosave) back into page state; lenient. */
 export function fromRequest(data: unknown, fallback: PlayState): PlayState {
-  if (!data || typeof data !== "object") return fallback;
-  const d = data as Record<string, unknown>;
+  const d = parsedOrNull(AnyObject, data);
+  if (d === null) return fallback;
   const str = (v: unknown, dflt: string): string => (typeof v === "string" ? v : dflt);
   const compare = Array.isArray(d.compare) && d.compare.length > 0 ? fromRequestTransforms(d.compare[0]) : null;
   const config: Record<string, boolean | string> = {};
-  if (d.config && typeof d.config === "object") {
-    for (const [k, v] of Object.entries(d.config as Record<string, unknown>)) {
-      if (typeof v === "boolean" || typeof v === "string") config[k] = v;
-    }
+  for (const [k, v] of Object.entries(parsedOrNull(AnyObject, d.config) ?? {})) {
+    if (typeof v === "boolean" || typeof v === "string") config[k] = v;
   }
   const devices = typeof d.devices === "number" && d.devices >= 1 && d.devices <= 64 ? Math.floor(d.devices) : 1;
   return {
@@ -111,38 +97,63 @@ export function fromRequest(data: unknown, fallback: PlayState): PlayState {
     args: str(d.args, "()"),
     steps: fromRequestTransforms(d.transforms),
     compare,
-    backend: str(d.backend, "auto"),
+    backend: parsedOrNull(Backend, d.backend) ?? "auto",
     devices,
     jaxVersion: str(d.jax_version, ""),
     config,
-    outputs: Array.isArray(d.outputs) ? d.outputs.filter((o): o is string => typeof o === "string" && o !== "sharding" && OUTPUT_PANES[o]?.optIn !== undefined) : [],
+    // sharding comes with the mesh; the other opt-in outputs are the ticked boxes
+    outputs: optedInOutputs(d.outputs).filter((o) => o !== "sharding"),
     sharding: shardingFromRequest(d),
     flags: flagsText(d.compiler_options),
     compareFlags: Array.isArray(d.compare_compiler_options) ? flagsText(d.compare_compiler_options[0]) : "",
   };
 }
 
+/** The opt-in outputs among `values` (a stored request's, the autosave's); the rest dropped. */
+function optedInOutputs(values: unknown): Output[] {
+  return (Array.isArray(values) ? values : []).map(optInOutput).filter((o) => o !== null);
+}
+
 // --- local autosave ----------------------------------------------------------------
 
 const KEY = "jaxplay:state:v1";
+
+// The autosave is read back field by field: one saved by an older page (a transform
+// since renamed, a field of another shape) loses that field, not the whole state.
+const SavedStep = z.object({ name: TransformName, options: z.record(z.string(), z.union([z.string(), z.boolean()])) });
+const Saved = z.looseObject({ code: z.string(), steps: z.array(z.unknown()) });
+const SavedSharding = z.object({
+  mesh: z.nullable(z.object({ shape: z.string(), names: z.string(), types: z.array(z.enum(AXIS_TYPES)) })),
+  inShardings: z.array(z.string()),
+  outShardings: z.string(),
+});
+const Text = z.string();
 
 /** The autosaved state, as typed (option text included), or null. */
 export function loadAutosave(fallback: PlayState): PlayState | null {
   try {
     const raw = localStorage.getItem(KEY);
     if (!raw) return null;
-    const saved = JSON.parse(raw) as Partial<PlayState>;
-    if (typeof saved.code !== "string" || !Array.isArray(saved.steps)) return null;
-    const steps = (v: unknown): Step[] =>
-      (Array.isArray(v) ? v : []).filter(
-        (s): s is Step => !!s && typeof s.name === "string" && !!s.options && typeof s.options === "object",
-      );
+    const parsed = Saved.safeParse(JSON.parse(raw));
+    if (!parsed.success) return null;
+    const saved = parsed.data;
     return {
       ...fallback,
-      ...saved,
-      steps: steps(saved.steps),
-      compare: saved.compare ? steps(saved.compare) : null,
-      config: saved.config && typeof saved.config === "object" ? saved.config : {},
+      code: saved.code,
+      entry: parsedOrNull(Text, saved.entry) ?? fallback.entry,
+      args: parsedOrNull(Text, saved.args) ?? fallback.args,
+      steps: parsedItems(SavedStep, saved.steps),
+      compare: Array.isArray(saved.compare) ? parsedItems(SavedStep, saved.compare) : null,
+      backend: parsedOrNull(Backend, saved.backend) ?? fallback.backend,
+      devices: parsedOrNull(RunRequest.shape.devices, saved.devices) ?? fallback.devices,
+      jaxVersion: parsedOrNull(Text, saved.jaxVersion) ?? fallback.jaxVersion,
+      config: parsedOrNull(z.record(z.string(), z.union([z.boolean(), z.string()])), saved.config) ?? {},
+      outputs: Array.isArray(saved.outputs) ? optedInOutputs(saved.outputs) : fallback.outputs,
+      flags: parsedOrNull(Text, saved.flags) ?? fallback.flags,
+      compareFlags: parsedOrNull(Text, saved.compareFlags) ?? fallback.compareFlags,
+      argsByHand: parsedOrNull(z.boolean(), saved.argsByHand) ?? fallback.argsByHand,
+      sharding: parsedOrNull(SavedSharding, saved.sharding) ?? fallback.sharding,
+      acrossVersions: parsedOrNull(z.array(Text), saved.acrossVersions) ?? fallback.acrossVersions,
     };
   } catch {
     return null;

@@ -1,6 +1,8 @@
 // The transforms the engine applies and their options, spelled as JAX spells them
 // (sandbox/protocol.py TRANSFORM_OPTIONS). Pure: no DOM, unit-tested.
 
+import { Transform, TransformName } from "./generated/request";
+import { parsedOrNull } from "./narrow";
 import { formatSpec, parseSpecList } from "./sharding";
 
 export type Json = null | boolean | number | string | Json[];
@@ -29,7 +31,9 @@ const argnums = (d = "0"): OptionSpec => ({ name: "argnums", kind: "ints", jaxDe
 const hasAux: OptionSpec = { name: "has_aux", kind: "bool", jaxDefault: false, help: "f returns (output, aux); aux is passed through" };
 const holomorphic: OptionSpec = { name: "holomorphic", kind: "bool", jaxDefault: false, help: "f is holomorphic (complex inputs and outputs)" };
 
-export const TRANSFORMS: Record<string, { help: string; options: OptionSpec[] }> = {
+// Keyed by the server's TransformName: a transform added to or dropped from
+// sandbox/protocol.py fails the type check here until this table follows.
+export const TRANSFORMS: Record<TransformName, { help: string; options: OptionSpec[] }> = {
   jit: {
     help: "compile with XLA",
     options: [
@@ -102,7 +106,13 @@ export const TRANSFORMS: Record<string, { help: string; options: OptionSpec[] }>
   },
 };
 
-export const TRANSFORM_NAMES = Object.keys(TRANSFORMS);
+/** The transforms menu, in the server's order. */
+export const TRANSFORM_NAMES: readonly TransformName[] = TransformName.options;
+
+/** `name` if it is a transform the server knows (a menu's value, a stored step), else null. */
+export function transformName(name: unknown): TransformName | null {
+  return parsedOrNull(TransformName, name);
+}
 
 export const CHECKPOINT_POLICIES = [
   "everything_saveable",
@@ -115,7 +125,7 @@ export const CHECKPOINT_POLICIES = [
 
 /** One step of a pipeline as the page keeps it: option values as the user typed them. */
 export interface Step {
-  name: string;
+  name: TransformName;
   /** text for text-like options, booleans for checkboxes */
   options: Record<string, string | boolean>;
 }
@@ -218,20 +228,24 @@ export interface StepProblem {
   message: string;
 }
 
-/** The steps as the run request wants them: `{name, **options}`; problems listed, not thrown. */
-export function toRequestTransforms(steps: Step[], problems: StepProblem[] = []): Record<string, Json>[] {
-  return steps.map((step, i) => {
-    const out: Record<string, Json> = { name: step.name };
-    for (const spec of TRANSFORMS[step.name]?.options ?? []) {
-      try {
-        const v = optionValue(spec, step.options[spec.name]);
-        if (v !== undefined) out[spec.name] = v;
-      } catch (e) {
-        problems.push({ step: i, option: spec.name, message: (e as Error).message });
-      }
+/** One step's options as JSON (those left at JAX's default omitted); problems listed
+ * under step number `index`, not thrown. */
+function stepOptions(step: Step, index: number, problems: StepProblem[]): Record<string, Json> {
+  const out: Record<string, Json> = {};
+  for (const spec of TRANSFORMS[step.name].options) {
+    try {
+      const v = optionValue(spec, step.options[spec.name]);
+      if (v !== undefined) out[spec.name] = v;
+    } catch (e) {
+      problems.push({ step: index, option: spec.name, message: (e as Error).message });
     }
-    return out;
-  });
+  }
+  return out;
+}
+
+/** The steps as the run request wants them: `{name, **options}`; problems listed, not thrown. */
+export function toRequestTransforms(steps: Step[], problems: StepProblem[] = []): Transform[] {
+  return steps.map((step, i) => ({ ...stepOptions(step, i, problems), name: step.name }));
 }
 
 /** The reverse: a stored request's transforms back into editable steps. */
@@ -239,11 +253,11 @@ export function fromRequestTransforms(items: unknown): Step[] {
   if (!Array.isArray(items)) return [];
   const steps: Step[] = [];
   for (const item of items) {
-    if (!item || typeof item !== "object") continue;
-    const { name, ...rest } = item as Record<string, unknown>;
-    if (typeof name !== "string" || !(name in TRANSFORMS)) continue;
+    const transform = parsedOrNull(Transform, item); // a name the server knows, any options
+    if (transform === null) continue;
+    const { name, ...rest } = transform;
     const options: Record<string, string | boolean> = {};
-    for (const spec of TRANSFORMS[name]!.options) {
+    for (const spec of TRANSFORMS[name].options) {
       if (!(spec.name in rest)) continue;
       const v = rest[spec.name];
       options[spec.name] = spec.kind === "bool" ? Boolean(v) : spec.kind === "specs" && Array.isArray(v) ? v.map((p) => formatSpec(p as Json[]).replace(/  \(replicated\)$/, "")).join(", ") : formatJson(v as Json);
@@ -273,15 +287,8 @@ function formatOption(v: Json): string {
 export function describePipeline(steps: Step[], entry = "f"): string {
   let expr = entry;
   for (const step of steps) {
-    let opts: Record<string, Json>;
-    try {
-      opts = toRequestTransforms([step])[0]!;
-    } catch {
-      opts = { name: step.name };
-    }
     const parts = [expr];
-    for (const [k, v] of Object.entries(opts)) {
-      if (k === "name") continue;
+    for (const [k, v] of Object.entries(stepOptions(step, 0, []))) {
       if (k === "policy") parts.push(`policy=jax.checkpoint_policies.${String(v)}`);
       else parts.push(`${k}=${formatOption(v)}`);
     }

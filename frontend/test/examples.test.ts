@@ -29,6 +29,8 @@ describe("the examples menu (examples/menu.json + examples/*.py)", () => {
     expect(() => buildExamples({ examples: [one, one] }, { "a.py": "" })).toThrow("the id a is used twice");
     expect(() => buildExamples({ examples: [{ ...one, steps: "jit" }] }, { "a.py": "" })).toThrow(/steps/);
     expect(() => buildExamples({ examples: [{ ...one, stpes: [] }] }, { "a.py": "" })).toThrow(/stpes/);
+    // a step's name is checked against the server's TransformName
+    expect(() => buildExamples({ examples: [{ ...one, compare: [{ name: "pjit" }] }] }, { "a.py": "" })).toThrow(/expected one of "jit".*→ at examples\[0\]\.compare\[0\]\.name/s);
     expect(buildExamples({ examples: [one] }, { "a.py": "def f(x): ..." })[0]!.state).toMatchObject({ entry: "f", compare: null, devices: 1, config: {} });
   });
 

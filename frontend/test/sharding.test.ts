@@ -10,7 +10,7 @@ import {
   shardingRequest,
   type ShardingEvent,
 } from "../src/sharding";
-import { fromRequestTransforms, toRequestTransforms } from "../src/transforms";
+import { fromRequestTransforms, toRequestTransforms, type Step } from "../src/transforms";
 
 const AXES = ["x", "y"];
 
@@ -70,7 +70,7 @@ describe("PartitionSpec boxes", () => {
 
 describe("shard_map steps", () => {
   it("send their specs as lists of PartitionSpecs and read them back", () => {
-    const steps = [{ name: "shard_map", options: { in_specs: "P('i'), P()", out_specs: "P('i')" } }];
+    const steps: Step[] = [{ name: "shard_map", options: { in_specs: "P('i'), P()", out_specs: "P('i')" } }];
     const sent = toRequestTransforms(steps);
     expect(sent).toEqual([{ name: "shard_map", in_specs: [["i"], []], out_specs: [["i"]] }]);
     expect(toRequestTransforms(fromRequestTransforms(sent))).toEqual(sent);

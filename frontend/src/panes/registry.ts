@@ -2,7 +2,9 @@
 // as sandbox/protocol.py's OUTPUT_TABLE; tests/test_outputs_registry.py checks
 // both name the same), the tab that shows it and whether the page asks for it only
 // when its toggle is on (outputs that cost a dump of XLA's compile).
+import { Output } from "../generated/request";
 import type { TabId } from "../layout";
+import { parsedOrNull } from "../narrow";
 
 export interface OutputEntry {
   /** the tab whose pane shows this output */
@@ -11,7 +13,9 @@ export interface OutputEntry {
   optIn?: { label: string; help: string };
 }
 
-export const OUTPUT_PANES: Record<string, OutputEntry> = {
+// Keyed by the server's Output enum: an output added to sandbox/protocol.py fails the
+// type check here until the page says where it shows it.
+export const OUTPUT_PANES: Record<Output, OutputEntry> = {
   jaxpr: { tab: "jaxpr" },
   stablehlo: { tab: "stablehlo" },
   hlo: { tab: "hlo" },
@@ -27,9 +31,15 @@ export const OUTPUT_PANES: Record<string, OutputEntry> = {
 };
 
 /** The outputs a page's request names: the server's defaults plus the opted-in ones. */
-export function requestOutputs(optedIn: readonly string[]): string[] | undefined {
-  const extra = optedIn.filter((name) => OUTPUT_PANES[name]?.optIn);
+export function requestOutputs(optedIn: readonly Output[]): Output[] | undefined {
+  const extra = optedIn.filter((name) => OUTPUT_PANES[name].optIn);
   if (extra.length === 0) return undefined; // the server's default outputs
-  const defaults = Object.entries(OUTPUT_PANES).filter(([, e]) => !e.optIn).map(([name]) => name);
+  const defaults = Output.options.filter((name) => !OUTPUT_PANES[name].optIn);
   return [...defaults, ...extra];
+}
+
+/** `name` if it is an output the page asks for only when ticked, else null. */
+export function optInOutput(name: unknown): Output | null {
+  const output = parsedOrNull(Output, name);
+  return output !== null && OUTPUT_PANES[output].optIn ? output : null;
 }
