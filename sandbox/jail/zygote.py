@@ -44,7 +44,7 @@ import time
 import traceback
 from typing import Any
 
-from sandbox.jail import compile_cache, seccomp
+from sandbox.jail import compile_cache, reuse, seccomp
 from sandbox.jail.seccomp import ZYGOTE_PID
 
 PR_SET_DUMPABLE = 4
@@ -55,6 +55,10 @@ WARM_S = 10.0
 #: How long after a run the zygote waits before forking the next warm child.
 PREFORK_DELAY_S = 0.05
 CLEANUP_S = 2.0
+#: CPU time (clock ticks, 10 ms each) a kept process may have used while it waited
+#: for its next run: more means work of the last run still going on (an operation
+#: dispatched and never waited for), and the process is not used again.
+IDLE_TICKS = 5
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -147,6 +151,11 @@ class Zygote:
         self._clean = True  # the last cleanup succeeded: a warm child may be forked
         self._prefork_at = 0.0
         self._kept = kept_paths()
+        #: processes kept across runs (reuse.py): the kernel's view of each before its
+        #: first run, the runs each served, its CPU ticks when its last run ended
+        self._base: dict[int, dict[str, str]] = {}
+        self._served: dict[int, int] = {}
+        self._ticks: dict[int, int] = {}
 
     def loop(self) -> None:
         while True:
@@ -175,7 +184,10 @@ class Zygote:
                 return
             message = json.loads(data)
             if message.get("op") == "run" and len(fds) == 3:
-                self.serve(fds, warm_ok=message.get("warm") is True)
+                keep = message.get("keep")
+                self.serve(
+                    fds, message.get("warm") is True, keep if isinstance(keep, dict) else None
+                )
             else:
                 for fd in fds:
                     os.close(fd)
@@ -194,15 +206,19 @@ class Zygote:
         if pid == 0:
             mine.close()
             _become_child(self.ctl, self.run_filter)
+            watch = None
             try:
-                _warm_up(self.worker, its, settle)
-                _, fds, _, _ = socket.recv_fds(its, 16, 4)
+                watch = _warm_up(self.worker, its, settle)
+                order, fds, _, _ = socket.recv_fds(its, 16, 4)
             except OSError:
                 fds = []
             if len(fds) != 3:
                 os._exit(0)
-            its.close()
-            _run(self.worker, *fds)
+            if order != b"run" or watch is None:  # b"once": one run, then exit
+                its.close()
+                _run(self.worker, *fds)
+            else:
+                _serve_runs(self.worker, its, watch, fds)
         its.close()
         self.warm = (pid, mine)
 
@@ -224,21 +240,31 @@ class Zygote:
             sock.settimeout(None)
         return False
 
-    def serve(self, fds: list[int], warm_ok: bool) -> None:
+    def serve(self, fds: list[int], warm_ok: bool, keep: dict[str, Any] | None = None) -> None:
+        """One run: in the warm child (or the process kept from the last run), else in
+        a cold child. ``keep`` (``runs``, ``rss_kib``): the process may be kept for
+        the next run of the tenant if the run ends well and nothing changed."""
         pid: int | None = None
+        kept_sock: socket.socket | None = None
         # A warm child still warming up (runs back to back) is not waited for: a cold
         # child is as fast, once the warm one is out of the way.
-        if warm_ok and self.warm is not None and self.wait_warm(0):
+        if warm_ok and self.warm is not None and self.wait_warm(0) and self._idle(self.warm[0]):
             pid, sock = self.warm
+            keeping = keep is not None and self._keepable(pid, sock)
             try:
-                socket.send_fds(sock, [b"run"], fds)
+                socket.send_fds(sock, [b"run" if keeping else b"once"], fds)
             except OSError:  # it died (killed from inside the jail?)
                 pid = None
-            sock.close()
+            if keeping and pid is not None:
+                kept_sock = sock
+            else:
+                sock.close()
             self.warm = None
         warm = pid is not None
+        reused = self._served.get(pid, 0) if pid is not None else 0
         if pid is None:
             if self.warm is not None:  # not used: out of the way (CPU, pids) at once
+                self._forget(self.warm[0])
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(self.warm[0], signal.SIGKILL)
                 self.warm[1].close()  # before the fork: the cold child must not inherit it
@@ -248,33 +274,129 @@ class Zygote:
             pid = self._fork_cold(fds)
         for fd in fds:
             os.close(fd)
-        _send(self.ctl, {"op": "started", "pid": pid, "warm": warm})
-        pidfd = os.pidfd_open(pid)
-        supervisor_gone = False
-        while True:
-            ready, _, _ = select.select([self.ctl.fileno(), pidfd], [], [])
-            if pidfd in ready:
-                break
-            data = self.ctl.recv(4096)
-            if not data or json.loads(data).get("op") == "kill":
-                supervisor_gone = not data
-                os.kill(pid, signal.SIGKILL)
-        os.close(pidfd)
-        _, status = os.waitpid(pid, 0)
+        _send(self.ctl, {"op": "started", "pid": pid, "warm": warm, "reused": reused})
+        report, supervisor_gone = self._wait_run(pid, kept_sock)
+        status = 0
+        why = "" if report is not None else "it exited"
+        if report is not None:  # it ended its run and waits for the next one
+            code = report.get("code")
+            status = code if isinstance(code, int) else 70
+            why = _not_kept(report, status)
         if self.warm is not None:  # unused: the cleanup kills it with the rest
             self.warm[1].close()
             self.warm = None
         self._warmed.clear()
-        clean = _cleanup(self._kept)
+        spare = pid if report is not None and not why else None
+        clean, spared = _cleanup(self._kept, spare)
+        if spare is not None and not spared:
+            why = "the run left processes"
+        if spared and not why:
+            why = self._judge(pid, reused + 1, keep or {})
+        if report is not None and why:  # it goes; its own run is over
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if report is None or why:
+            self._forget(pid)
+            if kept_sock is not None:
+                kept_sock.close()
+            with contextlib.suppress(ChildProcessError):
+                _, waited = os.waitpid(pid, 0)
+                if report is None:
+                    status = os.waitstatus_to_exitcode(waited)
         if supervisor_gone:
             os._exit(0)
+        kept = clean and not why and kept_sock is not None
+        if kept:
+            assert kept_sock is not None
+            self.warm = (pid, kept_sock)
+            self._warmed.add(pid)
+            self._served[pid] = reused + 1
+            self._ticks[pid] = _cpu_ticks(pid)
         # The next warm child is forked a moment later, unless a run comes first: runs
         # back to back would only find it half-warm and have to kill it.
         self._clean = clean
         self._prefork_at = time.monotonic() + PREFORK_DELAY_S
-        _send(
-            self.ctl, {"op": "exited", "status": os.waitstatus_to_exitcode(status), "clean": clean}
-        )
+        exited = {"op": "exited", "status": status, "clean": clean, "kept": kept}
+        if not kept and keep is not None and warm:
+            exited["why"] = why[:200]
+        _send(self.ctl, exited)
+
+    def _wait_run(self, pid: int, sock: socket.socket | None) -> tuple[dict[str, Any] | None, bool]:
+        """Wait until the run's process exits or (kept) reports its run ended; kill it
+        on the supervisor's order. Returns (the report or None, supervisor gone)."""
+        pidfd = os.pidfd_open(pid)
+        supervisor_gone = killed = False
+        report: dict[str, Any] | None = None
+        try:
+            while True:
+                waiting = [self.ctl.fileno(), pidfd] + ([sock.fileno()] if sock else [])
+                ready, _, _ = select.select(waiting, [], [])
+                if pidfd in ready:
+                    return None, supervisor_gone
+                if sock is not None and sock.fileno() in ready:
+                    report = _report(sock)
+                    if report is not None and not killed:
+                        return report, supervisor_gone
+                    sock = None  # not a report: it goes, as a child that exits
+                    os.kill(pid, signal.SIGKILL)
+                    continue
+                data = self.ctl.recv(4096)
+                if not data or json.loads(data).get("op") == "kill":
+                    supervisor_gone = not data
+                    killed = True
+                    os.kill(pid, signal.SIGKILL)
+        finally:
+            os.close(pidfd)
+
+    def _keepable(self, pid: int, sock: socket.socket) -> bool:
+        """Whether warm child ``pid`` may be kept after its run: it has taken the
+        baseline of its Python state (said ``base``), and the kernel's view of it is
+        read now, before its first run."""
+        if pid in self._base:
+            return True
+        sock.setblocking(False)
+        try:
+            said = sock.recv(16)
+        except OSError:
+            return False
+        finally:
+            sock.setblocking(True)
+        if said != b"base":
+            return False
+        try:
+            self._base[pid] = reuse.kernel_view(pid)
+        except OSError:
+            return False
+        return True
+
+    def _idle(self, pid: int) -> bool:
+        """A kept process used no CPU while it waited (see IDLE_TICKS)."""
+        if pid not in self._ticks:
+            return True
+        try:
+            return _cpu_ticks(pid) - self._ticks[pid] <= IDLE_TICKS
+        except OSError:
+            return False
+
+    def _judge(self, pid: int, runs: int, keep: dict[str, Any]) -> str:
+        """Why the process that ran ``runs`` runs must not be kept ('' if it may)."""
+        try:
+            changed = reuse.kernel_changes(self._base[pid], reuse.kernel_view(pid))
+            rss = reuse.rss_kib(pid)
+        except (OSError, KeyError):
+            return "its state could not be read"
+        if changed:
+            return f"its {', '.join(changed)} changed"
+        max_runs, max_rss = keep.get("runs"), keep.get("rss_kib")
+        if not isinstance(max_runs, int) or runs >= max_runs:
+            return f"{runs} runs"
+        if not isinstance(max_rss, int) or rss > max_rss:
+            return f"RSS {rss} KiB"
+        return ""
+
+    def _forget(self, pid: int) -> None:
+        for table in (self._base, self._served, self._ticks):
+            table.pop(pid, None)
 
     def _fork_cold(self, fds: list[int]) -> int:
         sys.stdout.flush()
@@ -320,25 +442,41 @@ WARM_MESSAGE = {
 }
 
 
-def _warm_up(worker: Any, sock: socket.socket, settle: bool = False) -> None:
+def _warm_up(worker: Any, sock: socket.socket, settle: bool = False) -> reuse.Watch | None:
     """A warm child's warm-up: start the backend and run the worker's warm-up request,
     say ``warm`` on ``sock``, then run the worker's further warm-ups (a matmul's first
     compile and run) one at a time for as long as no run has arrived, and last collect
     and freeze the heap, so that the run starts with no garbage to collect. A run that
     arrives waits for the step in progress at most (tens of ms). ``settle``: say
-    ``warm`` only after all of it (no run can come before)."""
+    ``warm`` only after all of it (no run can come before).
+
+    Last, if no run came meanwhile, the baseline of its state for being kept across
+    runs (reuse.py): its stdio on /dev/null as after every run, ``reuse.Watch``; it
+    says ``base`` then and returns the watch (None: the process serves one run)."""
     steps = _warm_backend(worker)
     if not settle:
         sock.send(b"warm")
     for step in [*steps, _freeze_heap]:
         if select.select([sock], [], [], 0)[0]:  # the run is here: no more warming
-            return
+            return None
         try:
             step()
         except Exception:
             traceback.print_exc()
+    watch = None
+    if settle or not select.select([sock], [], [], 0)[0]:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            _quiet_stdio()
+            watch = reuse.Watch()
+        except Exception:
+            traceback.print_exc()
     if settle:
         sock.send(b"warm")
+    if watch is not None:
+        sock.send(b"base")
+    return watch
 
 
 def _freeze_heap() -> None:
@@ -366,7 +504,13 @@ def _warm_backend(worker: Any) -> list[Any]:
 
 
 def _run(worker: Any, msg_fd: int, event_fd: int, err_fd: int) -> None:
-    code = 70
+    os._exit(_run_once(worker, msg_fd, event_fd, err_fd))
+
+
+def _run_once(worker: Any, msg_fd: int, event_fd: int, err_fd: int) -> int:
+    """One run: the message read, stdin /dev/null, stdout and stderr the run's pipe.
+    Returns the exit code the process would have."""
+    code: Any = 70
     try:
         with os.fdopen(msg_fd, "rb") as f:
             message = json.loads(f.read())
@@ -379,17 +523,85 @@ def _run(worker: Any, msg_fd: int, event_fd: int, err_fd: int) -> None:
         code = worker.run_message(message, event_fd)
     except BaseException:
         traceback.print_exc()
-    finally:
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        code = 70
+    return code if isinstance(code, int) else 70
+
+
+def _serve_runs(worker: Any, sock: socket.socket, watch: reuse.Watch, fds: list[int]) -> None:
+    """A kept process: one run after another, each on the descriptors the zygote
+    sends, as long as the zygote keeps it. After each run it lets go of the run's
+    pipes (so that the run's end is seen), puts back what the engine gave the run,
+    checks its state against the baseline and reports to the zygote."""
+    while True:
+        event_fd = fds[1]
+        code = _run_once(worker, *fds)
         try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code if isinstance(code, int) else 70)
+            changes = _after_run(watch, event_fd) if code == 0 else [f"exit code {code}"]
+        except BaseException as exc:
+            changes = [f"the check failed: {type(exc).__name__}"]
+        report = {"code": code, "changes": [c[:200] for c in reuse.first_differences(changes)]}
+        try:
+            sock.send(json.dumps(report).encode(), socket.MSG_NOSIGNAL)
+            if changes:
+                os._exit(code)
+            order, fds, _, _ = socket.recv_fds(sock, 16, 4)
+        except OSError:
+            os._exit(code)
+        if order != b"run" or len(fds) != 3:
+            os._exit(0)
 
 
-def _others() -> list[int]:
+def _after_run(watch: reuse.Watch, event_fd: int) -> list[str]:
+    with contextlib.suppress(OSError):
+        os.close(event_fd)
+    _quiet_stdio()
+    watch.reset()
+    reuse.reap_children()
+    gc.collect()  # the run's garbage, and its finalizers, before the check
+    gc.freeze()  # what survives is not scanned again by the next run's collections
+    return watch.changes()
+
+
+def _quiet_stdio() -> None:
+    """fds 0, 1 and 2 on /dev/null: a kept process holds none of a run's pipes."""
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _report(sock: socket.socket) -> dict[str, Any] | None:
+    """A kept process's report that its run ended (None: none, or not one)."""
+    try:
+        data = sock.recv(4096)
+        report = json.loads(data) if data else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict) or not isinstance(report.get("changes"), list):
+        return None
+    return report
+
+
+def _not_kept(report: dict[str, Any], status: int) -> str:
+    if status != 0:
+        return f"exit code {status}"
+    changes = report["changes"]
+    return f"changed: {'; '.join(str(c) for c in changes)}" if changes else ""
+
+
+def _cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return int(rest[11]) + int(rest[12])  # utime + stime
+
+
+def _others(spare: int | None = None) -> list[int]:
     me = os.getpid()
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me, spare)]
 
 
 def kept_paths(tops: tuple[str, ...] = WIPED) -> dict[str, int]:
@@ -409,10 +621,14 @@ def kept_paths(tops: tuple[str, ...] = WIPED) -> dict[str, int]:
     return kept
 
 
-def _cleanup(kept: dict[str, int]) -> bool:
-    """Kill whatever the run left in the jail and empty its writable places."""
+def _cleanup(kept: dict[str, int], spare: int | None = None) -> tuple[bool, bool]:
+    """Kill whatever the run left in the jail and empty its writable places. The
+    process ``spare`` (kept for the next run) is spared only if it is the only one
+    left: anything else and everything goes, it too. Returns (clean, spared)."""
     deadline = time.monotonic() + CLEANUP_S
-    while _others():
+    spared = spare is not None and not _others(spare)
+    while _others(spare if spared else None):
+        spared = False  # kill(-1) below spares nobody
         try:
             os.kill(-1, signal.SIGKILL)  # everything we may signal in this pid namespace
         except ProcessLookupError:
@@ -425,7 +641,7 @@ def _cleanup(kept: dict[str, int]) -> bool:
             if pid == 0:
                 break
         if time.monotonic() > deadline:
-            return False
+            return False, False
         time.sleep(0.001)
     try:
         # The compilation cache is not wiped, but only what JAX writes may stay in it.
@@ -436,8 +652,8 @@ def _cleanup(kept: dict[str, int]) -> bool:
             os.chmod(top, 0o700)  # the run owns it and may have locked itself out
             wipe(top, deadline, kept)
     except (OSError, RecursionError, TimeoutError):
-        return False
-    return True
+        return False, False
+    return True, spared
 
 
 def wipe(path: str, deadline: float, kept: dict[str, int]) -> None:

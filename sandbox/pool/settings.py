@@ -37,6 +37,17 @@ class PoolSettings:
     pool_per_tenant: int = setting(2, "Most zygotes one tenant may hold (its concurrent runs).")
     pool_idle_s: float = setting(300.0, "A tenant's zygote retires after this long unused.")
     pool_max_runs: int = setting(200, "A zygote retires after this many runs.")
+    pool_reuse_runs: int = setting(
+        50,
+        "Runs one process may serve for its tenant, one after another, while nothing it "
+        "relies on changed (docs/sandbox.md, issue 11); 0 or 1: a fresh process per run.",
+    )
+    pool_reuse_rss_bytes: int = setting(
+        1024 * MiB,
+        "A process kept across a tenant's runs is not used again once its resident "
+        "memory is over this.",
+        size=True,
+    )
     pool_max_age_s: float = setting(3600.0, "A zygote retires after this long alive.")
     pool_start_s: float = setting(
         60.0, "A zygote that is not ready (JAX imported and warmed) after this long is killed."

@@ -1,4 +1,4 @@
-"""The warm pool: jailed zygotes that imported JAX once; each run forks a fresh child.
+"""The warm pool: jailed zygotes that imported JAX once; a run gets a forked child.
 
 A zygote (sandbox/jail/zygote.py) lives in its own jail and serves one tenant only.
 Spares, bound to no tenant yet, are kept ready so a new tenant never waits for
@@ -6,7 +6,9 @@ Spares, bound to no tenant yet, are kept ready so a new tenant never waits for
 with the worker message, passes them to the zygote over its control socket
 (SCM_RIGHTS), and reads the pipes itself, with the same caps as every run
 (sandbox/supervisor.py). The zygote forks, the child runs the engine, and when it is
-gone the zygote kills what it left and empties /tmp before it takes the next run.
+gone the zygote kills what it left and empties /tmp before it takes the next run. A
+child whose run ended well and changed nothing it relies on may be kept for the
+tenant's next run (``JAXPLAY_POOL_REUSE_RUNS``; sandbox/jail/reuse.py).
 
 A timeout, an output or event cap, the OOM killer, a zygote that dies or a cleanup
 that fails: each kills the whole jail (SIGKILL from outside, cgroup emptied) and the
@@ -165,12 +167,18 @@ class Zygote:
             elif op == "exited" and self.run is not None:
                 status, clean = message.get("status"), message.get("clean") is True
                 run = self.run
+                run.kept = message.get("kept") is True
+                if isinstance(message.get("why"), str):
+                    log.info("%s: its process is not kept: %s", self.id, message["why"])
                 self._run_ended(clean and isinstance(status, int))
                 run.exited(status if isinstance(status, int) else None)
             elif op == "warm":
                 self.warm_child = True
             elif op == "started" and self.run is not None:
                 self.run.warm = message.get("warm") is True
+                reused = message.get("reused")
+                self.run.reused = reused if isinstance(reused, int) else 0
+                self.pool.reused += self.run.reused > 0
             elif op != "started":
                 break
         self.retire("control channel closed")
@@ -231,7 +239,11 @@ class Zygote:
 
     def send_run(self, fds: list[int], warm: bool) -> None:
         assert self._ctl is not None
-        socket.send_fds(self._ctl, [json.dumps({"op": "run", "warm": warm}).encode()], fds)
+        order: dict[str, Any] = {"op": "run", "warm": warm}
+        s = self.pool.settings
+        if s.pool_reuse_runs > 1:  # the process may serve this tenant's next run
+            order["keep"] = {"runs": s.pool_reuse_runs, "rss_kib": s.pool_reuse_rss_bytes // 1024}
+        socket.send_fds(self._ctl, [json.dumps(order).encode()], fds)
         self.warm_child = False
         self.runs += 1
         self.pool.total_runs += 1
@@ -301,6 +313,10 @@ class ZygoteRun(RunSupervisor):
         self._sent = False
         #: whether the zygote's pre-forked child (backend already warm) took the run
         self.warm = False
+        #: how many runs of its tenant the process had served before this one (0: a
+        #: fresh child), and whether it is kept for the next (sandbox/jail/reuse.py)
+        self.reused = 0
+        self.kept = False
 
     @property
     def zygote_id(self) -> str:
@@ -413,6 +429,7 @@ class ZygotePool:
         self.zygotes: list[Zygote] = []
         self.total_runs = 0
         self.retired = 0
+        self.reused = 0  # runs served by a process kept from an earlier run
         self._seq = 0
         self._refiller: asyncio.Task[None] | None = None
         self._maintainer: asyncio.Task[None] | None = None
@@ -599,6 +616,7 @@ class ZygotePool:
             "running": sum(1 for z in self.zygotes if z.run is not None),
             "capacity": self.max_running,
             "runs": self.total_runs,
+            "reused": self.reused,
             "retired": self.retired,
             "jail": self.jailer.describe(),
         }

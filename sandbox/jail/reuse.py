@@ -1,0 +1,434 @@
+"""A process kept across one tenant's runs, and the checks that let it be kept.
+
+A zygote's warm child (sandbox/jail/zygote.py) that ran a run to a normal end may
+serve the same tenant's next run instead of exiting: its JAX keeps its in-memory
+caches, so eager operations, tracing and lowering cost what they cost in a warm
+notebook. It is kept only while nothing jaxplay or the next run relies on has
+changed. Two checks, each against a baseline taken before the process's first run
+(before any user code ran in it):
+
+- ``Watch`` (in the process itself, Python's state): ``sys.modules`` (names and
+  identity), every attribute of every module by identity, for functions also
+  ``__code__``, ``__defaults__`` and ``__kwdefaults__``, the attributes of every
+  class a module defines, ``jax.config``'s values, JAX's trace state, Python
+  threads, signal handlers, interval timers, ``os.environ``, cwd, umask,
+  ``sys.path`` and the import machinery, ``sys``'s hooks (trace, profile,
+  exception, display, unraisable, breakpoint, asyncgen, monitoring), the recursion
+  limit and switch interval, ``warnings.filters``, numpy's print and error options,
+  ``gc``'s settings and callbacks, ``atexit``'s count. An audit hook installed with
+  the baseline marks the process tainted on what changes state without changing any
+  of that: a new audit hook, ``ctypes``, ``gc.get_objects``/``get_referrers``/
+  ``get_referents``, ``sys.monitoring`` tools, and setting or deleting an attribute
+  of a watched class or function;
+- ``kernel_view`` (read by the zygote from ``/proc/PID``, outside the process's
+  control): its threads, signal masks and dispositions, pending signals, umask,
+  capabilities, seccomp filters, rlimits, nice and scheduling, cwd, open
+  descriptors, POSIX timers, name, session.
+
+Any difference, an error exit, a kill, RSS over the bound or the run count reached
+retires the process; the tenant's next run gets a fresh fork. What the run itself
+made and the engine owns (its module ``snippet``, its lines in ``linecache``, the
+``sys.stdout``/``stderr``/``stdin`` it was given, the global random states of
+``random`` and ``numpy.random``, which a fresh fork would have had as the zygote
+left them) is put back before the check, by ``Watch.reset``.
+
+What neither check can see: a change deep inside an object (an item of a dict or
+list that some module holds, an attribute of an instance), which only a deliberate
+run makes. Such a run can change what its own tenant's later runs show, until the
+process retires; it never reaches another tenant (a jail, its zygote and its
+processes serve one tenant for life).
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import gc
+import linecache
+import operator
+import os
+import random
+import signal
+import sys
+import threading
+import types
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+#: The engine's own module and file names (sandbox/engine/program.py, protocol.py):
+#: made by every run, put back by ``reset``.
+RUN_MODULE = "snippet"
+RUN_FILES = ("<snippet>", "<args>")
+
+#: Audit events after which the process is not kept (see the module's docstring).
+_TAINTING = frozenset(
+    {
+        "sys.addaudithook",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "sys.monitoring.register_callback",
+    }
+)
+#: Packages whose classes' attributes are compared too (those of every other module
+#: are not: ~10 ms more per run for the whole process).
+CLASS_FAMILIES = frozenset(
+    {"jax", "jaxlib", "numpy", "ml_dtypes", "opt_einsum", "builtins", "sys", "sandbox"}
+)
+_ATTRIBUTE_EVENTS = frozenset({"object.__setattr__", "object.__delattr__"})
+
+#: Threads that XLA's CPU client starts when it first needs them (its compile,
+#: execute, Eigen and LLVM pools): their number may grow between runs. Every other
+#: thread (Python's, or made by any other means) is counted, and must not change.
+XLA_THREADS = ("tf_", "llvm-worker-")
+
+#: /proc/PID/status lines compared by ``kernel_view``.
+_STATUS_FIELDS = (
+    "Umask",
+    "SigPnd",
+    "ShdPnd",
+    "SigBlk",
+    "SigIgn",
+    "SigCgt",
+    "CapInh",
+    "CapPrm",
+    "CapEff",
+    "CapBnd",
+    "CapAmb",
+    "NoNewPrivs",
+    "Seccomp",
+    "Seccomp_filters",
+    "Cpus_allowed_list",
+    "Mems_allowed_list",
+)
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def kernel_view(pid: int) -> dict[str, str]:
+    """What the kernel holds for process ``pid`` that a run could change and that
+    would outlive the run (read from /proc by the zygote; OSError if it is gone)."""
+    view: dict[str, str] = {}
+    for line in _read(f"/proc/{pid}/status").splitlines():
+        name, _, value = line.partition(":")
+        if name in _STATUS_FIELDS:
+            view[name] = value.strip()
+    stat = _read(f"/proc/{pid}/stat")
+    rest = stat[stat.rindex(")") + 2 :].split()
+    # session, nice, real-time priority, policy (proc(5): fields 6, 19, 40, 41)
+    view["stat"] = " ".join((rest[3], rest[16], rest[37], rest[38]))
+    view["limits"] = _read(f"/proc/{pid}/limits")
+    view["cwd"] = os.readlink(f"/proc/{pid}/cwd")
+    view["comm"] = _read(f"/proc/{pid}/comm")
+    view["timers"] = _read(f"/proc/{pid}/timers")
+    fds = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            fds[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            fds[int(fd)] = "?"
+    view["fds"] = repr(sorted(fds.items()))
+    names = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name = _read(f"/proc/{pid}/task/{tid}/comm").strip()
+        except OSError:  # gone meanwhile
+            continue
+        if not name.startswith(XLA_THREADS):
+            names.append(name)
+    view["threads"] = repr(sorted(names))
+    return view
+
+
+def kernel_changes(before: dict[str, str], now: dict[str, str]) -> list[str]:
+    return [name for name in before if before[name] != now.get(name)]
+
+
+def rss_kib(pid: int) -> int:
+    for line in _read(f"/proc/{pid}/status").splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+class _Namespace:
+    """A dict watched by identity: its keys in order and its values (kept alive, so
+    that no other object can take their ids)."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self, d: dict[str, Any] | types.MappingProxyType[str, Any]) -> None:
+        self.keys = tuple(d)
+        self.values = tuple(d.values())
+
+    def same(self, d: dict[str, Any] | types.MappingProxyType[str, Any]) -> bool:
+        return (
+            len(d) == len(self.keys)
+            and tuple(d) == self.keys
+            and all(map(operator.is_, d.values(), self.values))
+        )
+
+
+def _function(value: Any) -> types.FunctionType | None:
+    if isinstance(value, staticmethod | classmethod):
+        value = value.__func__
+    return value if isinstance(value, types.FunctionType) else None
+
+
+class Watch:
+    """The baseline of a process's Python state, taken before its first run.
+
+    Modules' attributes, and those of the classes of the packages in
+    CLASS_FAMILIES, are compared by identity. The code and defaults of functions
+    (every function a module or such a class holds) are guarded by the audit hook
+    instead, which sees every write to them (``object.__setattr__`` on a function's
+    ``__code__``, ``__defaults__``, ``__kwdefaults__``): comparing the ~15,000
+    functions of a JAX process after each run would cost ~45 ms.
+
+    A module that a run imports for the first time (JAX imports some on first use,
+    the engine its timing, a user ``scipy``) is adopted into the baseline when it
+    was loaded from the runtime (the interpreter's or jaxplay's read-only files) and
+    holds nothing that the run's code made; otherwise the process is not kept.
+    """
+
+    def __init__(self) -> None:
+        self.tainted: str | None = None
+        sys.modules.pop(RUN_MODULE, None)  # a warm-up's, not part of the baseline
+        for filename in RUN_FILES:
+            linecache.cache.pop(filename, None)
+        self.runtime = _runtime_dirs()
+        self.modules: dict[str, Any] = {}
+        self.namespaces: dict[str, tuple[Any, _Namespace]] = {}
+        self._guarded: dict[int, Any] = {}  # kept alive: their ids stay theirs
+        for name, module in list(sys.modules.items()):
+            self._add(name, module)
+        self.module_names = _Namespace(sys.modules)
+        self._ids = frozenset(self._guarded)
+        self.values = _values()
+        self.streams = (sys.stdout, sys.stderr, sys.stdin)
+        self.random_states = _random_states()
+        sys.addaudithook(self._audit)
+
+    def _add(self, name: str, module: Any) -> None:
+        self.modules[name] = module
+        d = getattr(module, "__dict__", None)
+        if not isinstance(d, dict):
+            return
+        self.namespaces[name] = (module, _Namespace(d))
+        watched = name.partition(".")[0] in CLASS_FAMILIES
+        for value in list(d.values()):
+            if isinstance(value, type) and value.__module__ == name and watched:
+                self.namespaces[f"class {name}.{value.__qualname__}"] = (
+                    value,
+                    _Namespace(vars(value)),
+                )
+                self._guarded[id(value)] = value
+                for v in list(vars(value).values()):
+                    if (f := _function(v)) is not None:
+                        self._guarded[id(f)] = f
+            elif (fn := _function(value)) is not None:
+                self._guarded[id(fn)] = fn
+
+    def _audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if self.tainted is not None:
+            return
+        if event in _TAINTING or event.startswith("ctypes."):
+            self.tainted = event
+        elif event in _ATTRIBUTE_EVENTS and args and id(args[0]) in self._ids:
+            self.tainted = f"{event} {args[1] if len(args) > 1 else ''}"
+
+    def reset(self) -> None:
+        """Put back what the engine gives every run (after the run, before ``changes``)."""
+        sys.stdout, sys.stderr, sys.stdin = self.streams
+        sys.modules.pop(RUN_MODULE, None)
+        for filename in RUN_FILES:
+            linecache.cache.pop(filename, None)
+        _set_random_states(self.random_states)
+
+    def changes(self) -> list[str]:
+        """What differs from the baseline, in words (empty: nothing seen). New
+        modules that may be adopted are, when nothing else changed."""
+        found: list[str] = []
+        if self.tainted is not None:
+            found.append(f"audit event {self.tainted}")
+        added: dict[str, Any] = {}
+        if not self.module_names.same(sys.modules):
+            now = dict(sys.modules)
+            gone = sorted(n for n, m in self.modules.items() if now.get(n) is not m)
+            if gone:
+                found.append(f"sys.modules: {gone[:5]} gone or replaced")
+            added = {n: m for n, m in now.items() if n not in self.modules}
+            foreign = [n for n, m in added.items() if not self._adoptable(m)]
+            if foreign:
+                found.append(f"sys.modules: {foreign[:5]} not from the runtime")
+        refreshed: list[str] = []
+        for name, (obj, ns) in self.namespaces.items():
+            if not ns.same(vars(obj)):
+                if _only_submodules_added(name, ns, vars(obj), added):
+                    refreshed.append(name)
+                    continue
+                found.append(f"the attributes of {name}")
+                if len(found) > 8:
+                    return found
+        now_values = _values()
+        found.extend(k for k in self.values if self.values[k] != now_values.get(k))
+        if not found and added:
+            for name in refreshed:
+                obj = self.namespaces[name][0]
+                self.namespaces[name] = (obj, _Namespace(vars(obj)))
+            for name, module in added.items():
+                self._add(name, module)
+            self.module_names = _Namespace(sys.modules)
+            self._ids = frozenset(self._guarded)
+        return found
+
+    def _adoptable(self, module: Any) -> bool:
+        """Loaded from the runtime's files and holding no function of the run's code."""
+        spec = getattr(module, "__spec__", None)
+        if spec is None or not isinstance(module, types.ModuleType):
+            return False
+        places = [spec.origin] if spec.origin not in (None, "namespace") else []
+        places += list(spec.submodule_search_locations or [])
+        if spec.origin in ("built-in", "frozen"):
+            places = []
+        elif not places or not all(
+            isinstance(p, str) and os.path.realpath(p).startswith(self.runtime) for p in places
+        ):
+            return False
+        for value in list(vars(module).values()):
+            code = getattr(_function(value), "__code__", None)
+            if code is not None and not os.path.realpath(code.co_filename).startswith(self.runtime):
+                return False
+        return True
+
+
+def _runtime_dirs() -> tuple[str, ...]:
+    """Where the interpreter, its packages and jaxplay's own code live (read-only in
+    a jail), each ending with a separator."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.join(here, "sandbox")}
+    dirs |= {p for p in sys.path if p and "site-packages" in p}
+    return tuple(sorted({os.path.join(os.path.realpath(d), "") for d in dirs}))
+
+
+def _only_submodules_added(name: str, before: _Namespace, d: Any, added: dict[str, Any]) -> bool:
+    """Whether a package's attributes changed only by new submodules (an import of
+    ``package.sub`` sets ``package.sub``)."""
+    if not all(k in d and d[k] is v for k, v in zip(before.keys, before.values, strict=True)):
+        return False
+    return all(k in before.keys or added.get(f"{name}.{k}") is d[k] for k in d)
+
+
+def _safe(read: Callable[[], Any]) -> Any:
+    try:
+        return read()
+    except Exception as exc:  # a changed value that cannot be read is a change
+        return f"unreadable: {type(exc).__name__}"
+
+
+def _values() -> dict[str, Any]:
+    """Settings held by value (compared with ==, on copies taken by us)."""
+    values: dict[str, Any] = {
+        "threads": tuple(threading.enumerate()),
+        "python threads": len(sys._current_frames()),  # _thread's too
+        "signal handlers": tuple(
+            _safe(functools.partial(signal.getsignal, s)) for s in sorted(signal.valid_signals())
+        ),
+        "interval timers": tuple(
+            signal.getitimer(t)
+            for t in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+        ),
+        "os.environ": dict(os.environ),
+        "cwd": _safe(os.getcwd),
+        "umask": _umask(),
+        "sys.path": list(sys.path),
+        "sys.meta_path": list(sys.meta_path),
+        "sys.path_hooks": list(sys.path_hooks),
+        "sys hooks": (
+            sys.gettrace(),
+            sys.getprofile(),
+            threading.gettrace(),
+            threading.getprofile(),
+            sys.excepthook,
+            sys.displayhook,
+            sys.unraisablehook,
+            sys.breakpointhook,
+            threading.excepthook,
+            tuple(sys.get_asyncgen_hooks()),
+            sys.get_coroutine_origin_tracking_depth(),
+        ),
+        "sys limits": (
+            sys.getrecursionlimit(),
+            sys.getswitchinterval(),
+            sys.get_int_max_str_digits(),
+            sys.dont_write_bytecode,
+        ),
+        "sys.monitoring": _monitoring(),
+        "sys.__stdout__": (sys.__stdout__, sys.__stderr__, sys.__stdin__),
+        "warnings.filters": list(warnings.filters),
+        "gc": (gc.isenabled(), gc.get_threshold(), list(gc.callbacks), gc.get_debug()),
+        "atexit": atexit._ncallbacks(),
+    }
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        values["numpy options"] = (
+            _safe(numpy.get_printoptions),
+            _safe(numpy.geterr),
+            _safe(numpy.geterrcall),
+        )
+    jax_config = getattr(sys.modules.get("jax"), "config", None)
+    holders = getattr(jax_config, "_value_holders", None)
+    if isinstance(holders, dict):
+        values["jax.config"] = {
+            name: _safe(functools.partial(getattr, h, "value")) for name, h in holders.items()
+        }
+    core = sys.modules.get("jax._src.core")
+    if core is not None and hasattr(core, "trace_state_clean"):
+        values["jax trace state"] = _safe(core.trace_state_clean)
+    return values
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _monitoring() -> tuple[Any, ...]:
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is None:
+        return ()
+    return tuple(monitoring.get_tool(i) for i in range(6))
+
+
+def _random_states() -> tuple[Any, Any]:
+    numpy_random = sys.modules.get("numpy.random")
+    state = numpy_random.get_state() if numpy_random is not None else None
+    return random.getstate(), state
+
+
+def _set_random_states(states: tuple[Any, Any]) -> None:
+    random.setstate(states[0])
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None and states[1] is not None:
+        numpy_random.set_state(states[1])
+
+
+def reap_children() -> None:
+    """Reap the run's exited children (zombies would count as processes left)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def first_differences(items: Iterable[str], n: int = 6) -> list[str]:
+    out = list(items)
+    return out[:n] + ([f"... {len(out) - n} more"] if len(out) > n else [])
