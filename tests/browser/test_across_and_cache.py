@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from .conftest import Server
-from .test_page import set_code, wait_done
+from .test_page import screenshots_dir, set_code, wait_done
 
 ACROSS_FINAL = ".across-status:is([data-status=ok],[data-status=error],[data-status=cancelled])"
 # exact in float32 on every version: the value cannot differ, the texts may
@@ -89,6 +90,29 @@ def test_across_versions_shows_where_each_output_changed_and_the_times(
     assert page.locator("[data-testid=across]").is_hidden()
     page.click("#run")
     assert wait_done(page) == "ok"
+
+
+def test_screenshots_across_versions(page: Any, server: Server, tmp_path: Path) -> None:
+    """docs/screenshots/across.png: an example on the oldest and newest installed JAX,
+    where each output first changed, the diff at that step and the times table."""
+    installed = installed_versions(server)
+    assert len(installed) >= 2, installed
+    out = screenshots_dir(tmp_path)
+    page.select_option("#examples", "grad-loss")
+    assert wait_done(page) == "ok"
+    page.click("#across")
+    picks = page.locator("[data-testid=across-versions] input[type=checkbox]")
+    for i in range(picks.count()):
+        picks.nth(i).set_checked(
+            picks.nth(i).get_attribute("value") in (installed[0], installed[-1])
+        )
+    page.click("#run")
+    page.wait_for_selector(ACROSS_FINAL, timeout=300_000)
+    status = page.locator("[data-testid=across-status]")
+    assert status.get_attribute("data-status") == "ok", page.inner_text("[data-testid=across]")
+    assert page.locator("[data-testid=across-diff]").count() > 0  # something to show
+    page.screenshot(path=str(out / "across.png"))
+    assert (out / "across.png").stat().st_size > 10_000
 
 
 def test_a_cached_answer_says_its_age_and_re_runs_fresh(

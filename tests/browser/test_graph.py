@@ -68,7 +68,7 @@ def test_the_graph_shows_nodes_groups_and_links_them_to_the_code(page: Any) -> N
 
 def test_the_hlo_graph_groups_fusions_and_compare_mode_shows_two(page: Any) -> None:
     page.select_option("#examples", "jacfwd-jacrev")
-    assert wait_done(page) == "ok"
+    assert wait_done(page) == "ok", page.inner_text("#panel-errors")
     page.click("#tab-graph")
     page.wait_for_selector("#panel-graph .graph-col svg.graph g.gnode")
     assert page.locator("#panel-graph .graph-col").count() == 2

@@ -281,12 +281,19 @@ def test_narrow_screen_and_dark_theme(page: Any) -> None:
     assert page.evaluate("document.documentElement.dataset.theme") != theme
 
 
-def test_screenshots(page: Any, tmp_path: Path) -> None:
-    """The README's pictures; written to docs/screenshots with JAXPLAY_SCREENSHOTS=1."""
+def screenshots_dir(tmp_path: Path) -> Path:
+    """Where the docs' pictures go: docs/screenshots with JAXPLAY_SCREENSHOTS=1 (make
+    screenshots), else a temporary folder (the same steps run as a test)."""
     out = (
         ROOT / "docs" / "screenshots" if os.environ.get("JAXPLAY_SCREENSHOTS") == "1" else tmp_path
     )
     out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def test_screenshots(page: Any, tmp_path: Path) -> None:
+    """The README's pictures; written to docs/screenshots with JAXPLAY_SCREENSHOTS=1."""
+    out = screenshots_dir(tmp_path)
     page.select_option("#examples", "grad-loss")
     assert wait_done(page) == "ok"
     page.locator("[data-testid=out-jaxpr] .cm-line[data-src-line='21']").first.hover()
