@@ -24,11 +24,13 @@ from pydantic import (
 )
 
 from sandbox.sharding_request import (
+    TPU_TOPOLOGY_PATTERN,
     LoweringPlatform,
     MeshSpec,
     Shardings,
     check_lowering,
     check_shardings,
+    check_topology,
     check_transform,
 )
 
@@ -266,6 +268,13 @@ class RunRequest(BaseModel):
         description='Lower for these platforms (["tpu"], ["cuda"]) without their hardware: '
         "the StableHLO is theirs; outputs may only be jaxpr and stablehlo.",
     )  # fmt: skip
+    tpu_topology: str | None = Field(
+        None,
+        pattern=TPU_TOPOLOGY_PATTERN,
+        description="Compile for this TPU topology (`v5e:2x2`) without a TPU: the `mesh` is "
+        "over its devices, the arguments abstract, nothing runs. Only names the operator "
+        "enabled (JAXPLAY_TPU_TOPOLOGIES; off by default).",
+    )
     jax_version: str | None = Field(
         None,
         pattern=JAX_VERSION_PATTERN,
@@ -329,6 +338,7 @@ class RunRequest(BaseModel):
         check_shardings("in_shardings", self.in_shardings, self.mesh)
         check_shardings("out_shardings", self.out_shardings, self.mesh)
         check_lowering(self.lowering_platforms, list(self.outputs))
+        check_topology(self.tpu_topology, self.mesh, list(self.outputs), self.lowering_platforms)
         for name, transforms in self.pipelines():
             where = "transforms" if name == "main" else f"compare[{name}]"
             for i, transform in enumerate(transforms):
@@ -658,6 +668,14 @@ class MemoryEvent(_PipelineEvent):
         dict[Annotated[str, Field(pattern=r"^[a-z_]{1,48}$")], Count | None], Field(max_length=32)
     ] = Field(default_factory=dict)
     notes: Notes = Field(default_factory=list)
+    device_kind: Short | None = Field(
+        None, description="A `tpu_topology` compile's device (`TPU v5 lite`)."
+    )
+    capacity_bytes: Count | None = Field(
+        None,
+        description="A `tpu_topology` compile's HBM per device, as libtpu's compiler counts "
+        "it: the program compiled, so `peak_bytes` fit under it.",
+    )
 
 
 class Remark(_Event):

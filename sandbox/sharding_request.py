@@ -31,6 +31,11 @@ AxisTypeName = Literal["auto", "explicit", "manual"]
 LoweringPlatform = Literal["cpu", "cuda", "rocm", "tpu"]
 #: outputs a run lowered for another platform can give (it compiles nothing)
 LOWERING_ONLY_OUTPUTS = frozenset({"jaxpr", "stablehlo"})
+#: a TPU topology as libtpu names one (``v5e:2x2``, ``v4:2x2x1``, ``v5p=2x2x1``); which
+#: ones a run may name is the operator's list (JAXPLAY_TPU_TOPOLOGIES)
+TPU_TOPOLOGY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _]{0,15}[:=_-][0-9]{1,4}(x[0-9]{1,4}){0,2}$"
+#: outputs a deviceless TPU compile can give (it compiles for the topology, runs nothing)
+TOPOLOGY_OUTPUTS = frozenset({"jaxpr", "stablehlo", "hlo", "cost", "memory", "sharding"})
 #: the transforms whose options name mesh axes, and which of their options do
 SPEC_OPTIONS = {"shard_map": ("in_specs", "out_specs"), "reshard": ("out_specs",)}
 AXIS_OPTIONS = {"shard_map": "axis_names", "smap": "axis_name"}
@@ -164,4 +169,27 @@ def check_lowering(platforms: Sequence[str] | None, outputs: Sequence[str]) -> N
         raise ValueError(
             "lowering_platforms gives the jaxpr and that platform's StableHLO only (nothing "
             f"is compiled or run): drop {extra} from outputs"
+        )
+
+
+def check_topology(
+    topology: str | None,
+    mesh: MeshSpec | None,
+    outputs: Sequence[str],
+    platforms: Sequence[str] | None,
+) -> None:
+    if topology is None:
+        return
+    if mesh is None:
+        raise ValueError(
+            "tpu_topology needs a `mesh`: the mesh is built over the topology's devices "
+            '(e.g. {"shape": [2, 2], "axis_names": ["x", "y"]} for v5e:2x2)'
+        )
+    if platforms:
+        raise ValueError("tpu_topology compiles for TPU already: leave lowering_platforms out")
+    extra = sorted(set(outputs) - TOPOLOGY_OUTPUTS)
+    if extra:
+        raise ValueError(
+            f"tpu_topology compiles for a TPU that is not there (nothing runs): outputs may "
+            f"be {sorted(TOPOLOGY_OUTPUTS)}; drop {extra}"
         )

@@ -36,6 +36,13 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     touch "$stamp"
 fi
 
+# JAX's TPU extra (libtpu), only when asked for: deviceless TPU compiles (docs/api.md,
+# "Deviceless TPU compiles"). It is Google's binary under Google Cloud's terms, not an
+# open-source licence; it goes into .venv/libtpu-extra, off sys.path (sandbox/tpu_extra.py).
+if [ "${JAXPLAY_TPU_EXTRA:-0}" = 1 ]; then
+    .venv/bin/python -m sandbox.tpu_extra
+fi
+
 # The jail's unprivileged uid (docs/sandbox.md, "Who runs the jail"). When jaxplay runs
 # as root it launches bubblewrap as this user, never as root. Its primary group is what
 # the ACLs below name.

@@ -83,7 +83,8 @@ class RunService:
 
     def prepare(self, request: RunRequest) -> RunRequest:
         """The request as it will run: ``timeout_s`` capped by the server's maximum; a
-        ``jax_version`` the pool cannot run is a 422 that says what to do."""
+        ``jax_version`` the pool cannot run, or a ``tpu_topology`` the operator did not
+        enable, is a 422 that says what to do."""
         resolve = getattr(self.pool, "resolve_version", None)
         if resolve is not None:
             from sandbox.pool.versioned import VersionUnavailable
@@ -92,6 +93,21 @@ class RunService:
                 resolve(request.jax_version)
             except VersionUnavailable as exc:
                 raise ApiError(422, "invalid_request", str(exc), field="jax_version")
+        topology = request.tpu_topology
+        if topology is not None and topology not in self.settings.tpu_topologies:
+            offered = self.settings.tpu_topologies
+            raise ApiError(
+                422,
+                "invalid_request",
+                f"tpu_topology {topology!r} is not enabled on this server; "
+                + (
+                    f"it offers {offered}"
+                    if offered
+                    else "deviceless TPU compiles are off (an operator enables them with "
+                    'JAXPLAY_TPU_TOPOLOGIES: docs/api.md, "Deviceless TPU compiles")'
+                ),
+                field="tpu_topology",
+            )
         if request.timeout_s > self.settings.max_timeout_s:
             return request.model_copy(update={"timeout_s": self.settings.max_timeout_s})
         return request

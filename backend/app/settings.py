@@ -9,11 +9,14 @@ read at import time: ``Settings()`` reads the environment when it is called.
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from sandbox.sharding_request import TPU_TOPOLOGY_PATTERN
 
 _REPO = Path(__file__).resolve().parents[2]
 DATABASE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
@@ -200,6 +203,15 @@ class Settings(BaseSettings):
         "a run (the next run starts it again), so an old version costs nothing until asked for.",
     )
 
+    # --- deviceless TPU compiles ----------------------------------------------------
+    tpu_topologies: list[str] = Field(
+        default_factory=list,
+        description="The TPU topologies a run may name in `tpu_topology`, compiled for without "
+        'a TPU (docs/api.md, "Deviceless TPU compiles"), as a JSON list: `["v5e:2x2", '
+        "\"v5e:4x4\"]`. Empty: off. Every worker needs JAX's TPU extra (libtpu, under Google's "
+        "terms: read them first), installed by `JAXPLAY_TPU_EXTRA=1 make setup`.",
+    )
+
     # --- admission -----------------------------------------------------------------
     max_queue: int = Field(
         default=16,
@@ -370,6 +382,17 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = Field(
         default="json", description="`json`: one JSON object per line; `text`: for a terminal."
     )
+
+    @field_validator("tpu_topologies")
+    @classmethod
+    def _topology_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not re.match(TPU_TOPOLOGY_PATTERN, name):
+                raise ValueError(
+                    f"tpu_topologies: {name!r} is not a TPU topology name as libtpu spells "
+                    "one (`v5e:2x2`, `v5p:2x2x1`)"
+                )
+        return names
 
     @field_validator("trusted_proxies")
     @classmethod

@@ -85,9 +85,9 @@ def _asm(r: Results) -> dict[str, Any]:
 
 
 def _memory(r: Results) -> dict[str, Any]:
-    from sandbox.engine import xla_dump
+    from sandbox.engine import tpu_topology, xla_dump
 
-    return xla_dump.memory_event(r.dump, r.compiled)
+    return tpu_topology.with_capacity(xla_dump.memory_event(r.dump, r.compiled), r.compiled)
 
 
 def _sharding(r: Results) -> dict[str, Any]:

@@ -9,6 +9,7 @@ each argument and output, and every collective in the per-device HLO.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import re
 from collections.abc import Iterator
@@ -54,8 +55,9 @@ def _jax_version() -> str:
     return str(jax.__version__)
 
 
-def build_mesh(spec: MeshSpec) -> Any:
-    """``jax.make_mesh`` over the run's devices, with the axis types asked for."""
+def build_mesh(spec: MeshSpec, tpu_topology: str | None = None) -> Any:
+    """``jax.make_mesh`` over the run's devices (or a TPU topology's, which no one
+    has: sandbox/engine/tpu_topology.py), with the axis types asked for."""
     import jax
 
     if not hasattr(jax, "make_mesh"):
@@ -71,6 +73,10 @@ def build_mesh(spec: MeshSpec) -> Any:
                 "leave axis_types out"
             )
         kwargs["axis_types"] = tuple(getattr(axis_type, t.capitalize()) for t in spec.axis_types)
+    if tpu_topology is not None:
+        from sandbox.engine import tpu_topology as topologies
+
+        kwargs["devices"] = topologies.check_mesh_fits(tpu_topology, spec.shape)
     return jax.make_mesh(tuple(spec.shape), tuple(spec.axis_names), **kwargs)
 
 
@@ -106,6 +112,38 @@ def place_args(args: tuple[Any, ...], mesh: Any, shardings: list[Any]) -> tuple[
             "give one PartitionSpec (or null) per argument"
         )
     return tuple(_place(a, named(mesh, s)) for a, s in zip(args, shardings, strict=True))
+
+
+def abstract_args(args: tuple[Any, ...], mesh: Any, shardings: list[Any] | None) -> tuple[Any, ...]:
+    """Each argument as a ``ShapeDtypeStruct`` on its PartitionSpec (``null`` or no
+    ``in_shardings``: replicated): a mesh over devices no one has (a TPU topology)
+    takes no data, only shapes and dtypes."""
+    import jax
+
+    specs = [None] * len(args) if shardings is None else shardings
+    if len(specs) != len(args):
+        raise ValueError(
+            f"in_shardings has {len(specs)} entries but args has {len(args)} arguments: "
+            "give one PartitionSpec (or null) per argument"
+        )
+
+    def abstract(leaf: Any, sharding: Any) -> Any:
+        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+            return leaf  # a Python scalar or a static argument: traced (or kept) as it is
+        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
+
+    out = tuple(
+        jax.tree_util.tree_map(functools.partial(abstract, sharding=named(mesh, spec)), arg)
+        for arg, spec in zip(args, specs, strict=True)
+    )
+    leaves = jax.tree_util.tree_leaves(out)
+    if not any(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in leaves):
+        # jit places a program by its arguments: without one it would compile for the CPU
+        raise ValueError(
+            "a tpu_topology run needs at least one array argument (an array, or "
+            "jax.ShapeDtypeStruct, in `args`): it is what puts the program on the topology"
+        )
+    return out
 
 
 def _place(arg: Any, sharding: Any) -> Any:

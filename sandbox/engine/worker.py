@@ -427,9 +427,11 @@ class Run:
 
         request = self.request
         if request.mesh is not None:
-            self.mesh = sharding.build_mesh(request.mesh)
+            self.mesh = sharding.build_mesh(request.mesh, request.tpu_topology)
         args = program.evaluate_args(request.args, namespace)
-        if request.in_shardings is not None:
+        if request.tpu_topology is not None:  # devices no one has: shapes and dtypes only
+            args = sharding.abstract_args(args, self.mesh, request.in_shardings)
+        elif request.in_shardings is not None:
             args = sharding.place_args(args, self.mesh, request.in_shardings)
         return args
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sandbox
+from sandbox import tpu_extra
 from sandbox.jail import compile_cache
 from sandbox.jail.settings import JailLimits
 
@@ -81,6 +82,8 @@ class Runtime:
             if path.is_relative_to("/usr") or any(path.is_relative_to(k) for k in kept):
                 continue
             kept.append(path)
+        if tpu_extra.installed(prefix):  # libtpu aborts at load without it (tpu_extra.py)
+            kept.append(Path(tpu_extra.CPU_POSSIBLE))
         return cls(python=str(Path(prefix) / "bin" / "python"), ro_paths=tuple(map(str, kept)))
 
 

@@ -144,6 +144,8 @@ export const MemoryEvent = z.object({
   buffers: z.array(Buffer).check(z.maxLength(4096)),
   analysis: z.optional(z.record(z.string().check(z.regex(new RegExp("^[a-z_]{1,48}$"))), z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))).check(z.refine((o) => Object.keys(o).length <= 32))),
   notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
+  device_kind: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
+  capacity_bytes: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
 });
 
 /** The module after one HLO pass that changed it: its whole ``text``, or a unified ``diff`` from the item before (the first and last items carry text). */

@@ -46,6 +46,7 @@ export const RunBody = z.strictObject({
   in_shardings: z.optional(z.nullable(z.array(z.nullable(z.array(z.nullable(z.union([z.string().check(z.regex(new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,31}$"))), z.array(z.string().check(z.regex(new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,31}$")))).check(z.maxLength(4))]))).check(z.maxLength(16)))).check(z.maxLength(64)))),
   out_shardings: z.optional(z.nullable(z.array(z.nullable(z.array(z.nullable(z.union([z.string().check(z.regex(new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,31}$"))), z.array(z.string().check(z.regex(new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,31}$")))).check(z.maxLength(4))]))).check(z.maxLength(16)))).check(z.maxLength(64)))),
   lowering_platforms: z.optional(z.nullable(z.array(z.enum(["cpu", "cuda", "rocm", "tpu"])).check(z.minLength(1), z.maxLength(4)))),
+  tpu_topology: z.optional(z.nullable(z.string().check(z.regex(new RegExp("^[A-Za-z0-9][A-Za-z0-9 _]{0,15}[:=_-][0-9]{1,4}(x[0-9]{1,4}){0,2}$"))))),
   jax_version: z.optional(z.nullable(z.string().check(z.regex(new RegExp("^\\d+\\.\\d+\\.\\d+(\\.\\d+)?$"))))),
   cache: z.optional(z.boolean()),
 });
@@ -69,6 +70,7 @@ export const RunRequest = z.strictObject({
   in_shardings: z.optional(z.nullable(z.array(z.nullable(z.array(z.nullable(z.union([z.string().check(z.regex(new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,31}$"))), z.array(z.string().check(z.regex(new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,31}$")))).check(z.maxLength(4))]))).check(z.maxLength(16)))).check(z.maxLength(64)))),
   out_shardings: z.optional(z.nullable(z.array(z.nullable(z.array(z.nullable(z.union([z.string().check(z.regex(new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,31}$"))), z.array(z.string().check(z.regex(new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,31}$")))).check(z.maxLength(4))]))).check(z.maxLength(16)))).check(z.maxLength(64)))),
   lowering_platforms: z.optional(z.nullable(z.array(z.enum(["cpu", "cuda", "rocm", "tpu"])).check(z.minLength(1), z.maxLength(4)))),
+  tpu_topology: z.optional(z.nullable(z.string().check(z.regex(new RegExp("^[A-Za-z0-9][A-Za-z0-9 _]{0,15}[:=_-][0-9]{1,4}(x[0-9]{1,4}){0,2}$"))))),
   jax_version: z.optional(z.nullable(z.string().check(z.regex(new RegExp("^\\d+\\.\\d+\\.\\d+(\\.\\d+)?$"))))),
 });
 export type RunRequest = z.infer<typeof RunRequest>;
