@@ -132,7 +132,9 @@ def with_capacity(event: dict[str, Any], compiled: Any) -> dict[str, Any]:
     """A ``memory`` event with, for a topology compile, the device kind and the HBM
     one device has for a program (``capacity_bytes``), as libtpu's compiler counts
     it: the program compiled, so its ``peak_bytes`` fit under it."""
-    if not is_compile_only(compiled):
+    # only a process that loaded a topology can have compiled for one (and so other
+    # compiles, on any JAX version, are left as they are without a look)
+    if devices.cache_info().currsize == 0 or not is_compile_only(compiled):
         return event
     device = _first_device(compiled)
     event["device_kind"] = str(device.device_kind)[:256]
