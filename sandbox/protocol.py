@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from sandbox.gpu_target_request import GPU_TARGETS, check_gpu_target
 from sandbox.sharding_request import (
     TPU_TOPOLOGY_PATTERN,
     LoweringPlatform,
@@ -281,6 +282,12 @@ class RunRequest(BaseModel):
         description="The JAX version to run on (`0.10.2`); default: the server's default "
         "version. `GET /api/v1/backends` lists them.",
     )
+    gpu_target: str | None = Field(
+        None,
+        description="Compile for this NVIDIA GPU without one (XLA's deviceless compile: "
+        f"{', '.join(GPU_TARGETS)}): hlo, cost, passes, asm (its PTX) and memory are that "
+        "GPU's; nothing runs. Only where the operator installed JAX's CUDA plugin.",
+    )
 
     @field_validator("code")
     @classmethod
@@ -339,6 +346,13 @@ class RunRequest(BaseModel):
         check_shardings("out_shardings", self.out_shardings, self.mesh)
         check_lowering(self.lowering_platforms, list(self.outputs))
         check_topology(self.tpu_topology, self.mesh, list(self.outputs), self.lowering_platforms)
+        check_gpu_target(
+            self.gpu_target,
+            list(self.outputs),
+            backend=self.backend,
+            mesh=self.mesh,
+            lowering_platforms=self.lowering_platforms,
+        )
         for name, transforms in self.pipelines():
             where = "transforms" if name == "main" else f"compare[{name}]"
             for i, transform in enumerate(transforms):

@@ -43,6 +43,14 @@ if [ "${JAXPLAY_TPU_EXTRA:-0}" = 1 ]; then
     .venv/bin/python -m sandbox.tpu_extra
 fi
 
+# JAX's CUDA plugin (jax-cuda12-plugin and -pjrt, Apache-2.0, ~490 MB, without NVIDIA's
+# CUDA libraries), only when asked for: deviceless GPU compiles (docs/api.md,
+# "Deviceless GPU compiles"). It goes into .venv/cuda-extra, off sys.path
+# (sandbox/cuda_extra.py), so CPU runs never load it.
+if [ "${JAXPLAY_CUDA_EXTRA:-0}" = 1 ]; then
+    .venv/bin/python -m sandbox.cuda_extra
+fi
+
 # The jail's unprivileged uid (docs/sandbox.md, "Who runs the jail"). When jaxplay runs
 # as root it launches bubblewrap as this user, never as root. Its primary group is what
 # the ACLs below name.

@@ -83,8 +83,8 @@ class RunService:
 
     def prepare(self, request: RunRequest) -> RunRequest:
         """The request as it will run: ``timeout_s`` capped by the server's maximum; a
-        ``jax_version`` the pool cannot run, or a ``tpu_topology`` the operator did not
-        enable, is a 422 that says what to do."""
+        ``jax_version`` the pool cannot run, or a ``tpu_topology`` or ``gpu_target`` the
+        operator did not enable, is a 422 that says what to do."""
         resolve = getattr(self.pool, "resolve_version", None)
         if resolve is not None:
             from sandbox.pool.versioned import VersionUnavailable
@@ -107,6 +107,21 @@ class RunService:
                     'JAXPLAY_TPU_TOPOLOGIES: docs/api.md, "Deviceless TPU compiles")'
                 ),
                 field="tpu_topology",
+            )
+        target = request.gpu_target
+        if target is not None and target not in self.settings.gpu_targets:
+            offered = self.settings.gpu_targets
+            raise ApiError(
+                422,
+                "invalid_request",
+                f"gpu_target {target!r} is not enabled on this server; "
+                + (
+                    f"it offers {offered}"
+                    if offered
+                    else "deviceless GPU compiles are off (an operator enables them with "
+                    'JAXPLAY_GPU_TARGETS: docs/api.md, "Deviceless GPU compiles")'
+                ),
+                field="gpu_target",
             )
         if request.timeout_s > self.settings.max_timeout_s:
             return request.model_copy(update={"timeout_s": self.settings.max_timeout_s})

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sandbox.gpu_target_request import GPU_TARGETS
 from sandbox.sharding_request import TPU_TOPOLOGY_PATTERN
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -212,6 +213,15 @@ class Settings(BaseSettings):
         "terms: read them first), installed by `JAXPLAY_TPU_EXTRA=1 make setup`.",
     )
 
+    # --- deviceless GPU compiles ----------------------------------------------------
+    gpu_targets: list[str] = Field(
+        default_factory=list,
+        description="The NVIDIA GPUs a run may name in `gpu_target`, compiled for without a "
+        f'GPU (docs/api.md, "Deviceless GPU compiles"), as a JSON list: `["h100"]`; known: '
+        f"{', '.join(f'`{t}`' for t in GPU_TARGETS)}. Empty: off. Every worker needs JAX's "
+        "CUDA plugin (about 490 MB), installed by `JAXPLAY_CUDA_EXTRA=1 make setup`.",
+    )
+
     # --- admission -----------------------------------------------------------------
     max_queue: int = Field(
         default=16,
@@ -392,6 +402,16 @@ class Settings(BaseSettings):
                     f"tpu_topologies: {name!r} is not a TPU topology name as libtpu spells "
                     "one (`v5e:2x2`, `v5p:2x2x1`)"
                 )
+        return names
+
+    @field_validator("gpu_targets")
+    @classmethod
+    def _gpu_target_names(cls, names: list[str]) -> list[str]:
+        unknown = sorted(set(names) - set(GPU_TARGETS))
+        if unknown:
+            raise ValueError(
+                f"gpu_targets: {unknown} are not GPU targets; known: {list(GPU_TARGETS)}"
+            )
         return names
 
     @field_validator("trusted_proxies")

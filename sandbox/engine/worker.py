@@ -433,6 +433,10 @@ class Run:
             args = sharding.abstract_args(args, self.mesh, request.in_shardings)
         elif request.in_shardings is not None:
             args = sharding.place_args(args, self.mesh, request.in_shardings)
+        if request.gpu_target is not None:  # a GPU no one has: shapes and dtypes only
+            from sandbox.engine import gpu_target
+
+            args = gpu_target.abstract_args(args, request.gpu_target)
         return args
 
     def pipeline(
@@ -476,8 +480,12 @@ class Run:
             options = dict(self.request.compiler_options_for(self.emitter.pipeline))
             with xla_dump.dump_folder(any(p.dumps for _, p in compiling)) as dump:
                 if dump is not None:
+                    # a GPU's compile (this worker's, or one for a gpu_target) dumps PTX
+                    gpu = bool(self.request.gpu_target) or jax.default_backend() == "gpu"
                     options.update(
-                        dump.compiler_options(passes="passes" in outputs, kernels="asm" in outputs)
+                        dump.compiler_options(
+                            passes="passes" in outputs, kernels="asm" in outputs, gpu=gpu
+                        )
                     )
                 lowered = results.lowered
                 start = time.perf_counter()

@@ -35,29 +35,34 @@ MAX_DUMP_BYTES = 64 * 1024 * 1024
 #: objdump's time for one object file
 OBJDUMP_TIMEOUT_S = 10.0
 OBJDUMP = "/usr/bin/objdump"
-#: the option that has XLA dump each CPU kernel's LLVM IR (before and after LLVM's
-#: optimisation), where it knows it
+#: the option that has XLA dump each kernel's LLVM IR (before and after LLVM's
+#: optimisation) and on GPU its PTX, where it knows it
 EMITTER_OPTION = "xla_dump_emitter_re"
+#: what it matches on GPU: the LLVM IR and the PTX only (".*" also has Triton log
+#: every MLIR pass of each GEMM kernel: megabytes, and ten times the compile)
+GPU_EMITTERS = "^(ptx|llvm)$"
 #: Free space left in the dump's file system under which the dump is taken to be cut
 #: short (XLA logs a failed write and goes on: its files would be partial)
 MIN_FREE_BYTES = 512 * 1024
 _PASS_FILE = re.compile(r"^(\d{4})\.([^.]+)\.after_(.+?)(?:\.before_.+)?\.txt$")
 _DTYPE_SHAPE = re.compile(r"^([a-z]+[0-9]*)\[([0-9,]*)\]")
+#: A kernel in PTX: ``.visible .entry NAME(`` to the brace that closes its body
+_PTX_ENTRY = re.compile(r"^(?:\.visible |\.weak )?\.entry ([\w$]+)\(.*?^\}", re.M | re.S)
 
 
 @dataclass
 class Dump:
     folder: Path
 
-    def compiler_options(self, *, passes: bool, kernels: bool) -> dict[str, Any]:
+    def compiler_options(self, *, passes: bool, kernels: bool, gpu: bool = False) -> dict[str, Any]:
         """XLA's options for this dump; the module after every pass only when the
         passes are asked for (the rest costs a few files, not one per pass), each
-        kernel's LLVM IR only when the asm is."""
+        kernel's LLVM IR (and on ``gpu`` its PTX) only when the asm is."""
         options: dict[str, Any] = {"xla_dump_to": str(self.folder), "xla_dump_hlo_as_text": True}
         if passes:
             options["xla_dump_hlo_pass_re"] = ".*"
         if kernels:
-            options[EMITTER_OPTION] = ".*"
+            options[EMITTER_OPTION] = GPU_EMITTERS if gpu else ".*"
         return options
 
     def files(self) -> dict[str, Path]:
@@ -232,57 +237,90 @@ def _item(step: tuple[str, str, str], *, text: bool, previous: str = "") -> dict
 
 
 def asm_event(dump: Dump, hlo_text: str) -> dict[str, Any]:
-    """Each compiled CPU kernel's disassembly (objdump of XLA's object files), tied
-    to the HLO instruction it computes and the user's lines that made it."""
+    """Each compiled kernel's code, tied to the HLO instruction it computes and the
+    user's lines that made it: on CPU the disassembly of XLA's object files
+    (objdump), on GPU (a GPU worker's compile, or one for a ``gpu_target``) the PTX
+    that LLVM's NVPTX backend made of it, as XLA hands it to ptxas."""
     event: dict[str, Any] = {"type": "asm", "kernels": [], "notes": []}
     files = dump.files()
+    ptx = sorted(name for name in files if name.endswith(".ptx"))
     objects = sorted(name for name in files if name.endswith(".o"))
-    if not objects:
+    if not ptx and not objects:
         event["notes"].append(
-            "XLA wrote no object files for this module (a backend other than CPU, or a JAX "
-            "version that does not dump them)"
+            "XLA wrote no object files or PTX for this module (a backend other than CPU and "
+            "GPU, or a JAX version that does not dump them)"
         )
         return event
     if note := _too_big(dump):
         event["notes"].append(note)
         return event
-    if not os.access(OBJDUMP, os.X_OK):
+    if ptx:
+        functions = _ptx_functions(dump, [files[name] for name in ptx], event["notes"])
+    elif not os.access(OBJDUMP, os.X_OK):
         event["notes"].append(f"{OBJDUMP} (Debian's binutils) is not installed on this worker")
         return event
+    else:
+        functions = _object_functions([files[name] for name in objects], event["notes"])
     lines_of = _instruction_lines(hlo_text)
     llvm = _llvm_ir(files, "ir-with-opt")
     llvm_before = _llvm_ir(files, "ir-no-opt")
     budget, ir_left_out = MAX_PASSES_CHARS, 0
-    for name in objects:
-        try:
-            functions = _disassemble(files[name])
-        except (subprocess.SubprocessError, OSError) as exc:
-            event["notes"].append(f"objdump could not read {name[:200]}: {type(exc).__name__}")
-            continue
-        for symbol, asm in functions:
-            if len(event["kernels"]) >= MAX_KERNELS or len(asm) > budget:
-                event["notes"].append("more kernels than an event carries: the rest are not shown")
-                return event
-            budget -= len(asm)
-            fusion = _fusion_of(symbol, lines_of)
-            kernel = {
-                "name": symbol[:1024],
-                "fusion": fusion,
-                "llvm_ir": llvm.get(symbol),
-                "llvm_ir_before": llvm_before.get(symbol),
-                "asm": asm,
-                "lines": sorted(lines_of.get(fusion, set()))[:256] if fusion else [],
-            }
-            ir_chars = len(kernel["llvm_ir"] or "") + len(kernel["llvm_ir_before"] or "")
-            if ir_chars > budget:  # the assembly first: its IR only while it fits
-                kernel["llvm_ir"] = kernel["llvm_ir_before"] = None
-                ir_left_out += 1
-            else:
-                budget -= ir_chars
-            event["kernels"].append(kernel)
+    for symbol, asm in functions:
+        if len(event["kernels"]) >= MAX_KERNELS or len(asm) > budget:
+            event["notes"].append("more kernels than an event carries: the rest are not shown")
+            break
+        budget -= len(asm)
+        fusion = _fusion_of(symbol, lines_of)
+        kernel = {
+            "name": symbol[:1024],
+            "fusion": fusion,
+            "llvm_ir": llvm.get(symbol),
+            "llvm_ir_before": llvm_before.get(symbol),
+            "asm": asm,
+            "lines": sorted(lines_of.get(fusion, set()))[:256] if fusion else [],
+        }
+        ir_chars = len(kernel["llvm_ir"] or "") + len(kernel["llvm_ir_before"] or "")
+        if ir_chars > budget:  # the assembly first: its IR only while it fits
+            kernel["llvm_ir"] = kernel["llvm_ir_before"] = None
+            ir_left_out += 1
+        else:
+            budget -= ir_chars
+        event["kernels"].append(kernel)
     if ir_left_out:
         event["notes"].append(f"the LLVM IR of {ir_left_out} kernels is over the event's budget")
     return event
+
+
+def _object_functions(paths: list[Path], notes: list[str]) -> list[tuple[str, str]]:
+    """(function symbol, its instructions) of every object file objdump can read."""
+    functions: list[tuple[str, str]] = []
+    for path in paths:
+        try:
+            functions += _disassemble(path)
+        except (subprocess.SubprocessError, OSError) as exc:
+            name = path.name.split(".", 2)[-1]
+            notes.append(f"objdump could not read {name[:200]}: {type(exc).__name__}")
+    return functions
+
+
+def _ptx_functions(dump: Dump, paths: list[Path], notes: list[str]) -> list[tuple[str, str]]:
+    """(kernel name, its ``.entry`` in PTX) of every PTX file; a note names the PTX
+    version and the GPU architecture it targets."""
+    functions: list[tuple[str, str]] = []
+    targets: set[str] = set()
+    for path in paths:
+        text = dump.read(path)
+        version = re.search(r"^\.version (\S+)", text, re.M)
+        target = re.search(r"^\.target (\S+)", text, re.M)
+        if version and target:
+            targets.add(f"PTX {version.group(1)} for {target.group(1).rstrip(',')}")
+        for entry in _PTX_ENTRY.finditer(text):
+            functions.append((entry.group(1), entry.group(0) + "\n"))
+    notes.append(
+        f"{', '.join(sorted(targets)) or 'PTX'}: what LLVM's NVPTX backend made of each kernel, "
+        "as XLA hands it to ptxas (which makes the GPU's machine code, not shown)"
+    )
+    return functions
 
 
 def _disassemble(path: Path) -> list[tuple[str, str]]:
@@ -358,7 +396,10 @@ def _fusion_of(symbol: str, instructions: dict[str, Any]) -> str | None:
     for candidate in candidates:
         if candidate in instructions:
             return candidate
-    return None
+    # a GPU kernel is named after its instruction with what PTX does not allow in a
+    # name ('.', '-') made '_': gemm_fusion_dot_1 computes gemm_fusion_dot.1
+    sanitized = {re.sub(r"[^\w$]", "_", name): name for name in instructions}
+    return sanitized.get(symbol)
 
 
 # --- memory ----------------------------------------------------------------------

@@ -48,6 +48,7 @@ export const RunBody = z.strictObject({
   lowering_platforms: z.optional(z.nullable(z.array(z.enum(["cpu", "cuda", "rocm", "tpu"])).check(z.minLength(1), z.maxLength(4)))),
   tpu_topology: z.optional(z.nullable(z.string().check(z.regex(new RegExp("^[A-Za-z0-9][A-Za-z0-9 _]{0,15}[:=_-][0-9]{1,4}(x[0-9]{1,4}){0,2}$"))))),
   jax_version: z.optional(z.nullable(z.string().check(z.regex(new RegExp("^\\d+\\.\\d+\\.\\d+(\\.\\d+)?$"))))),
+  gpu_target: z.optional(z.nullable(z.string())),
   cache: z.optional(z.boolean()),
 });
 export type RunBody = z.infer<typeof RunBody>;
@@ -72,5 +73,6 @@ export const RunRequest = z.strictObject({
   lowering_platforms: z.optional(z.nullable(z.array(z.enum(["cpu", "cuda", "rocm", "tpu"])).check(z.minLength(1), z.maxLength(4)))),
   tpu_topology: z.optional(z.nullable(z.string().check(z.regex(new RegExp("^[A-Za-z0-9][A-Za-z0-9 _]{0,15}[:=_-][0-9]{1,4}(x[0-9]{1,4}){0,2}$"))))),
   jax_version: z.optional(z.nullable(z.string().check(z.regex(new RegExp("^\\d+\\.\\d+\\.\\d+(\\.\\d+)?$"))))),
+  gpu_target: z.optional(z.nullable(z.string())),
 });
 export type RunRequest = z.infer<typeof RunRequest>;

@@ -1,0 +1,93 @@
+"""Compiling for a named NVIDIA GPU without one: XLA's deviceless GPU compile.
+
+JAX's CUDA plugin (``jax-cuda12-plugin`` and ``jax-cuda12-pjrt``, installed off
+``sys.path`` by sandbox/cuda_extra.py and registered here) can describe a GPU it
+does not have: ``jax.experimental.topologies.get_topology_desc(platform=
+"cuda", target_config=...)`` takes XLA's ``GpuTargetConfigProto`` (as text; one
+file per target in ``gpu_targets/``) and returns a compile-only device. A function
+lowered for arguments placed on that device compiles with XLA's GPU pipeline, LLVM's
+NVPTX backend and ptxas (linked into the plugin), on any machine: the dump then
+holds each kernel's PTX (``xla_dump.asm_event`` reads it, as it does a GPU worker's
+own). No CUDA library, driver or device node is read, so it runs in the CPU jail.
+
+Nothing compiled this way runs. XLA cannot autotune without the device: it keeps
+its default kernel choices, which a real GPU's autotuner may change.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Any
+
+from sandbox import cuda_extra
+from sandbox.gpu_target_request import GPU_TARGETS, GPU_TARGETS_DIR
+
+#: One GPU: the topology ``get_topology_desc`` builds (slices x hosts x devices)
+TOPOLOGY = "1x1x1"
+
+
+def target_config(name: str) -> str:
+    """The target's GpuTargetConfigProto, as text."""
+    if name not in GPU_TARGETS:
+        raise ValueError(f"unknown gpu_target {name!r}; known: {', '.join(GPU_TARGETS)}")
+    return (GPU_TARGETS_DIR / f"{name}.txtpb").read_text()
+
+
+@functools.cache
+def _register_plugin() -> None:
+    """Register JAX's CUDA plugin from the environment's extra folder (off
+    ``sys.path``: sandbox/cuda_extra.py) as JAX's own plugin discovery would; a
+    process that started its CPU backend already may still add it."""
+    import jax
+
+    folder = cuda_extra.plugin_dir(jax.__version__)
+    sys.path.append(str(folder))
+    # Without a GPU the plugin's check of the CUDA libraries' versions fails (none is
+    # installed: a compile does not load them); the jail runs with JAX_PLATFORMS=cpu,
+    # which skips it, and this says so for a process without that.
+    os.environ["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
+    import jax_plugins.xla_cuda12 as plugin
+
+    plugin.initialize()
+
+
+def target_device(name: str) -> Any:
+    """The compile-only device of GPU target ``name``."""
+    from jax.experimental import topologies
+
+    _register_plugin()
+    topology = topologies.get_topology_desc(
+        platform="cuda", topology=TOPOLOGY, target_config=target_config(name)
+    )
+    return topology.devices[0]
+
+
+def abstract_args(args: tuple[Any, ...], name: str) -> tuple[Any, ...]:
+    """The arguments for a compile for GPU target ``name``: each array (and
+    ``ShapeDtypeStruct``) as a ``ShapeDtypeStruct`` of its shape and dtype on the
+    target's compile-only device, which holds no data; Python scalars and static
+    arguments as they are (jit traces or keeps them)."""
+    import jax
+    from jax.sharding import SingleDeviceSharding
+
+    def is_array(leaf: Any) -> bool:
+        return hasattr(leaf, "shape") and hasattr(leaf, "dtype")
+
+    if not any(is_array(leaf) for leaf in jax.tree_util.tree_leaves(args)):
+        # jit places a program by its arguments: without one it would compile for the CPU
+        raise ValueError(
+            "a gpu_target run needs at least one array argument (an array, or "
+            "jax.ShapeDtypeStruct, in `args`): it is what puts the program on the GPU"
+        )
+    sharding = SingleDeviceSharding(target_device(name))
+
+    def abstract(leaf: Any) -> Any:
+        return (
+            jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
+            if is_array(leaf)
+            else leaf
+        )
+
+    return tuple(jax.tree_util.tree_map(abstract, args))
