@@ -2,13 +2,15 @@
 
 A jail is started in three steps so that no process of it ever runs unlimited:
 
-1. ``/bin/sh`` is spawned (as the unprivileged jail user when jaxplay runs as root),
-   blocked reading one line from its stdin;
+1. ``/bin/sh`` is spawned, as jaxplay's own uid, blocked reading one line from its
+   stdin;
 2. from outside, the supervisor puts that process into the jail's cgroup, which
    all its descendants inherit;
-3. it writes the line; sh ``exec``s ``prlimit`` (the rlimits) and ``taskset`` (the
-   CPU affinity), which ``exec`` bubblewrap, which builds the jail and runs the
-   command inside. Whatever else is written to stdin is the command's own stdin.
+3. it writes the line; sh ``exec``s ``setpriv`` (the jail's own uid, no capabilities:
+   sandbox/jail/uids.py; only where jaxplay may switch uids), ``prlimit`` (the
+   rlimits) and ``taskset`` (the CPU affinity), which ``exec`` bubblewrap, which
+   builds the jail and runs the command inside. Whatever else is written to stdin is
+   the command's own stdin.
 
 Killing is from outside too: SIGKILL to bubblewrap (whose pid-1 helper then dies of
 ``--die-with-parent``, taking the whole pid namespace with it) and to everything in
@@ -21,6 +23,7 @@ import asyncio
 import collections
 import contextlib
 import copy
+import grp
 import logging
 import os
 import pwd
@@ -37,6 +40,7 @@ from sandbox.jail.cgroups import Cgroups, JailCgroup
 from sandbox.jail.procstate import processes_by_uid
 from sandbox.jail.seccomp import SeccompUnavailable, filter_bpf, filter_fd, run_filter_bpf
 from sandbox.jail.settings import JailConfig, JailLimits
+from sandbox.jail.uids import Capabilities, can_switch_uids, launcher_argv
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +118,21 @@ class Jailer:
             raise JailUnavailable(f"the jail's seccomp filter cannot be built: {exc}") from None
         #: device nodes bound into every jail (a GPU/TPU worker's; none on CPU)
         self.devices: tuple[str, ...] = ()
-        #: the (uid, gid) each jail is launched as, when root: one per slot; empty: own uid
-        self.users: list[tuple[int, int]] = self._jail_users() if os.geteuid() == 0 else []
+        try:
+            switch = can_switch_uids(Capabilities.of(), os.geteuid())
+        except ValueError as exc:
+            raise JailUnavailable(str(exc)) from None
+        #: the (uid, gid) each jail is launched as, when this process may switch uids
+        #: (root, or the capabilities for it: uids.py): one per slot; empty: own uid
+        self.users: list[tuple[int, int]] = self._jail_users() if switch else []
+        #: setpriv, which launches each jail as its uid (None: jails run as our own)
+        self.setpriv: str | None = None
+        if self.users:
+            self.setpriv = shutil.which("setpriv", path=LAUNCH_ENV["PATH"])
+            if self.setpriv is None:
+                raise JailUnavailable(
+                    "setpriv (util-linux) is missing: it launches each jail as its own uid"
+                )
         self._free_users = collections.deque(self.users)
         self._uid_locks: dict[int, socket.socket] = {}
         self.runtime = Runtime.discover()
@@ -133,6 +150,8 @@ class Jailer:
         return other
 
     def _jail_users(self) -> list[tuple[int, int]]:
+        if self.config.jail_uid_base > 0:
+            return self._numbered_users()
         base, slots = self.config.jail_user, self.config.jail_slots
         names = [f"{base}-{i}" for i in range(slots)] if slots > 0 else [base]
         users, missing = [], []
@@ -150,22 +169,47 @@ class Jailer:
                 f" and {len(missing) - 3} more" if len(missing) > 3 else ""
             )
             raise JailUnavailable(
-                f"running as root, jaxplay launches each jail as its own user, and {shown} "
+                f"able to switch uids, jaxplay launches each jail as its own user, and {shown} "
                 "do not exist: run scripts/setup.sh (it creates them), or set "
-                "JAXPLAY_JAIL_SLOTS to the number that exist (0: one shared JAXPLAY_JAIL_USER)"
+                "JAXPLAY_JAIL_SLOTS to the number that exist (0: one shared JAXPLAY_JAIL_USER), "
+                "or JAXPLAY_JAIL_UID_BASE (numeric uids, as in a worker container)"
             )
         if len({uid for uid, _ in users}) != len(users):
             raise JailUnavailable(f"the jail users {names[0]}... do not have distinct uids")
         return users
 
+    def _numbered_users(self) -> list[tuple[int, int]]:
+        """Uids JAXPLAY_JAIL_UID_BASE ... + JAXPLAY_JAIL_SLOTS - 1, which no user of
+        this system may have: nobody else's processes may share them. Their gid is the
+        group JAXPLAY_JAIL_USER where the system has it (scripts/setup.sh's ACLs name
+        it: the way to a runtime under /root), else each uid's own number."""
+        base, count = self.config.jail_uid_base, max(self.config.jail_slots, 1)
+        group = None
+        with contextlib.suppress(KeyError):
+            group = grp.getgrnam(self.config.jail_user).gr_gid
+        last = base + count - 1
+        if last >= 2**32 - 1:  # (uid_t)-1 means "unchanged" to the kernel
+            raise JailUnavailable(f"JAXPLAY_JAIL_UID_BASE={base}: uid {last} is out of range")
+        for uid in range(base, last + 1):
+            owner = None
+            with contextlib.suppress(KeyError):
+                owner = pwd.getpwuid(uid).pw_name
+            if owner is not None or uid == os.getuid():
+                raise JailUnavailable(
+                    f"JAXPLAY_JAIL_UID_BASE={base}: jail uid {uid} is the user "
+                    f"{owner or 'jaxplay runs as'}; choose a range of "
+                    f"JAXPLAY_JAIL_SLOTS={self.config.jail_slots} uids that nothing else uses"
+                )
+        return [(uid, uid if group is None else group) for uid in range(base, last + 1)]
+
     @property
     def slots(self) -> int | None:
-        """How many jails may exist at once (None: no bound, jails run as our own uid)."""
+        """How many jails may exist at once (None: no bound: one shared uid)."""
         return len(self.users) if self.config.jail_slots > 0 and self.users else None
 
     async def take_user(self) -> tuple[int, int] | None:
         """The (uid, gid) for a new jail: a free slot's (waiting up to SLOT_WAIT_S for
-        one), the shared jail user's, or None (not root: jails run as our own uid).
+        one), the shared jail user's, or None (no uid switch: jails run as our own uid).
         Released slots are reused last-released-last. A slot is this process's while it
         holds the slot's lock, so that two jaxplay processes on one host (a server and
         a worker, several workers) never give one uid to two jails."""
@@ -298,9 +342,10 @@ class Jail:
                 devices=jailer.devices,
                 mask_proc=jailer.hardening.mask_proc,
             )
-            kwargs: dict[str, Any] = {}
             if self.user is not None:
-                kwargs = {"user": self.user[0], "group": self.user[1], "extra_groups": []}
+                # after the gate, in the cgroup: this process's own uid can move it there
+                assert jailer.setpriv is not None
+                argv = launcher_argv(jailer.setpriv, *self.user) + argv
             self.proc = await asyncio.create_subprocess_exec(
                 "/bin/sh", "-c", _GATE, "jaxplay-jail", *argv,
                 stdin=asyncio.subprocess.PIPE,
@@ -311,7 +356,6 @@ class Jail:
                 start_new_session=True,
                 cwd="/",
                 limit=limit,
-                **kwargs,
             )  # fmt: skip
         finally:
             os.close(seccomp)

@@ -144,17 +144,25 @@ class JailConfig:
     bwrap: str = setting("bwrap", "The bubblewrap executable.")
     jail_user: str = setting(
         "jaxplay-sandbox",
-        "When jaxplay runs as root, the unprivileged user that launches "
-        "bubblewrap (created by scripts/setup.sh). Ignored when not root: jails then run "
-        "as jaxplay's own uid.",
+        "When jaxplay may switch uids (root, or CAP_SETUID, CAP_SETGID and CAP_KILL: "
+        "a worker container), the name of the unprivileged jail users (created by "
+        "scripts/setup.sh). Without those capabilities jails run as jaxplay's own uid.",
     )
     jail_slots: int = setting(
         64,
-        "When jaxplay runs as root: how many jails may exist at once, each launched as "
-        "its own user <JAXPLAY_JAIL_USER>-0 ... -<N-1> (created by scripts/setup.sh), so "
-        "that per-uid kernel counters (processes, inotify instances, pending signals) "
-        "are per jail. The pool never holds more zygotes. 0: every jail runs as "
-        "JAXPLAY_JAIL_USER itself, sharing those counters.",
+        "When jaxplay may switch uids: how many jails may exist at once, each launched as "
+        "its own uid: the user <JAXPLAY_JAIL_USER>-0 ... -<N-1> (created by "
+        "scripts/setup.sh), or JAXPLAY_JAIL_UID_BASE + 0 ... N-1, so that per-uid kernel "
+        "counters (processes, inotify instances, pending signals) are per jail. The pool "
+        "never holds more zygotes. 0: every jail runs as JAXPLAY_JAIL_USER (or the uid "
+        "JAXPLAY_JAIL_UID_BASE) itself, sharing those counters.",
+    )
+    jail_uid_base: int = setting(
+        0,
+        "When jaxplay may switch uids: numeric jail uids (and gids) JAXPLAY_JAIL_UID_BASE "
+        "... + JAXPLAY_JAIL_SLOTS - 1 instead of the named users, none of which may be a "
+        "user of the system. A worker container's (its image has no slot users): each "
+        "worker on a host needs a range of its own (docker/compose.yaml). 0: the named users.",
     )
     cgroup_root: str = setting(
         "",
