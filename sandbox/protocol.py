@@ -683,12 +683,16 @@ class MemoryEvent(_PipelineEvent):
     ] = Field(default_factory=dict)
     notes: Notes = Field(default_factory=list)
     device_kind: Short | None = Field(
-        None, description="A `tpu_topology` compile's device (`TPU v5 lite`)."
+        None,
+        description="A `tpu_topology` or `gpu_target` compile's device (`TPU v5 lite`, "
+        "`NVIDIA H100 80GB HBM3`).",
     )
     capacity_bytes: Count | None = Field(
         None,
         description="A `tpu_topology` compile's HBM per device, as libtpu's compiler counts "
-        "it: the program compiled, so `peak_bytes` fit under it.",
+        "it: the program compiled, so `peak_bytes` fit under it. A `gpu_target` compile's "
+        "GPU memory as its target file states it: XLA compiles a program over it all the "
+        "same, and a note says so.",
     )
 
 

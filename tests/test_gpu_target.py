@@ -171,6 +171,25 @@ def test_the_ptx_is_what_jax_compiles_for_the_target(target: str) -> None:
     memory = events["memory"]
     assert memory["peak_bytes"] and memory["peak_bytes"] > 0
     assert {b["line"] for b in memory["buffers"] if b["line"]} <= BODY
+    assert memory["device_kind"].startswith("NVIDIA " + target.upper())
+    assert memory["capacity_bytes"] == 80 * 2**30 and not memory["notes"]
+
+
+@needs_plugin
+def test_a_program_over_the_gpus_memory_compiles_and_a_note_says_it_would_not_fit() -> None:
+    events = by_type(
+        engine(
+            {
+                "code": "import jax\nimport jax.numpy as jnp\n\ndef f(x):\n    return jnp.sin(x) @ x\n",
+                "args": "(jax.ShapeDtypeStruct((200_000, 200_000), jnp.float32),)",
+                "outputs": ["memory"],
+                "gpu_target": "h100",
+            }
+        )
+    )
+    memory = events["memory"]
+    assert memory["peak_bytes"] >= 2 * 200_000**2 * 4 > memory["capacity_bytes"]
+    assert any("would not fit" in note for note in memory["notes"]), memory["notes"]
 
 
 @needs_plugin
@@ -183,10 +202,11 @@ def test_a_cpu_run_beside_it_still_disassembles_x86() -> None:
                 "code": CODE,
                 "args": ARGS,
                 "transforms": [{"name": "jit"}],
-                "outputs": ["asm", "value"],
+                "outputs": ["asm", "memory", "value"],
             }
         )
     )
     kernels = events["asm"]["kernels"]
     assert kernels and not any(".entry" in k["asm"] for k in kernels)
+    assert events["memory"]["device_kind"] is None
     assert not any("PTX" in note for note in events["asm"]["notes"])

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from typing import Any
 
@@ -91,3 +92,51 @@ def abstract_args(args: tuple[Any, ...], name: str) -> tuple[Any, ...]:
         )
 
     return tuple(jax.tree_util.tree_map(abstract, args))
+
+
+def with_capacity(event: dict[str, Any], compiled: Any) -> dict[str, Any]:
+    """A ``memory`` event with, for a compile for a GPU target, the GPU (its device
+    kind) and its memory as the target's file states it (``capacity_bytes``). XLA
+    compiles a program over it all the same (it only logs), so a note says when
+    ``peak_bytes`` is over: the program would not fit on that GPU."""
+    # only a process that registered the plugin can have compiled for a target
+    if _register_plugin.cache_info().currsize == 0:
+        return event
+    kind = _device_kind(compiled)
+    capacity = _memory_by_kind().get(kind or "")
+    if kind is None or capacity is None:
+        return event
+    event["device_kind"], event["capacity_bytes"] = kind[:256], capacity
+    peak = event.get("peak_bytes")
+    if peak is not None and peak > capacity:
+        event["notes"].append(
+            f"peak_bytes ({peak:,}) is over the {capacity:,} bytes of one {kind}: the "
+            "program compiled (XLA does not refuse it without the GPU) but would not fit"
+        )
+    return event
+
+
+def _device_kind(compiled: Any) -> str | None:
+    import jax
+
+    for sharding in jax.tree_util.tree_leaves(
+        (compiled.input_shardings, compiled.output_shardings),
+        is_leaf=lambda s: hasattr(s, "device_set"),
+    ):
+        for device in getattr(sharding, "device_set", ()):
+            return str(device.device_kind) if device.platform in ("cuda", "gpu") else None
+    return None
+
+
+@functools.cache
+def _memory_by_kind() -> dict[str, int]:
+    """Each target's device kind (its ``device_description_str``, what the plugin's
+    device reports) and ``device_memory_size``, read from the target files."""
+    found: dict[str, int] = {}
+    for name in GPU_TARGETS:
+        text = target_config(name)
+        kind = re.search(r'^device_description_str: "([^"]*)"', text, re.M)
+        size = re.search(r"^\s*device_memory_size: (\d+)", text, re.M)
+        if kind and size:
+            found[kind.group(1)] = int(size.group(1))
+    return found

@@ -85,9 +85,10 @@ def _asm(r: Results) -> dict[str, Any]:
 
 
 def _memory(r: Results) -> dict[str, Any]:
-    from sandbox.engine import tpu_topology, xla_dump
+    from sandbox.engine import gpu_target, tpu_topology, xla_dump
 
-    return tpu_topology.with_capacity(xla_dump.memory_event(r.dump, r.compiled), r.compiled)
+    event = xla_dump.memory_event(r.dump, r.compiled)
+    return gpu_target.with_capacity(tpu_topology.with_capacity(event, r.compiled), r.compiled)
 
 
 def _sharding(r: Results) -> dict[str, Any]:
