@@ -480,10 +480,25 @@ function onEvent(event: RunEvent): void {
     case "done":
       progress.done(event.status, event.ms, event.reason);
       runEnded();
+      // a run that failed with no error event (its worker died, its time ran out): the
+      // reason `done` gives is all there is, said in Errors like any other failure
+      if (event.status !== "ok" && event.status !== "cancelled" && errorsPane.size() === 0) {
+        errorsPane.addProblem(DONE_TITLES[event.status], event.reason || "The server gave no reason.");
+        mark("errors", String(errorsPane.size()));
+        const pane = activeIr();
+        if (!pane || !pane.has(p)) selectTab("errors");
+      }
       if (activeTab === "errors" && errorsPane.size() === 0 && firstOutputTab !== null) selectTab(firstOutputTab);
       break;
   }
 }
+
+/** The Errors card's title for a run that ended badly without an error event. */
+const DONE_TITLES: Record<"error" | "timeout" | "killed", string> = {
+  error: "The run ended with an error",
+  timeout: "The run took too long",
+  killed: "The run was stopped",
+};
 
 /** An argument-count TypeError about the entry: say it is the args box, offer the fix. */
 function explainArgCount(message: string): void {

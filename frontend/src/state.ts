@@ -90,7 +90,7 @@ export function fromRequest(data: unknown, fallback: PlayState): PlayState {
   for (const [k, v] of Object.entries(parsedOrNull(AnyObject, d.config) ?? {})) {
     if (typeof v === "boolean" || typeof v === "string") config[k] = v;
   }
-  const devices = typeof d.devices === "number" && d.devices >= 1 && d.devices <= 64 ? Math.floor(d.devices) : 1;
+  const devices = parsedOrNull(RunRequest.shape.devices, d.devices) ?? 1; // the server's bounds
   return {
     code: str(d.code, fallback.code),
     entry: str(d.entry, "f"),

@@ -141,3 +141,15 @@ def test_the_embed_view_sits_in_an_iframe_read_only_with_its_outputs(
     # the reader's own autosave is left alone
     saved = inner.evaluate("localStorage.getItem('jaxplay:state:v1')") or ""
     assert "jnp.sin(x) ** 2" not in saved
+
+
+def test_a_run_whose_worker_dies_says_why_in_errors(page: Any) -> None:
+    # the worker process itself goes away: the run's `done` carries the only reason,
+    # and the page says it in Errors rather than leave an empty output tab on show
+    set_code(page, "import os\n\ndef f(w):\n    os._exit(0)\n")
+    page.keyboard.press("Control+Enter")
+    status = wait_done(page)
+    assert status in ("error", "killed"), status
+    reason = page.inner_text(".run-status")
+    assert selected_tab(page) == "errors", reason
+    assert "exited" in page.inner_text("#panel-errors"), reason
