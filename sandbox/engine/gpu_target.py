@@ -116,6 +116,17 @@ def with_capacity(event: dict[str, Any], compiled: Any) -> dict[str, Any]:
     return event
 
 
+def with_autotuning_note(event: dict[str, Any], compiled: Any) -> dict[str, Any]:
+    """An ``asm`` event of a compile for a GPU target, saying what it is not."""
+    kind = _device_kind(compiled) if _register_plugin.cache_info().currsize else None
+    if kind is not None:
+        event["notes"].append(
+            f"compiled for an {kind} without one: XLA could not autotune, so these are its "
+            "default kernel choices (on the GPU its autotuner may pick other GEMM tilings)"
+        )
+    return event
+
+
 def _device_kind(compiled: Any) -> str | None:
     import jax
 

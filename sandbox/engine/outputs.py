@@ -79,9 +79,10 @@ def _passes(r: Results) -> dict[str, Any]:
 
 
 def _asm(r: Results) -> dict[str, Any]:
-    from sandbox.engine import xla_dump
+    from sandbox.engine import gpu_target, xla_dump
 
-    return xla_dump.asm_event(r.dump, r.compiled.as_text())
+    event = xla_dump.asm_event(r.dump, r.compiled.as_text())
+    return gpu_target.with_autotuning_note(event, r.compiled)
 
 
 def _memory(r: Results) -> dict[str, Any]:
