@@ -151,6 +151,7 @@ def test_capacity_bytes_is_where_the_tpu_compiler_draws_the_line(run: Any) -> No
     error = _error(run(too_big))
     assert error["stage"] == "compile"
     assert "exceeds available HBM" in error["message"]
+    assert "does not fit in one TPU device's HBM" in error["hint"]
     assert "error" in _reference({**too_big, "mesh": MESH, "in_shardings": [None]})
 
 

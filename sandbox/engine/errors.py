@@ -209,6 +209,14 @@ HINTS: tuple[Hint, ...] = (
     ),
     Hint(
         "JaxRuntimeError",
+        r"CompileTimeHbmOom|exceeds available HBM",
+        "The program does not fit in one TPU device's HBM (the compiler's figures are in the "
+        "message). Shard its largest arrays over more devices (`in_shardings`, a larger `mesh` "
+        "or `tpu_topology`), use a narrower dtype, or recompute activations (`checkpoint`).",
+        SHARDING_DOCS + "sharded-computation.html",
+    ),
+    Hint(
+        "JaxRuntimeError",
         r"RESOURCE_EXHAUSTED",
         "The device ran out of memory. Try smaller shapes, or look at the memory figures in the "
         "cost pane.",
