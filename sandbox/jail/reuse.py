@@ -148,6 +148,21 @@ def kernel_changes(before: dict[str, str], now: dict[str, str]) -> list[str]:
     return [name for name in before if before[name] != now.get(name)]
 
 
+def busy_threads(pid: int) -> int:
+    """Threads of ``pid``, but its main one, running now (XLA still computing what a
+    run dispatched and never waited for)."""
+    busy = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        if int(tid) == pid:
+            continue
+        try:
+            stat = _read(f"/proc/{pid}/task/{tid}/stat")
+        except OSError:  # gone meanwhile
+            continue
+        busy += stat[stat.rindex(")") + 2] == "R"
+    return busy
+
+
 def rss_kib(pid: int) -> int:
     for line in _read(f"/proc/{pid}/status").splitlines():
         if line.startswith("VmRSS:"):

@@ -59,6 +59,9 @@ CLEANUP_S = 2.0
 #: for its next run: more means work of the last run still going on (an operation
 #: dispatched and never waited for), and the process is not used again.
 IDLE_TICKS = 5
+#: How long a run that may keep its process waits for a warm child still warming up
+#: to take its baseline (it skips what warm-ups remain; the baseline takes ~50 ms).
+HURRY_S = 0.5
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -209,7 +212,7 @@ class Zygote:
             watch = None
             try:
                 watch = _warm_up(self.worker, its, settle)
-                order, fds, _, _ = socket.recv_fds(its, 16, 4)
+                order, fds = _next_order(its)
             except OSError:
                 fds = []
             if len(fds) != 3:
@@ -350,17 +353,27 @@ class Zygote:
 
     def _keepable(self, pid: int, sock: socket.socket) -> bool:
         """Whether warm child ``pid`` may be kept after its run: it has taken the
-        baseline of its Python state (said ``base``), and the kernel's view of it is
-        read now, before its first run."""
+        baseline of its Python state (said ``base``; told to ``hurry`` if it has not
+        yet), and the kernel's view of it is read now, before its first run."""
         if pid in self._base:
             return True
         sock.setblocking(False)
         try:
             said = sock.recv(16)
+        except BlockingIOError:  # still warming up: its baseline first, briefly
+            said = b""
         except OSError:
             return False
         finally:
             sock.setblocking(True)
+        if not said and _say(sock, b"hurry"):
+            sock.settimeout(HURRY_S)
+            try:
+                said = sock.recv(16)
+            except OSError:
+                return False
+            finally:
+                sock.settimeout(None)
         if said != b"base":
             return False
         try:
@@ -383,10 +396,16 @@ class Zygote:
         try:
             changed = reuse.kernel_changes(self._base[pid], reuse.kernel_view(pid))
             rss = reuse.rss_kib(pid)
+            busy = reuse.busy_threads(pid) > 0
+            if busy:  # twice, a moment apart: not a thread's last breath
+                time.sleep(0.002)
+                busy = reuse.busy_threads(pid) > 0
         except (OSError, KeyError):
             return "its state could not be read"
         if changed:
             return f"its {', '.join(changed)} changed"
+        if busy:
+            return "it is still computing"
         max_runs, max_rss = keep.get("runs"), keep.get("rss_kib")
         if not isinstance(max_runs, int) or runs >= max_runs:
             return f"{runs} runs"
@@ -456,27 +475,67 @@ def _warm_up(worker: Any, sock: socket.socket, settle: bool = False) -> reuse.Wa
     steps = _warm_backend(worker)
     if not settle:
         sock.send(b"warm")
-    for step in [*steps, _freeze_heap]:
+    for step in [*steps, _freeze_heap, None]:
         if select.select([sock], [], [], 0)[0]:  # the run is here: no more warming
-            return None
-        try:
-            step()
-        except Exception:
-            traceback.print_exc()
+            if not _hurried(sock):
+                return None
+            break  # but the baseline first
+        if step is not None:
+            try:
+                step()
+            except Exception:
+                traceback.print_exc()
     watch = None
-    if settle or not select.select([sock], [], [], 0)[0]:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            _quiet_stdio()
-            watch = reuse.Watch()
-        except Exception:
-            traceback.print_exc()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _quiet_stdio()
+        watch = reuse.Watch()
+    except Exception:
+        traceback.print_exc()
     if settle:
         sock.send(b"warm")
-    if watch is not None:
-        sock.send(b"base")
+    # The zygote may have sent the run, and closed its end, meanwhile.
+    if watch is not None and not _say(sock, b"base"):
+        return None
     return watch
+
+
+def _next_order(sock: socket.socket) -> tuple[bytes, list[int]]:
+    """The zygote's next order and its descriptors, past a ``hurry`` that came after
+    the baseline was taken. The zygote may have closed its end with this child's
+    ``base`` unread: the kernel then reports ECONNRESET once, before the order
+    queued ahead of it, which is read on the second try."""
+    order: bytes = b"hurry"
+    fds: list[int] = []
+    for _ in range(4):
+        try:
+            order, fds, _, _ = socket.recv_fds(sock, 16, 4)
+        except ConnectionResetError:
+            continue
+        if order != b"hurry":
+            break
+    return order, fds
+
+
+def _hurried(sock: socket.socket) -> bool:
+    """Whether what waits on ``sock`` is the zygote's ``hurry`` (a run is coming that
+    may keep this process: take the baseline now), read if so; else it is the run."""
+    try:
+        if sock.recv(16, socket.MSG_PEEK) != b"hurry":
+            return False
+        sock.recv(16)
+    except OSError:
+        return False
+    return True
+
+
+def _say(sock: socket.socket, word: bytes) -> bool:
+    try:
+        sock.send(word, socket.MSG_NOSIGNAL)
+    except OSError:
+        return False
+    return True
 
 
 def _freeze_heap() -> None:

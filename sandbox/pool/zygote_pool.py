@@ -168,6 +168,7 @@ class Zygote:
                 status, clean = message.get("status"), message.get("clean") is True
                 run = self.run
                 run.kept = message.get("kept") is True
+                self.warm_child = run.kept  # the kept process is warm, and waits
                 if isinstance(message.get("why"), str):
                     log.info("%s: its process is not kept: %s", self.id, message["why"])
                 self._run_ended(clean and isinstance(status, int))

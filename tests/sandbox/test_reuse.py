@@ -1,0 +1,257 @@
+"""A tenant's process kept across its runs (sandbox/jail/reuse.py, issue 11): a normal
+run's process serves the tenant's next run; a run that changes anything jaxplay or a
+later run relies on is the last of its process, and the next run shows exactly what a
+fresh tenant's shows. Real jail, real JAX."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.protocol import RunRequest
+from tests.sandbox.conftest import LivePool, Result
+from tests.sandbox.test_compile_cache import SHOWN, VOLATILE
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOWN_KINDS = ("jaxpr", "stablehlo", "hlo", "value", "cost")
+
+
+@dataclass
+class Ran:
+    result: Result
+    #: runs its process had served before this one (0: a fresh child)
+    reused: int
+    #: whether its process was kept for the next run
+    kept: bool
+
+
+def run(
+    live: LivePool, code: str, tenant: str, cancel_after_s: float | None = None, **request: Any
+) -> Ran:
+    request.setdefault("outputs", ["jaxpr"])
+    request.setdefault("args", "(1.0,)")
+    if "def f(" not in code:
+        code += "\n\ndef f(x):\n    return x\n"
+    req = RunRequest(code=code, **request)
+
+    async def go() -> Ran:
+        handle = await live.pool.submit(req, tenant)
+        if cancel_after_s is not None:
+            asyncio.get_running_loop().call_later(
+                cancel_after_s, lambda: asyncio.ensure_future(handle.cancel())
+            )
+        events = [e async for e in handle.events()]
+        return Ran(Result(events, 0.0, handle.zygote_id), handle.reused, handle.kept)
+
+    return live.call(go())
+
+
+def shown_run(live: LivePool, tenant: str, edit: float = 1.0) -> tuple[Ran, list[dict[str, Any]]]:
+    """The test_compile_cache request (edited: a different constant), and what it shows."""
+    request = {k: v for k, v in SHOWN.items() if k != "code"}
+    code = SHOWN["code"].replace("** 2", f"** 2 * {edit}")
+    ran = run(live, code, tenant, **request)
+    assert ran.result.status == "ok", ran.result.events
+    assert ran.result.out == "", ran.result.out
+    shown = [
+        {k: v for k, v in e.items() if k not in VOLATILE}
+        for e in ran.result.events
+        if e["type"] in SHOWN_KINDS
+    ]
+    return ran, shown
+
+
+def kept_process(live: LivePool, tenant: str) -> Ran:
+    """A run whose process is kept for the tenant's next run. A run right after a
+    process retired may find the next warm child not warm yet and get a cold child,
+    which is never kept: then the one after it is."""
+    for attempt in range(5):
+        ran, _ = shown_run(live, tenant)
+        if ran.kept:
+            return ran
+        time.sleep(0.5 * (attempt + 1))  # the next warm child warms up meanwhile
+    raise AssertionError(f"no process kept: {ran.result.events[-1]}")
+
+
+@pytest.fixture(scope="module")
+def fresh(live_pool: LivePool) -> list[dict[str, Any]]:
+    """What a fresh tenant's first run of the request shows."""
+    ran, shown = shown_run(live_pool, "reuse-fresh")
+    assert ran.reused == 0
+    return shown
+
+
+def test_a_tenant_s_later_runs_reuse_its_process(
+    live_pool: LivePool, fresh: list[dict[str, Any]]
+) -> None:
+    """Edits of a tenant run in one process, each showing what a fresh one shows."""
+    before = live_pool.pool.stats()["reused"]
+    runs = [shown_run(live_pool, "reuse-normal", edit) for edit in (1.0, 2.0, 1.0)]
+    assert [r.reused for r, _ in runs] == [0, 1, 2]
+    assert all(r.kept for r, _ in runs)
+    assert len({r.result.zygote for r, _ in runs}) == 1
+    assert runs[0][1] == runs[2][1] == fresh  # byte for byte, as a fresh process
+    assert runs[1][1] != fresh  # the edit is seen
+    assert live_pool.pool.stats()["reused"] == before + 2
+
+
+#: Runs that change what a later run of their process would see or rely on, and the
+#: part of the check that must see it (in the words of the zygote's reason).
+CHANGING = {
+    "jnp.sum patched": "jnp.sum = lambda *a, **k: 42",
+    "a class attribute": "type(jnp.ones(2)).__mul__ = lambda a, b: 7",
+    "a function's code": "jax.tree_util.tree_map.__code__ = (lambda *a, **k: 0).__code__",
+    "x64 on": "jax.config.update('jax_enable_x64', True)",
+    "jit off": "jax.config.update('jax_disable_jit', True)",
+    "a thread": "import threading, time\n"
+    "threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()",
+    "a bare thread": "import _thread, time\n_thread.start_new_thread(time.sleep, (1000,))",
+    "a child process": "import os, time\nif os.fork() == 0:\n    time.sleep(1000)",
+    "an rlimit": "import resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))",
+    "the umask": "import os\nos.umask(0)",
+    "the cwd": "import os\nos.chdir('/tmp' if os.getcwd() == '/' else '/')",
+    "the environment": "import os\nos.environ['JAX_ENABLE_X64'] = '1'",
+    "a signal handler": "import signal\nsignal.signal(signal.SIGUSR1, lambda *a: None)",
+    "a blocked signal": "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])",
+    "an interval timer": "import signal\nsignal.setitimer(signal.ITIMER_REAL, 500)",
+    "a leaked descriptor": "import os\nos.open('/dev/null', os.O_RDONLY)",
+    "builtins.print": "import builtins\nbuiltins.print = lambda *a, **k: None",
+    "numpy's print options": "np.set_printoptions(precision=2)",
+    "a module replaced": "import sys, json\nsys.modules['json'] = None",
+    "a patched new module": "import json.tool\njson.tool.main = lambda: 0",
+    "sys.path": "import sys\nsys.path.insert(0, '/tmp')",
+    "a trace function": "import sys\nsys.settrace(lambda *a: None)",
+    "warnings": "import warnings\nwarnings.simplefilter('error')",
+    "an audit hook": "import sys\nsys.addaudithook(lambda *a: None)",
+    "ctypes": "import ctypes\nctypes.CDLL(None)",
+    "gc.get_objects": "import gc\ngc.get_objects()",
+    "an error exit": "import os\nos._exit(3)",
+    "still computing": (
+        "x = jax.jit(lambda x: lax.fori_loop(0, 2 * 10**9, lambda i, c: c * 1.0000001, x))"
+        "(jnp.ones(1000))"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CHANGING))
+def test_a_run_that_changes_its_process_is_its_last(
+    live_pool: LivePool, fresh: list[dict[str, Any]], name: str
+) -> None:
+    tenant = f"reuse-{name}"
+    first = kept_process(live_pool, tenant)
+    bad = run(live_pool, CHANGING[name], tenant)
+    assert bad.reused == first.reused + 1  # it ran in the kept process...
+    assert bad.result.status in ("ok", "error"), bad.result.events
+    assert not bad.kept  # ...which is not used again
+    after, shown = shown_run(live_pool, tenant)
+    assert after.reused == 0
+    assert after.result.zygote == first.result.zygote  # the jail lives on
+    assert shown == fresh
+
+
+#: Runs that change only what the engine puts back itself, or fill JAX's caches: the
+#: process is kept, and later runs show what a fresh one does, printed values included
+#: (the global random states are those of the zygote, as a fresh child's).
+UNAFFECTED = {
+    "random seeds": "import random\nrandom.seed(7)\nnp.random.seed(7)\nnp.random.rand(3)",
+    "caches filled": "for n in range(1, 13):\n"
+    "    jax.jit(lambda x: x * n)(jnp.ones(n)).block_until_ready()",
+    "a new module": "import json.tool",
+    "printed": "print('hello')\nimport sys\nprint('err', file=sys.stderr)",
+    "a user error": "raise ValueError('mine')",
+}
+
+RANDOM_PROBE = "import random\nprint(random.random(), np.random.rand())"
+
+
+@pytest.mark.parametrize("name", list(UNAFFECTED))
+def test_a_run_that_changes_nothing_kept_leaves_its_process_as_fresh(
+    live_pool: LivePool, fresh: list[dict[str, Any]], name: str
+) -> None:
+    tenant = f"reuse-ok-{name}"
+    probe = run(live_pool, RANDOM_PROBE, tenant)
+    assert probe.result.status == "ok" and probe.reused == 0 and probe.kept
+    did = run(live_pool, UNAFFECTED[name], tenant)
+    assert did.reused == 1
+    assert did.result.status == ("error" if name == "a user error" else "ok"), did.result.events
+    assert did.kept, did.result.events[-1]
+    after, shown = shown_run(live_pool, tenant)
+    assert after.reused == 2 and shown == fresh
+    again = run(live_pool, RANDOM_PROBE, tenant)
+    assert again.reused == 3 and again.result.out == probe.result.out
+
+
+def test_a_cancelled_run_kills_the_kept_process(live_pool: LivePool) -> None:
+    """Cancel: its process is killed (the jail stays); a timeout retires the jail."""
+    tenant = "reuse-cancel"
+    first = kept_process(live_pool, tenant)
+    cancelled = run(
+        live_pool, "import time\ntime.sleep(8)", tenant, cancel_after_s=1.0, timeout_s=9.0
+    )
+    assert cancelled.result.status == "cancelled" and cancelled.reused == first.reused + 1
+    assert not cancelled.kept
+    after, _ = shown_run(live_pool, tenant)
+    assert after.reused == 0 and after.result.zygote == first.result.zygote
+    again = kept_process(live_pool, tenant)
+    timed_out = run(live_pool, "import time\ntime.sleep(8)", tenant, timeout_s=1.0)
+    assert timed_out.result.status == "timeout" and timed_out.reused == again.reused + 1
+    last, _ = shown_run(live_pool, tenant)
+    assert last.reused == 0 and last.result.zygote != again.result.zygote
+
+
+def test_reuse_off_gives_every_run_a_fresh_process(live_pool: LivePool) -> None:
+    settings = live_pool.pool.settings
+    live_pool.pool.settings = dataclasses.replace(settings, pool_reuse_runs=0)
+    try:
+        runs = [shown_run(live_pool, "reuse-off")[0] for _ in range(2)]
+    finally:
+        live_pool.pool.settings = settings
+    assert [r.reused for r in runs] == [0, 0] and not any(r.kept for r in runs)
+
+
+#: The in-process check on its own, in a process of its own (it installs an audit hook).
+CHECK = """
+import threading, jax, jax.numpy as jnp
+from sandbox.jail import reuse
+
+
+def main():  # its names are not __main__'s, which is watched too
+    watch = reuse.Watch()
+    assert watch.changes() == [], watch.changes()
+    saved, jnp.sum = jnp.sum, (lambda *a, **k: 42)
+    assert "the attributes of jax.numpy" in watch.changes(), watch.changes()
+    jnp.sum = saved
+    jax.config.update("jax_enable_x64", True)
+    assert "jax.config" in watch.changes(), watch.changes()
+    jax.config.update("jax_enable_x64", False)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    assert "threads" in watch.changes(), watch.changes()
+    stop.set()
+    thread.join()
+    assert watch.changes() == [], watch.changes()
+    import xml.dom.minidom  # new, from the runtime: adopted, and watched from now on
+    assert watch.changes() == [] and "xml.dom.minidom" in watch.modules
+    xml.dom.minidom.parseString = None
+    assert "the attributes of xml.dom.minidom" in watch.changes(), watch.changes()
+    print("checked")
+
+
+main()
+"""
+
+
+def test_the_check_sees_changes_and_adopts_runtime_modules() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0 and "checked" in done.stdout, done.stderr[-2000:]
