@@ -46,6 +46,45 @@ class Caller:
     max_runs: int | None = None  # overrides max_runs_per_tenant
 
 
+@dataclass(frozen=True)
+class _DevicelessTarget:
+    """A request field naming hardware compiled for without it, allowed only where the
+    operator's setting lists the name (off by default: an empty list)."""
+
+    field: str  # the RunRequest field, e.g. "gpu_target"
+    setting: str  # the Settings list the operator enables names in
+    label: str  # "GPU" or "TPU": the words of the error and the docs section's title
+
+    def offered(self, settings: Settings) -> list[str]:
+        offered: list[str] = getattr(settings, self.setting)
+        return offered
+
+    def check(self, request: RunRequest, settings: Settings) -> None:
+        name = getattr(request, self.field)
+        offered = self.offered(settings)
+        if name is None or name in offered:
+            return
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"{self.field} {name!r} is not enabled on this server; "
+            + (
+                f"it offers {offered}"
+                if offered
+                else f"deviceless {self.label} compiles are off (an operator enables them with "
+                f'JAXPLAY_{self.setting.upper()}: docs/api.md, "Deviceless {self.label} compiles")'
+            ),
+            field=self.field,
+        )
+
+
+#: what ``prepare`` checks, and what ``GET /api/v1/backends`` lists as offered
+DEVICELESS_TARGETS = (
+    _DevicelessTarget("tpu_topology", "tpu_topologies", "TPU"),
+    _DevicelessTarget("gpu_target", "gpu_targets", "GPU"),
+)
+
+
 class RunService:
     def __init__(
         self,
@@ -93,36 +132,8 @@ class RunService:
                 resolve(request.jax_version)
             except VersionUnavailable as exc:
                 raise ApiError(422, "invalid_request", str(exc), field="jax_version")
-        topology = request.tpu_topology
-        if topology is not None and topology not in self.settings.tpu_topologies:
-            offered = self.settings.tpu_topologies
-            raise ApiError(
-                422,
-                "invalid_request",
-                f"tpu_topology {topology!r} is not enabled on this server; "
-                + (
-                    f"it offers {offered}"
-                    if offered
-                    else "deviceless TPU compiles are off (an operator enables them with "
-                    'JAXPLAY_TPU_TOPOLOGIES: docs/api.md, "Deviceless TPU compiles")'
-                ),
-                field="tpu_topology",
-            )
-        target = request.gpu_target
-        if target is not None and target not in self.settings.gpu_targets:
-            offered = self.settings.gpu_targets
-            raise ApiError(
-                422,
-                "invalid_request",
-                f"gpu_target {target!r} is not enabled on this server; "
-                + (
-                    f"it offers {offered}"
-                    if offered
-                    else "deviceless GPU compiles are off (an operator enables them with "
-                    'JAXPLAY_GPU_TARGETS: docs/api.md, "Deviceless GPU compiles")'
-                ),
-                field="gpu_target",
-            )
+        for rule in DEVICELESS_TARGETS:
+            rule.check(request, self.settings)
         if request.timeout_s > self.settings.max_timeout_s:
             return request.model_copy(update={"timeout_s": self.settings.max_timeout_s})
         return request

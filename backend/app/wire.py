@@ -144,6 +144,16 @@ class WorkerInfo(BaseModel):
 
 class BackendsAnswer(BaseModel):
     backends: list[WorkerInfo]
+    gpu_targets: list[str] = Field(
+        default_factory=list,
+        description="The `gpu_target` names a run may use (`JAXPLAY_GPU_TARGETS`); empty: "
+        "deviceless GPU compiles are off.",
+    )
+    tpu_topologies: list[str] = Field(
+        default_factory=list,
+        description="The `tpu_topology` names a run may use (`JAXPLAY_TPU_TOPOLOGIES`); empty: "
+        "deviceless TPU compiles are off.",
+    )
 
 
 class Health(BaseModel):

@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from backend.app.errors import ApiError
+from backend.app.runs import DEVICELESS_TARGETS
 from backend.app.services import Services, ServicesDep
 from backend.app.wire import BackendsAnswer, Health, VersionInfo, WorkerInfo
 
@@ -18,7 +19,16 @@ router = APIRouter(tags=["server"])
 
 @router.get("/api/v1/backends", response_model=BackendsAnswer)
 async def backends(services: ServicesDep) -> BackendsAnswer:
-    """The worker pools this server reaches: backend, devices, JAX version, queue."""
+    """The worker pools this server reaches (backend, devices, JAX version, queue), and
+    the GPU targets and TPU topologies a run may compile for without the hardware."""
+    offered = {rule.setting: list(rule.offered(services.settings)) for rule in DEVICELESS_TARGETS}
+    pools = _pools(services)
+    return BackendsAnswer(
+        backends=pools, gpu_targets=offered["gpu_targets"], tpu_topologies=offered["tpu_topologies"]
+    )
+
+
+def _pools(services: Services) -> list[WorkerInfo]:
     stats = services.pool.stats()
     if isinstance(stats.get("backends"), dict):
         return _registered(services, stats["backends"])
@@ -50,7 +60,7 @@ async def backends(services: ServicesDep) -> BackendsAnswer:
                 versions=_versions(services.pool, _text(worker, "jax_version")),
             )
         )
-    return BackendsAnswer(backends=answer)
+    return answer
 
 
 def _versions(pool: Any, seen: str | None) -> list[VersionInfo]:
@@ -73,7 +83,7 @@ def _versions(pool: Any, seen: str | None) -> list[VersionInfo]:
     ]
 
 
-def _registered(services: Services, backends: dict[str, Any]) -> BackendsAnswer:
+def _registered(services: Services, backends: dict[str, Any]) -> list[WorkerInfo]:
     """Remote pools: what the live workers registered (devices, JAX version), per
     backend, with the runs waiting for them in Redis and in this server's queue."""
     answer = []
@@ -100,7 +110,7 @@ def _registered(services: Services, backends: dict[str, Any]) -> BackendsAnswer:
                 versions=_versions(None, _text(worker, "jax_version")),
             )
         )
-    return BackendsAnswer(backends=answer)
+    return answer
 
 
 def _text(worker: dict[str, Any], key: str) -> str | None:
