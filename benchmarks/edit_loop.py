@@ -221,9 +221,21 @@ def measure_jaxplay(repeat: int, pause_s: float, workdir: Path) -> dict[str, Any
                     ms, jaxpr_ms = timed_post(client, url, token, request(case, edit))
                     later[case].append(ms)
                     first_jaxpr.append(jaxpr_ms)
+            pool = pool_figures(client, url)
     finally:
         server.stop(timeout_s=30)
-    return {"later": later, "first_jaxpr": first_jaxpr, "new_client": new_client}
+    return {"later": later, "first_jaxpr": first_jaxpr, "new_client": new_client, "pool": pool}
+
+
+def pool_figures(client: Any, url: str) -> dict[str, float]:
+    """The pool's own figures (``jaxplay_pool{figure=...}`` on /metrics)."""
+    text = client.get(url + "/metrics", timeout=30).text
+    figures = {}
+    for line in text.splitlines():
+        if line.startswith('jaxplay_pool{figure="'):
+            name, value = line.split('"')[1], line.rsplit(" ", 1)[1]
+            figures[name] = float(value)
+    return figures
 
 
 # --- a fresh process per run ----------------------------------------------------------
@@ -296,6 +308,12 @@ def main() -> None:
     print(
         f"a new client's first run / its later runs: median {statistics.median(firsts):.2f}x "
         f"(target <= 2)"
+    )
+    pool = jaxplay["pool"]
+    print(
+        f"runs served by a process kept from the client's previous run: "
+        f"{pool.get('reused', 0):.0f} of {pool.get('runs', 0):.0f} "
+        f"(JAXPLAY_POOL_REUSE_RUNS; zygotes retired: {pool.get('retired', 0):.0f})"
     )
 
 
