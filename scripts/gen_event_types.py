@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from pydantic.json_schema import models_json_schema  # noqa: E402
 
 from backend.app.wire import RunBody  # noqa: E402
+from sandbox.gpu_target_request import NOT_FOR_GPU_TARGET  # noqa: E402
 from sandbox.protocol import (  # noqa: E402
     DOC_URL_PREFIXES,
     EVENT_MODELS,
@@ -44,6 +45,7 @@ from sandbox.protocol import (  # noqa: E402
     TransformName,
     event_json_schema,
 )
+from sandbox.sharding_request import TOPOLOGY_OUTPUTS  # noqa: E402
 
 SCHEMA_PATH = ROOT / "docs" / "events.schema.json"
 TS_PATH = ROOT / "frontend" / "src" / "generated" / "events.ts"
@@ -224,6 +226,16 @@ def request_typescript(schema: dict[str, Any]) -> str:
         out.append(f"/** protocol.py's `{name}`. */")
         out.append(f"export const {name} = z.enum({json.dumps(list(values))});")
         out.append(f"export type {name} = z.infer<typeof {name}>;")
+        out.append("")
+    # the outputs the deviceless compiles cannot give or are limited to (the page asks
+    # for none the server would refuse, and says why)
+    limits = [
+        ("NOT_FOR_GPU_TARGET", list(NOT_FOR_GPU_TARGET), "what a `gpu_target` run cannot give"),
+        ("TOPOLOGY_OUTPUTS", sorted(TOPOLOGY_OUTPUTS), "all a `tpu_topology` run gives"),
+    ]
+    for name, outputs, says in limits:
+        out.append(f"/** sandbox/'s `{name}`: {says}. */")
+        out.append(f"export const {name}: readonly Output[] = {json.dumps(outputs)};")
         out.append("")
     models = []
     for name in _order(defs):

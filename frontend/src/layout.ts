@@ -38,6 +38,11 @@ export function buildLayout(root: HTMLElement) {
   );
   const backend = h("select", { id: "backend", "aria-label": "Backend" }, h("option", { value: "auto" }, "auto"));
   const jaxVersion = h("select", { id: "jax-version", "aria-label": "JAX version", title: "the JAX version the run uses (GET /api/v1/backends lists them)" }, h("option", { value: "" }, "default"));
+  // compile for a GPU the server does not have (gpu_target): shown only when it offers one
+  const gpuTarget = h("select", { id: "gpu-target", "data-testid": "gpu-target", "aria-label": "Compile for a GPU target", title: "gpu_target: compile for this NVIDIA GPU without one (XLA's deviceless compile); asm is its PTX; nothing runs" }, h("option", { value: "" }, "this worker"));
+  const gpuTargetLabel = h("label", { class: "inline", hidden: true }, "compile for ", gpuTarget);
+  // why an output is not asked for with the target picked (main.ts fills it)
+  const targetNote = h("p", { class: "target-note", "data-testid": "target-note", role: "status", "aria-live": "polite" });
   const devices = h("input", { id: "devices", type: "number", min: 1, max: 64, step: 1, value: 1, "aria-label": "Devices", title: "devices the run sees (virtual CPU devices on CPU)" });
   const configBoxes = CONFIG_TOGGLES.map((c) => h("input", { type: "checkbox", "data-config": c.name, id: `cfg-${c.name}` }));
   const config = h(
@@ -56,6 +61,7 @@ export function buildLayout(root: HTMLElement) {
     { class: "config xla-outputs" },
     h("summary", { title: "what XLA did: its passes, kernels, memory; JAX's recompiles" }, "XLA outputs"),
     h("div", { class: "config-body" }, ...optIn.map((o, i) => h("label", { for: `out-${o.name}`, title: o.help }, outputBoxes[i]!, o.label))),
+    targetNote,
     h("label", { class: "xla-flags", title: "compiler_options: name=value, separated by spaces (an allow-list: the server names one it refuses)" }, "flags ", flags),
     h("label", { class: "xla-flags", title: "pipeline B's flags in compare mode (empty: A's); the same pipeline twice compares flags" }, "flags B ", flagsB),
   );
@@ -124,12 +130,12 @@ export function buildLayout(root: HTMLElement) {
       "header",
       { class: "topbar" },
       h("h1", {}, h("span", { class: "logo" }, "jaxplay"), h("span", { class: "tagline" }, " what JAX makes of your function")),
-      h("nav", { class: "controls", "aria-label": "Controls" }, examples, presets, h("label", { class: "inline" }, "backend ", backend), h("label", { class: "inline" }, "devices ", devices), h("label", { class: "inline" }, "jax ", jaxVersion), config, xlaOutputs, compareBtn, acrossBtn, themeBtn, shareBtn, cancelBtn, runBtn),
+      h("nav", { class: "controls", "aria-label": "Controls" }, examples, presets, h("label", { class: "inline" }, "backend ", backend), gpuTargetLabel, h("label", { class: "inline" }, "devices ", devices), h("label", { class: "inline" }, "jax ", jaxVersion), config, xlaOutputs, compareBtn, acrossBtn, themeBtn, shareBtn, cancelBtn, runBtn),
   );
   root.append(
     topbar,
     h("main", { class: "layout" }, left, right),
     toast,
   );
-  return { topbar, examples, presets, backend, devices, jaxVersion, configBoxes, outputBoxes, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, bands, pinNote, tabs, panels };
+  return { topbar, examples, presets, backend, gpuTarget, gpuTargetLabel, targetNote, devices, jaxVersion, configBoxes, outputBoxes, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, bands, pinNote, tabs, panels };
 }

@@ -33,9 +33,10 @@ import { fmtAgo } from "./format";
 import { PMAP_TO_SHARD_MAP, PipelineBuilder } from "./pipeline";
 import { ApiError, Backends, IR_TYPES, SnippetCreated, pipelineOf, type IrType, type RunEvent } from "./protocol";
 import { embeddedSnippet, fromRequest, loadAutosave, saveAutosave, snippetIdFromPath, toRequest, type PlayState } from "./state";
-import { Backend, type RunBody } from "./generated/request";
+import { Backend, Output, type RunBody } from "./generated/request";
 import { parsedOrNull } from "./narrow";
-import { optInOutput } from "./panes/registry";
+import { OUTPUT_PANES, optInOutput } from "./panes/registry";
+import { outputRefusal, type Targets } from "./targets";
 import { describePipeline, type StepProblem } from "./transforms";
 import { describeSignature, isArgCountError } from "./signature";
 
@@ -139,7 +140,12 @@ ui.pipeA.prepend(h("h2", { class: "pipeline-title" }, "Pipeline ", h("span", { c
 ui.pipeB.prepend(h("h2", { class: "pipeline-title" }, "Pipeline ", h("span", { class: "pipe-b" }, "B")));
 
 // --- the mesh builder and pmap's shard_map form --------------------------------------------
-const meshBuilder = new MeshBuilder(ui.meshHolder, () => ({ code: state.code, entry: state.entry || "f", devices: state.devices }), (sharding) => ((state.sharding = sharding), changed()));
+const meshBuilder = new MeshBuilder(
+  ui.meshHolder,
+  () => ({ code: state.code, entry: state.entry || "f", devices: state.devices }),
+  (sharding) => ((state.sharding = sharding), changed()),
+  (topology) => pickTargets({ gpuTarget: topology ? "" : state.gpuTarget, tpuTopology: topology }),
+);
 let meshTimer = 0;
 /** The argument boxes follow the entry's parameters, a moment after typing stops. */
 function meshSoon(): void {
@@ -191,6 +197,57 @@ ui.backend.addEventListener("change", () => {
   if (backend !== null) ((state.backend = backend), changed());
 });
 ui.jaxVersion.addEventListener("change", () => ((state.jaxVersion = ui.jaxVersion.value), changed()));
+
+// --- compile for hardware the server does not have (targets.ts) -------------------------
+ui.gpuTarget.addEventListener("change", () => {
+  const gpu = ui.gpuTarget.value;
+  pickTargets({ gpuTarget: gpu, tpuTopology: gpu ? "" : state.tpuTopology });
+});
+
+/** One target at a time: picking a GPU clears the TPU topology and the other way round. */
+function pickTargets(t: Targets): void {
+  state.gpuTarget = t.gpuTarget ?? "";
+  state.tpuTopology = t.tpuTopology ?? "";
+  showTargets();
+  changed();
+}
+
+let offeredGpuTargets: string[] = [];
+
+/** The targets in their controls, and why outputs are not asked for with them: each
+ * opt-in box the target refuses is disabled with its reason, so are the tabs of the
+ * outputs it cannot give, and the XLA outputs box says it in words. */
+function showTargets(): void {
+  const gpu = state.gpuTarget ?? "";
+  // one from a link that this server does not offer stays listed: the run says so (422)
+  const names = gpu && !offeredGpuTargets.includes(gpu) ? [...offeredGpuTargets, gpu] : offeredGpuTargets;
+  const label = (n: string): string => (offeredGpuTargets.includes(n) ? `GPU ${n} (no GPU needed)` : `GPU ${n} (not offered here)`);
+  ui.gpuTarget.replaceChildren(h("option", { value: "" }, "this worker"), ...names.map((n) => h("option", { value: n }, label(n))));
+  ui.gpuTarget.value = gpu;
+  ui.gpuTargetLabel.hidden = names.length === 0;
+  meshBuilder.setTopology(state.tpuTopology ?? "");
+  const targets: Targets = { gpuTarget: gpu, tpuTopology: state.tpuTopology };
+  const refused: string[] = [];
+  for (const box of ui.outputBoxes) {
+    const name = optInOutput(box.dataset.output);
+    const why = name === null ? null : outputRefusal(name, targets);
+    box.disabled = why !== null;
+    box.parentElement?.classList.toggle("refused", why !== null);
+    if (why !== null) box.parentElement?.setAttribute("title", why);
+    else if (name !== null) box.parentElement?.setAttribute("title", OUTPUT_PANES[name].optIn?.help ?? "");
+    if (why !== null && name !== null) refused.push(name);
+  }
+  for (const name of Output.options) {
+    const why = outputRefusal(name, targets);
+    const tab = ui.tabs[OUTPUT_PANES[name].tab];
+    tab.classList.toggle("refused", why !== null);
+    if (why !== null) tab.title = why;
+    else tab.removeAttribute("title");
+    if (why !== null && OUTPUT_PANES[name].optIn === undefined) refused.push(name);
+  }
+  const what = gpu ? `GPU ${gpu}` : state.tpuTopology ? `TPU ${state.tpuTopology}` : "";
+  ui.targetNote.textContent = what && refused.length ? `compiling for ${what} (without it): no ${refused.join(", ")}, nothing runs` : "";
+}
 ui.devices.addEventListener("input", () => {
   const n = Number(ui.devices.value);
   if (Number.isInteger(n) && n >= 1 && n <= 64) {
@@ -238,6 +295,9 @@ async function loadBackends(): Promise<void> {
     }
     ui.backend.value = state.backend;
     if (ui.backend.value !== state.backend) ui.backend.value = "auto";
+    offeredGpuTargets = parsed.data.gpu_targets ?? [];
+    meshBuilder.setTopologies(parsed.data.tpu_topologies ?? []);
+    showTargets();
     const versions = parsed.data.backends.find((b) => b.versions?.length)?.versions ?? [];
     showVersions(versions);
     const across = acrossChoices(versions, state.acrossVersions);
@@ -291,6 +351,7 @@ function show(s: PlayState): void {
   ui.devices.value = String(state.devices);
   meshBuilder.set(state.sharding);
   if (state.sharding?.mesh) (ui.meshHolder as HTMLDetailsElement).open = true;
+  showTargets();
   for (const box of ui.configBoxes) box.checked = state.config[box.dataset.config!] === true;
   for (const box of ui.outputBoxes) box.checked = (state.outputs ?? []).some((o) => o === box.dataset.output);
   ui.flags.value = state.flags ?? "";
@@ -549,7 +610,8 @@ async function run(): Promise<void> {
   mark("errors", "");
   mark("console", "");
   if (problems.length > 0) {
-    for (const pr of problems) errorsPane.addProblem(pr.step < 0 ? "The mesh or a PartitionSpec does not parse" : "A transform option does not parse", pr.step < 0 ? `${pr.option}: ${pr.message}` : `step ${pr.step + 1}, ${pr.option}: ${pr.message}`);
+    const title = (pr: StepProblem): string => (pr.step >= 0 ? "A transform option does not parse" : pr.option === "compile for" ? "The run does not go with what it compiles for" : "The mesh or a PartitionSpec does not parse");
+    for (const pr of problems) errorsPane.addProblem(title(pr), pr.step < 0 ? `${pr.option}: ${pr.message}` : `step ${pr.step + 1}, ${pr.option}: ${pr.message}`);
     mark("errors", String(problems.length));
     progress.problem("— fix the transform options first");
     selectTab("errors");

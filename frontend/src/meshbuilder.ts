@@ -1,20 +1,29 @@
 // The mesh builder: a mesh's shape, axis names and axis types, a PartitionSpec box
 // per argument of the entry (named after its parameters) and one for the outputs.
 // It edits the page state's `sharding`; sharding.ts turns that into the request.
+// Where the server offers TPU topologies, "compile for TPU" picks one (`tpu_topology`):
+// the mesh is then built over that topology's devices (targets.ts).
 import { clear, h } from "./dom";
 import { AXIS_TYPES, SpecError, meshSize, meshToJson, parseSpec, type AxisType, type ShardingState } from "./sharding";
 import { entrySignature } from "./signature";
+import { topologyDevices, topologyMesh } from "./targets";
 
 export class MeshBuilder {
   private body: HTMLElement;
   private enabled: HTMLInputElement;
   private state: ShardingState = { mesh: null, inShardings: [], outShardings: "" };
+  /** the TPU topologies the server offers, and the one picked ("": none) */
+  private topologies: string[] = [];
+  private topology = "";
+  private topologySelect: HTMLSelectElement;
+  private topologyRow: HTMLElement;
 
   constructor(
     readonly root: HTMLElement,
     /** the code and entry, to name the argument boxes; the run's device count */
     private readonly context: () => { code: string; entry: string; devices: number },
     private readonly onChange: (state: ShardingState) => void,
+    private readonly onTopology: (name: string) => void = () => {},
   ) {
     this.enabled = h("input", { type: "checkbox", id: "mesh-on", "data-testid": "mesh-on" });
     this.enabled.addEventListener("change", () => {
@@ -22,8 +31,45 @@ export class MeshBuilder {
       this.changed(true);
     });
     this.body = h("div", { class: "mesh-body" });
-    root.append(h("label", { for: "mesh-on", title: "run over a device mesh: jax.make_mesh, shardings on the arguments and outputs" }, this.enabled, " a device mesh"), this.body);
+    this.topologySelect = h("select", { id: "tpu-topology", "data-testid": "tpu-topology", title: "tpu_topology: compile for this TPU slice without a TPU (libtpu); the mesh is over its devices; nothing runs" });
+    this.topologySelect.addEventListener("change", () => this.pickTopology(this.topologySelect.value));
+    this.topologyRow = h("label", { for: "tpu-topology", class: "mesh-topology", hidden: true }, "compile for TPU ", this.topologySelect);
+    root.append(h("label", { for: "mesh-on", title: "run over a device mesh: jax.make_mesh, shardings on the arguments and outputs" }, this.enabled, " a device mesh"), this.topologyRow, this.body);
     this.render();
+  }
+
+  /** The TPU topologies the server offers (GET /api/v1/backends); none: no choice shown. */
+  setTopologies(names: string[]): void {
+    this.topologies = names;
+    this.renderTopologies();
+  }
+
+  /** The page state's topology (a snippet, the autosave); "": none. */
+  setTopology(name: string): void {
+    this.topology = name;
+    this.renderTopologies();
+    this.check();
+  }
+
+  private renderTopologies(): void {
+    // one from a link that this server does not offer stays listed: the run says so (422)
+    const names = this.topology && !this.topologies.includes(this.topology) ? [...this.topologies, this.topology] : this.topologies;
+    const label = (n: string): string => (this.topologies.includes(n) ? `${n} (no TPU needed)` : `${n} (not offered here)`);
+    this.topologySelect.replaceChildren(h("option", { value: "" }, "no: the run's devices"), ...names.map((n) => h("option", { value: n }, label(n))));
+    this.topologySelect.value = this.topology;
+    this.topologyRow.hidden = names.length === 0;
+  }
+
+  private pickTopology(name: string): void {
+    this.topology = name;
+    // a topology needs a mesh over its devices: one is proposed from its sizes
+    const proposed = name && this.state.mesh === null ? topologyMesh(name) : null;
+    if (proposed) {
+      const auto: AxisType = "auto";
+      this.state.mesh = { ...proposed, types: proposed.names.split(", ").map(() => auto) };
+    }
+    this.onTopology(name);
+    this.changed(true);
   }
 
   set(state: ShardingState | undefined): void {
@@ -106,7 +152,10 @@ export class MeshBuilder {
       const mesh = meshToJson(this.state.mesh);
       const need = meshSize(mesh);
       const { devices } = this.context();
-      if (devices < need) text = `this mesh needs ${need} devices; the run has ${devices}: raise devices (top bar)`;
+      const onTopology = this.topology ? topologyDevices(this.topology) : null;
+      if (onTopology !== null) {
+        if (onTopology < need) text = `this mesh needs ${need} devices; TPU ${this.topology} has ${onTopology}`;
+      } else if (devices < need) text = `this mesh needs ${need} devices; the run has ${devices}: raise devices (top bar)`;
       for (const spec of this.state.inShardings) parseSpec(spec, mesh.axis_names);
       if (this.state.outShardings) parseSpec(this.state.outShardings, mesh.axis_names);
     } catch (e) {

@@ -101,6 +101,9 @@ export const Backends = z.looseObject({
       versions: z.optional(z.array(z.looseObject({ version: z.string(), installed: z.boolean(), default: z.boolean() }))),
     }),
   ),
+  // what the operator offers to compile for without the hardware (absent: an older server)
+  gpu_targets: z.optional(z.array(z.string())),
+  tpu_topologies: z.optional(z.array(z.string())),
 });
 export type BackendInfo = z.infer<typeof Backends>["backends"][number];
 

@@ -5,6 +5,7 @@ import { Backend, RunRequest, TransformName, type Output } from "./generated/req
 import { parsedItems, parsedOrNull } from "./narrow";
 import { optInOutput, requestOutputs } from "./panes/registry";
 import { flagsText, parseFlags } from "./xla";
+import { targetProblems, type Targets } from "./targets";
 import { AXIS_TYPES, shardingFromRequest, shardingRequest, type ShardingProblem, type ShardingState } from "./sharding";
 import { fromRequestTransforms, toRequestTransforms, type Step, type StepProblem } from "./transforms";
 
@@ -31,6 +32,10 @@ export interface PlayState {
   sharding?: ShardingState;
   /** the versions ticked in across-versions mode (kept locally, never in a snippet) */
   acrossVersions?: string[];
+  /** compile for a GPU the server does not have (`gpu_target`; targets.ts); empty: none */
+  gpuTarget?: string;
+  /** compile for a TPU topology the server does not have (`tpu_topology`); empty: none */
+  tpuTopology?: string;
 }
 
 export const CONFIG_TOGGLES: { name: string; label: string; help: string }[] = [
@@ -62,7 +67,14 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
   for (const p of sharding) problems.push({ step: -1, option: `sharding: ${p.field}`, message: p.message });
   const withMesh: Output[] = "mesh" in meshFields ? ["sharding"] : [];
   const optedIn = [...(state.outputs ?? []), ...withMesh];
-  const outputs = requestOutputs(optedIn);
+  // compiling for absent hardware: only the outputs such a run gives (targets.ts)
+  const targets: Targets = { gpuTarget: state.gpuTarget, tpuTopology: state.tpuTopology };
+  if (state.gpuTarget) request.gpu_target = state.gpuTarget;
+  if (state.tpuTopology) request.tpu_topology = state.tpuTopology;
+  for (const message of targetProblems(targets, state.backend, "mesh" in meshFields)) {
+    problems.push({ step: -1, option: "compile for", message });
+  }
+  const outputs = requestOutputs(optedIn, targets);
   if (outputs) request.outputs = outputs;
   // XLA flags (xla.ts parses them; the server checks them against its allow-list); B's
   // replace A's for pipeline B, so the same pipeline twice compares flags A against B
@@ -106,6 +118,8 @@ export function fromRequest(data: unknown, fallback: PlayState): PlayState {
     sharding: shardingFromRequest(d),
     flags: flagsText(d.compiler_options),
     compareFlags: Array.isArray(d.compare_compiler_options) ? flagsText(d.compare_compiler_options[0]) : "",
+    gpuTarget: parsedOrNull(RunRequest.shape.gpu_target, d.gpu_target) ?? "",
+    tpuTopology: parsedOrNull(RunRequest.shape.tpu_topology, d.tpu_topology) ?? "",
   };
 }
 
@@ -154,6 +168,8 @@ export function loadAutosave(fallback: PlayState): PlayState | null {
       argsByHand: parsedOrNull(z.boolean(), saved.argsByHand) ?? fallback.argsByHand,
       sharding: parsedOrNull(SavedSharding, saved.sharding) ?? fallback.sharding,
       acrossVersions: parsedOrNull(z.array(Text), saved.acrossVersions) ?? fallback.acrossVersions,
+      gpuTarget: parsedOrNull(Text, saved.gpuTarget) ?? fallback.gpuTarget,
+      tpuTopology: parsedOrNull(Text, saved.tpuTopology) ?? fallback.tpuTopology,
     };
   } catch {
     return null;

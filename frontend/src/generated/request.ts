@@ -14,6 +14,12 @@ export type Output = z.infer<typeof Output>;
 export const Backend = z.enum(["cpu", "gpu", "tpu", "auto"]);
 export type Backend = z.infer<typeof Backend>;
 
+/** sandbox/'s `NOT_FOR_GPU_TARGET`: what a `gpu_target` run cannot give. */
+export const NOT_FOR_GPU_TARGET: readonly Output[] = ["value", "timing"];
+
+/** sandbox/'s `TOPOLOGY_OUTPUTS`: all a `tpu_topology` run gives. */
+export const TOPOLOGY_OUTPUTS: readonly Output[] = ["cost", "hlo", "jaxpr", "memory", "sharding", "stablehlo"];
+
 /** ``jax.make_mesh(shape, axis_names, axis_types=...)`` over the run's devices. */
 export const MeshSpec = z.strictObject({
   shape: z.array(z.int().check(z.gte(1), z.lte(64))).check(z.minLength(1), z.maxLength(4)),

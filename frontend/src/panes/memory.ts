@@ -2,7 +2,20 @@
 // output, temporary), biggest first, each with the code line that made it.
 import { clear, h } from "../dom";
 import { fmtBytes } from "../format";
+import type { EventOf } from "../protocol";
 import { PerPipelinePane } from "./pane";
+
+/** A compile for a target device (tpu_topology, gpu_target): the peak against the memory
+ * one device has (`capacity_bytes`), and whether it fits. */
+function capacity(ev: EventOf<"memory">): HTMLElement | null {
+  if (ev.capacity_bytes == null) return null;
+  const on = ev.device_kind ? ` on ${ev.device_kind}` : "";
+  const peak = ev.peak_bytes ?? null;
+  const percent = peak !== null && ev.capacity_bytes > 0 ? (100 * peak) / ev.capacity_bytes : null;
+  const share = percent === null ? "" : percent < 0.01 ? " (under 0.01%)" : ` (${percent.toFixed(2)}%)`;
+  const fits = peak === null ? "" : peak <= ev.capacity_bytes ? " · fits in its memory" : " · does not fit in its memory";
+  return h("span", { class: peak !== null && peak > ev.capacity_bytes ? "memory-capacity over" : "memory-capacity", "data-testid": "memory-capacity" }, ` of ${fmtBytes(ev.capacity_bytes)}${on}${share}${fits}`);
+}
 
 export class MemoryPane extends PerPipelinePane<"memory"> {
   readonly consumes = ["memory"] as const;
@@ -48,7 +61,7 @@ export class MemoryPane extends PerPipelinePane<"memory"> {
           "section",
           { class: "memory-pipeline" },
           this.pipelines.length > 1 ? h("h3", {}, this.labels[p] ?? p) : null,
-          h("p", { class: "memory-peak" }, "peak ", h("strong", { "data-testid": "memory-peak" }, fmtBytes(ev.peak_bytes ?? null))),
+          h("p", { class: "memory-peak" }, "peak ", h("strong", { "data-testid": "memory-peak" }, fmtBytes(ev.peak_bytes ?? null)), capacity(ev)),
           ...(ev.notes ?? []).map((n) => h("p", { class: "pane-note" }, n)),
           h("table", { class: "memory" }, h("thead", {}, h("tr", {}, ...["bytes", "", "kind", "shape", "HLO value", "line"].map((t) => h("th", {}, t)))), h("tbody", {}, ...rows)),
           analysis.length ? h("p", { class: "memory-analysis" }, "memory_analysis(): ", analysis.map(([k, v]) => `${k} ${fmtBytes(v)}`).join(" · ")) : null,

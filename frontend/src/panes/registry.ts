@@ -5,6 +5,7 @@
 import { Output } from "../generated/request";
 import type { TabId } from "../layout";
 import { parsedOrNull } from "../narrow";
+import { hasTarget, outputRefusal, type Targets } from "../targets";
 
 export interface OutputEntry {
   /** the tab whose pane shows this output */
@@ -23,19 +24,20 @@ export const OUTPUT_PANES: Record<Output, OutputEntry> = {
   cost: { tab: "cost" },
   timing: { tab: "timing" },
   passes: { tab: "passes", optIn: { label: "passes", help: "every HLO pass that changed the module, with a before/after diff" } },
-  asm: { tab: "asm", optIn: { label: "asm", help: "each compiled kernel's assembly (CPU)" } },
+  asm: { tab: "asm", optIn: { label: "asm", help: "each compiled kernel's assembly (CPU), or its PTX when compiling for a GPU target" } },
   memory: { tab: "memory", optIn: { label: "memory", help: "the buffers XLA assigned and the peak" } },
   remarks: { tab: "remarks", optIn: { label: "remarks", help: "why JAX traced or compiled again (cache misses)" } },
   // asked for with every run over a mesh (state.ts), or by its toggle
   sharding: { tab: "sharding", optIn: { label: "sharding", help: "which device holds which block, and the collectives XLA inserted" } },
 };
 
-/** The outputs a page's request names: the server's defaults plus the opted-in ones. */
-export function requestOutputs(optedIn: readonly Output[]): Output[] | undefined {
+/** The outputs a page's request names: the server's defaults plus the opted-in ones,
+ * less those a compile for absent hardware cannot give (targets.ts). */
+export function requestOutputs(optedIn: readonly Output[], targets: Targets = {}): Output[] | undefined {
   const extra = optedIn.filter((name) => OUTPUT_PANES[name].optIn);
-  if (extra.length === 0) return undefined; // the server's default outputs
+  if (extra.length === 0 && !hasTarget(targets)) return undefined; // the server's default outputs
   const defaults = Output.options.filter((name) => !OUTPUT_PANES[name].optIn);
-  return [...defaults, ...extra];
+  return [...defaults, ...extra].filter((name) => outputRefusal(name, targets) === null);
 }
 
 /** `name` if it is an output the page asks for only when ticked, else null. */
