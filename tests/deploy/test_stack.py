@@ -6,6 +6,7 @@ need and no more."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import importlib.metadata
 import json
@@ -22,6 +23,13 @@ import redis
 from .conftest import Stack
 
 WORKER_UID = 10002  # docker/Dockerfile: jaxplay-worker
+#: docker/compose.yaml: each worker's JAXPLAY_JAIL_UID_BASE, JAXPLAY_JAIL_SLOTS (64) uids
+JAIL_UIDS = {
+    "worker-1": range(2_000_001_000, 2_000_001_064),
+    "worker-2": range(2_000_002_000, 2_000_002_064),
+}
+#: CAP_KILL, CAP_SETGID, CAP_SETUID: what the worker keeps (docker/worker-entrypoint.sh)
+WORKER_CAPS = 0xE0
 JAIL_MEMORY = 1 << 30  # docker/compose.check.yaml: JAXPLAY_MEMORY_BYTES
 GRAD_JIT: dict[str, Any] = {
     "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.tanh(x) ** 2)\n",
@@ -71,11 +79,31 @@ def procs(cgroup: Path) -> list[int]:
     return [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
 
 
+def status(pid: int) -> dict[str, str]:
+    """/proc/PID/status of a host process, by field."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {k: v.strip() for k, _, v in (line.partition(":") for line in lines)}
+
+
 def uids(pid: int) -> set[int]:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("Uid:"):
-            return {int(u) for u in line.split()[1:]}
-    return set()
+    return {int(u) for u in status(pid)["Uid"].split()}
+
+
+def caps(pid: int) -> dict[str, int]:
+    """The capability sets of a host process (CapInh, CapPrm, CapEff, CapBnd, CapAmb)."""
+    return {k: int(v, 16) for k, v in status(pid).items() if k.startswith("Cap")}
+
+
+def children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def worker_process(stack: Stack, worker: str) -> int:
+    """The host pid of `jaxplay worker` in its container (the child of docker-init)."""
+    container = stack.compose_run("ps", "-q", worker).strip()
+    init = json.loads(_docker("inspect", container))[0]["State"]["Pid"]
+    (pid,) = [c for c in children(init) if b"worker" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    return pid
 
 
 def test_a_run_goes_through_nginx_a_replica_redis_and_a_jailed_worker(stack: Stack) -> None:
@@ -104,24 +132,44 @@ def test_the_worker_runs_unprivileged_and_its_jails_have_cgroups_of_their_own(
     for worker in ("worker-1", "worker-2"):
         container = stack.compose_run("ps", "-q", worker).strip()
         (inspect,) = json.loads(_docker("inspect", container))
-        assert inspect["Config"]["User"] == "jaxplay-worker"
         options = inspect["HostConfig"]["SecurityOpt"]
         seccomp = [o for o in options if o.startswith("seccomp=")]
         assert seccomp and "unconfined" not in seccomp[0], options
+        assert "no-new-privileges:true" in options, options
+        # started as root with three capabilities, which the entrypoint keeps for the
+        # unprivileged worker: the worker itself is never root
         assert inspect["HostConfig"]["CapDrop"] == ["ALL"]
+        assert {c.removeprefix("CAP_") for c in inspect["HostConfig"]["CapAdd"]} == {
+            "SETUID", "SETGID", "KILL",
+        }  # fmt: skip
+        worker_pid = worker_process(stack, worker)
+        assert uids(worker_pid) == {WORKER_UID}
+        held = caps(worker_pid)
+        assert held["CapEff"] == held["CapPrm"] == held["CapAmb"] == WORKER_CAPS, held
+        assert status(worker_pid)["NoNewPrivs"] == "1"
         # the warm zygotes wait in their jails: each jail is a cgroup of its own, with
         # the jail's limits, under the subtree delegated to this worker
         memory = jail_cgroups(stack, worker, "memory")
         assert memory, f"{worker}: no jail cgroups (the jails run degraded)"
         jailed = 0
+        seen: set[int] = set()
         for cgroup in memory:
             limit = int((cgroup / "memory.limit_in_bytes").read_text())
             assert limit == JAIL_MEMORY, cgroup
             pids_dir = Path(str(cgroup).replace("/memory/", "/pids/"))
             assert (pids_dir / "pids.max").read_text().strip() == "128", pids_dir
+            jail_uids = set()
             for pid in procs(cgroup):
-                assert uids(pid) == {WORKER_UID}, pid
+                jail_uids |= uids(pid)
+                held = caps(pid)
+                assert held["CapEff"] == held["CapPrm"] == held["CapAmb"] == 0, (pid, held)
+                assert held["CapInh"] == 0, (pid, held)
                 jailed += 1
+            # each jail is one host uid of the worker's own range, none of another jail
+            if jail_uids:  # (a jail that is being closed may be empty)
+                assert len(jail_uids) == 1 and jail_uids <= set(JAIL_UIDS[worker]), jail_uids
+                assert not jail_uids & seen, jail_uids
+                seen |= jail_uids
         assert jailed, f"{worker}: no process in any jail"
 
 
@@ -142,6 +190,106 @@ def test_a_run_over_its_memory_is_killed_by_its_cgroup_in_the_container(stack: S
     assert end["status"] == "killed" and end["reason"] == "memory 1 GiB", end
     assert not any("wrote 2 GiB" in e.get("text", "") for e in events)
     assert done(run(stack, GRAD_JIT))["status"] == "ok"
+
+
+# Issue 10's case inside a worker container: one tenant holds every inotify instance
+# its uid may have (fs.inotify.max_user_instances, 128 by default) while another
+# tenant's run on the same worker makes one.
+INOTIFY = "import ctypes, errno, time\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+HOG = INOTIFY + (
+    "held = []\n"
+    "while len(held) < 4096:\n"
+    "    fd = libc.inotify_init1(0)\n"
+    "    if fd < 0:\n"
+    "        break\n"
+    "    held.append(fd)\n"
+    "print('HELD', len(held), errno.errorcode.get(ctypes.get_errno()), flush=True)\n"
+    "time.sleep(15)\n\n"
+    "def f():\n    return len(held)\n"
+)
+BYSTANDER = INOTIFY + (
+    "fd = libc.inotify_init1(0)\n"
+    "print('MADE', fd, errno.errorcode.get(ctypes.get_errno()) if fd < 0 else 'ok', flush=True)\n"
+    "time.sleep(5)\n\n"
+    "def f():\n    return fd\n"
+)
+
+
+def inotify_instances(pid: int) -> int:
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            count += os.readlink(fd) == "anon_inode:inotify"
+    return count
+
+
+def jail_processes(stack: Stack, worker: str) -> dict[int, tuple[int, int]]:
+    """pid -> (host uid, inotify instances) of every process in the worker's jails."""
+    found = {}
+    for cgroup in jail_cgroups(stack, worker, "pids"):
+        for pid in procs(cgroup):
+            with contextlib.suppress(FileNotFoundError):  # gone meanwhile
+                (uid,) = uids(pid)
+                found[pid] = (uid, inotify_instances(pid))
+    return found
+
+
+def test_tenants_of_one_worker_container_share_no_per_uid_counter(stack: Stack) -> None:
+    wait_for_workers(stack, 2)
+    # both tenants on one worker container: the other one is stopped meanwhile
+    stack.compose_run("stop", "--timeout", "10", "worker-2")
+    try:
+        request = {"outputs": ["value"], "backend": "cpu", "cache": False, "timeout_s": 40}
+        tenants = [httpx.Client(base_url=stack.url, timeout=90) for _ in range(2)]
+        for tenant in tenants:  # each its own page session: a tenant of its own
+            assert tenant.get("/").status_code == 200 and tenant.cookies.get("jaxplay_session")
+        hog_events: list[dict[str, Any]] = []
+        other_events: list[dict[str, Any]] = []
+        ndjson = {"Accept": "application/x-ndjson"}
+        with tenants[0].stream(
+            "POST", "/api/v1/runs", json={**request, "code": HOG}, headers=ndjson
+        ) as hog:
+            hog_lines = hog.iter_lines()
+            for line in hog_lines:
+                hog_events.append(json.loads(line))
+                if "HELD" in hog_events[-1].get("text", "") or hog_events[-1]["type"] == "done":
+                    break
+            held = hog_events[-1].get("text", "").split()
+            assert held[0] == "HELD" and held[2] == "EMFILE", hog_events[-3:]
+            assert 16 <= int(held[1]) < 4096, held
+            with tenants[1].stream(
+                "POST", "/api/v1/runs", json={**request, "code": BYSTANDER}, headers=ndjson
+            ) as other:
+                other_lines = other.iter_lines()
+                for line in other_lines:
+                    other_events.append(json.loads(line))
+                    if other_events[-1]["type"] in ("stdout", "done"):
+                        break
+                # the other tenant made one, while the hog holds all of its uid's
+                made = other_events[-1].get("text", "").split()
+                assert made[:1] == ["MADE"] and made[2:3] == ["ok"], other_events[-3:]
+                assert int(made[1]) >= 0, made
+                # seen from the host meanwhile, the two runs
+                # are processes of two different uids of worker-1's range, holding
+                # their instances, with no capability
+                jailed = jail_processes(stack, "worker-1")
+                hog_uids = {u for u, n in jailed.values() if n >= int(held[1])}
+                other_uids = {u for u, n in jailed.values() if n == 1}
+                assert len(hog_uids) == 1 and len(other_uids) == 1, jailed
+                assert hog_uids != other_uids, jailed
+                assert hog_uids | other_uids <= set(JAIL_UIDS["worker-1"]), jailed
+                for pid in jailed:
+                    held_caps = caps(pid)
+                    assert not any(held_caps[k] for k in ("CapInh", "CapPrm", "CapEff", "CapAmb"))
+                other_events += [json.loads(line) for line in other_lines if line]
+            hog_events += [json.loads(line) for line in hog_lines if line]
+        assert done(other_events)["status"] == "ok", done(other_events)
+        assert done(hog_events)["status"] == "ok", done(hog_events)
+        # the tenant's next run is normal
+        assert done(run(stack, GRAD_JIT))["status"] == "ok"
+    finally:
+        stack.compose_run("start", "worker-2")
+        wait_for_workers(stack, 2)
 
 
 def test_a_worker_killed_mid_run(stack: Stack) -> None:
@@ -260,6 +408,9 @@ def test_the_worker_seccomp_profile_allows_a_jail_and_needs_each_call_it_adds(
         path = tmp_path / f"seccomp-{len(names)}-{'-'.join(names)}.json"
         path.write_text(json.dumps({**profile, "syscalls": rules}))
         options = ["--security-opt", f"seccomp={path}", "--security-opt", "no-new-privileges"]
+        # the image's entrypoint refuses root without capabilities: bubblewrap as the
+        # unprivileged worker user, as a jail's launcher runs it (as a uid of its own)
+        options += ["--user", "jaxplay-worker"]
         if systempaths:
             options += ["--security-opt", "systempaths=unconfined"]
         done = subprocess.run(

@@ -61,7 +61,17 @@ def test_the_compose_topology_is_the_tested_one() -> None:
         assert "apparmor=jaxplay-worker" in options
         assert not {o for o in options if o.endswith("=unconfined")} - {"systempaths=unconfined"}
         assert w["cap_drop"] == ["ALL"] and "no-new-privileges:true" in options
+        # only what launching each jail as its own uid takes (docker/worker-entrypoint.sh)
+        assert sorted(w["cap_add"]) == ["KILL", "SETGID", "SETUID"]
         assert "JAXPLAY_CGROUP_ROOT" not in w["environment"]  # docker/delegate-cgroups.sh's
+    # each worker's jail uids are its own: no two workers on the host share one
+    slots = JailConfig().jail_slots
+    ranges = [
+        range(base := int(w["environment"]["JAXPLAY_JAIL_UID_BASE"]), base + slots)
+        for w in workers.values()
+    ]
+    assert all(r.start > 0 for r in ranges)
+    assert len({u for r in ranges for u in r}) == sum(len(r) for r in ranges), ranges
     ports = [p for s in services.values() for p in s.get("ports", [])]
     assert ports == ["8000:8000"] and "listen 8000;" in nginx  # only the load balancer
 
