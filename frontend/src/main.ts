@@ -302,6 +302,7 @@ async function loadBackends(): Promise<void> {
     showVersions(versions);
     const across = acrossChoices(versions, state.acrossVersions);
     acrossView.setVersions(across.offered, across.ticked);
+    document.body.dataset.backends = "loaded"; // what the server offers is on show (tests wait for it)
   } catch {
     // the run itself will say if the server is unreachable
   }

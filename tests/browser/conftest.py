@@ -69,7 +69,8 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, settings: dict[str, str] | None = None) -> None:
+        """``settings``: JAXPLAY_* variables for this server (a feature an operator turns on)."""
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp / "serve.log"
@@ -78,6 +79,7 @@ class Server:
             "JAXPLAY_LOG_FORMAT": "text",
             "JAXPLAY_LOG_LEVEL": "warning",
             "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0",
+            **(settings or {}),
         }
         # `jaxplay serve`, as a user starts it (the module when the script is not installed)
         script = Path(sys.executable).with_name("jaxplay")
@@ -152,6 +154,11 @@ def browser() -> Iterator[Any]:
 def page(browser: Any, server: Server) -> Iterator[Any]:
     """A fresh page (empty storage) on the playground; JS errors, and anything the
     page's Content-Security-Policy blocks, fail the test."""
+    yield from open_page(browser, server)
+
+
+def open_page(browser: Any, server: Server) -> Iterator[Any]:
+    """The ``page`` fixture's body, for a test's own server (started with settings)."""
     context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=server.url)
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
     pg = context.new_page()
