@@ -1,0 +1,79 @@
+"""What keeping a process across runs costs per run: the check after each run.
+
+In one warm process (no jail; the zygote's warm child does the same), the baseline of
+sandbox/jail/reuse.py is taken once, then the edit-loop cases (benchmarks/edit_loop.py)
+run one after another through the engine, and after each: the engine's things put
+back and the run's garbage collected (``Watch.reset``, ``gc.collect``, ``gc.freeze``),
+the Python check (``Watch.changes``) and the kernel's view from /proc (what the zygote
+reads, ``kernel_view`` and ``busy_threads``). Prints medians and the largest, in ms,
+and what the check found (it must be nothing: these runs change nothing).
+
+    .venv/bin/python benchmarks/reuse_check.py [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.edit_loop import CASES, request  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="edits of every case")
+    args = parser.parse_args()
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # as a jail: one CPU
+    from sandbox.engine import worker
+    from sandbox.jail import reuse
+    from sandbox.protocol import RunRequest
+
+    load = os.getloadavg()[0]
+    worker.prepare(thorough=True)
+    for step in worker.warm_backend():
+        step()
+    gc.collect()
+    gc.freeze()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    started = time.perf_counter()
+    watch = reuse.Watch()
+    baseline_ms = (time.perf_counter() - started) * 1000
+    kernel = reuse.kernel_view(os.getpid())
+    parts: dict[str, list[float]] = {"reset+gc": [], "python check": [], "kernel view": []}
+    found: list[str] = []
+    for edit in range(args.rounds):
+        for case in CASES:
+            body = {k: v for k, v in request(case, edit).items() if k != "cache"}
+            message = {"protocol": 1, "run_id": "x", "request": RunRequest(**body).model_dump()}
+            worker.run_message(message, devnull)
+            t0 = time.perf_counter()
+            watch.reset()
+            gc.collect()
+            gc.freeze()
+            t1 = time.perf_counter()
+            found += watch.changes()
+            t2 = time.perf_counter()
+            found += reuse.kernel_changes(kernel, reuse.kernel_view(os.getpid()))
+            reuse.busy_threads(os.getpid())
+            t3 = time.perf_counter()
+            for part, ms in zip(parts, (t1 - t0, t2 - t1, t3 - t2), strict=True):
+                parts[part].append(ms * 1000)
+    sys.stdout = sys.__stdout__
+    print(f"load average {load:.1f} at the start, one CPU, {args.rounds} rounds of {len(CASES)}")
+    print(f"baseline (once per process, while it warms up): {baseline_ms:.1f} ms")
+    total = [sum(p) for p in zip(*parts.values(), strict=True)]
+    for part, values in [*parts.items(), ("per run, all", total)]:
+        print(f"{part:<14} median {statistics.median(values):6.2f} ms, max {max(values):6.2f} ms")
+    print(f"changes found: {sorted(set(found)) or 'none'}")
+
+
+if __name__ == "__main__":
+    main()
