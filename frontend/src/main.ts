@@ -243,6 +243,10 @@ function showTargets(): void {
     tab.classList.toggle("refused", why !== null);
     if (why !== null) tab.title = why;
     else tab.removeAttribute("title");
+    // its pane says why instead of waiting for an output that will not come (style.css)
+    const panel = ui.panels[OUTPUT_PANES[name].tab];
+    if (why !== null) panel.dataset.refused = why;
+    else delete panel.dataset.refused;
     if (why !== null && OUTPUT_PANES[name].optIn === undefined) refused.push(name);
   }
   const what = gpu ? `GPU ${gpu}` : state.tpuTopology ? `TPU ${state.tpuTopology}` : "";

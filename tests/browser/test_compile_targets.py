@@ -81,7 +81,10 @@ def test_compile_for_h100_shows_its_ptx_and_no_value(offered_page: Any) -> None:
     capacity = page.inner_text("[data-testid=memory-capacity]")
     assert "of 80" in capacity and "H100" in capacity, capacity
     assert "fits in its memory" in capacity
-    # the run asked for no value: its pane says there is none, no error was raised
+    # the run asked for no value: its pane says why, and no error was raised
+    page.click("#tab-value")
+    assert "nothing runs" in (page.get_attribute("#panel-value", "data-refused") or "")
+    assert not page.locator("#panel-value .pane-note").is_visible()
     assert page.locator("#tab-errors .tab-badge").inner_text() in ("", "0")
 
 
