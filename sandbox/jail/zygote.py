@@ -62,6 +62,8 @@ IDLE_TICKS = 5
 #: How long a run that may keep its process waits for a warm child still warming up
 #: to take its baseline (it skips what warm-ups remain; the baseline takes ~50 ms).
 HURRY_S = 0.5
+#: How long a kept process's check of itself after a run may take (~10-25 ms).
+CHECK_S = 2.0
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -278,51 +280,57 @@ class Zygote:
         for fd in fds:
             os.close(fd)
         _send(self.ctl, {"op": "started", "pid": pid, "warm": warm, "reused": reused})
-        report, supervisor_gone = self._wait_run(pid, kept_sock)
-        status = 0
-        why = "" if report is not None else "it exited"
-        if report is not None:  # it ended its run and waits for the next one
-            code = report.get("code")
+        ended, supervisor_gone = self._wait_run(pid, kept_sock)
+        if ended is None:  # it exited (or was killed): reaped before the cleanup
+            status = self._drop(pid, kept_sock, exited=True)
+        else:  # it ended its run, said so, and checks itself now
+            code = ended.get("code")
             status = code if isinstance(code, int) else 70
-            why = _not_kept(report, status)
+            if status != 0:
+                self._drop(pid, kept_sock, exited=False)
         if self.warm is not None:  # unused: the cleanup kills it with the rest
             self.warm[1].close()
             self.warm = None
         self._warmed.clear()
-        spare = pid if report is not None and not why else None
-        clean, spared = _cleanup(self._kept, spare)
-        if spare is not None and not spared:
-            why = "the run left processes"
-        if spared and not why:
-            why = self._judge(pid, reused + 1, keep or {})
-        if report is not None and why:  # it goes; its own run is over
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        if report is None or why:
-            self._forget(pid)
-            if kept_sock is not None:
-                kept_sock.close()
-            with contextlib.suppress(ChildProcessError):
-                _, waited = os.waitpid(pid, 0)
-                if report is None:
-                    status = os.waitstatus_to_exitcode(waited)
+        keepable = ended is not None and status == 0
+        clean, spared = _cleanup(self._kept, pid if keepable else None)
+        if keepable and not (spared and clean):  # it went with what the run left
+            self._drop(pid, kept_sock, exited=False)
         if supervisor_gone:
             os._exit(0)
-        kept = clean and not why and kept_sock is not None
-        if kept:
+        # The run is over: said now. Whether its process stays is decided next, while
+        # the tenant reads the result; a run that comes meanwhile waits for that.
+        judging = spared and clean
+        _send(self.ctl, {"op": "exited", "status": status, "clean": clean, "judging": judging})
+        if judging:
             assert kept_sock is not None
-            self.warm = (pid, kept_sock)
-            self._warmed.add(pid)
-            self._served[pid] = reused + 1
-            self._ticks[pid] = _cpu_ticks(pid)
+            why = _check_report(kept_sock) or self._judge(pid, reused + 1, keep or {})
+            if why:
+                self._drop(pid, kept_sock, False)
+            else:
+                self.warm = (pid, kept_sock)
+                self._warmed.add(pid)
+                self._served[pid] = reused + 1
+                self._ticks[pid] = _cpu_ticks(pid)
+            _send(self.ctl, {"op": "kept", "kept": not why, "why": why[:200]})
         # The next warm child is forked a moment later, unless a run comes first: runs
         # back to back would only find it half-warm and have to kill it.
         self._clean = clean
         self._prefork_at = time.monotonic() + PREFORK_DELAY_S
-        exited = {"op": "exited", "status": status, "clean": clean, "kept": kept}
-        if not kept and keep is not None and warm:
-            exited["why"] = why[:200]
-        _send(self.ctl, exited)
+
+    def _drop(self, pid: int, sock: socket.socket | None, exited: bool) -> int:
+        """Kill (unless it ``exited``) and reap the run's process; its exit status."""
+        if not exited:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self._forget(pid)
+        if sock is not None:
+            sock.close()
+        try:
+            _, waited = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return 70
+        return os.waitstatus_to_exitcode(waited)
 
     def _wait_run(self, pid: int, sock: socket.socket | None) -> tuple[dict[str, Any] | None, bool]:
         """Wait until the run's process exits or (kept) reports its run ended; kill it
@@ -337,7 +345,7 @@ class Zygote:
                 if pidfd in ready:
                     return None, supervisor_gone
                 if sock is not None and sock.fileno() in ready:
-                    report = _report(sock)
+                    report = _message(sock)
                     if report is not None and not killed:
                         return report, supervisor_gone
                     sock = None  # not a report: it goes, as a child that exits
@@ -598,26 +606,27 @@ def _serve_runs(worker: Any, sock: socket.socket, watch: reuse.Watch, fds: list[
     while True:
         event_fd = fds[1]
         code = _run_once(worker, *fds)
+        with contextlib.suppress(OSError):
+            os.close(event_fd)
+        _quiet_stdio()  # the run's pipes let go: its end is seen
+        if not _say(sock, json.dumps({"code": code}).encode()) or code != 0:
+            os._exit(code)
         try:
-            changes = _after_run(watch, event_fd) if code == 0 else [f"exit code {code}"]
+            changes = _after_run(watch)
         except BaseException as exc:
             changes = [f"the check failed: {type(exc).__name__}"]
-        report = {"code": code, "changes": [c[:200] for c in reuse.first_differences(changes)]}
+        report = {"changes": [c[:200] for c in reuse.first_differences(changes)]}
+        if not _say(sock, json.dumps(report).encode()) or changes:
+            os._exit(code)
         try:
-            sock.send(json.dumps(report).encode(), socket.MSG_NOSIGNAL)
-            if changes:
-                os._exit(code)
             order, fds, _, _ = socket.recv_fds(sock, 16, 4)
         except OSError:
-            os._exit(code)
+            os._exit(0)
         if order != b"run" or len(fds) != 3:
             os._exit(0)
 
 
-def _after_run(watch: reuse.Watch, event_fd: int) -> list[str]:
-    with contextlib.suppress(OSError):
-        os.close(event_fd)
-    _quiet_stdio()
+def _after_run(watch: reuse.Watch) -> list[str]:
     watch.reset()
     reuse.reap_children()
     gc.collect()  # the run's garbage, and its finalizers, before the check
@@ -633,21 +642,26 @@ def _quiet_stdio() -> None:
     os.close(null)
 
 
-def _report(sock: socket.socket) -> dict[str, Any] | None:
-    """A kept process's report that its run ended (None: none, or not one)."""
+def _message(sock: socket.socket) -> dict[str, Any] | None:
+    """A JSON object from a kept process (None: none, or not one)."""
     try:
         data = sock.recv(4096)
-        report = json.loads(data) if data else None
+        message = json.loads(data) if data else None
     except (OSError, ValueError):
         return None
-    if not isinstance(report, dict) or not isinstance(report.get("changes"), list):
-        return None
-    return report
+    return message if isinstance(message, dict) else None
 
 
-def _not_kept(report: dict[str, Any], status: int) -> str:
-    if status != 0:
-        return f"exit code {status}"
+def _check_report(sock: socket.socket) -> str:
+    """Why a kept process that ended its run must go, by its own check ('' if it may
+    stay); waits CHECK_S for it at most."""
+    sock.settimeout(CHECK_S)
+    try:
+        report = _message(sock)
+    finally:
+        sock.settimeout(None)
+    if report is None or not isinstance(report.get("changes"), list):
+        return f"no check within {CHECK_S:g} s"
     changes = report["changes"]
     return f"changed: {'; '.join(str(c) for c in changes)}" if changes else ""
 

@@ -85,6 +85,8 @@ class Zygote:
         self.info: dict[str, Any] = {}
         #: whether its pre-forked child has its backend warm (the next run starts fast)
         self.warm_child = False
+        #: the run whose process the zygote is deciding to keep or not, after it ended
+        self._judged: ZygoteRun | None = None
         self._ctl: socket.socket | None = None
         #: the zygote's host pid and its limits and scheduling when it said ready
         self._host_pid: int | None = None
@@ -167,14 +169,19 @@ class Zygote:
             elif op == "exited" and self.run is not None:
                 status, clean = message.get("status"), message.get("clean") is True
                 run = self.run
-                run.kept = message.get("kept") is True
-                self.warm_child = run.kept  # the kept process is warm, and waits
-                if isinstance(message.get("why"), str):
-                    log.info("%s: its process is not kept: %s", self.id, message["why"])
+                self._judged = run if message.get("judging") is True else None
+                if self._judged is None:
+                    run.kept = False
                 self._run_ended(clean and isinstance(status, int))
                 run.exited(status if isinstance(status, int) else None)
             elif op == "warm":
                 self.warm_child = True
+            elif op == "kept" and self._judged is not None:
+                # after "exited": whether the run's process serves the tenant's next run
+                self._judged.kept = self.warm_child = message.get("kept") is True
+                if not self._judged.kept:
+                    log.info("%s: its process is not kept: %r", self.id, message.get("why"))
+                self._judged = None
             elif op == "started" and self.run is not None:
                 self.run.warm = message.get("warm") is True
                 reused = message.get("reused")
@@ -315,9 +322,10 @@ class ZygoteRun(RunSupervisor):
         #: whether the zygote's pre-forked child (backend already warm) took the run
         self.warm = False
         #: how many runs of its tenant the process had served before this one (0: a
-        #: fresh child), and whether it is kept for the next (sandbox/jail/reuse.py)
+        #: fresh child), and whether it is kept for the next (sandbox/jail/reuse.py;
+        #: None until the zygote has decided, a moment after the run ended)
         self.reused = 0
-        self.kept = False
+        self.kept: bool | None = None
 
     @property
     def zygote_id(self) -> str:

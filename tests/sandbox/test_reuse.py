@@ -49,7 +49,11 @@ def run(
                 cancel_after_s, lambda: asyncio.ensure_future(handle.cancel())
             )
         events = [e async for e in handle.events()]
-        return Ran(Result(events, 0.0, handle.zygote_id), handle.reused, handle.kept)
+        # whether the process stays is decided after the run ended (its own check)
+        deadline = time.monotonic() + 5.0
+        while handle.kept is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return Ran(Result(events, 0.0, handle.zygote_id), handle.reused, handle.kept is True)
 
     return live.call(go())
 
