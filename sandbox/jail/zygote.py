@@ -1,4 +1,4 @@
-"""The zygote: runs INSIDE a jail, imports JAX once, then forks one child per run.
+"""The zygote: runs INSIDE a jail, imports JAX once, then forks children for runs.
 
 Started as ``python -I -B -c "..." CTL_FD MODULE RUN_FILTER_FD LOG_FD`` by the warm
 pool (``-`` for a descriptor it does not pass). Its own output (fds 1 and 2) goes to
@@ -19,8 +19,17 @@ control socket (a SOCK_SEQPACKET unix socket from the supervisor):
 When the child is gone the zygote kills every other process left in the jail
 (``kill(-1)``; it is the jail's child subreaper, so orphans come back to it),
 empties ``/tmp`` and ``/dev/shm``, and answers ``{"op": "exited", "status",
-"clean"}``. ``clean`` false means something survived: the supervisor retires the
-jail. The zygote itself never runs user code and is not dumpable, so a run's
+"clean", "judging"}``. ``clean`` false means something survived: the supervisor
+retires the jail.
+
+A run order may carry ``"keep": {"runs", "rss_kib"}``: then a warm child that took
+its baseline (sandbox/jail/reuse.py; it says ``base`` on its socket, or is told to
+``hurry``) gets ``run`` rather than ``once``, and when its run ends it does not
+exit: it lets go of the run's pipes and says ``{"code"}``; if no other process is
+left the zygote spares it in the cleanup, answers ``exited`` with ``judging`` true,
+then waits for the child's own check (``{"changes"}``), compares the kernel's view
+of it, and says ``{"op": "kept", "kept", "why"}``. A kept child is the next run's
+warm child; ``started`` says how many runs it ``reused``. The zygote itself never runs user code and is not dumpable, so a run's
 processes (same uid) cannot read or write its memory through /proc. Every child
 stacks the run filter (``RUN_FILTER_FD``, see sandbox/jail/seccomp.py) on the jail's
 before anything else, so a run cannot signal the zygote either. End of file on the
