@@ -228,11 +228,11 @@ class Zygote:
                 fds = []
             if len(fds) != 3:
                 os._exit(0)
-            if order != b"run" or watch is None:  # b"once": one run, then exit
+            if not order.startswith(b"run ") or watch is None:  # once: one run, then exit
                 its.close()
                 _run(self.worker, *fds)
             else:
-                _serve_runs(self.worker, its, watch, fds)
+                _serve_runs(self.worker, its, watch, order, fds)
         its.close()
         self.warm = (pid, mine)
 
@@ -260,13 +260,15 @@ class Zygote:
         the next run of the tenant if the run ends well and nothing changed."""
         pid: int | None = None
         kept_sock: socket.socket | None = None
+        token = b""
         # A warm child still warming up (runs back to back) is not waited for: a cold
         # child is as fast, once the warm one is out of the way.
         if warm_ok and self.warm is not None and self.wait_warm(0) and self._idle(self.warm[0]):
             pid, sock = self.warm
             keeping = keep is not None and self._keepable(pid, sock)
+            token = os.urandom(8).hex().encode()  # its words about this run carry it
             try:
-                socket.send_fds(sock, [b"run" if keeping else b"once"], fds)
+                socket.send_fds(sock, [b"run " + token if keeping else b"once"], fds)
             except OSError:  # it died (killed from inside the jail?)
                 pid = None
             if keeping and pid is not None:
@@ -289,7 +291,7 @@ class Zygote:
         for fd in fds:
             os.close(fd)
         _send(self.ctl, {"op": "started", "pid": pid, "warm": warm, "reused": reused})
-        ended, supervisor_gone = self._wait_run(pid, kept_sock)
+        ended, supervisor_gone, stray = self._wait_run(pid, kept_sock, token.decode())
         if ended is None:  # it exited (or was killed): reaped before the cleanup
             status = self._drop(pid, kept_sock, exited=True)
         else:  # it ended its run, said so, and checks itself now
@@ -313,7 +315,11 @@ class Zygote:
         _send(self.ctl, {"op": "exited", "status": status, "clean": clean, "judging": judging})
         if judging:
             assert kept_sock is not None
-            why = _check_report(kept_sock) or self._judge(pid, reused + 1, keep or {})
+            why = (
+                stray
+                or _check_report(kept_sock, token.decode())
+                or self._judge(pid, reused + 1, keep or {})
+            )
             if why:
                 self._drop(pid, kept_sock, False)
             else:
@@ -341,29 +347,34 @@ class Zygote:
             return 70
         return os.waitstatus_to_exitcode(waited)
 
-    def _wait_run(self, pid: int, sock: socket.socket | None) -> tuple[dict[str, Any] | None, bool]:
-        """Wait until the run's process exits or (kept) reports its run ended; kill it
-        on the supervisor's order. Returns (the report or None, supervisor gone)."""
+    def _wait_run(
+        self, pid: int, sock: socket.socket | None, token: str
+    ) -> tuple[dict[str, Any] | None, bool, str]:
+        """Wait until the run's process exits or (kept) says its run ended; kill it on
+        the supervisor's order. Returns (its word that the run ended or None, whether
+        the supervisor is gone, why it must not be kept for what came on its socket
+        meanwhile: the run's own code may write there, and is then only ignored)."""
         pidfd = os.pidfd_open(pid)
-        supervisor_gone = killed = False
-        report: dict[str, Any] | None = None
+        supervisor_gone = False
+        stray = ""
         try:
             while True:
                 waiting = [self.ctl.fileno(), pidfd] + ([sock.fileno()] if sock else [])
                 ready, _, _ = select.select(waiting, [], [])
                 if pidfd in ready:
-                    return None, supervisor_gone
+                    return None, supervisor_gone, stray
                 if sock is not None and sock.fileno() in ready:
-                    report = _message(sock)
-                    if report is not None and not killed:
-                        return report, supervisor_gone
-                    sock = None  # not a report: it goes, as a child that exits
-                    os.kill(pid, signal.SIGKILL)
+                    message, closed = _message(sock)
+                    if message is not None and message.get("token") == token:
+                        return message, supervisor_gone, stray
+                    if closed:  # it can say nothing more: it ends as a child that exits
+                        sock = None
+                    stray = "its socket was written to during the run"
                     continue
                 data = self.ctl.recv(4096)
                 if not data or json.loads(data).get("op") == "kill":
                     supervisor_gone = not data
-                    killed = True
+                    sock = None  # whatever it says now, it is killed
                     os.kill(pid, signal.SIGKILL)
         finally:
             os.close(pidfd)
@@ -527,7 +538,7 @@ def _next_order(sock: socket.socket) -> tuple[bytes, list[int]]:
     fds: list[int] = []
     for _ in range(4):
         try:
-            order, fds, _, _ = socket.recv_fds(sock, 16, 4)
+            order, fds, _, _ = socket.recv_fds(sock, 64, 4)
         except ConnectionResetError:
             continue
         if order != b"hurry":
@@ -607,31 +618,36 @@ def _run_once(worker: Any, msg_fd: int, event_fd: int, err_fd: int) -> int:
     return code if isinstance(code, int) else 70
 
 
-def _serve_runs(worker: Any, sock: socket.socket, watch: reuse.Watch, fds: list[int]) -> None:
+def _serve_runs(
+    worker: Any, sock: socket.socket, watch: reuse.Watch, order: bytes, fds: list[int]
+) -> None:
     """A kept process: one run after another, each on the descriptors the zygote
-    sends, as long as the zygote keeps it. After each run it lets go of the run's
-    pipes (so that the run's end is seen), puts back what the engine gave the run,
-    checks its state against the baseline and reports to the zygote."""
+    sends (``run TOKEN``), as long as the zygote keeps it. After each run it lets go
+    of the run's pipes (so that the run's end is seen), says so, puts back what the
+    engine gave the run, checks its state against the baseline and says what it
+    found; both words carry the run's token, which stray writes of a run's code to
+    this socket (it is open during the run) do not."""
     while True:
+        token = order[4:].decode(errors="replace")
         event_fd = fds[1]
         code = _run_once(worker, *fds)
         with contextlib.suppress(OSError):
             os.close(event_fd)
         _quiet_stdio()  # the run's pipes let go: its end is seen
-        if not _say(sock, json.dumps({"code": code}).encode()) or code != 0:
+        if not _say(sock, json.dumps({"token": token, "code": code}).encode()) or code != 0:
             os._exit(code)
         try:
             changes = _after_run(watch)
         except BaseException as exc:
             changes = [f"the check failed: {type(exc).__name__}"]
-        report = {"changes": [c[:200] for c in reuse.first_differences(changes)]}
-        if not _say(sock, json.dumps(report).encode()) or changes:
+        found = [c[:200] for c in reuse.first_differences(changes)]
+        if not _say(sock, json.dumps({"token": token, "changes": found}).encode()) or changes:
             os._exit(code)
         try:
-            order, fds, _, _ = socket.recv_fds(sock, 16, 4)
+            order, fds, _, _ = socket.recv_fds(sock, 64, 4)
         except OSError:
             os._exit(0)
-        if order != b"run" or len(fds) != 3:
+        if not order.startswith(b"run ") or len(fds) != 3:
             os._exit(0)
 
 
@@ -651,27 +667,37 @@ def _quiet_stdio() -> None:
     os.close(null)
 
 
-def _message(sock: socket.socket) -> dict[str, Any] | None:
-    """A JSON object from a kept process (None: none, or not one)."""
+def _message(sock: socket.socket) -> tuple[dict[str, Any] | None, bool]:
+    """A JSON object from a kept process, if what came is one; and whether its end
+    of the socket is closed."""
     try:
         data = sock.recv(4096)
-        message = json.loads(data) if data else None
-    except (OSError, ValueError):
-        return None
-    return message if isinstance(message, dict) else None
+    except BlockingIOError:
+        return None, False
+    except OSError:
+        return None, True
+    if not data:
+        return None, True
+    try:
+        message = json.loads(data)
+    except ValueError:
+        return None, False
+    return (message if isinstance(message, dict) else None), False
 
 
-def _check_report(sock: socket.socket) -> str:
+def _check_report(sock: socket.socket, token: str) -> str:
     """Why a kept process that ended its run must go, by its own check ('' if it may
-    stay); waits CHECK_S for it at most."""
+    stay); waits CHECK_S for it at most. Anything else on the socket: it goes."""
     sock.settimeout(CHECK_S)
     try:
-        report = _message(sock)
+        report, _ = _message(sock)
     finally:
         sock.settimeout(None)
-    if report is None or not isinstance(report.get("changes"), list):
+    if report is None or report.get("token") != token:
         return f"no check within {CHECK_S:g} s"
-    changes = report["changes"]
+    changes = report.get("changes")
+    if not isinstance(changes, list):
+        return "no check"
     return f"changed: {'; '.join(str(c) for c in changes)}" if changes else ""
 
 

@@ -138,6 +138,9 @@ CHANGING = {
     "ctypes": "import ctypes\nctypes.CDLL(None)",
     "gc.get_objects": "import gc\ngc.get_objects()",
     "an error exit": "import os\nos._exit(3)",
+    "writes to every descriptor": "import os, json\nfor fd in range(3, 40):\n"
+    "    for line in (b'not json', json.dumps({'code': 0, 'changes': []}).encode()):\n"
+    "        try:\n            os.write(fd, line)\n        except OSError:\n            pass",
     "still computing": (
         "x = jax.jit(lambda x: lax.fori_loop(0, 2 * 10**9, lambda i, c: c * 1.0000001, x))"
         "(jnp.ones(1000))"
