@@ -224,6 +224,26 @@ def test_reuse_off_gives_every_run_a_fresh_process(live_pool: LivePool) -> None:
     assert [r.reused for r in runs] == [0, 0] and not any(r.kept for r in runs)
 
 
+def test_a_process_serves_at_most_its_runs_under_its_memory_bound(
+    live_pool: LivePool,
+) -> None:
+    """At most JAXPLAY_POOL_REUSE_RUNS runs (2 here), and never over its RSS bound
+    (1 MiB here: none is kept)."""
+    settings = live_pool.pool.settings
+    try:
+        live_pool.pool.settings = dataclasses.replace(settings, pool_reuse_runs=2)
+        first = kept_process(live_pool, "reuse-bound-runs")
+        second, _ = shown_run(live_pool, "reuse-bound-runs")
+        third, _ = shown_run(live_pool, "reuse-bound-runs")
+        live_pool.pool.settings = dataclasses.replace(settings, pool_reuse_rss_bytes=1 << 20)
+        small = [shown_run(live_pool, "reuse-bound-rss")[0] for _ in range(2)]
+    finally:
+        live_pool.pool.settings = settings
+    assert (first.reused, second.reused, third.reused) == (0, 1, 0)
+    assert not second.kept
+    assert [r.reused for r in small] == [0, 0] and not any(r.kept for r in small)
+
+
 #: The in-process check on its own, in a process of its own (it installs an audit hook).
 CHECK = """
 import threading, jax, jax.numpy as jnp
