@@ -265,7 +265,9 @@ class Zygote:
         # child is as fast, once the warm one is out of the way.
         if warm_ok and self.warm is not None and self.wait_warm(0) and self._idle(self.warm[0]):
             pid, sock = self.warm
-            keeping = keep is not None and self._keepable(pid, sock)
+            # a process kept from the last run waits for "run" only (and goes after it
+            # if keeping is off now)
+            keeping = (keep is not None or pid in self._served) and self._keepable(pid, sock)
             token = os.urandom(8).hex().encode()  # its words about this run carry it
             try:
                 socket.send_fds(sock, [b"run " + token if keeping else b"once"], fds)

@@ -215,13 +215,17 @@ def test_a_cancelled_run_kills_the_kept_process(live_pool: LivePool) -> None:
 
 
 def test_reuse_off_gives_every_run_a_fresh_process(live_pool: LivePool) -> None:
+    """Off (JAXPLAY_POOL_REUSE_RUNS=0), even with a process kept from before: it runs
+    the next run and goes; then fresh children."""
+    kept = kept_process(live_pool, "reuse-off")
     settings = live_pool.pool.settings
     live_pool.pool.settings = dataclasses.replace(settings, pool_reuse_runs=0)
     try:
-        runs = [shown_run(live_pool, "reuse-off")[0] for _ in range(2)]
+        runs = [shown_run(live_pool, "reuse-off")[0] for _ in range(3)]
     finally:
         live_pool.pool.settings = settings
-    assert [r.reused for r in runs] == [0, 0] and not any(r.kept for r in runs)
+    assert [r.reused for r in runs] == [kept.reused + 1, 0, 0]
+    assert not any(r.kept for r in runs)
 
 
 def test_a_process_serves_at_most_its_runs_under_its_memory_bound(
