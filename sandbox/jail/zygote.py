@@ -272,6 +272,7 @@ class Zygote:
             try:
                 socket.send_fds(sock, [b"run " + token if keeping else b"once"], fds)
             except OSError:  # it died (killed from inside the jail?)
+                self._forget(pid)
                 pid = None
             if keeping and pid is not None:
                 kept_sock = sock
