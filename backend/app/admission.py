@@ -7,6 +7,9 @@ Three checks, in order, each answered with ``Retry-After``:
    ``queue_timeout_s``; a full queue, or a wait that runs out -> 503. The queue is
    fair across clients: they take turns (round robin), so one client's many runs
    do not keep another's waiting behind them.
+   Before that, where the pool keeps a warm process per tenant (``tenant_slots``): a
+   tenant that holds none while every one belongs to a tenant using it is told 503 at
+   once (``TenantTurns``) instead of evicting a busy tenant's process.
 Also here: the cap on a client address's open WebSockets.
 """
 
@@ -16,6 +19,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter, OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -123,6 +127,89 @@ class FairQueue:
             self._turns.move_to_end(client)  # its next run waits for the others' turns
 
 
+@dataclass
+class _Hold:
+    since: float  # when the tenant got its place
+    last: float  # its last run's admission or end
+
+
+class TenantTurns:
+    """Which tenants hold one of the pool's warm processes (at most ``slots``; a zygote
+    each, sandbox/pool/zygote_pool.py), and which wait for one, first come first served.
+
+    A new tenant gets a place while fewer than ``slots`` are held; otherwise it is told
+    to come back when one is expected to free (a 503), and keeps its place in line if
+    it does. A holder keeps its place while it is using it: it loses it after
+    ``idle_s`` without a run, or, when others are waiting, on its first run after
+    ``turn_s`` holding it (then it queues again at the back). So a full pool serves the
+    tenants it holds at warm speed instead of starting a new jail for every run, and a
+    waiting tenant gets its turn within about ``ceil(place / slots) x turn_s``."""
+
+    def __init__(self, turn_s: float, idle_s: float) -> None:
+        self.turn_s = turn_s
+        self.idle_s = idle_s
+        self._holders: dict[str, _Hold] = {}
+        #: waiting tenant -> when it loses its place if it has not asked again
+        self._waiting: OrderedDict[str, float] = OrderedDict()
+
+    @property
+    def holders(self) -> int:
+        return len(self._holders)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def ended(self, tenant: str, now: float) -> None:
+        """A run of ``tenant`` ended: its idle time counts from now."""
+        hold = self._holders.get(tenant)
+        if hold is not None:
+            hold.last = now
+
+    def claim(
+        self, tenant: str, slots: int, busy: Callable[[str], bool], now: float
+    ) -> tuple[float, bool]:
+        """(0, _) when ``tenant`` may run now; else (seconds until it may ask again,
+        whether it lost its place because its turn was over)."""
+        self._expire(busy, now)
+        hold = self._holders.get(tenant)
+        turn_over = False
+        if hold is not None:
+            crowded = len(self._waiting) >= slots - len(self._holders) + 1
+            if not (crowded and now - hold.since >= self.turn_s):
+                hold.last = now
+                return 0.0, False
+            del self._holders[tenant]  # its turn is over; it queues behind the others
+            turn_over = True
+        free = slots - len(self._holders)
+        place = list(self._waiting).index(tenant) if tenant in self._waiting else len(self._waiting)
+        if place < free:
+            self._waiting.pop(tenant, None)
+            self._holders[tenant] = _Hold(now, now)
+            return 0.0, False
+        retry = max(1.0, self._expected_free(place - free, now) - now)
+        # it keeps its place if it comes back within its Retry-After and a grace
+        self._waiting[tenant] = now + retry + max(self.idle_s, 5.0)
+        return retry, turn_over
+
+    def _expected_free(self, behind: int, now: float) -> float:
+        """When the place of the ``behind``-th waiting tenant beyond the free places
+        is expected: the holders' turns end in order, then every ``turn_s``."""
+        ends = sorted(
+            min(h.since + self.turn_s, h.last + self.idle_s) for h in self._holders.values()
+        ) or [now]
+        rounds, index = divmod(behind, len(ends))
+        return ends[index] + rounds * self.turn_s
+
+    def _expire(self, busy: Callable[[str], bool], now: float) -> None:
+        for tenant, hold in list(self._holders.items()):
+            if not busy(tenant) and now - hold.last >= self.idle_s:
+                del self._holders[tenant]
+        for tenant, until in list(self._waiting.items()):
+            if now > until:
+                del self._waiting[tenant]
+
+
 class Admission:
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self._s = settings
@@ -135,6 +222,7 @@ class Admission:
         self._sockets: Counter[str] = Counter()
         self._waiters: dict[str, FairQueue] = {}
         self._in_flight = 0
+        self.turns = TenantTurns(settings.tenant_turn_s, settings.tenant_idle_s)
 
     # --- what /api/v1/backends shows -------------------------------------------------
     def queue_length(self, backend: str | None = None) -> int:
@@ -237,6 +325,7 @@ class Admission:
                 del self._client_runs[ticket.client]
         self._in_flight -= 1
         self._metrics.in_flight.set(self._in_flight)
+        self.turns.ended(ticket.tenant, time.monotonic())
         self._wake(ticket.backend)
 
     def _wake(self, backend: str) -> None:
@@ -263,9 +352,43 @@ class Admission:
         if self._sockets[client] <= 0:
             del self._sockets[client]
 
+    def _take_turn(self, pool: Pool, tenant: str) -> None:
+        """Refuse (503) a tenant that holds none of the pool's warm processes while
+        every one belongs to a tenant using it (``TenantTurns``): serving it would evict
+        a busy tenant's process and start a new jail for nearly every run."""
+        slots = getattr(pool, "tenant_slots", None)
+        if not isinstance(slots, int) or slots <= 0:
+            return  # a pool without a process per tenant (remote workers, a fake)
+        wait, turn_over = self.turns.claim(
+            tenant, slots, lambda t: self._tenant_runs.get(t, 0) > 0, time.monotonic()
+        )
+        if wait <= 0:
+            return
+        if turn_over:
+            end_turn = getattr(pool, "end_turn", None)
+            if callable(end_turn):
+                end_turn(tenant)  # its process makes room for the next tenant's now
+            raise self._refuse(
+                "turn",
+                503,
+                "server_busy",
+                f"other clients are waiting for a worker and this one had its turn "
+                f"({self.turns.turn_s:g} s); try again in {wait:.0f} s",
+                wait,
+            )
+        raise self._refuse(
+            "tenants",
+            503,
+            "server_busy",
+            f"every worker is held by one of {self.turns.holders} clients running code now "
+            f"({self.turns.waiting} waiting); try again in {wait:.0f} s",
+            wait,
+        )
+
     async def submit(self, pool: Pool, request: RunRequest, ticket: Ticket) -> RunHandle:
         """The pool's handle for the run, after waiting in the queue if need be."""
         backend = ticket.backend
+        self._take_turn(pool, ticket.tenant)
         queue = self._waiters.setdefault(backend, FairQueue())
         retry = 1.0
         if not queue:

@@ -244,6 +244,20 @@ class Settings(BaseSettings):
         "at once, all its sessions and connections together; beyond it: 429. Known API "
         "tokens are held to `max_runs_per_tenant` instead.",
     )
+    tenant_turn_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="When every warm process of the pool (a zygote, one tenant each) "
+        "belongs to a tenant using it and others wait for one, a tenant keeps its own "
+        "this long, then its next run is refused (503) and it queues again behind them "
+        "(docs/server.md, admission).",
+    )
+    tenant_idle_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="A tenant with no run for this long no longer holds a place in the "
+        "pool: a waiting tenant may take its warm process.",
+    )
     max_websockets_per_client: int = Field(
         default=8,
         ge=1,

@@ -545,6 +545,20 @@ class ZygotePool:
             ]
         return min(idle, key=lambda z: z.last_used) if idle else None
 
+    @property
+    def tenant_slots(self) -> int:
+        """How many tenants can hold a zygote at once: the server refuses a new tenant
+        beyond it while they all use theirs (backend/app/admission.py, TenantTurns)."""
+        return self.size
+
+    def end_turn(self, tenant: str) -> None:
+        """``tenant``'s turn at the pool is over while others wait: its idle zygotes
+        retire now, so a spare starts for the next tenant (a busy one goes when a new
+        tenant needs it, as the least recently used)."""
+        for z in list(self.zygotes):
+            if z.tenant == tenant and z.state == "idle" and z.run is None:
+                z.retire("its tenant's turn is over and others are waiting")
+
     # --- zygotes ------------------------------------------------------------------
 
     def _spawn(self, tenant: str | None) -> Zygote:

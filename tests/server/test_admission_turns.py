@@ -1,0 +1,177 @@
+"""A full pool of warm processes sheds new tenants (503 + Retry-After) instead of
+evicting busy tenants' processes, and takes waiting tenants by turns
+(backend/app/admission.py, TenantTurns)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from backend.app.admission import Admission, TenantTurns
+from backend.app.errors import Overloaded
+from backend.app.metrics import Metrics
+from backend.app.runs import Caller
+
+from .conftest import make_settings
+
+
+def never_busy(_: str) -> bool:
+    return False
+
+
+def test_a_new_tenant_is_refused_while_every_place_is_used() -> None:
+    turns = TenantTurns(turn_s=30.0, idle_s=10.0)
+    assert turns.claim("a", 2, never_busy, 0.0) == (0.0, False)
+    assert turns.claim("b", 2, never_busy, 0.0) == (0.0, False)
+    wait, turn_over = turns.claim("c", 2, never_busy, 1.0)
+    # the earliest place to free: a or b idle from t=0 for 10 s
+    assert (wait, turn_over) == (9.0, False)
+    assert turns.claim("a", 2, never_busy, 2.0) == (0.0, False)  # holders keep going
+
+
+def test_an_idle_holder_gives_its_place_to_the_first_waiting_tenant() -> None:
+    turns = TenantTurns(turn_s=30.0, idle_s=10.0)
+    turns.claim("a", 1, never_busy, 0.0)
+    assert turns.claim("b", 1, never_busy, 1.0)[0] > 0
+    assert turns.claim("c", 1, never_busy, 2.0)[0] > 0
+    # a has had no run for 10 s; c asks first, but b was waiting before it
+    assert turns.claim("c", 1, never_busy, 11.0)[0] > 0
+    assert turns.claim("b", 1, never_busy, 11.5) == (0.0, False)
+
+
+def test_a_busy_holder_is_never_idle() -> None:
+    turns = TenantTurns(turn_s=30.0, idle_s=1.0)
+    turns.claim("a", 1, never_busy, 0.0)
+    assert turns.claim("b", 1, lambda t: t == "a", 5.0)[0] > 0
+
+
+def test_a_holder_s_turn_ends_only_while_others_wait() -> None:
+    turns = TenantTurns(turn_s=30.0, idle_s=10.0)
+    for second in range(0, 100, 5):  # nobody waits: a keeps its place past its turn
+        assert turns.claim("a", 1, never_busy, float(second)) == (0.0, False)
+    turns = TenantTurns(turn_s=30.0, idle_s=10.0)
+    turns.claim("a", 1, never_busy, 0.0)
+    assert turns.claim("b", 1, never_busy, 1.0) == (9.0, False)  # a may be idle at 10 s
+    for t in [9.0, 18.0, 27.0]:  # a is not; b keeps asking
+        assert turns.claim("a", 1, never_busy, t) == (0.0, False)
+        assert turns.claim("b", 1, never_busy, t + 1) == (min(9.0, 29.0 - t), False)
+    wait_a, turn_over = turns.claim("a", 1, never_busy, 30.0)
+    assert turn_over and wait_a >= 1.0  # a's turn is over: it queues behind b
+    assert turns.claim("a", 1, never_busy, 30.5)[0] > 0  # the place is kept for b
+    assert turns.claim("b", 1, never_busy, 31.0) == (0.0, False)
+    assert turns.claim("a", 1, never_busy, 31.0)[0] > 0
+
+
+def test_waiting_tenants_are_served_in_order_within_their_turns() -> None:
+    """64 tenants running back to back against 8 places: every one of them runs within
+    ceil(64 / 8) turns, and no more than 8 hold a place at any time."""
+    turns = TenantTurns(turn_s=10.0, idle_s=5.0)
+    due = dict.fromkeys(range(64), 0.0)
+    first_run: dict[int, float] = {}
+    now = 0.0
+    while now < 100.0:
+        for tenant, at in due.items():
+            if at <= now:
+                wait, _ = turns.claim(str(tenant), 8, never_busy, now)
+                if wait == 0:
+                    first_run.setdefault(tenant, now)
+                    due[tenant] = now + 0.1  # its next run, back to back
+                else:
+                    due[tenant] = now + wait  # honours Retry-After
+        assert turns.holders <= 8
+        now = round(now + 0.1, 1)
+    assert len(first_run) == 64
+    assert max(first_run.values()) <= 8 * 10.0 + 1.0
+
+
+def test_a_tenant_that_does_not_come_back_loses_its_place() -> None:
+    turns = TenantTurns(turn_s=30.0, idle_s=10.0)
+    turns.claim("a", 1, never_busy, 0.0)
+    wait, _ = turns.claim("b", 1, never_busy, 1.0)
+    assert turns.waiting == 1
+    turns.claim("a", 1, never_busy, 1.0 + wait + 10.5)  # b is long gone
+    assert turns.waiting == 0
+
+
+class SlotPool:
+    """A pool with a warm process per tenant and ``tenant_slots`` of them; it records
+    the tenants whose turn it was told is over."""
+
+    def __init__(self, slots: int) -> None:
+        self.tenant_slots = slots
+        self.ended: list[str] = []
+
+    def end_turn(self, tenant: str) -> None:
+        self.ended.append(tenant)
+
+    async def submit(self, request: Any, tenant: str) -> Any:
+        return SimpleNamespace(run_id=tenant)
+
+
+def test_admission_refuses_a_new_tenant_with_503_and_counts_it(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, tenant_turn_s=30.0, tenant_idle_s=10.0)
+    metrics = Metrics()
+    admission = Admission(settings, metrics)
+    pool = SlotPool(2)
+
+    async def run(tenant: str) -> None:
+        ticket = admission.enter(Caller(tenant=tenant, rate_key=tenant, client=tenant), "cpu")
+        try:
+            await admission.submit(pool, None, ticket)  # type: ignore[arg-type]
+        finally:
+            admission.release(ticket)
+
+    asyncio.run(run("a"))
+    asyncio.run(run("b"))
+    with pytest.raises(Overloaded) as refused:
+        asyncio.run(run("c"))
+    assert refused.value.status == 503
+    assert (refused.value.retry_after_s or 0.0) >= 1.0
+    assert "waiting" in str(refused.value.message)
+    assert metrics.rejected.labels("tenants")._value.get() == 1
+    asyncio.run(run("a"))  # a holder is not refused
+    assert pool.ended == []
+
+
+def test_admission_ends_a_turn_through_the_pool(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, tenant_turn_s=0.2, tenant_idle_s=10.0)
+    metrics = Metrics()
+    admission = Admission(settings, metrics)
+    pool = SlotPool(1)
+
+    async def run(tenant: str) -> None:
+        ticket = admission.enter(Caller(tenant=tenant, rate_key=tenant, client=tenant), "cpu")
+        try:
+            await admission.submit(pool, None, ticket)  # type: ignore[arg-type]
+        finally:
+            admission.release(ticket)
+
+    asyncio.run(run("a"))
+    with pytest.raises(Overloaded):
+        asyncio.run(run("b"))
+    time.sleep(0.25)
+    with pytest.raises(Overloaded) as refused:
+        asyncio.run(run("a"))
+    assert refused.value.status == 503
+    assert pool.ended == ["a"]
+    assert metrics.rejected.labels("turn")._value.get() == 1
+    asyncio.run(run("b"))  # b's turn now
+
+
+def test_a_pool_without_places_per_tenant_is_not_limited(tmp_path: Path) -> None:
+    admission = Admission(make_settings(tmp_path), Metrics())
+    pool = SlotPool(1)
+    del pool.tenant_slots  # remote workers, the fake pool
+
+    async def run(tenant: str) -> None:
+        ticket = admission.enter(Caller(tenant=tenant, rate_key=tenant, client=tenant), "cpu")
+        await admission.submit(pool, None, ticket)  # type: ignore[arg-type]
+        admission.release(ticket)
+
+    for tenant in "abcdef":
+        asyncio.run(run(tenant))
