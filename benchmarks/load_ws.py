@@ -190,26 +190,66 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu_s(pid: int) -> float:
-    """CPU seconds of a process and everything under it, the jails and their runs
-    included: each live process's own and that of its children it has reaped (a
-    process that ended is counted in its parent's once reaped)."""
-    children: dict[int, list[int]] = {}
-    stats: dict[int, list[str]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError):
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                stats[int(entry.name)] = fields
-                children.setdefault(int(fields[1]), []).append(int(entry.name))
-    total, todo = 0, [pid]
-    while todo:
-        current = todo.pop()
-        own = stats.get(current)
-        if own is not None:
-            total += sum(int(v) for v in own[11:15])  # utime stime cutime cstime
-        todo.extend(children.get(current, []))
-    return total / os.sysconf("SC_CLK_TCK")
+ZYGOTE_MARK = b"sandbox.jail.zygote"
+
+
+class TreeCPU:
+    """CPU seconds used by a process and everything under it, by kind: the server,
+    zygotes (a jail's JAX import and warm-up, their loop between runs), the run
+    processes they fork (each run, and its pre-forked or kept process's start and
+    after-run check) and the rest (bubblewrap, launchers). Sampled: each process's own
+    user + system time as last seen, so a jail that was killed counts up to its last
+    sample. A lower bound: a process that lived less than one sampling interval is
+    missed (with kept processes, few do)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._start: dict[tuple[int, int], int] = {}
+        self._last: dict[tuple[int, int], int] = {}
+        self._kind: dict[tuple[int, int], str] = {}
+        self.sample()
+        self._start = dict(self._last)
+
+    def sample(self) -> None:
+        children: dict[int, list[int]] = {}
+        stats: dict[int, list[str]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, IndexError):
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                    stats[int(entry.name)] = fields
+                    children.setdefault(int(fields[1]), []).append(int(entry.name))
+        todo = [(self.pid, False)]  # (pid, whether its parent is a zygote)
+        while todo:
+            current, under_zygote = todo.pop()
+            own = stats.get(current)
+            if own is None:
+                continue
+            key = (current, int(own[19]))  # with its start time: pids are reused
+            if key not in self._kind:
+                self._kind[key] = self._classify(current, under_zygote)
+            self._last[key] = int(own[11]) + int(own[12])
+            is_zygote = self._kind[key] == "zygotes"
+            todo.extend((child, is_zygote) for child in children.get(current, []))
+
+    def _classify(self, pid: int, under_zygote: bool) -> str:
+        if pid == self.pid:
+            return "server"
+        try:
+            forked = ZYGOTE_MARK in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            forked = False
+        if forked:
+            return "run processes" if under_zygote else "zygotes"
+        return "run processes" if under_zygote else "jail plumbing"
+
+    def seconds(self) -> dict[str, float]:
+        """CPU seconds since this was made, by kind."""
+        ticks: dict[str, int] = {}
+        for key, value in self._last.items():
+            kind = self._kind[key]
+            ticks[kind] = ticks.get(kind, 0) + value - self._start.get(key, 0)
+        return {k: v / os.sysconf("SC_CLK_TCK") for k, v in ticks.items()}
 
 
 def rejected(url: str) -> dict[str, float]:
@@ -229,9 +269,10 @@ def machine_busy_s() -> float:
     return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-async def sample_rss(pid: int, samples: list[int], stop: asyncio.Event) -> None:
+async def sample(pid: int, samples: list[int], tree: TreeCPU, stop: asyncio.Event) -> None:
     while not stop.is_set():
         samples.append(memory(pid)[0])
+        tree.sample()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 0.2)
 
@@ -271,9 +312,9 @@ async def load(args: argparse.Namespace, url: str, pid: int | None) -> dict[str,
     tally = Tally()
     samples: list[int] = []
     stop = asyncio.Event()
-    sampler = asyncio.create_task(sample_rss(pid, samples, stop)) if pid else None
+    tree = TreeCPU(pid) if pid else None
+    sampler = asyncio.create_task(sample(pid, samples, tree, stop)) if pid and tree else None
     server_cpu = cpu_s(pid) if pid else 0.0
-    tree_cpu = tree_cpu_s(pid) if pid else 0.0
     busy = machine_busy_s()
     before, refusals = pool_figures(url), rejected(url)
     started = time.monotonic()
@@ -284,7 +325,9 @@ async def load(args: argparse.Namespace, url: str, pid: int | None) -> dict[str,
     )
     wall = time.monotonic() - started
     busy = machine_busy_s() - busy
-    tree_cpu = tree_cpu_s(pid) - tree_cpu if pid else 0.0
+    if tree is not None:
+        tree.sample()
+    tree_cpu = tree.seconds() if tree is not None else {}
     stop.set()
     if sampler:
         await sampler
@@ -323,9 +366,14 @@ async def load(args: argparse.Namespace, url: str, pid: int | None) -> dict[str,
             ),
             # the server, its jails, zygotes and runs: what a completed run cost in all
             server_and_jails_cpu_s_per_completed_run=round(
-                tree_cpu / max(1, completed + tally.late), 4
+                sum(tree_cpu.values()) / max(1, completed + tally.late), 4
             ),
-            server_and_jails_cpu_share=f"{tree_cpu / wall / len(os.sched_getaffinity(0)):.0%}",
+            server_and_jails_cpu_s_per_completed_run_by_kind={
+                k: round(v / max(1, completed + tally.late), 4) for k, v in tree_cpu.items()
+            },
+            server_and_jails_cpu_share=(
+                f"{sum(tree_cpu.values()) / wall / len(os.sched_getaffinity(0)):.0%} of the CPUs"
+            ),
             server_rss_mb_max_sampled=round(max(samples, default=rss) / 2**20, 1),
             server_peak_rss_mb=round(hwm / 2**20, 1),
             server_maps_jaxlib="jaxlib" in maps or "xla_extension" in maps,
