@@ -317,6 +317,7 @@ async def load(args: argparse.Namespace, url: str, pid: int | None) -> dict[str,
     server_cpu = cpu_s(pid) if pid else 0.0
     busy = machine_busy_s()
     before, refusals = pool_figures(url), rejected(url)
+    own_cpu = time.process_time()
     started = time.monotonic()
     end = started + args.duration
     await asyncio.wait_for(
@@ -324,6 +325,7 @@ async def load(args: argparse.Namespace, url: str, pid: int | None) -> dict[str,
         args.duration + args.run_timeout + 30,
     )
     wall = time.monotonic() - started
+    own_cpu = time.process_time() - own_cpu
     busy = machine_busy_s() - busy
     if tree is not None:
         tree.sample()
@@ -349,6 +351,8 @@ async def load(args: argparse.Namespace, url: str, pid: int | None) -> dict[str,
         "failures": len(tally.failures),
         "failure_examples": tally.failures[:5],
         "latency_ms": {f"p{q}": round(pct(tally.latency_s, q) * 1000, 1) for q in (50, 95, 99)},
+        # this script's clients run on the same CPUs as the server
+        "load_generator_cpu_s_per_completed_run": round(own_cpu / max(1, completed), 4),
         # all the machine's work (other people's too) against what this server did
         "machine_cpu_busy": f"{busy / wall / len(os.sched_getaffinity(0)):.0%} of its CPUs",
         "pool": {
