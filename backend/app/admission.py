@@ -127,6 +127,10 @@ class FairQueue:
             self._turns.move_to_end(client)  # its next run waits for the others' turns
 
 
+#: Tenants kept in line for a place in the pool; more are refused without a place.
+MAX_WAITING_TENANTS = 10_000
+
+
 @dataclass
 class _Hold:
     since: float  # when the tenant got its place
@@ -188,8 +192,9 @@ class TenantTurns:
             self._holders[tenant] = _Hold(now, now)
             return 0.0, False
         retry = max(1.0, self._expected_free(place - free, now) - now)
-        # it keeps its place if it comes back within its Retry-After and a grace
-        self._waiting[tenant] = now + retry + max(self.idle_s, 5.0)
+        if tenant in self._waiting or len(self._waiting) < MAX_WAITING_TENANTS:
+            # it keeps its place if it comes back within its Retry-After and a grace
+            self._waiting[tenant] = now + retry + max(self.idle_s, 5.0)
         return retry, turn_over
 
     def _expected_free(self, behind: int, now: float) -> float:

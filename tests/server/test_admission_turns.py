@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from backend.app import admission as admission_module
 from backend.app.admission import Admission, TenantTurns
 from backend.app.errors import Overloaded
 from backend.app.metrics import Metrics
@@ -175,3 +176,12 @@ def test_a_pool_without_places_per_tenant_is_not_limited(tmp_path: Path) -> None
 
     for tenant in "abcdef":
         asyncio.run(run(tenant))
+
+
+def test_the_line_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(admission_module, "MAX_WAITING_TENANTS", 3)
+    turns = TenantTurns(turn_s=30.0, idle_s=10.0)
+    turns.claim("holder", 1, never_busy, 0.0)
+    for n in range(10):
+        assert turns.claim(f"new-{n}", 1, never_busy, 1.0)[0] >= 1.0
+    assert turns.waiting == 3
