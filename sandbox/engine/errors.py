@@ -21,6 +21,14 @@ MAX_KIND = 200
 ERRORS_PAGE = "https://docs.jax.dev/en/latest/errors.html#jax.errors."
 GOTCHAS = "https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html"
 SHARDING_DOCS = "https://docs.jax.dev/en/latest/"
+#: With Explicit mesh axes, an operation that cannot decide its result's sharding.
+EXPLICIT_SHARDING_HINT = (
+    "With Explicit mesh axes the sharding is part of each array's type, and this operation "
+    "cannot decide the result's sharding by itself (for a matmul: the contracted dimension is "
+    "sharded on both sides). Say it with `out_sharding=P(...)` on the operation, reshard an "
+    "operand with `jax.reshard`, or make the axis `auto`.",
+    SHARDING_DOCS + "notebooks/explicit-sharding.html",
+)
 
 
 @dataclass(frozen=True)
@@ -139,15 +147,9 @@ HINTS: tuple[Hint, ...] = (
         "frozen dataclass instead of a dict.",
         "https://docs.jax.dev/en/latest/_autosummary/jax.jit.html",
     ),
-    Hint(
-        "ShardingTypeError",
-        "",
-        "With Explicit mesh axes the sharding is part of each array's type, and this operation "
-        "cannot decide the result's sharding by itself (for a matmul: the contracted dimension is "
-        "sharded on both sides). Say it with `out_sharding=P(...)` on the operation, reshard an "
-        "operand with `jax.reshard`, or make the axis `auto`.",
-        SHARDING_DOCS + "notebooks/explicit-sharding.html",
-    ),
+    Hint("ShardingTypeError", "", *EXPLICIT_SHARDING_HINT),
+    # JAX before 0.6 raised the same refusal as a ValueError
+    Hint("", r"ambiguous how the output should be sharded", *EXPLICIT_SHARDING_HINT),
     Hint(
         "",
         r"evenly divide|should be divisible by|is not divisible",
