@@ -23,7 +23,8 @@ from pydantic import ValidationError
 
 from sandbox import cuda_extra
 from sandbox.gpu_target_request import GPU_TARGETS
-from sandbox.protocol import RunRequest, validate_event
+from sandbox.protocol import RunRequest
+from tests.conftest import run_events
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "tests" / "gpu_target_reference.py"
@@ -45,18 +46,9 @@ needs_plugin = pytest.mark.skipif(
 
 
 def engine(request: dict[str, Any]) -> list[dict[str, Any]]:
-    """The engine as a worker runs it (``python -m sandbox.engine``), as in the jail."""
-    message = {"protocol": 1, "run_id": "t", "request": {"backend": "cpu", **request}}
-    out = subprocess.run(
-        [sys.executable, "-m", "sandbox.engine"],
-        input=json.dumps(message).encode(),
-        capture_output=True,
-        cwd=ROOT,
-        timeout=300,
-        check=True,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-    ).stdout
-    return [validate_event(json.loads(line)) for line in out.splitlines()]
+    """The engine as a worker runs it (a fresh ``python -m sandbox.engine`` under the
+    supervisor), on the CPU backend as in the jail."""
+    return run_events({"backend": "cpu", **request})
 
 
 def by_type(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

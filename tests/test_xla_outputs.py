@@ -1,13 +1,10 @@
 """passes, asm, memory, remarks and compiler_options, through the engine as a
-worker runs it (``python -m sandbox.engine``): properties that hold across JAX
+worker runs it (a fresh ``python -m sandbox.engine`` under the supervisor): properties that hold across JAX
 versions, never pass names."""
 
 from __future__ import annotations
 
 import itertools
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from sandbox.protocol import RunRequest, validate_event
+from tests.conftest import run_events
 
-ROOT = Path(__file__).resolve().parents[1]
 CODE = """import jax
 import jax.numpy as jnp
 
@@ -28,16 +25,7 @@ ARGS = "(jnp.ones((16, 16)), jnp.ones((8, 16)))"
 
 
 def run(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    message = {"protocol": 1, "run_id": "t", "request": {"backend": "cpu", **request}}
-    out = subprocess.run(
-        [sys.executable, "-m", "sandbox.engine"],
-        input=json.dumps(message).encode(),
-        capture_output=True,
-        cwd=ROOT,
-        timeout=120,
-        check=True,
-    ).stdout
-    events = [validate_event(json.loads(line)) for line in out.splitlines()]
+    events = run_events({"backend": "cpu", **request})
     assert not [e for e in events if e["type"] == "error"], events
     return {e["type"]: e for e in events}
 
