@@ -434,7 +434,9 @@ def _set_random_states(states: tuple[Any, Any]) -> None:
 
 
 def reap_children() -> None:
-    """Reap the run's exited children (zombies would count as processes left)."""
+    """Reap our exited children without waiting (a run's, in the kept process; what
+    came back to the zygote, its subreaper, in its cleanup): zombies would count as
+    processes left."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)

@@ -744,13 +744,7 @@ def _cleanup(kept: dict[str, int], spare: int | None = None) -> tuple[bool, bool
             os.kill(-1, signal.SIGKILL)  # everything we may signal in this pid namespace
         except ProcessLookupError:
             pass
-        while True:  # reap what came back to us (we are the subreaper)
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
+        reuse.reap_children()  # what came back to us (we are the subreaper)
         if time.monotonic() > deadline:
             return False, False
         time.sleep(0.001)
