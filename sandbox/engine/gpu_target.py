@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from sandbox import cuda_extra
+from sandbox.engine.sharding import abstract_args as on_devices
 from sandbox.gpu_target_request import GPU_TARGETS, GPU_TARGETS_DIR
 
 #: One GPU: the topology ``get_topology_desc`` builds (slices x hosts x devices)
@@ -66,32 +67,15 @@ def target_device(name: str) -> Any:
 
 
 def abstract_args(args: tuple[Any, ...], name: str) -> tuple[Any, ...]:
-    """The arguments for a compile for GPU target ``name``: each array (and
-    ``ShapeDtypeStruct``) as a ``ShapeDtypeStruct`` of its shape and dtype on the
-    target's compile-only device, which holds no data; Python scalars and static
-    arguments as they are (jit traces or keeps them)."""
-    import jax
+    """The arguments for a compile for GPU target ``name``: abstract on the target's
+    compile-only device, which holds no data (the plugin loads only once the
+    arguments pass)."""
     from jax.sharding import SingleDeviceSharding
 
-    def is_array(leaf: Any) -> bool:
-        return hasattr(leaf, "shape") and hasattr(leaf, "dtype")
+    def shardings() -> list[Any]:
+        return [SingleDeviceSharding(target_device(name))] * len(args)
 
-    if not any(is_array(leaf) for leaf in jax.tree_util.tree_leaves(args)):
-        # jit places a program by its arguments: without one it would compile for the CPU
-        raise ValueError(
-            "a gpu_target run needs at least one array argument (an array, or "
-            "jax.ShapeDtypeStruct, in `args`): it is what puts the program on the GPU"
-        )
-    sharding = SingleDeviceSharding(target_device(name))
-
-    def abstract(leaf: Any) -> Any:
-        return (
-            jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
-            if is_array(leaf)
-            else leaf
-        )
-
-    return tuple(jax.tree_util.tree_map(abstract, args))
+    return on_devices(args, shardings, "gpu_target", "the GPU")
 
 
 def with_capacity(event: dict[str, Any], compiled: Any) -> dict[str, Any]:

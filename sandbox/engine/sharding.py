@@ -12,7 +12,7 @@ import contextlib
 import functools
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sandbox.engine.compat import out_info
@@ -114,36 +114,52 @@ def place_args(args: tuple[Any, ...], mesh: Any, shardings: list[Any]) -> tuple[
     return tuple(_place(a, named(mesh, s)) for a, s in zip(args, shardings, strict=True))
 
 
-def abstract_args(args: tuple[Any, ...], mesh: Any, shardings: list[Any] | None) -> tuple[Any, ...]:
-    """Each argument as a ``ShapeDtypeStruct`` on its PartitionSpec (``null`` or no
-    ``in_shardings``: replicated): a mesh over devices no one has (a TPU topology)
-    takes no data, only shapes and dtypes."""
+def abstract_args(
+    args: tuple[Any, ...], shardings: Callable[[], list[Any]], field: str, onto: str
+) -> tuple[Any, ...]:
+    """Each array argument (or ``ShapeDtypeStruct``) as a ``ShapeDtypeStruct`` of its
+    shape and dtype on its argument's sharding (``shardings()``, one per argument,
+    asked for only once the arguments pass): devices no one has (a TPU topology's, a
+    GPU target's) take no data. Python scalars and static arguments stay as they are
+    (jit traces or keeps them). A ``field`` run (``tpu_topology``, ``gpu_target``)
+    with no array is refused: jit places a program by its arguments, and without one
+    it would compile for the CPU instead of ``onto``."""
     import jax
 
+    def is_array(leaf: Any) -> bool:
+        return hasattr(leaf, "shape") and hasattr(leaf, "dtype")
+
+    if not any(is_array(leaf) for leaf in jax.tree_util.tree_leaves(args)):
+        raise ValueError(
+            f"a {field} run needs at least one array argument (an array, or "
+            f"jax.ShapeDtypeStruct, in `args`): it is what puts the program on {onto}"
+        )
+
+    def abstract(leaf: Any, sharding: Any) -> Any:
+        return (
+            jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
+            if is_array(leaf)
+            else leaf
+        )
+
+    return tuple(
+        jax.tree_util.tree_map(functools.partial(abstract, sharding=sharding), arg)
+        for arg, sharding in zip(args, shardings(), strict=True)
+    )
+
+
+def topology_args(args: tuple[Any, ...], mesh: Any, shardings: list[Any] | None) -> tuple[Any, ...]:
+    """The arguments of a ``tpu_topology`` run: abstract on their PartitionSpecs over
+    the topology's mesh (``null`` or no ``in_shardings``: replicated)."""
     specs = [None] * len(args) if shardings is None else shardings
     if len(specs) != len(args):
         raise ValueError(
             f"in_shardings has {len(specs)} entries but args has {len(args)} arguments: "
             "give one PartitionSpec (or null) per argument"
         )
-
-    def abstract(leaf: Any, sharding: Any) -> Any:
-        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
-            return leaf  # a Python scalar or a static argument: traced (or kept) as it is
-        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
-
-    out = tuple(
-        jax.tree_util.tree_map(functools.partial(abstract, sharding=named(mesh, spec)), arg)
-        for arg, spec in zip(args, specs, strict=True)
+    return abstract_args(
+        args, lambda: [named(mesh, spec) for spec in specs], "tpu_topology", "the topology"
     )
-    leaves = jax.tree_util.tree_leaves(out)
-    if not any(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in leaves):
-        # jit places a program by its arguments: without one it would compile for the CPU
-        raise ValueError(
-            "a tpu_topology run needs at least one array argument (an array, or "
-            "jax.ShapeDtypeStruct, in `args`): it is what puts the program on the topology"
-        )
-    return out
 
 
 def _place(arg: Any, sharding: Any) -> Any:

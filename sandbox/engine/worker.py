@@ -430,7 +430,7 @@ class Run:
             self.mesh = sharding.build_mesh(request.mesh, request.tpu_topology)
         args = program.evaluate_args(request.args, namespace)
         if request.tpu_topology is not None:  # devices no one has: shapes and dtypes only
-            args = sharding.abstract_args(args, self.mesh, request.in_shardings)
+            args = sharding.topology_args(args, self.mesh, request.in_shardings)
         elif request.in_shardings is not None:
             args = sharding.place_args(args, self.mesh, request.in_shardings)
         if request.gpu_target is not None:  # a GPU no one has: shapes and dtypes only
