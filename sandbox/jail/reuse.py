@@ -45,6 +45,7 @@ import atexit
 import functools
 import gc
 import linecache
+import logging
 import operator
 import os
 import random
@@ -55,6 +56,24 @@ import types
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
+
+try:  # built by the install (pyproject.toml, ext-modules); see IDENTITY_CHECK
+    from sandbox.jail import _identity
+except ImportError as exc:
+    _identity = None  # type: ignore[assignment]
+    _IDENTITY_MISSING = f"{type(exc).__name__}: {exc}"
+
+#: Which implementation compares the namespaces of modules and classes after each
+#: run: "c" (sandbox/jail/_identity.c, ~1 ms a run in a JAX process) or "python"
+#: (the same comparison, where the extension was not built: ~5-10 ms a run).
+IDENTITY_CHECK = "c" if _identity is not None else "python"
+if _identity is None:
+    logging.getLogger(__name__).warning(
+        "sandbox.jail._identity is not built (%s): a kept process checks its namespaces"
+        " in Python, ~5-10 ms a run more (reinstall jaxplay with a C compiler:"
+        " make setup)",
+        _IDENTITY_MISSING,
+    )
 
 #: The engine's own module and file names (sandbox/engine/program.py, protocol.py):
 #: made by every run, put back by ``reset``.
@@ -102,6 +121,9 @@ _STATUS_FIELDS = (
     "Cpus_allowed_list",
     "Mems_allowed_list",
 )
+#: Compared with the reader's own (the zygote's) rather than with the baseline: the
+#: pool moves the whole jail to a free CPU before a run (sandbox/pool/zygote_pool.py).
+_OWN_FIELDS = ("Cpus_allowed_list", "Mems_allowed_list")
 
 
 def _read(path: str) -> str:
@@ -117,6 +139,10 @@ def kernel_view(pid: int) -> dict[str, str]:
         name, _, value = line.partition(":")
         if name in _STATUS_FIELDS:
             view[name] = value.strip()
+    for line in _read("/proc/self/status").splitlines():
+        name, _, value = line.partition(":")
+        if name in _OWN_FIELDS:
+            view[name] = "as the reader's" if view.get(name) == value.strip() else view[name]
     stat = _read(f"/proc/{pid}/stat")
     rest = stat[stat.rindex(")") + 2 :].split()
     # session, nice, real-time priority, policy (proc(5): fields 6, 19, 40, 41)
@@ -171,21 +197,40 @@ def rss_kib(pid: int) -> int:
 
 
 class _Namespace:
-    """A dict watched by identity: its keys in order and its values (kept alive, so
-    that no other object can take their ids)."""
+    """The attributes of a module or a class (``vars(obj)``) watched by identity: the
+    object's exact type, its attribute names in order and their values (kept alive,
+    so that no other object can take their ids)."""
 
-    __slots__ = ("keys", "values")
+    __slots__ = ("entry", "keys", "obj", "values")
 
-    def __init__(self, d: dict[str, Any] | types.MappingProxyType[str, Any]) -> None:
+    def __init__(self, obj: Any) -> None:
+        d = vars(obj)
+        self.obj = obj
         self.keys = tuple(d)
         self.values = tuple(d.values())
+        #: what the comparison takes (``_identity.differing``, ``_differing``)
+        self.entry = (obj, type(obj), self.keys, self.values)
 
-    def same(self, d: dict[str, Any] | types.MappingProxyType[str, Any]) -> bool:
-        return (
-            len(d) == len(self.keys)
-            and tuple(d) == self.keys
-            and all(map(operator.is_, d.values(), self.values))
-        )
+
+def _same(d: Any, keys: tuple[Any, ...], values: tuple[Any, ...]) -> bool:
+    """Whether mapping ``d`` holds exactly ``keys`` and ``values``, in that order, by
+    identity (no ``__eq__`` of anything is called)."""
+    return (
+        len(d) == len(keys)
+        and all(map(operator.is_, d, keys))
+        and all(map(operator.is_, d.values(), values))
+    )
+
+
+def _differing(entries: list[tuple[Any, type, tuple[Any, ...], tuple[Any, ...]]]) -> list[int]:
+    """The indices of the ``(obj, type, keys, values)`` entries whose object is no
+    longer of that exact type or whose attributes differ (``_same``): what
+    ``_identity.differing`` computes in C, in Python."""
+    return [
+        i
+        for i, (obj, kind, keys, values) in enumerate(entries)
+        if type(obj) is not kind or not _same(vars(obj), keys, values)
+    ]
 
 
 def _function(value: Any) -> types.FunctionType | None:
@@ -217,12 +262,13 @@ class Watch:
             linecache.cache.pop(filename, None)
         self.runtime = _runtime_dirs()
         self.modules: dict[str, Any] = {}
-        self.namespaces: dict[str, tuple[Any, _Namespace]] = {}
+        self.namespaces: dict[str, _Namespace] = {}
         self._guarded: dict[int, Any] = {}  # kept alive: their ids stay theirs
         for name, module in list(sys.modules.items()):
             self._add(name, module)
-        self.module_names = _Namespace(sys.modules)
+        self.module_names = (tuple(sys.modules), tuple(sys.modules.values()))
         self._ids = frozenset(self._guarded)
+        self._index()
         self.values = _values()
         self.streams = (sys.stdout, sys.stderr, sys.stdin)
         self.random_states = _random_states()
@@ -233,20 +279,40 @@ class Watch:
         d = getattr(module, "__dict__", None)
         if not isinstance(d, dict):
             return
-        self.namespaces[name] = (module, _Namespace(d))
+        self.namespaces[name] = _Namespace(module)
         watched = name.partition(".")[0] in CLASS_FAMILIES
         for value in list(d.values()):
             if isinstance(value, type) and value.__module__ == name and watched:
-                self.namespaces[f"class {name}.{value.__qualname__}"] = (
-                    value,
-                    _Namespace(vars(value)),
-                )
+                self.namespaces[f"class {name}.{value.__qualname__}"] = _Namespace(value)
                 self._guarded[id(value)] = value
                 for v in list(vars(value).values()):
                     if (f := _function(v)) is not None:
                         self._guarded[id(f)] = f
             elif (fn := _function(value)) is not None:
                 self._guarded[id(fn)] = fn
+
+    def _index(self) -> None:
+        """The namespaces as the comparison takes them, once per baseline: modules
+        and classes (all but a few) for ``_identity.differing``, which reads their
+        own dicts without running any of their code; any other object that
+        ``sys.modules`` holds for ``_differing``, through ``vars``, as before."""
+        self._names = list(self.namespaces)
+        entries = [ns.entry for ns in self.namespaces.values()]
+        native = _identity is not None
+        self._native_at = [
+            i for i, e in enumerate(entries) if native and isinstance(e[0], types.ModuleType | type)
+        ]
+        self._native = [entries[i] for i in self._native_at]
+        taken = set(self._native_at)
+        self._other_at = [i for i in range(len(entries)) if i not in taken]
+        self._other = [entries[i] for i in self._other_at]
+
+    def _changed_namespaces(self) -> list[str]:
+        """The names of the namespaces that differ from the baseline, in its order."""
+        at = [self._other_at[i] for i in _differing(self._other)]
+        if _identity is not None:
+            at += [self._native_at[i] for i in _identity.differing(self._native)]
+        return [self._names[i] for i in sorted(at)]
 
     def _audit(self, event: str, args: tuple[Any, ...]) -> None:
         if self.tainted is not None:
@@ -271,7 +337,7 @@ class Watch:
         if self.tainted is not None:
             found.append(f"audit event {self.tainted}")
         added: dict[str, Any] = {}
-        if not self.module_names.same(sys.modules):
+        if not _same(sys.modules, *self.module_names):
             now = dict(sys.modules)
             gone = sorted(n for n, m in self.modules.items() if now.get(n) is not m)
             if gone:
@@ -281,24 +347,26 @@ class Watch:
             if foreign:
                 found.append(f"sys.modules: {foreign[:5]} not from the runtime")
         refreshed: list[str] = []
-        for name, (obj, ns) in self.namespaces.items():
-            if not ns.same(vars(obj)):
-                if _only_submodules_added(name, ns, vars(obj), added):
-                    refreshed.append(name)
-                    continue
-                found.append(f"the attributes of {name}")
-                if len(found) > 8:
-                    return found
+        for name in self._changed_namespaces():
+            ns = self.namespaces[name]
+            if type(ns.obj) is ns.entry[1] and _only_submodules_added(
+                name, ns, vars(ns.obj), added
+            ):
+                refreshed.append(name)
+                continue
+            found.append(f"the attributes of {name}")
+            if len(found) > 8:
+                return found
         now_values = _values()
         found.extend(k for k in self.values if self.values[k] != now_values.get(k))
         if not found and added:
             for name in refreshed:
-                obj = self.namespaces[name][0]
-                self.namespaces[name] = (obj, _Namespace(vars(obj)))
+                self.namespaces[name] = _Namespace(self.namespaces[name].obj)
             for name, module in added.items():
                 self._add(name, module)
-            self.module_names = _Namespace(sys.modules)
+            self.module_names = (tuple(sys.modules), tuple(sys.modules.values()))
             self._ids = frozenset(self._guarded)
+            self._index()
         return found
 
     def _adoptable(self, module: Any) -> bool:
@@ -332,10 +400,19 @@ def _runtime_dirs() -> tuple[str, ...]:
 
 def _only_submodules_added(name: str, before: _Namespace, d: Any, added: dict[str, Any]) -> bool:
     """Whether a package's attributes changed only by new submodules (an import of
-    ``package.sub`` sets ``package.sub``)."""
-    if not all(k in d and d[k] is v for k, v in zip(before.keys, before.values, strict=True)):
-        return False
-    return all(k in before.keys or added.get(f"{name}.{k}") is d[k] for k in d)
+    ``package.sub`` sets ``package.sub``, after every attribute it had): its
+    baseline, by identity and in order, then only modules the run imported, each
+    under its own name (an exact ``str``: no code of a key runs)."""
+    keys, values, n = tuple(d), tuple(d.values()), len(before.keys)
+    return (
+        len(keys) > n
+        and all(map(operator.is_, keys[:n], before.keys))
+        and all(map(operator.is_, values[:n], before.values))
+        and all(
+            type(k) is str and added.get(f"{name}.{k}") is v
+            for k, v in zip(keys[n:], values[n:], strict=True)
+        )
+    )
 
 
 def _safe(read: Callable[[], Any]) -> Any:
