@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from sandbox.jail import reuse
 from sandbox.protocol import RunRequest
 from tests.sandbox.conftest import LivePool, Result
 from tests.sandbox.test_compile_cache import SHOWN, VOLATILE
@@ -286,3 +287,14 @@ def test_the_check_sees_changes_and_adopts_runtime_modules() -> None:
         [sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
     assert done.returncode == 0 and "checked" in done.stdout, done.stderr[-2000:]
+
+
+def test_the_jailed_process_checks_with_the_same_implementation(live_pool: LivePool) -> None:
+    """The jail binds the source tree with the built extension: a kept process's check
+    is the C one wherever it is built here (tests/sandbox/test_identity_check.py
+    fails in CI where it is not), and the process is kept."""
+    code = "import sys\nprint(sys.modules['sandbox.jail.reuse'].IDENTITY_CHECK)\n"
+    runs = [run(live_pool, code, "reuse-identity") for _ in range(3)]
+    assert all(r.result.status == "ok" for r in runs), runs[-1].result.events
+    assert [r.result.out.strip() for r in runs] == [reuse.IDENTITY_CHECK] * 3
+    assert max(r.reused for r in runs) >= 1  # a cold first child is never kept
