@@ -89,6 +89,15 @@ class JailCgroup:
         for d in self.dirs.values():
             _write(d / "cgroup.procs", str(pid))
 
+    def set_cpus(self, cpus: list[int]) -> bool:
+        """Move the jail, every thread of it at once, onto ``cpus`` (its cpuset; the
+        kernel resets each thread's affinity to it). False where there is no cpuset."""
+        d = self.dirs.get("cpuset" if self.version == 1 else "")
+        if d is None or not (d / "cpuset.cpus").exists():
+            return False
+        _write(d / "cpuset.cpus", ",".join(map(str, cpus)))
+        return True
+
     def pids(self) -> set[int]:
         found: set[int] = set()
         for d in self.dirs.values():

@@ -245,6 +245,11 @@ class Jailer:
     def owns_uid(self, uid: int) -> bool:
         return uid in self._uid_locks
 
+    @property
+    def cpus(self) -> list[int]:
+        """The CPUs jails are placed on (this process's affinity)."""
+        return list(self._cpus)
+
     def next_cpus(self) -> list[int] | None:
         """CPUs for the next jail, round-robin over ours (None: all, unpinned)."""
         n = self.limits.cpus
@@ -388,6 +393,26 @@ class Jail:
         if self.cpus is not None:
             argv += ["taskset", "--cpu-list", ",".join(map(str, self.cpus))]
         return argv
+
+    def move_to(self, cpus: list[int]) -> bool:
+        """Put the jail on ``cpus`` (as many as it has). Before it starts: its cgroup
+        and taskset will use them. Once its command runs (past taskset, which would
+        refuse CPUs outside the cpuset): the cgroup's cpuset moves every thread at
+        once. False where that cannot be done (no cpuset cgroup): it stays put."""
+        if self.cpus is None or len(cpus) != len(self.cpus):
+            return False
+        if self.proc is None and self.cgroup is None:
+            self.cpus = list(cpus)
+            return True
+        if self.cgroup is None:
+            return False
+        try:
+            moved = self.cgroup.set_cpus(cpus)
+        except OSError:
+            return False
+        if moved:
+            self.cpus = list(cpus)
+        return moved
 
     def oom_killed(self) -> bool:
         """Whether the kernel's OOM killer struck in this jail since it started."""

@@ -36,9 +36,13 @@ class PoolSettings:
     )
     pool_per_tenant: int = setting(2, "Most zygotes one tenant may hold (its concurrent runs).")
     pool_idle_s: float = setting(300.0, "A tenant's zygote retires after this long unused.")
-    pool_max_runs: int = setting(200, "A zygote retires after this many runs.")
+    pool_max_runs: int = setting(
+        2000,
+        "A zygote (its tenant's jail) retires after this many runs. Each new jail costs "
+        "an import of JAX (~1.5 CPU-s): under load, a small bound spends CPU that runs need.",
+    )
     pool_reuse_runs: int = setting(
-        50,
+        500,
         "Runs one process may serve for its tenant, one after another, while nothing it "
         "relies on changed (docs/sandbox.md, issue 11); 0 or 1: a fresh process per run.",
     )

@@ -19,7 +19,9 @@ that takes longer than a second. Zygotes also retire on idle time, run count and
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -93,6 +95,11 @@ class Zygote:
         self._start_state: ProcState | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closed: asyncio.Task[None] | None = None
+
+    @property
+    def judging(self) -> bool:
+        """Its run has ended and its process is checking itself (sandbox/jail/reuse.py)."""
+        return self._judged is not None
 
     def __repr__(self) -> str:
         return f"<Zygote {self.id} {self.state} tenant={self.tenant!r} runs={self.runs}>"
@@ -217,8 +224,11 @@ class Zygote:
         """What of the zygote's limits and scheduling is no longer as it started."""
         if self._start_state is None or self._host_pid is None:
             return []
+        start = self._start_state
+        if self.jail.cpus is not None:  # where the pool has put it since (_place)
+            start = dataclasses.replace(start, affinity=frozenset(self.jail.cpus))
         try:
-            return self._start_state.changes(read_state(self._host_pid))
+            return start.changes(read_state(self._host_pid))
         except OSError:
             return ["existence"]
 
@@ -431,6 +441,10 @@ class ZygotePool:
         self.settings = settings or PoolSettings.from_env()
         self.worker_module = worker_module
         self.size, self.max_running = self.settings.sizes(self.jailer.limits.memory_bytes)
+        per_run = self.jailer.limits.cpus
+        if not self.settings.pool_running and 0 < per_run < len(self.jailer.cpus):
+            # pinned jails of several CPUs: as many runs as fit side by side
+            self.max_running = max(1, min(self.max_running, len(self.jailer.cpus) // per_run))
         slots = self.jailer.slots
         if slots is not None and self.size > slots:  # each zygote's jail holds a jail uid
             log.warning("pool size %d capped at JAXPLAY_JAIL_SLOTS=%d jail uids", self.size, slots)
@@ -439,6 +453,7 @@ class ZygotePool:
         self.total_runs = 0
         self.retired = 0
         self.reused = 0  # runs served by a process kept from an earlier run
+        self.moved = 0  # runs whose jail was moved to a free CPU first (_place)
         self._seq = 0
         self._refiller: asyncio.Task[None] | None = None
         self._maintainer: asyncio.Task[None] | None = None
@@ -485,10 +500,11 @@ class ZygotePool:
     async def submit(self, request: RunRequest, tenant: str) -> ZygoteRun:
         if self._closing:
             raise PoolFull("the pool is closing", retry_after_s=5.0)
-        busy = sum(1 for z in self.zygotes if z.run is not None)
-        if busy >= self.max_running:
-            raise PoolFull(f"{busy} runs in progress", retry_after_s=1.0)
+        running = [z for z in self.zygotes if z.run is not None]
+        if len(running) >= self.max_running:
+            raise PoolFull(f"{len(running)} runs in progress", retry_after_s=1.0)
         z = self._pick(tenant)
+        self._place(z, running)
         jl = self.jailer.limits
         run = ZygoteRun(
             z,
@@ -503,6 +519,30 @@ class ZygotePool:
         z.last_used = time.monotonic()
         self.changed()
         return run
+
+    def _place(self, z: Zygote, running: list[Zygote]) -> None:
+        """Put ``z``'s jail on CPUs no other run is using: jails are pinned (one CPU
+        each by default) when they start, and two runs on one CPU would each go at half
+        speed, with timings to match, while another CPU idles. Among the free CPUs,
+        those where no other jail is starting or checking its kept process come first,
+        then the jail's own. A jail that is starting (past the point where taskset
+        still has to run) or has no cpuset stays where it is."""
+        own = z.jail.cpus
+        if own is None or (z.state == "starting" and z.jail.cgroup is not None):
+            return
+        taken = {c for o in running if o is not z for c in o.jail.cpus or ()}
+        free = [c for c in self.jailer.cpus if c not in taken]
+        if len(free) < len(own):
+            return
+        noisy = collections.Counter(
+            c
+            for o in self.zygotes
+            if o is not z and (o.state == "starting" or o.judging)
+            for c in o.jail.cpus or ()
+        )
+        best = sorted(free, key=lambda c: (noisy[c], c not in own, c))[: len(own)]
+        if sorted(best) != sorted(own) and z.jail.move_to(best):
+            self.moved += 1
 
     def _pick(self, tenant: str) -> Zygote:
         mine = [z for z in self.zygotes if z.tenant == tenant]
@@ -640,6 +680,7 @@ class ZygotePool:
             "capacity": self.max_running,
             "runs": self.total_runs,
             "reused": self.reused,
+            "moved": self.moved,
             "retired": self.retired,
             "jail": self.jailer.describe(),
         }
