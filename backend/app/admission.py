@@ -226,6 +226,7 @@ class Admission:
         self._client_runs: Counter[str] = Counter()
         self._sockets: Counter[str] = Counter()
         self._waiters: dict[str, FairQueue] = {}
+        self._listened: set[int] = set()  # pools that say when a run's place frees
         self._in_flight = 0
         self.turns = TenantTurns(settings.tenant_turn_s, settings.tenant_idle_s)
 
@@ -333,6 +334,23 @@ class Admission:
         self.turns.ended(ticket.tenant, time.monotonic())
         self._wake(ticket.backend)
 
+    def _listen(self, pool: Pool) -> None:
+        """Where the pool says when a run's place frees (``on_free``), the head of
+        every queue tries again then, instead of when a run's ticket is released
+        (after its events were relayed)."""
+        if id(pool) in self._listened:
+            return
+        on_free = getattr(pool, "on_free", None)
+        if callable(on_free):
+            on_free(self._place_freed)
+        self._listened.add(id(pool))
+
+    def _place_freed(self) -> None:
+        for queue in self._waiters.values():
+            head = queue.head()
+            if head is not None:
+                head.set()
+
     def _wake(self, backend: str) -> None:
         # A run ended: the longest waiter tries the pool again (any backend's, when
         # backends share a pool: capacity freed for one is capacity for all).
@@ -394,6 +412,7 @@ class Admission:
         """The pool's handle for the run, after waiting in the queue if need be."""
         backend = ticket.backend
         self._take_turn(pool, ticket.tenant)
+        self._listen(pool)
         queue = self._waiters.setdefault(backend, FairQueue())
         retry = 1.0
         if not queue:

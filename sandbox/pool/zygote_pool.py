@@ -28,6 +28,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from sandbox.jail.jail import Jailer
@@ -239,6 +240,7 @@ class Zygote:
     def _run_ended(self, clean: bool) -> None:
         run, self.run = self.run, None
         self.last_used = time.monotonic()
+        self.pool.freed()
         if self.state == "retired":
             return
         verdict = run.verdict() if run is not None else None
@@ -424,7 +426,8 @@ class ZygoteRun(RunSupervisor):
                 z.run = None
                 if z.state in ("idle", "busy"):
                     z.state = "idle"
-            self._zygote.pool.changed()
+            z.pool.changed()
+            z.pool.freed()
 
 
 class ZygotePool:
@@ -454,6 +457,7 @@ class ZygotePool:
         self.retired = 0
         self.reused = 0  # runs served by a process kept from an earlier run
         self.moved = 0  # runs whose jail was moved to a free CPU first (_place)
+        self._listeners: list[Callable[[], None]] = []
         self._seq = 0
         self._refiller: asyncio.Task[None] | None = None
         self._maintainer: asyncio.Task[None] | None = None
@@ -626,6 +630,17 @@ class ZygotePool:
 
     def changed(self) -> None:
         self._wake.set()
+
+    def on_free(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever a run's place frees (its run ended), so that a
+        run waiting for one (the server's queue) starts at once, not when the ended
+        run's events have all been relayed."""
+        self._listeners.append(listener)
+
+    def freed(self) -> None:
+        loop = asyncio.get_running_loop()
+        for listener in self._listeners:
+            loop.call_soon(listener)
 
     def _spares(self, ready_only: bool = False) -> int:
         return sum(
