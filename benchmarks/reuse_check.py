@@ -4,9 +4,13 @@ In one warm process (no jail; the zygote's warm child does the same), the baseli
 sandbox/jail/reuse.py is taken once, then the edit-loop cases (benchmarks/edit_loop.py)
 run one after another through the engine, and after each: the engine's things put
 back and the run's garbage collected (``Watch.reset``, ``gc.collect``, ``gc.freeze``),
-the Python check (``Watch.changes``) and the kernel's view from /proc (what the zygote
+the in-process check (``Watch.changes``) and the kernel's view from /proc (what the zygote
 reads, ``kernel_view`` and ``busy_threads``). Prints medians and the largest, in ms,
 and what the check found (it must be nothing: these runs change nothing).
+
+Which implementation compared the namespaces is printed (``reuse.IDENTITY_CHECK``: the
+C extension sandbox/jail/_identity.c, or Python where it is not built), and beside it,
+after the same runs, that comparison alone by each implementation.
 
     .venv/bin/python benchmarks/reuse_check.py [--rounds 3]
 """
@@ -47,7 +51,10 @@ def main() -> None:
     watch = reuse.Watch()
     baseline_ms = (time.perf_counter() - started) * 1000
     kernel = reuse.kernel_view(os.getpid())
-    parts: dict[str, list[float]] = {"reset+gc": [], "python check": [], "kernel view": []}
+    parts: dict[str, list[float]] = {"reset+gc": [], "process check": [], "kernel view": []}
+    # the namespaces' comparison alone, by each implementation, on the same state
+    compare = ["python"] + (["c"] if reuse._identity is not None else [])
+    alone: dict[str, list[float]] = {implementation: [] for implementation in compare}
     found: list[str] = []
     for edit in range(args.rounds):
         for case in CASES:
@@ -66,12 +73,32 @@ def main() -> None:
             t3 = time.perf_counter()
             for part, ms in zip(parts, (t1 - t0, t2 - t1, t3 - t2), strict=True):
                 parts[part].append(ms * 1000)
+            entries = [ns.entry for ns in watch.namespaces.values()]
+            for implementation in compare:
+                # the C one takes the modules and classes (all of them here), packed
+                t4 = time.perf_counter()
+                if implementation == "c":
+                    at = [watch._native_at[i] for i in reuse._identity.differing(watch._native)]
+                else:
+                    at = reuse._differing(entries)
+                alone[implementation].append((time.perf_counter() - t4) * 1000)
+                found += [f"{implementation}: {watch._names[i]}" for i in at]
     sys.stdout = sys.__stdout__
     print(f"load average {load:.1f} at the start, one CPU, {args.rounds} rounds of {len(CASES)}")
     print(f"baseline (once per process, while it warms up): {baseline_ms:.1f} ms")
+    print(
+        f"namespaces compared by: {reuse.IDENTITY_CHECK} ({len(watch.namespaces)} namespaces,"
+        f" {sum(len(ns.keys) for ns in watch.namespaces.values())} attributes;"
+        f" {len(watch._other)} not modules or classes, compared in Python)"
+    )
     total = [sum(p) for p in zip(*parts.values(), strict=True)]
     for part, values in [*parts.items(), ("per run, all", total)]:
         print(f"{part:<14} median {statistics.median(values):6.2f} ms, max {max(values):6.2f} ms")
+    for implementation, values in alone.items():
+        print(
+            f"{'namespaces, ' + implementation:<14} median {statistics.median(values):6.2f} ms,"
+            f" max {max(values):6.2f} ms (the comparison alone)"
+        )
     print(f"changes found: {sorted(set(found)) or 'none'}")
 
 

@@ -3,11 +3,14 @@
  * baseline, by pointer identity, in order.
  *
  * It runs no Python code of the objects it compares (no __eq__, __hash__, __iter__,
- * no __dict__ property, no metaclass): a module's dict is read with PyModule_GetDict,
- * a class's through type's own __dict__ getter (the mappingproxy it returns wraps the
- * class's real dict, which mappingproxy's C traverse hands over), and dicts are walked
- * with PyDict_Next. The garbage collector is off during the call, so that no
- * finalizer runs in the middle of it.
+ * no __dict__ property, no metaclass). namespace() finds, once, at the baseline, the
+ * dict a module or a class keeps its attributes in (a module's with PyModule_GetDict,
+ * a class's through type's own __dict__ getter: the mappingproxy it returns wraps the
+ * class's real dict, which mappingproxy's C traverse hands over). Neither object can
+ * be given another dict (a module's __dict__ is read-only, a class's has no setter),
+ * so differing() walks those dicts after each run with PyDict_Next, allocating
+ * nothing but its answer. The garbage collector is off during both calls, so that no
+ * finalizer runs in the middle of them.
  *
  * Built against the stable ABI (Py_LIMITED_API 3.11): one _identity.abi3.so loads in
  * every interpreter jaxplay runs (3.11, 3.12, 3.13). reuse.py falls back to the same
@@ -18,6 +21,7 @@
 #endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 
 /* type.__dict__["__dict__"] (a getset descriptor) and its __get__ slot; the
  * mappingproxy type and its traverse slot. Found once, at import. */
@@ -37,91 +41,167 @@ take_first(PyObject *obj, void *arg)
 }
 
 /* A new reference to the dict behind ``obj``'s attributes: a module's own dict, a
- * class's own dict. NULL with no error set: neither a module nor a class, or not
- * an exact dict behind it (the caller counts that as changed). NULL with an error:
- * out of memory. */
+ * class's own dict; NULL with an error: neither, or no exact dict behind it. */
 static PyObject *
 namespace_of(PyObject *obj)
 {
+    PyObject *d = NULL;
     if (PyModule_Check(obj)) {
-        PyObject *d = PyModule_GetDict(obj); /* borrowed */
-        if (d == NULL || !PyDict_CheckExact(d)) {
-            PyErr_Clear();
-            return NULL;
-        }
-        Py_INCREF(d);
-        return d;
+        d = PyModule_GetDict(obj); /* borrowed */
+        Py_XINCREF(d);
     }
-    if (PyType_Check(obj)) {
+    else if (PyType_Check(obj)) {
         PyObject *proxy = type_dict_get(type_dict_descr, obj, (PyObject *)Py_TYPE(obj));
         if (proxy == NULL) {
             return NULL;
         }
-        PyObject *d = NULL;
         if ((PyObject *)Py_TYPE(proxy) == mappingproxy_type) {
             mappingproxy_traverse(proxy, take_first, &d);
         }
-        if (d != NULL && PyDict_CheckExact(d)) {
-            Py_INCREF(d);
-        }
-        else {
-            d = NULL;
-        }
+        Py_XINCREF(d);
         Py_DECREF(proxy);
-        return d;
     }
-    return NULL;
-}
-
-/* 1: ``d`` holds exactly ``keys`` and ``values`` (tuples), in order, by identity;
- * 0: it does not. */
-static int
-same(PyObject *d, PyObject *keys, PyObject *values)
-{
-    Py_ssize_t n = PyTuple_Size(keys);
-    if (n < 0 || PyTuple_Size(values) != n || PyDict_Size(d) != n) {
+    if (d == NULL || !PyDict_CheckExact(d)) {
+        Py_XDECREF(d);
         PyErr_Clear();
-        return 0;
+        PyErr_SetString(PyExc_TypeError, "namespace() takes a module or a class");
+        return NULL;
     }
-    Py_ssize_t pos = 0, i = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(d, &pos, &key, &value)) {
-        if (i >= n || key != PyTuple_GetItem(keys, i) || value != PyTuple_GetItem(values, i)) {
-            return 0;
-        }
-        i++;
-    }
-    return i == n;
+    return d;
 }
 
 static PyObject *
-differing_impl(PyObject *entries)
+namespace(PyObject *module, PyObject *obj)
+{
+    (void)module;
+    int was_enabled = PyGC_Disable();
+    PyObject *d = namespace_of(obj);
+    if (was_enabled) {
+        PyGC_Enable();
+    }
+    return d;
+}
+
+/* A baseline packed for the comparison: one array of pointers, read front to back
+ * (a JAX process's ~77,000 attributes in ~3,000 namespaces: the tuples they come
+ * from would be ~6,000 separate reads from memory that a run has since evicted).
+ * Per entry: obj, its type, its dict, n, then n (key, value) pairs. The pointers
+ * are kept valid by the capsule's context: a tuple of the entries themselves. */
+#define BASELINE "sandbox.jail._identity.Baseline"
+
+typedef struct {
+    Py_ssize_t count; /* entries */
+    PyObject *words[];
+} Packed;
+
+static void
+free_baseline(PyObject *capsule)
+{
+    PyObject *entries = (PyObject *)PyCapsule_GetContext(capsule);
+    PyMem_Free(PyCapsule_GetPointer(capsule, BASELINE));
+    Py_XDECREF(entries);
+}
+
+static PyObject *
+pack_impl(PyObject *entries)
+{
+    Py_ssize_t count = PyTuple_Size(entries), words = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *entry = PyTuple_GetItem(entries, i);
+        if (!PyTuple_Check(entry) || PyTuple_Size(entry) != 5 ||
+            !PyType_Check(PyTuple_GetItem(entry, 1)) ||
+            !PyDict_CheckExact(PyTuple_GetItem(entry, 2)) ||
+            !PyTuple_Check(PyTuple_GetItem(entry, 3)) || !PyTuple_Check(PyTuple_GetItem(entry, 4)) ||
+            PyTuple_Size(PyTuple_GetItem(entry, 3)) != PyTuple_Size(PyTuple_GetItem(entry, 4))) {
+            PyErr_Format(PyExc_TypeError,
+                         "entry %zd is not (object, type, dict, keys, values) with as many "
+                         "keys as values",
+                         i);
+            return NULL;
+        }
+        words += 4 + 2 * PyTuple_Size(PyTuple_GetItem(entry, 3));
+    }
+    Packed *packed = PyMem_Malloc(sizeof(Packed) + (size_t)words * sizeof(PyObject *));
+    if (packed == NULL) {
+        return PyErr_NoMemory();
+    }
+    packed->count = count;
+    PyObject **w = packed->words;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *entry = PyTuple_GetItem(entries, i);
+        PyObject *keys = PyTuple_GetItem(entry, 3), *values = PyTuple_GetItem(entry, 4);
+        Py_ssize_t n = PyTuple_Size(keys);
+        *w++ = PyTuple_GetItem(entry, 0);
+        *w++ = PyTuple_GetItem(entry, 1);
+        *w++ = PyTuple_GetItem(entry, 2);
+        *w++ = (PyObject *)(uintptr_t)n;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            *w++ = PyTuple_GetItem(keys, j);
+            *w++ = PyTuple_GetItem(values, j);
+        }
+    }
+    PyObject *capsule = PyCapsule_New(packed, BASELINE, free_baseline);
+    if (capsule == NULL) {
+        PyMem_Free(packed);
+        return NULL;
+    }
+    Py_INCREF(entries);
+    if (PyCapsule_SetContext(capsule, entries) < 0) {
+        Py_DECREF(entries);
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    return capsule;
+}
+
+static PyObject *
+pack(PyObject *module, PyObject *entries)
+{
+    (void)module;
+    if (!PyList_Check(entries)) {
+        PyErr_SetString(PyExc_TypeError, "pack() takes a list of entries");
+        return NULL;
+    }
+    PyObject *copy = PyList_AsTuple(entries); /* the capsule's own: nothing can change it */
+    if (copy == NULL) {
+        return NULL;
+    }
+    PyObject *capsule = pack_impl(copy);
+    Py_DECREF(copy);
+    return capsule;
+}
+
+/* 1: dict ``d`` holds exactly the n (key, value) ``pairs``, in order, by identity. */
+static int
+same(PyObject *d, Py_ssize_t n, PyObject **pairs)
+{
+    if (PyDict_Size(d) != n) {
+        return 0;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value, **end = pairs + 2 * n;
+    while (PyDict_Next(d, &pos, &key, &value)) {
+        if (pairs == end || key != pairs[0] || value != pairs[1]) {
+            return 0;
+        }
+        pairs += 2;
+    }
+    return pairs == end;
+}
+
+static PyObject *
+differing_impl(Packed *packed)
 {
     PyObject *found = PyList_New(0);
     if (found == NULL) {
         return NULL;
     }
-    Py_ssize_t count = PyList_Size(entries);
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *entry = PyList_GetItem(entries, i); /* borrowed */
-        int ok = 0;
-        if (entry != NULL && PyTuple_Check(entry) && PyTuple_Size(entry) == 4) {
-            PyObject *obj = PyTuple_GetItem(entry, 0);
-            PyObject *kind = PyTuple_GetItem(entry, 1);
-            PyObject *keys = PyTuple_GetItem(entry, 2);
-            PyObject *values = PyTuple_GetItem(entry, 3);
-            if ((PyObject *)Py_TYPE(obj) == kind && PyTuple_Check(keys) && PyTuple_Check(values)) {
-                PyObject *d = namespace_of(obj);
-                if (d == NULL && PyErr_Occurred()) {
-                    Py_DECREF(found);
-                    return NULL;
-                }
-                if (d != NULL) {
-                    ok = same(d, keys, values);
-                    Py_DECREF(d);
-                }
-            }
-        }
+    PyObject **w = packed->words;
+    for (Py_ssize_t i = 0; i < packed->count; i++) {
+        PyObject *obj = w[0], *kind = w[1], *d = w[2];
+        Py_ssize_t n = (Py_ssize_t)(uintptr_t)w[3];
+        int ok = (PyObject *)Py_TYPE(obj) == kind && same(d, n, w + 4);
+        w += 4 + 2 * n;
         if (!ok) {
             PyObject *index = PyLong_FromSsize_t(i);
             if (index == NULL || PyList_Append(found, index) < 0) {
@@ -136,16 +216,15 @@ differing_impl(PyObject *entries)
 }
 
 static PyObject *
-differing(PyObject *module, PyObject *entries)
+differing(PyObject *module, PyObject *baseline)
 {
     (void)module;
-    if (!PyList_CheckExact(entries)) {
-        PyErr_SetString(PyExc_TypeError, "differing() takes a list of "
-                                         "(object, type, keys tuple, values tuple)");
+    Packed *packed = PyCapsule_GetPointer(baseline, BASELINE);
+    if (packed == NULL) {
         return NULL;
     }
     int was_enabled = PyGC_Disable();
-    PyObject *found = differing_impl(entries);
+    PyObject *found = differing_impl(packed);
     if (was_enabled) {
         PyGC_Enable();
     }
@@ -153,13 +232,21 @@ differing(PyObject *module, PyObject *entries)
 }
 
 static PyMethodDef methods[] = {
+    {"namespace", namespace, METH_O,
+     "namespace(obj) -> dict\n\n"
+     "The dict a module or a class keeps its attributes in (a class's, not a\n"
+     "mappingproxy), found without running any code of obj. TypeError for anything\n"
+     "else."},
+    {"pack", pack, METH_O,
+     "pack(entries) -> baseline\n\n"
+     "entries: a list of (obj, type, dict, keys, values), dict a namespace(obj), keys\n"
+     "and values tuples of one length. The baseline differing() takes (it keeps them\n"
+     "alive)."},
     {"differing", differing, METH_O,
-     "differing(entries) -> list of int\n\n"
-     "entries: a list of (obj, type, keys, values), obj a module or a class, keys and\n"
-     "values tuples. Returns the indices of the entries whose obj is no longer of that\n"
-     "exact type, or whose own dict (a module's, a class's) no longer holds exactly\n"
-     "those keys and values, in that order, compared by identity. Runs no Python\n"
-     "code of the objects compared."},
+     "differing(baseline) -> list of int\n\n"
+     "The indices of the packed entries whose obj is no longer of that exact type, or\n"
+     "whose dict no longer holds exactly those keys and values, in that order,\n"
+     "compared by identity. Runs no Python code of the objects compared."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -196,40 +196,56 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+Entry = tuple[Any, type, Any, tuple[Any, ...], tuple[Any, ...]]
+
+
 class _Namespace:
     """The attributes of a module or a class (``vars(obj)``) watched by identity: the
     object's exact type, its attribute names in order and their values (kept alive,
-    so that no other object can take their ids)."""
+    so that no other object can take their ids).
+
+    A module's or a class's attributes live in one dict for its whole life (neither
+    can be given another), so it is found once, here: by ``_identity.namespace``
+    (the class's own dict, not its mappingproxy; no code of the object runs), or in
+    Python ``vars(obj)`` (for a class, a mappingproxy: a live view of that dict).
+    Anything else ``sys.modules`` holds may get another ``__dict__``: ``vars(obj)``
+    is read again each time (``None`` in the entry)."""
 
     __slots__ = ("entry", "keys", "obj", "values")
 
     def __init__(self, obj: Any) -> None:
-        d = vars(obj)
+        kind = type(obj)
+        own = issubclass(kind, types.ModuleType | type)
+        d = _identity.namespace(obj) if own and _identity is not None else vars(obj)
         self.obj = obj
         self.keys = tuple(d)
         self.values = tuple(d.values())
         #: what the comparison takes (``_identity.differing``, ``_differing``)
-        self.entry = (obj, type(obj), self.keys, self.values)
+        self.entry: Entry = (obj, kind, d if own else None, self.keys, self.values)
+
+    def attributes(self) -> Any:
+        """Its attributes now (no code of a module or a class runs)."""
+        return vars(self.obj) if self.entry[2] is None else self.entry[2]
 
 
 def _same(d: Any, keys: tuple[Any, ...], values: tuple[Any, ...]) -> bool:
     """Whether mapping ``d`` holds exactly ``keys`` and ``values``, in that order, by
     identity (no ``__eq__`` of anything is called)."""
     return (
-        len(d) == len(keys)
+        len(d) == len(keys) == len(values)
         and all(map(operator.is_, d, keys))
         and all(map(operator.is_, d.values(), values))
     )
 
 
-def _differing(entries: list[tuple[Any, type, tuple[Any, ...], tuple[Any, ...]]]) -> list[int]:
-    """The indices of the ``(obj, type, keys, values)`` entries whose object is no
-    longer of that exact type or whose attributes differ (``_same``): what
-    ``_identity.differing`` computes in C, in Python."""
+def _differing(entries: list[Entry]) -> list[int]:
+    """The indices of the ``(obj, type, attributes, keys, values)`` entries whose
+    object is no longer of that exact type or whose attributes (``vars(obj)`` where
+    None) differ (``_same``): what ``_identity.differing`` computes in C, in Python."""
     return [
         i
-        for i, (obj, kind, keys, values) in enumerate(entries)
-        if type(obj) is not kind or not _same(vars(obj), keys, values)
+        for i, (obj, kind, d, keys, values) in enumerate(entries)
+        if type(obj) is not kind or not _same(vars(obj) if d is None else d, keys, values)
     ]
 
 
@@ -293,16 +309,17 @@ class Watch:
 
     def _index(self) -> None:
         """The namespaces as the comparison takes them, once per baseline: modules
-        and classes (all but a few) for ``_identity.differing``, which reads their
-        own dicts without running any of their code; any other object that
-        ``sys.modules`` holds for ``_differing``, through ``vars``, as before."""
+        and classes (all of them, in a JAX process) for ``_identity.differing``;
+        any other object that ``sys.modules`` holds for ``_differing``."""
         self._names = list(self.namespaces)
         entries = [ns.entry for ns in self.namespaces.values()]
         native = _identity is not None
-        self._native_at = [
-            i for i, e in enumerate(entries) if native and isinstance(e[0], types.ModuleType | type)
-        ]
-        self._native = [entries[i] for i in self._native_at]
+        self._native_at = [i for i, e in enumerate(entries) if native and e[2] is not None]
+        self._native = _identity.pack([entries[i] for i in self._native_at]) if native else None
+        # sys.modules's names and modules, packed alike (the dict is the entry's object)
+        self._sys_modules = sys.modules
+        modules = (sys.modules, dict, sys.modules, *self.module_names)
+        self._modules = _identity.pack([modules]) if native and type(sys.modules) is dict else None
         taken = set(self._native_at)
         self._other_at = [i for i in range(len(entries)) if i not in taken]
         self._other = [entries[i] for i in self._other_at]
@@ -310,9 +327,15 @@ class Watch:
     def _changed_namespaces(self) -> list[str]:
         """The names of the namespaces that differ from the baseline, in its order."""
         at = [self._other_at[i] for i in _differing(self._other)]
-        if _identity is not None:
+        if _identity is not None and self._native is not None:
             at += [self._native_at[i] for i in _identity.differing(self._native)]
         return [self._names[i] for i in sorted(at)]
+
+    def _same_modules(self) -> bool:
+        """Whether ``sys.modules`` holds exactly the baseline's names and modules."""
+        if _identity is None or self._modules is None:
+            return _same(sys.modules, *self.module_names)
+        return sys.modules is self._sys_modules and _identity.differing(self._modules) == []
 
     def _audit(self, event: str, args: tuple[Any, ...]) -> None:
         if self.tainted is not None:
@@ -337,7 +360,7 @@ class Watch:
         if self.tainted is not None:
             found.append(f"audit event {self.tainted}")
         added: dict[str, Any] = {}
-        if not _same(sys.modules, *self.module_names):
+        if not self._same_modules():
             now = dict(sys.modules)
             gone = sorted(n for n, m in self.modules.items() if now.get(n) is not m)
             if gone:
@@ -350,7 +373,7 @@ class Watch:
         for name in self._changed_namespaces():
             ns = self.namespaces[name]
             if type(ns.obj) is ns.entry[1] and _only_submodules_added(
-                name, ns, vars(ns.obj), added
+                name, ns, ns.attributes(), added
             ):
                 refreshed.append(name)
                 continue

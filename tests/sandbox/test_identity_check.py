@@ -24,22 +24,34 @@ ROOT = Path(__file__).resolve().parents[2]
 VERSIONS_DIR = Path(os.environ.get("JAXPLAY_JAX_VERSIONS_DIR") or ROOT / ".jaxplay" / "versions")
 NOT_BUILT = "sandbox/jail/_identity.abi3.so is not built (make setup, with a C compiler)"
 
-Entry = tuple[Any, type, tuple[Any, ...], tuple[Any, ...]]
-Differing = Callable[[list[Entry]], list[int]]
+
+class Implementation:
+    """One way to take a baseline entry (reuse._Namespace's) and to compare entries."""
+
+    def __init__(self, native: bool) -> None:
+        if native and reuse._identity is None:
+            pytest.skip(NOT_BUILT)
+        self.native = native
+
+    def entry(self, obj: Any) -> reuse.Entry:
+        if self.native:
+            assert reuse._identity is not None
+            d = reuse._identity.namespace(obj)
+            assert type(d) is dict
+        else:
+            d = vars(obj)
+        return (obj, type(obj), d, tuple(d), tuple(d.values()))
+
+    def differing(self, entries: list[reuse.Entry]) -> list[int]:
+        if self.native:
+            assert reuse._identity is not None
+            return reuse._identity.differing(reuse._identity.pack(entries))
+        return reuse._differing(entries)
 
 
-def _c_differing(entries: list[Entry]) -> list[int]:
-    if reuse._identity is None:
-        pytest.skip(NOT_BUILT)
-    return reuse._identity.differing(entries)
-
-
-IMPLEMENTATIONS = {"c": _c_differing, "python": reuse._differing}
-
-
-@pytest.fixture(params=sorted(IMPLEMENTATIONS))
-def differing(request: pytest.FixtureRequest) -> Differing:
-    return IMPLEMENTATIONS[request.param]
+@pytest.fixture(params=["c", "python"])
+def impl(request: pytest.FixtureRequest) -> Implementation:
+    return Implementation(request.param == "c")
 
 
 def test_the_extension_is_built() -> None:
@@ -71,19 +83,16 @@ import sys
 sys.path.insert(0, ".")
 from sandbox.jail import _identity, reuse
 assert reuse.IDENTITY_CHECK == "c" and _identity.__file__.endswith("_identity.abi3.so")
-m = type(sys)("m")
+m, c = type(sys)("m"), type("C", (), {"x": 1})
 m.x = 1
-entry = (m, type(m), tuple(vars(m)), tuple(vars(m).values()))
-assert _identity.differing([entry]) == []
-m.x = 2
-assert _identity.differing([entry]) == [0]
+entries = [(o, type(o), _identity.namespace(o), tuple(vars(o)), tuple(vars(o).values()))
+           for o in (m, c)]
+baseline = _identity.pack(entries)
+assert _identity.differing(baseline) == []
+m.x = c.x = 2
+assert _identity.differing(baseline) == [0, 1]
 print("%d.%d" % sys.version_info[:2])
 """
-
-
-def _entry(obj: Any) -> Entry:
-    d = vars(obj)
-    return (obj, type(obj), tuple(d), tuple(d.values()))
 
 
 class _AlwaysEqual:
@@ -142,41 +151,51 @@ CHANGES: dict[str, Callable[[types.ModuleType], None]] = {
 
 
 @pytest.mark.parametrize("change", sorted(CHANGES))
-def test_a_change_is_found(differing: Differing, change: str) -> None:
+def test_a_change_is_found(impl: Implementation, change: str) -> None:
     m = _module(a=[1], b=2, s="a string of its own", dtype=np.dtype("float32"))
     assert m.dtype == "float32" and m.s == "".join(list(m.s))  # the equal replacements
     kept = _module(a=1)
-    entries = [_entry(kept), _entry(m), _entry(kept)]
-    assert differing(entries) == []
+    entries = [impl.entry(kept), impl.entry(m), impl.entry(kept)]
+    assert impl.differing(entries) == []
     CHANGES[change](m)
-    assert differing(entries) == [1]
+    assert impl.differing(entries) == [1]
 
 
-def test_a_class_attribute_is_compared_through_its_mappingproxy(differing: Differing) -> None:
+def test_a_class_attribute_is_compared_through_its_mappingproxy(impl: Implementation) -> None:
     class Watched:
         dtype = np.dtype("float32")
 
         def method(self) -> int:
             return 1
 
-    entries = [_entry(Watched), _entry(int)]
+    entries = [impl.entry(Watched), impl.entry(int)]
     assert isinstance(vars(Watched), types.MappingProxyType)
-    assert differing(entries) == []
+    if impl.native:  # the class's own dict, which its mappingproxy shows
+        assert entries[0][2] == dict(vars(Watched)) and entries[1][2] == dict(vars(int))
+    assert impl.differing(entries) == []
+    saved = Watched.dtype
     Watched.dtype = "float32"  # type: ignore[assignment]
-    assert differing(entries) == [0]
-    Watched.dtype = entries[0][3][list(entries[0][2]).index("dtype")]
-    assert differing(entries) == []
+    assert impl.differing(entries) == [0]
+    Watched.dtype = saved
+    assert impl.differing(entries) == []
     Watched.method = lambda self: 2  # type: ignore[method-assign]
-    Watched.extra = 1  # type: ignore[attr-defined]
-    assert differing(entries) == [0]
+    assert impl.differing(entries) == [0]
 
 
-def test_a_changed_entry_of_another_kind_is_found(differing: Differing) -> None:
+def test_a_changed_entry_of_another_kind_is_found(impl: Implementation) -> None:
     m = _module(a=1)
-    entry = _entry(m)
-    assert differing([(m, types.ModuleType, (), ()), entry]) == [0]  # another type
-    assert differing([(m, type(m), ("a",), (1, 2)), entry]) == [0]  # lengths differ
-    assert differing([(m, type(m), ("b", "a"), (1, 1)), entry]) == [0]
+    _, kind, d, keys, values = entry = impl.entry(m)
+    assert impl.differing([entry]) == []
+    assert impl.differing([(m, types.ModuleType, d, keys, values), entry]) == []
+    assert impl.differing([(m, type, d, keys, values), entry]) == [0]  # another type
+    assert impl.differing([(m, kind, d, (*keys[:-1], "b"), values), entry]) == [0]
+    if impl.native:  # a baseline the comparison could not read right is refused
+        assert reuse._identity is not None
+        for bad in [(m, kind, d, keys, (*values, 2)), (m, kind, vars(int), keys, values)]:
+            with pytest.raises(TypeError):
+                reuse._identity.pack([entry, bad])
+    else:
+        assert impl.differing([(m, kind, d, keys, (*values, 2)), entry]) == [0]
 
 
 class _Recording:
@@ -226,24 +245,16 @@ class _RecordingModule(types.ModuleType):
 def test_the_c_comparison_runs_no_python_code() -> None:
     """Nothing of the compared objects runs (no __eq__, __hash__, __iter__, no
     __getattribute__ of a module or a metaclass), nor any other Python code: a
-    profile function sees no Python call during it."""
-    if reuse._identity is None:
-        pytest.skip(NOT_BUILT)
+    profile function sees no Python call during the baseline's namespace() nor
+    during differing()."""
+    Implementation(native=True)  # skips where it is not built
     m = _module(a=_Recording(), b=1)
     m.__dict__[_RecordingStr("key")] = _Recording()
     cls = _RecordingMeta("Cls", (), {"attr": _Recording()})
     odd = _RecordingModule("odd")
     odd.x = _Recording()
-    entries = [_entry(m), _entry(cls), _entry(odd)]
-    _Recording.calls.clear()
     changed = _module(a=_Recording(), b=1)
-    entries.append(_entry(changed))
-    changed.a = _Recording()  # a value replaced by one that claims to be equal
     m_changed = _module(b=1, key=2)
-    entries.append(_entry(m_changed))
-    del m_changed.key
-    m_changed.__dict__[_RecordingStr("key")] = 2  # an equal name, the same value
-    cls.attr = _Recording()  # through the metaclass: recorded, before the comparison
     _Recording.calls.clear()
     events: list[tuple[str, str]] = []
 
@@ -252,9 +263,32 @@ def test_the_c_comparison_runs_no_python_code() -> None:
             (event, frame.f_code.co_name if event == "call" else getattr(arg, "__name__", ""))
         )
 
+    assert reuse._identity is not None
+    namespace, dicts = reuse._identity.namespace, []
     sys.setprofile(profile)
     try:
-        found = reuse._identity.differing(entries)
+        for x in (m, cls, odd, changed, m_changed):
+            dicts.append(namespace(x))
+    finally:
+        sys.setprofile(None)
+    entries = [
+        (x, type(x), d, tuple(d), tuple(d.values()))
+        for x, d in zip((m, cls, odd, changed, m_changed), dicts, strict=True)
+    ]
+    assert _Recording.calls == []
+    assert [e for e in events if e[0] == "call"] == [], events
+    assert ("c_call", "namespace") in events
+    changed.a = _Recording()  # a value replaced by one that claims to be equal
+    del m_changed.key
+    m_changed.__dict__[_RecordingStr("key")] = 2  # an equal name, the same value
+    cls.attr = _Recording()
+    _Recording.calls.clear()
+    events.clear()
+
+    differing, baseline = reuse._identity.differing, reuse._identity.pack(entries)
+    sys.setprofile(profile)
+    try:
+        found = differing(baseline)
     finally:
         sys.setprofile(None)
     assert found == [1, 3, 4]
@@ -332,9 +366,14 @@ def main():  # its names are not __main__'s, which is watched too
     watch = reuse.Watch()
     entries = [ns.entry for ns in watch.namespaces.values()]
     assert len(entries) > 1000 and watch._other == [], (len(entries), len(watch._other))
+    # as the fallback takes them: vars(obj), a mappingproxy for a class
+    py_entries = [(o, k, vars(o), keys, values) for o, k, _, keys, values in entries]
+    assert sum(type(e[2]) is not dict for e in py_entries) > 500
+
+    baseline = reuse._identity.pack(entries)
 
     def both():
-        c, py = reuse._identity.differing(entries), reuse._differing(entries)
+        c, py = reuse._identity.differing(baseline), reuse._differing(py_entries)
         assert c == py, (c, py)
         return sorted(watch._names[i] for i in c)
 
