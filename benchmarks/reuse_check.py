@@ -12,7 +12,7 @@ Which implementation compared the namespaces is printed (``reuse.IDENTITY_CHECK`
 C extension sandbox/jail/_identity.c, or Python where it is not built), and beside it,
 after the same runs, that comparison alone by each implementation.
 
-    .venv/bin/python benchmarks/reuse_check.py [--rounds 3]
+    .venv/bin/python benchmarks/reuse_check.py [--rounds 3] [--python]
 """
 
 from __future__ import annotations
@@ -34,12 +34,17 @@ from benchmarks.edit_loop import CASES, request  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="edits of every case")
+    parser.add_argument(
+        "--python", action="store_true", help="the check in Python, as where C is not built"
+    )
     args = parser.parse_args()
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # as a jail: one CPU
     from sandbox.engine import worker
     from sandbox.jail import reuse
     from sandbox.protocol import RunRequest
 
+    if args.python:
+        reuse._identity, reuse.IDENTITY_CHECK = None, "python"  # type: ignore[assignment]
     load = os.getloadavg()[0]
     worker.prepare(thorough=True)
     for step in worker.warm_backend():
@@ -78,6 +83,7 @@ def main() -> None:
                 # the C one takes the modules and classes (all of them here), packed
                 t4 = time.perf_counter()
                 if implementation == "c":
+                    assert reuse._identity is not None and watch._native is not None
                     at = [watch._native_at[i] for i in reuse._identity.differing(watch._native)]
                 else:
                     at = reuse._differing(entries)
@@ -89,7 +95,7 @@ def main() -> None:
     print(
         f"namespaces compared by: {reuse.IDENTITY_CHECK} ({len(watch.namespaces)} namespaces,"
         f" {sum(len(ns.keys) for ns in watch.namespaces.values())} attributes;"
-        f" {len(watch._other)} not modules or classes, compared in Python)"
+        f" {len(watch._other)} of them compared in Python)"
     )
     total = [sum(p) for p in zip(*parts.values(), strict=True)]
     for part, values in [*parts.items(), ("per run, all", total)]:
