@@ -28,6 +28,8 @@ SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 # What the base holds for every target: Python (server, workers), the jail's
 # bubblewrap and libseccomp (workers), binutils (objdump: the asm output), and the services the stack runs beside them.
 BASE_PACKAGES=(python3 python3-venv bubblewrap libseccomp2 binutils redis-server nginx postgresql)
+# What the stage that compiles the workers' C extension holds (docker/Dockerfile).
+BUILDER_PACKAGES=(python3 python3-dev python3-venv gcc libc6-dev)
 # Python of the base (Debian 13's python3); the wheels are fetched for it.
 PYTHON_VERSION=3.13
 # worker-cuda and worker-tpu download JAX's CUDA 12 wheels (some GB) and libtpu.
@@ -48,7 +50,7 @@ mkdir -p "$OUT"
 # --- 1. the base ----------------------------------------------------------------------
 # Documentation, manuals and translations are left out, and so is LLVM: PostgreSQL's
 # JIT is its only user, and it is turned off (docker/postgres.sh).
-MMDEBSTRAP=(mmdebstrap --variant=minbase --mode=root --format=tar --quiet
+MMDEBSTRAP_OPTIONS=(mmdebstrap --variant=minbase --mode=root --format=tar --quiet
     --aptopt='APT::Install-Recommends "false"'
     --dpkgopt='path-exclude=/usr/share/doc/*'
     --dpkgopt='path-include=/usr/share/doc/*/copyright'
@@ -57,25 +59,36 @@ MMDEBSTRAP=(mmdebstrap --variant=minbase --mode=root --format=tar --quiet
     --dpkgopt='path-exclude=/usr/lib/x86_64-linux-gnu/libLLVM*'
     --dpkgopt='path-exclude=/usr/lib/x86_64-linux-gnu/libz3*'
     --dpkgopt='path-exclude=/usr/lib/postgresql/*/lib/bitcode/*'
-    --dpkgopt='path-exclude=/usr/lib/postgresql/*/lib/llvmjit*'
-    --include="$(IFS=,; echo "${BASE_PACKAGES[*]}")" "$SUITE")
+    --dpkgopt='path-exclude=/usr/lib/postgresql/*/lib/llvmjit*')
 SOURCES=("deb $MIRROR $SUITE main" "deb $MIRROR $SUITE-updates main"
     "deb $SECURITY_MIRROR $SUITE-security main")
-BASE_TAG=jaxplay-base:$(echo "${MMDEBSTRAP[*]}" | sha256sum | cut -c1-12)
-if $DOCKER image inspect "$BASE_TAG" >/dev/null 2>&1; then
-    say "base $BASE_TAG is there"
-else
-    t0=$(date +%s)
-    tarball="$OUT/base-${BASE_TAG#*:}.tar"
-    if [ ! -f "$tarball" ]; then
-        say "making the Debian $SUITE root file system (mmdebstrap) ..."
-        "${MMDEBSTRAP[@]}" "$tarball.part" "${SOURCES[@]}"
-        mv "$tarball.part" "$tarball"
+# debian_image NAME VAR PACKAGE...: an image of Debian $SUITE with those packages,
+# jaxplay-NAME:<hash of its recipe>, made now unless it is there; its tag into VAR.
+debian_image() {
+    local name=$1 var=$2 t0 tarball tag
+    shift 2
+    local recipe=("${MMDEBSTRAP_OPTIONS[@]}" --include="$(IFS=,; echo "$*")" "$SUITE")
+    tag=jaxplay-$name:$(echo "${recipe[*]}" | sha256sum | cut -c1-12)
+    if $DOCKER image inspect "$tag" >/dev/null 2>&1; then
+        say "$name $tag is there"
+    else
+        t0=$(date +%s)
+        tarball="$OUT/$name-${tag#*:}.tar"
+        if [ ! -f "$tarball" ]; then
+            say "making the Debian $SUITE root file system of $name (mmdebstrap) ..."
+            "${recipe[@]}" "$tarball.part" "${SOURCES[@]}"
+            mv "$tarball.part" "$tarball"
+        fi
+        $DOCKER import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+            --change 'CMD ["/bin/bash"]' "$tarball" "$tag" >/dev/null
+        say "$name $tag made in $(seconds "$t0") s"
     fi
-    $DOCKER import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-        --change 'CMD ["/bin/bash"]' "$tarball" "$BASE_TAG" >/dev/null
-    say "base $BASE_TAG made in $(seconds "$t0") s"
-fi
+    printf -v "$var" %s "$tag"
+}
+debian_image base BASE_TAG "${BASE_PACKAGES[@]}"
+# The workers' C extension (sandbox/jail/_identity.c) is compiled in a stage of its
+# own, FROM this: no image that runs keeps a compiler.
+debian_image builder BUILDER_TAG "${BUILDER_PACKAGES[@]}"
 
 # --- 2. the wheels --------------------------------------------------------------------
 # Three sets, each in its own directory with its requirement lists and .venv's pins,
@@ -143,6 +156,7 @@ for target in "${TARGETS[@]}"; do
     # --network none: everything comes from the base and the wheels
     DOCKER_BUILDKIT=1 $DOCKER build --quiet --network none --file docker/Dockerfile \
         --target "$target" \
-        --build-arg "BASE=$BASE_TAG" --tag "jaxplay-$target" . >/dev/null
+        --build-arg "BASE=$BASE_TAG" --build-arg "BUILDER=$BUILDER_TAG" \
+        --tag "jaxplay-$target" . >/dev/null
     say "jaxplay-$target built in $(seconds "$t0") s"
 done

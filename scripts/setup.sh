@@ -10,8 +10,7 @@ cd "$(dirname "$0")/.."
 # Python runtime when it lives under a private directory (see below and docs/sandbox.md).
 # binutils: objdump, which the engine's asm output runs (inside the jail, from /usr).
 # gcc + libc6-dev: the install builds a small C extension (sandbox/jail/_identity.c).
-APT_PACKAGES=(bubblewrap libseccomp2 acl chromium fonts-dejavu-core redis-server postgresql binutils
-    gcc libc6-dev)
+APT_PACKAGES=(bubblewrap libseccomp2 acl chromium fonts-dejavu-core redis-server postgresql binutils gcc libc6-dev)
 
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     missing=()
