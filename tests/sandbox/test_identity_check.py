@@ -391,3 +391,33 @@ def main():  # its names are not __main__'s, which is watched too
 
 main()
 """
+
+
+def test_without_the_extension_the_same_check_runs_in_python_and_says_so() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", FALLBACK], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0 and "checked" in done.stdout, done.stderr[-3000:]
+    assert done.stderr.count("sandbox.jail._identity is not built") == 1, done.stderr
+
+
+FALLBACK = """
+import sys
+sys.modules["sandbox.jail._identity"] = None  # as where it was not built: ImportError
+import json
+from sandbox.jail import reuse
+
+
+def main():
+    assert reuse.IDENTITY_CHECK == "python" and reuse._identity is None
+    watch = reuse.Watch()
+    assert watch.changes() == [], watch.changes()
+    saved, json.dumps = json.dumps, lambda *a, **k: "{}"
+    assert "the attributes of json" in watch.changes(), watch.changes()
+    json.dumps = saved
+    assert watch.changes() == [], watch.changes()
+    print("checked")
+
+
+main()
+"""
