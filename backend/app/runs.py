@@ -250,7 +250,8 @@ class RunStream:
         # Every fresh run is evidence for the cache, a cache: false one too.
         self._store = hit is None and service.cache.enabled
         self._cancelled: str | None = None
-        self._cancel_event = asyncio.Event()
+        #: the relay's wait for the pool's next event, while it waits (``cancel`` wakes it)
+        self._waiting: asyncio.Timeout | None = None
         self._started = time.monotonic()
         self._closed = False
         self._iterated = False
@@ -268,7 +269,9 @@ class RunStream:
     async def cancel(self, reason: str = "cancelled by the client") -> None:
         if self._cancelled is None:
             self._cancelled = reason
-            self._cancel_event.set()
+            if self._waiting is not None and not self._waiting.expired():
+                # Wake the relay now: it starts the cancel's grace period.
+                self._waiting.reschedule(asyncio.get_running_loop().time())
             if self._handle is not None:
                 with contextlib.suppress(Exception):
                     await self._handle.cancel()
@@ -357,6 +360,7 @@ class RunStream:
         ``timeout_s`` + ``run_grace_s`` is cancelled, and dropped after
         ``cancel_grace_s``; the stream ends with one ``done`` in every case."""
         s = self._svc.settings
+        loop = asyncio.get_running_loop()
         # One event at a time: a consumer that stops reading stops the pool's stream
         # (and so the worker's pipe), never grows this queue.
         queue: asyncio.Queue[dict[str, Any] | BaseException | None] = asyncio.Queue(1)
@@ -372,12 +376,12 @@ class RunStream:
                 await queue.put(exc)
 
         pump_task = asyncio.create_task(pump())
-        deadline = time.monotonic() + self._request.timeout_s + s.run_grace_s
+        deadline = loop.time() + self._request.timeout_s + s.run_grace_s
         forced: str | None = None
         cancel_deadline: float | None = None
         try:
             while True:
-                now = time.monotonic()
+                now = loop.time()
                 if self._cancelled is not None and cancel_deadline is None:
                     cancel_deadline = now + s.cancel_grace_s
                 limit = deadline if cancel_deadline is None else min(deadline, cancel_deadline)
@@ -390,19 +394,16 @@ class RunStream:
                     status = "cancelled" if forced is None else "killed"
                     yield self._done(status, forced or self._cancelled or "cancelled")
                     return
-                getter = asyncio.ensure_future(queue.get())
-                waits: set[asyncio.Future[Any]] = {getter}
-                cancel_wait: asyncio.Future[Any] | None = None
-                if self._cancelled is None:
-                    cancel_wait = asyncio.ensure_future(self._cancel_event.wait())
-                    waits.add(cancel_wait)
-                await asyncio.wait(waits, timeout=limit - now, return_when=asyncio.FIRST_COMPLETED)
-                if cancel_wait is not None:
-                    cancel_wait.cancel()
-                if not getter.done():
-                    getter.cancel()
+                # Waited for in this task (no task per event): a timeout at ``limit``,
+                # which ``cancel`` brings forward to now. The queue keeps an item a
+                # cancelled get did not take.
+                try:
+                    async with asyncio.timeout_at(limit) as self._waiting:
+                        item = await queue.get()
+                except TimeoutError:
                     continue
-                item = getter.result()
+                finally:
+                    self._waiting = None
                 if item is None:
                     yield self._done("error", "the pool ended the run without a done event")
                     return

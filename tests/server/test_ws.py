@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -77,6 +78,22 @@ def test_cancel(client: TestClient) -> None:
         ws.send_json({"type": "cancel", "seq": 7})
         done = until_done(ws, 7)[-1]["payload"]
     assert done["status"] == "cancelled"
+
+
+def test_a_cancel_the_pool_ignores_ends_the_run_after_the_cancel_grace(make_client: Make) -> None:
+    # The relay waiting for the pool's next event is woken by the cancel: the run ends
+    # cancel_grace_s after it, not at the run's own timeout_s (60 s here).
+    client, _ = make_client(cancel_grace_s=0.2)
+    code = CODE + "# fake: slow=30\n# fake: ignore-cancel\n"
+    with client.websocket_connect("/api/v1/ws") as ws:
+        receive(ws)
+        ws.send_json({"type": "run", "seq": 3, "payload": {"code": code, "timeout_s": 60}})
+        assert receive(ws)["payload"]["type"] == "accepted"
+        started = time.monotonic()
+        ws.send_json({"type": "cancel", "seq": 3})
+        done = until_done(ws, 3)[-1]["payload"]
+    assert done["status"] == "cancelled" and done["reason"] == "cancelled by the client"
+    assert 0.2 <= time.monotonic() - started < 10
 
 
 def test_bad_messages_get_an_error_with_their_seq(client: TestClient) -> None:
