@@ -276,6 +276,48 @@ def test_the_result_cache_keeps_to_its_byte_budget_on_every_write(tmp_path: Path
     asyncio.run(go())
 
 
+def test_the_totals_a_trim_reads_match_a_recount_after_every_kind_of_write(
+    tmp_path: Path,
+) -> None:
+    # A write reads the cache's entries and bytes from cache_totals (kept by triggers),
+    # not from a scan: after inserts, an entry made unstable (its body dropped),
+    # trims, and rows another connection wrote, they are what a recount says.
+    path = tmp_path / "totals.sqlite3"
+
+    def recount_and_kept() -> tuple[tuple[int, int], tuple[int, int]]:
+        with sqlite3.connect(path) as db:
+            recount = db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM cache_results"
+            ).fetchone()
+            kept = db.execute("SELECT entries, bytes FROM cache_totals").fetchone()
+        return tuple(recount), tuple(kept)
+
+    async def go() -> None:
+        store = SqliteStorage(str(path))
+        await store.open()
+        limits = CacheLimits(max_entries=6, max_bytes=1 << 20)
+        for i in range(4):
+            await store.record_result(f"k{i}", ResultRecord(f"d{i}", "a", "x" * 1000), limits)
+        await store.record_result("k1", ResultRecord("other", "b", "y" * 10), limits)  # unstable
+        await store.record_result("k2", ResultRecord("d2", "b", "x" * 1000), limits)  # confirmed
+        recount, kept = recount_and_kept()
+        assert recount == kept and recount[0] == 4
+        for i in range(4, 10):  # past max_entries: the oldest are trimmed
+            await store.record_result(f"k{i}", ResultRecord(f"d{i}", "a", "z" * 500), limits)
+        recount, kept = recount_and_kept()
+        assert recount == kept and recount[0] == limits.max_entries
+        await store.close()
+        with sqlite3.connect(path) as db:  # another writer, then a reopen
+            db.execute("DELETE FROM cache_totals")
+            db.execute("DELETE FROM cache_results WHERE key = 'k9'")
+        await store.open()
+        recount, kept = recount_and_kept()
+        assert recount == kept and recount[0] == limits.max_entries - 1
+        await store.close()
+
+    asyncio.run(go())
+
+
 def test_an_entry_is_confirmed_by_another_tenant_and_never_replaced(tmp_path: Path) -> None:
     async def go() -> None:
         store = SqliteStorage(str(tmp_path / "rules.sqlite3"))
