@@ -251,7 +251,7 @@ static PyMethodDef methods[] = {
 };
 
 static int
-exec_module(PyObject *module)
+find_slots(PyObject *module)
 {
     (void)module;
     if (type_dict_descr != NULL) { /* imported again: found already */
@@ -292,7 +292,7 @@ PyMODINIT_FUNC
 PyInit__identity(void)
 {
     PyObject *module = PyModule_Create(&moduledef);
-    if (module != NULL && exec_module(module) < 0) {
+    if (module != NULL && find_slots(module) < 0) {
         Py_CLEAR(module);
     }
     return module;
