@@ -132,6 +132,7 @@ def main(argv: list[str]) -> None:
         "rss_kib": _rss_kib(),
         "threads": len(os.listdir("/proc/self/task")),  # must be 1: we fork
         "compile_cache": cache_on,
+        "identity_check": reuse.IDENTITY_CHECK,  # "c", or "python" where not built
     }
     zygote = Zygote(ctl, worker, run_filter)
     # A new tenant's first run comes as soon as the zygote is ready: its first warm

@@ -148,10 +148,15 @@ def test_stats(live_pool: LivePool) -> None:
         "capacity",
         "runs",
         "retired",
+        "moved",
         "jail",
     ):
         assert key in stats
     assert stats["jail"]["uid"] != 0
+    # the zygotes said how their kept processes check themselves: in C where built
+    from sandbox.jail import reuse
+
+    assert stats["identity_check"] == reuse.IDENTITY_CHECK
 
 
 def test_retire_after_max_runs(small_pool: LivePool) -> None:
