@@ -923,9 +923,18 @@ def validate_event(event: Any) -> dict[str, Any]:
 _ABSENT_UNLESS_SET = ("cached", "cached_at", "age_s", "dropped")
 
 
-def _dump(model: BaseModel) -> dict[str, Any]:
+class ValidEvent(dict[str, Any]):
+    """An event as ``parse_event_line`` or ``validate_event`` made it from a model of
+    this module (typed, bounded, its declared fields only). Only they make one (a
+    worker writes bytes), so a reader in the same process that gets one unchanged
+    need not validate it again (backend/app/runs.py); any other dict it validates."""
+
+    __slots__ = ()
+
+
+def _dump(model: BaseModel) -> ValidEvent:
     event = model.model_dump(by_alias=True)
-    event = {"type": event.pop("type"), **event}
+    event = ValidEvent(type=event.pop("type"), **event)
     for name in _ABSENT_UNLESS_SET:
         if event.get(name, 0) is None:
             del event[name]

@@ -76,6 +76,14 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def events_body(accepted: dict[str, Any], shown_text: str) -> str:
+    """``_canonical({"events": [accepted, *shown]})`` from ``shown_text``, which is
+    ``_canonical(shown)``: a list's JSON is its items' JSON between brackets, each
+    item's independent of the others, so the shown events are not encoded twice."""
+    inner = shown_text[1:-1]
+    return '{"events":[' + _canonical(accepted) + ("," + inner if inner else "") + "]}"
+
+
 def _hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -204,7 +212,7 @@ class ResultCache:
         shown = [e for e in events[1:-1] if e.get("type") in CACHED_TYPES]
         accepted = {k: v for k, v in events[0].items() if k != "run_id"}
         shown_text = _canonical(shown)
-        body = _canonical({"events": [accepted, *shown]})
+        body = events_body(accepted, shown_text)
         names_itself = bool(run_id) and run_id in shown_text
         if len(body) > self._max_entry_bytes or names_itself:
             body, state = "", UNSTABLE

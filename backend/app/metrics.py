@@ -75,6 +75,7 @@ class _PoolCollector(Collector):
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._pool_collector: _PoolCollector | None = None
         r = self.registry
         ProcessCollector(registry=r)
@@ -186,8 +187,21 @@ class Metrics:
 
     def run_ended(self, status: str, cached: bool, seconds: float) -> None:
         label = "true" if cached else "false"
-        self.runs.labels(_fixed(status, RUN_STATUSES), label).inc()
-        self.run_seconds.labels(label).observe(seconds)
+        self._child(self.runs, _fixed(status, RUN_STATUSES), label).inc()
+        self._child(self.run_seconds, label).observe(seconds)
+
+    def stage_ended(self, stage: str, seconds: float) -> None:
+        """A run's stage (a validated event's: one of a fixed set) took ``seconds``."""
+        self._child(self.stage, stage).observe(seconds)
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, kept once made (a run asks for the same few many
+        times; a series still appears only when first used)."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def render(self) -> bytes:
         started = time.perf_counter()

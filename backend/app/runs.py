@@ -24,7 +24,14 @@ from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
 from backend.app.settings import Settings
 from sandbox.pool.base import Pool, RunHandle
-from sandbox.protocol import OUTPUTS, BadEvent, RunRequest, done_event, validate_event
+from sandbox.protocol import (
+    OUTPUTS,
+    BadEvent,
+    RunRequest,
+    ValidEvent,
+    done_event,
+    validate_event,
+)
 
 log = get_logger("runs")
 
@@ -250,8 +257,13 @@ class RunStream:
         # Every fresh run is evidence for the cache, a cache: false one too.
         self._store = hit is None and service.cache.enabled
         self._cancelled: str | None = None
-        #: the relay's wait for the pool's next event, while it waits (``cancel`` wakes it)
+        #: when the run was cancelled (loop time), and why the server did it itself
+        self._cancelled_at: float | None = None
+        self._forced: str | None = None
+        #: the relay's deadline, and its wait for the pool's next event while it waits
+        self._deadline = float("inf")
         self._waiting: asyncio.Timeout | None = None
+        self._overdue_cancel: asyncio.Task[None] | None = None
         self._started = time.monotonic()
         self._closed = False
         self._iterated = False
@@ -269,9 +281,9 @@ class RunStream:
     async def cancel(self, reason: str = "cancelled by the client") -> None:
         if self._cancelled is None:
             self._cancelled = reason
+            self._cancelled_at = asyncio.get_running_loop().time()
             if self._waiting is not None and not self._waiting.expired():
-                # Wake the relay now: it starts the cancel's grace period.
-                self._waiting.reschedule(asyncio.get_running_loop().time())
+                self._waiting.reschedule(self._give_up_at())
             if self._handle is not None:
                 with contextlib.suppress(Exception):
                     await self._handle.cancel()
@@ -323,7 +335,7 @@ class RunStream:
             self._svc.cache.learn_worker(self._request, event["worker"])
         elif kind == "stage" and (event["stage"], event["pipeline"]) not in self._stages_seen:
             self._stages_seen.add((event["stage"], event["pipeline"]))
-            metrics.stage.labels(event["stage"]).observe(now - self._stage_clock)
+            metrics.stage_ended(event["stage"], now - self._stage_clock)
             self._stage_clock = now
         elif kind == "done" and event.get("dropped"):
             metrics.refused_events.inc(event["dropped"])
@@ -353,85 +365,89 @@ class RunStream:
             event["cached"] = True
         return event
 
+    def _give_up_at(self) -> float | None:
+        """When the relay stops waiting for the pool: ``cancel_grace_s`` after a
+        cancel (a client's: at the run's deadline at the latest); never before one."""
+        if self._cancelled_at is None:
+            return None
+        at = self._cancelled_at + self._svc.settings.cancel_grace_s
+        return at if self._forced is not None else min(at, self._deadline)
+
+    def _overdue(self) -> None:
+        """The pool missed its own wall clock: ask it to stop (it has ``cancel_grace_s``)."""
+        if self._cancelled is None:
+            s = self._svc.settings
+            self._forced = f"the pool gave no result within {self._request.timeout_s:g} s + {s.run_grace_s:g} s"
+            self._overdue_cancel = asyncio.get_running_loop().create_task(self.cancel(self._forced))
+
     async def _relay(
         self, handle: RunHandle, only: frozenset[str] | None
     ) -> AsyncGenerator[dict[str, Any], None]:
         """The pool's events, guarded: a pool that stalls past the run's own
         ``timeout_s`` + ``run_grace_s`` is cancelled, and dropped after
-        ``cancel_grace_s``; the stream ends with one ``done`` in every case."""
-        s = self._svc.settings
+        ``cancel_grace_s``; the stream ends with one ``done`` in every case.
+
+        The pool's stream is read in this task, one event at a time (no task or queue
+        per event): a consumer that stops reading stops the pool's stream (and so the
+        worker's pipe). The wait for its next event gives up at ``_give_up_at`` (a
+        timeout that ``cancel`` sets); the deadline itself only asks the pool to stop."""
         loop = asyncio.get_running_loop()
-        # One event at a time: a consumer that stops reading stops the pool's stream
-        # (and so the worker's pipe), never grows this queue.
-        queue: asyncio.Queue[dict[str, Any] | BaseException | None] = asyncio.Queue(1)
-
-        async def pump() -> None:
-            try:
-                async for event in handle.events():
-                    await queue.put(event)
-                await queue.put(None)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                await queue.put(exc)
-
-        pump_task = asyncio.create_task(pump())
-        deadline = loop.time() + self._request.timeout_s + s.run_grace_s
-        forced: str | None = None
-        cancel_deadline: float | None = None
+        self._deadline = loop.time() + self._request.timeout_s + self._svc.settings.run_grace_s
+        overdue = loop.call_at(self._deadline, self._overdue)
+        pool_events = aiter(handle.events())
         try:
             while True:
-                now = loop.time()
-                if self._cancelled is not None and cancel_deadline is None:
-                    cancel_deadline = now + s.cancel_grace_s
-                limit = deadline if cancel_deadline is None else min(deadline, cancel_deadline)
-                if now >= limit:
-                    if forced is None and cancel_deadline is None:
-                        # The pool missed its own wall clock: ask it to stop, then wait a little.
-                        forced = f"the pool gave no result within {self._request.timeout_s:g} s + {s.run_grace_s:g} s"
-                        await self.cancel(forced)
-                        continue
-                    status = "cancelled" if forced is None else "killed"
-                    yield self._done(status, forced or self._cancelled or "cancelled")
-                    return
-                # Waited for in this task (no task per event): a timeout at ``limit``,
-                # which ``cancel`` brings forward to now. The queue keeps an item a
-                # cancelled get did not take.
+                waiting = self._waiting = asyncio.timeout_at(self._give_up_at())
                 try:
-                    async with asyncio.timeout_at(limit) as self._waiting:
-                        item = await queue.get()
-                except TimeoutError:
-                    continue
+                    async with waiting:
+                        item: dict[str, Any] | BaseException | None = await anext(pool_events)
+                except StopAsyncIteration:
+                    item = None
+                except Exception as exc:
+                    if waiting.expired():  # cancelled, and the pool did not end in time
+                        status = "cancelled" if self._forced is None else "killed"
+                        overdue.cancel()
+                        yield self._done(status, self._forced or self._cancelled or "cancelled")
+                        return
+                    item = exc
                 finally:
                     self._waiting = None
                 if item is None:
+                    overdue.cancel()
                     yield self._done("error", "the pool ended the run without a done event")
                     return
                 if isinstance(item, BaseException):
                     log_internal("pool.events", item)
+                    overdue.cancel()
                     yield self._done("error", f"the worker pool failed: {type(item).__name__}")
                     return
-                try:
-                    # Every reader validates: a pool's events are typed and bounded
-                    # here too (a remote worker's, a pool of another module's).
-                    item = validate_event(item)
-                except BadEvent:
-                    self._svc.metrics.refused_events.inc()
-                    continue
+                if type(item) is not ValidEvent:
+                    try:
+                        # Every reader validates: a pool's events are typed and bounded
+                        # here too (a remote worker's, a pool of another module's); one
+                        # this process's validation made (the supervisor's gate) is.
+                        item = validate_event(item)
+                    except BadEvent:
+                        self._svc.metrics.refused_events.inc()
+                        continue
                 for word in ("cached", "cached_at", "age_s"):  # the server's, never a pool's
                     item.pop(word, None)
                 if only is not None and item["type"] not in only:
                     continue
-                if item["type"] == "done" and forced is not None:
-                    item = self._done("killed", forced)
+                if item["type"] == "done":
+                    overdue.cancel()  # the run ended: nothing is overdue
+                    if self._forced is not None:
+                        item = self._done("killed", self._forced)
                 yield item
                 if item["type"] == "done":
                     return
         finally:
-            if not pump_task.done():
-                pump_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await pump_task
+            overdue.cancel()
+            # The pool's stream ends here too (its generator's cleanup runs now).
+            close = getattr(pool_events, "aclose", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
 
     async def close(self) -> None:
         """Give the run's place back; a run whose events were never read is

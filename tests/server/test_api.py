@@ -10,6 +10,8 @@ from collections.abc import Callable
 import pytest
 from fastapi.testclient import TestClient
 
+from sandbox.pool.fake import FakePool as BaseFakePool
+
 from .fakes import FakePool
 
 CODE = "def f(x):\n    return x\n"
@@ -198,6 +200,23 @@ def test_a_stream_without_done_still_ends_with_done(client: TestClient) -> None:
         "events"
     ]
     assert events[-1]["type"] == "done" and events[-1]["status"] == "error"
+
+
+def test_a_pools_events_are_validated_by_the_server(
+    make_client: Callable[..., tuple[TestClient, FakePool]],
+) -> None:
+    # A pool of another module (here the fake) yields plain dicts: the run service
+    # validates each (only what this process's own validation made passes as it is).
+    script = [
+        {"type": "jaxpr", "text": 42, "sources": []},  # not a string
+        {"type": "launch"},  # no such event
+        {"type": "value", "repr": "1", "tree": [], "extra": "undeclared"},
+    ]
+    client, _ = make_client(BaseFakePool(max_concurrent=1, script=script))
+    events = client.post("/api/v1/runs", json=run_body(cache=False)).json()["events"]
+    assert [e["type"] for e in events] == ["accepted", "value", "done"]
+    assert "extra" not in events[1] and events[-1]["status"] == "ok"
+    assert "jaxplay_refused_events_total 2.0" in client.get("/metrics").text
 
 
 def test_a_pool_that_ignores_its_wall_clock_is_ended_by_the_server(

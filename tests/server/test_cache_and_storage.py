@@ -12,8 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
+from backend.app.cache import _canonical, events_body
 from backend.app.storage import (
     MIN_ID_LENGTH,
     CacheLimits,
@@ -245,6 +247,20 @@ def test_snippet_ids_extend_until_unique(tmp_path: Path) -> None:
 
     asyncio.run(go())
     assert (tmp_path / "s.sqlite3-wal").exists() or (tmp_path / "s.sqlite3").exists()
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        [],
+        [{"type": "stdout", "text": 'é ✓ \u2028 "q" \\', "stage": None, "pipeline": "main"}],
+        [{"b": [1.5, 1e-07, None, True], "a": {"z": 1, "y": [{}]}}, {"type": "value"}],
+    ],
+)
+def test_a_cache_body_is_the_canonical_json_of_its_events(shown: list[dict[str, object]]) -> None:
+    # The body is built from the shown events' text, not by encoding them again.
+    accepted = {"type": "accepted", "worker": {"jax_version": "0.1", "é": 1}, "pipeline": "main"}
+    assert events_body(accepted, _canonical(shown)) == _canonical({"events": [accepted, *shown]})
 
 
 def test_the_snippet_hash_is_versioned_and_canonical() -> None:

@@ -69,11 +69,14 @@ class _Run:
         return self.task is None or self.task.done()
 
 
+#: what json.dumps(..., separators=(",", ":"), ensure_ascii=False) uses, made once
+#: (json.dumps makes an encoder per call with these options)
+_ENVELOPE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _event_message(seq: int, event: dict[str, Any]) -> str:
     """The envelope of an event the run service validated already (RunStream)."""
-    return json.dumps(
-        {"type": "event", "seq": seq, "payload": event}, separators=(",", ":"), ensure_ascii=False
-    )
+    return _ENVELOPE.encode({"type": "event", "seq": seq, "payload": event})
 
 
 class _Closed(Exception):
