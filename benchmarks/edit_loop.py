@@ -13,7 +13,8 @@ time (a changed constant). Three ways, side by side:
 
 Outputs: jaxpr, stablehlo, hlo, value, cost. Prints medians per case, the ratios
 jaxplay/notebook and fresh/jaxplay, the first ``jaxpr`` event after the request, and a
-new client's first run against its later ones.
+new client's first run against its later ones, stage by stage (a new client's first
+run starts once the pool has a ready spare jail, so it never measures a jail's start).
 
     .venv/bin/python benchmarks/edit_loop.py [--repeat 6] [--fresh-repeat 2] [--pause 0.5]
 """
@@ -166,17 +167,27 @@ def measure_notebook(repeat: int) -> dict[str, list[float]]:
 def start_server(workdir: Path, tokens: list[str]) -> LiveServer:
     env = {
         "JAXPLAY_API_TOKENS": json.dumps(tokens),
+        # a jail per client and one spare: a new client never waits for a full pool
+        # to retire another client's jail and start one (a jail's start, not a run)
+        "JAXPLAY_POOL_SIZE": str(len(tokens) + 1),
         "JAXPLAY_RATE_LIMIT_PER_MINUTE": "100000",
         "JAXPLAY_RATE_LIMIT_BURST": "100000",
     }
     return LiveServer(workdir / "edit.sqlite3", "--pool", "zygote", env=env).start(180)
 
 
-def timed_post(client: Any, url: str, token: str, body: dict[str, Any]) -> tuple[float, float]:
-    """(ms to done, ms to the first jaxpr event) of one run."""
+#: the engine's stages a run reports (``stage`` events), in order
+STAGES = ["args", "trace", "lower", "compile", "execute"]
+
+
+def timed_post(
+    client: Any, url: str, token: str, body: dict[str, Any]
+) -> tuple[float, float, dict[str, float]]:
+    """(ms to done, ms to the first jaxpr event, ms per stage) of one run."""
     started = time.perf_counter()
     first = float("nan")
     status, done = "?", {}
+    stages: dict[str, float] = {}
     with client.stream(
         "POST",
         url + "/api/v1/runs",
@@ -192,39 +203,67 @@ def timed_post(client: Any, url: str, token: str, body: dict[str, Any]) -> tuple
             event = json.loads(line)
             if event.get("type") == "jaxpr" and first != first:
                 first = (time.perf_counter() - started) * 1000
+            if event.get("type") == "stage":
+                stages[event["stage"]] = stages.get(event["stage"], 0.0) + event["ms"]
             if event.get("type") == "done":
                 status, done = event.get("status"), event
     if status != "ok":
         raise SystemExit(f"a run ended {status}: {body['code']!r}: {done}")
-    return (time.perf_counter() - started) * 1000, first
+    return (time.perf_counter() - started) * 1000, first, stages
+
+
+def wait_for_spare(client: Any, url: str, timeout_s: float = 120.0) -> float:
+    """Wait until the pool has a ready spare jail (its first warm child warm), so that
+    a new client's first run measures that run, not a jail still starting. Seconds
+    waited."""
+    started = time.perf_counter()
+    while pool_figures(client, url).get("spares", 0) < 1:
+        if time.perf_counter() - started > timeout_s:
+            raise SystemExit(f"no spare jail ready after {timeout_s:g} s")
+        time.sleep(0.1)
+    return time.perf_counter() - started
 
 
 def measure_jaxplay(repeat: int, pause_s: float, workdir: Path) -> dict[str, Any]:
     import httpx
 
-    tokens = [f"edit-{i}" for i in range(len(CASES))]
+    tokens = ["edit-server", *(f"edit-{i}" for i in range(len(CASES)))]
     server = start_server(workdir, tokens)
     url = server.url
     later: dict[str, list[float]] = {c: [] for c in CASES}
+    later_stages: dict[str, list[dict[str, float]]] = {c: [] for c in CASES}
     first_jaxpr: list[float] = []
     new_client: dict[str, float] = {}
+    new_stages: dict[str, dict[str, float]] = {}
     try:
         with httpx.Client() as client:
-            # the server's own first run (imports, a spare's start) is not a client's
-            timed_post(client, url, "edit-0", request("jacrev", 10_000))
+            # the server's own first run (imports, a spare's start) is not a client's:
+            # a token of its own, so that every case's first run is a new client's
+            timed_post(client, url, "edit-server", request("jacrev", 10_000))
             for i, case in enumerate(CASES):
                 token = f"edit-{i}"
-                time.sleep(max(pause_s, 2.0))  # a ready spare for the new client
-                new_client[case], _ = timed_post(client, url, token, request(case, 0))
+                time.sleep(pause_s)
+                wait_for_spare(client, url)  # a ready spare jail for the new client
+                new_client[case], _, new_stages[case] = timed_post(
+                    client, url, token, request(case, 0)
+                )
                 for edit in range(1, repeat + 1):
                     time.sleep(pause_s)
-                    ms, jaxpr_ms = timed_post(client, url, token, request(case, edit))
+                    ms, jaxpr_ms, stages = timed_post(client, url, token, request(case, edit))
                     later[case].append(ms)
+                    later_stages[case].append(stages)
                     first_jaxpr.append(jaxpr_ms)
             pool = pool_figures(client, url)
     finally:
         server.stop(timeout_s=30)
-    return {"later": later, "first_jaxpr": first_jaxpr, "new_client": new_client, "pool": pool}
+    return {
+        "later": later,
+        "later_stages": later_stages,
+        "first_jaxpr": first_jaxpr,
+        "new_client": new_client,
+        "new_stages": new_stages,
+        "pool": pool,
+    }
 
 
 def pool_figures(client: Any, url: str) -> dict[str, float]:
@@ -257,6 +296,27 @@ async def measure_fresh(repeat: int) -> dict[str, list[float]]:
                     assert event["status"] == "ok", (case, event)
             fresh[case].append((time.perf_counter() - started) * 1000)
     return fresh
+
+
+def print_stages(jaxplay: dict[str, Any]) -> None:
+    """Where a new client's first run spends its time beyond its later runs: each
+    stage's ms (the run's ``stage`` events), first run / median of the later runs;
+    ``rest`` is the run's time not in a stage (server, pool, jail, engine set-up)."""
+    print("a new client's first run / its later runs, per stage (ms):")
+    print(f"{'case':<20}" + "".join(f"{s:>12}" for s in [*STAGES, "rest"]))
+    for case in CASES:
+        first = jaxplay["new_stages"][case]
+        laters = jaxplay["later_stages"][case]
+        cells = []
+        for stage in STAGES:
+            later = statistics.median(s.get(stage, 0.0) for s in laters)
+            cells.append(f"{first.get(stage, 0.0):.0f}/{later:.0f}")
+        rest_first = jaxplay["new_client"][case] - sum(first.values())
+        rest_later = statistics.median(
+            ms - sum(s.values()) for ms, s in zip(jaxplay["later"][case], laters, strict=True)
+        )
+        cells.append(f"{rest_first:.0f}/{rest_later:.0f}")
+        print(f"{case:<20}" + "".join(f"{c:>12}" for c in cells))
 
 
 def main() -> None:
@@ -309,6 +369,7 @@ def main() -> None:
         f"a new client's first run / its later runs: median {statistics.median(firsts):.2f}x "
         f"(target <= 2)"
     )
+    print_stages(jaxplay)
     pool = jaxplay["pool"]
     print(
         f"runs served by a process kept from the client's previous run: "

@@ -186,10 +186,15 @@ def _tracing_warmups() -> list[tuple[Callable[..., Any], tuple[Any, ...]]]:
 #: What a warm child runs first (events to /dev/null), once its backend is up: a small
 #: grad and jit through every view but timing, on a shape (2,) that requests rarely
 #: use, so that what it warms is JAX's and XLA's one-time set-up (backend, first
-#: compile and execution, lowering and printing paths), not a cached result.
+#: compile and execution, lowering and printing paths), not a cached result. Its args
+#: are built by ``jnp.ones`` (not ``jnp.full``, at no extra compile): the conversion of
+#: the fill value is one executable for every shape, and most requests' args build
+#: with ``jnp.ones``/``jnp.zeros``, so a new tenant's first run finds it compiled
+#: (~15 ms; benchmarks/first_run.py). What a first run compiles beyond that is for
+#: its own shapes, which no warm-up can know (docs/sandbox.md).
 WARM_REQUEST = {
     "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.sin(x) ** 2)\n",
-    "args": "(jnp.full((2,), 0.5),)",
+    "args": "(jnp.ones((2,)),)",
     "transforms": [{"name": "grad"}, {"name": "jit"}],
     "outputs": ["jaxpr", "stablehlo", "hlo", "value", "cost"],
     "backend": "cpu",

@@ -485,7 +485,7 @@ WARM_MESSAGE = {
     "run_id": "warm-up",
     "request": {
         "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.sin(x) ** 2)\n",
-        "args": "(jnp.full((2,), 0.5),)",
+        "args": "(jnp.ones((2,)),)",
         "transforms": [{"name": "grad"}, {"name": "jit"}],
         "outputs": ["jaxpr", "stablehlo", "hlo", "value", "cost"],
         "backend": "cpu",
