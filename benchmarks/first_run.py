@@ -237,7 +237,8 @@ def main() -> None:
             print(
                 f"{case:<20}{result['warm']['cpu']:>11.2f}"
                 + "".join(f"{c:>15}" for c in cells)
-                + f"  (cache entries {entries}; first cpu {first['cpu']:.2f} s)"
+                + f"  (cache entries {entries}; cpu s first {first['cpu']:.2f},"
+                f" later {med([r['cpu'] for r in laters]):.2f})"
             )
 
 
