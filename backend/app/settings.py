@@ -245,7 +245,7 @@ class Settings(BaseSettings):
         "tokens are held to `max_runs_per_tenant` instead.",
     )
     tenant_turn_s: float = Field(
-        default=30.0,
+        default=60.0,
         gt=0,
         description="When every warm process of the pool (a zygote, one tenant each) "
         "belongs to a tenant using it and others wait for one, a tenant keeps its own "
