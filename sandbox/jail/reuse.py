@@ -282,7 +282,6 @@ class Watch:
         self._guarded: dict[int, Any] = {}  # kept alive: their ids stay theirs
         for name, module in list(sys.modules.items()):
             self._add(name, module)
-        self.module_names = (tuple(sys.modules), tuple(sys.modules.values()))
         self._ids = frozenset(self._guarded)
         self._index()
         self.values = _values()
@@ -310,7 +309,9 @@ class Watch:
     def _index(self) -> None:
         """The namespaces as the comparison takes them, once per baseline: modules
         and classes (all of them, in a JAX process) for ``_identity.differing``;
-        any other object that ``sys.modules`` holds for ``_differing``."""
+        any other object that ``sys.modules`` holds for ``_differing``; and
+        ``sys.modules``'s own names and modules."""
+        self.module_names = (tuple(sys.modules), tuple(sys.modules.values()))
         self._names = list(self.namespaces)
         entries = [ns.entry for ns in self.namespaces.values()]
         native = _identity is not None
@@ -387,7 +388,6 @@ class Watch:
                 self.namespaces[name] = _Namespace(self.namespaces[name].obj)
             for name, module in added.items():
                 self._add(name, module)
-            self.module_names = (tuple(sys.modules), tuple(sys.modules.values()))
             self._ids = frozenset(self._guarded)
             self._index()
         return found
