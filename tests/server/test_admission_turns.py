@@ -114,28 +114,30 @@ class SlotPool:
         return SimpleNamespace(run_id=tenant)
 
 
+async def one_run(admission: Admission, pool: SlotPool, tenant: str) -> None:
+    """A run of ``tenant`` admitted, submitted and released (its ticket in any case)."""
+    ticket = admission.enter(Caller(tenant=tenant, rate_key=tenant, client=tenant), "cpu")
+    try:
+        await admission.submit(pool, None, ticket)  # type: ignore[arg-type]
+    finally:
+        admission.release(ticket)
+
+
 def test_admission_refuses_a_new_tenant_with_503_and_counts_it(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, tenant_turn_s=30.0, tenant_idle_s=10.0)
     metrics = Metrics()
     admission = Admission(settings, metrics)
     pool = SlotPool(2)
 
-    async def run(tenant: str) -> None:
-        ticket = admission.enter(Caller(tenant=tenant, rate_key=tenant, client=tenant), "cpu")
-        try:
-            await admission.submit(pool, None, ticket)  # type: ignore[arg-type]
-        finally:
-            admission.release(ticket)
-
-    asyncio.run(run("a"))
-    asyncio.run(run("b"))
+    asyncio.run(one_run(admission, pool, "a"))
+    asyncio.run(one_run(admission, pool, "b"))
     with pytest.raises(Overloaded) as refused:
-        asyncio.run(run("c"))
+        asyncio.run(one_run(admission, pool, "c"))
     assert refused.value.status == 503
     assert (refused.value.retry_after_s or 0.0) >= 1.0
     assert "waiting" in str(refused.value.message)
     assert metrics.rejected.labels("tenants")._value.get() == 1
-    asyncio.run(run("a"))  # a holder is not refused
+    asyncio.run(one_run(admission, pool, "a"))  # a holder is not refused
     assert pool.ended == []
 
 
@@ -145,23 +147,16 @@ def test_admission_ends_a_turn_through_the_pool(tmp_path: Path) -> None:
     admission = Admission(settings, metrics)
     pool = SlotPool(1)
 
-    async def run(tenant: str) -> None:
-        ticket = admission.enter(Caller(tenant=tenant, rate_key=tenant, client=tenant), "cpu")
-        try:
-            await admission.submit(pool, None, ticket)  # type: ignore[arg-type]
-        finally:
-            admission.release(ticket)
-
-    asyncio.run(run("a"))
+    asyncio.run(one_run(admission, pool, "a"))
     with pytest.raises(Overloaded):
-        asyncio.run(run("b"))
+        asyncio.run(one_run(admission, pool, "b"))
     time.sleep(0.25)
     with pytest.raises(Overloaded) as refused:
-        asyncio.run(run("a"))
+        asyncio.run(one_run(admission, pool, "a"))
     assert refused.value.status == 503
     assert pool.ended == ["a"]
     assert metrics.rejected.labels("turn")._value.get() == 1
-    asyncio.run(run("b"))  # b's turn now
+    asyncio.run(one_run(admission, pool, "b"))  # b's turn now
 
 
 def test_a_pool_without_places_per_tenant_is_not_limited(tmp_path: Path) -> None:
@@ -169,13 +164,8 @@ def test_a_pool_without_places_per_tenant_is_not_limited(tmp_path: Path) -> None
     pool = SlotPool(1)
     del pool.tenant_slots  # remote workers, the fake pool
 
-    async def run(tenant: str) -> None:
-        ticket = admission.enter(Caller(tenant=tenant, rate_key=tenant, client=tenant), "cpu")
-        await admission.submit(pool, None, ticket)  # type: ignore[arg-type]
-        admission.release(ticket)
-
     for tenant in "abcdef":
-        asyncio.run(run(tenant))
+        asyncio.run(one_run(admission, pool, tenant))
 
 
 def test_the_line_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
