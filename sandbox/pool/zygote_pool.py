@@ -36,6 +36,7 @@ from sandbox.jail.procstate import ProcState, jail_command_pid, read_state
 from sandbox.jail.run import jail_returncode
 from sandbox.jail.seccomp import ZYGOTE_PID, run_filter_fd
 from sandbox.pool.base import PoolFull
+from sandbox.pool.budget import Budget
 from sandbox.pool.settings import PoolSettings
 from sandbox.protocol import RunRequest
 from sandbox.supervisor import (
@@ -440,6 +441,7 @@ class ZygotePool:
         settings: PoolSettings | None = None,
         *,
         worker_module: str = "sandbox.engine.worker",
+        budget: Budget | None = None,
     ) -> None:
         self.jailer = jailer or Jailer()
         self.settings = settings or PoolSettings.from_env()
@@ -453,6 +455,10 @@ class ZygotePool:
         if slots is not None and self.size > slots:  # each zygote's jail holds a jail uid
             log.warning("pool size %d capped at JAXPLAY_JAIL_SLOTS=%d jail uids", self.size, slots)
             self.size, self.max_running = slots, min(self.max_running, slots)
+        #: the machine's places and zygotes, shared with the pools of other JAX
+        #: versions (sandbox/pool/budget.py); this pool's own sizes make a new one
+        self.budget = budget if budget is not None else Budget(self.max_running, self.size)
+        self.size, self.max_running = self.budget.zygotes, self.budget.places
         self.zygotes: list[Zygote] = []
         self.total_runs = 0
         self.retired = 0
@@ -473,6 +479,7 @@ class ZygotePool:
 
     async def start(self) -> None:
         await self.jailer.check()
+        self.budget.join(self)
         self._maintainer = asyncio.create_task(self._maintain())
         self.changed()
 
@@ -485,6 +492,7 @@ class ZygotePool:
         for z in list(self.zygotes):
             z.retire("the pool is closing")
         await asyncio.gather(*tasks, *self._starting, return_exceptions=True)
+        self.budget.leave(self)
         await self.drain()
 
     async def drain(self) -> None:
@@ -507,8 +515,8 @@ class ZygotePool:
     async def submit(self, request: RunRequest, tenant: str) -> ZygoteRun:
         if self._closing:
             raise PoolFull("the pool is closing", retry_after_s=5.0)
-        running = [z for z in self.zygotes if z.run is not None]
-        if len(running) >= self.max_running:
+        running = self.budget.running()  # every JAX version's: one machine's places
+        if len(running) >= self.budget.places:
             raise PoolFull(f"{len(running)} runs in progress", retry_after_s=1.0)
         z = self._pick(tenant)
         self._place(z, running)
@@ -543,7 +551,7 @@ class ZygotePool:
             return
         noisy = collections.Counter(
             c
-            for o in self.zygotes
+            for o in self.budget.all_zygotes()
             if o is not z and (o.state == "starting" or o.judging)
             for c in o.jail.cpus or ()
         )
@@ -563,8 +571,8 @@ class ZygotePool:
             z = min(spares, key=lambda z: (z.state != "idle", z.born))  # ready ones first
             z.tenant = tenant
             return z
-        if len(self.zygotes) >= self.size:
-            victim = self._victim(tenant)
+        if not self.budget.has_room():
+            victim = self.budget.victim(self, tenant)
             if victim is None:
                 raise PoolFull("every sandbox is busy", retry_after_s=1.0)
             victim.retire("evicted for a new client")
@@ -630,6 +638,7 @@ class ZygotePool:
             assert z._closed is not None
             z._closed.add_done_callback(lambda _: self._retiring.discard(z))
         self.changed()
+        self.budget.changed()  # room for another version's spare
 
     def changed(self) -> None:
         self._wake.set()
@@ -654,6 +663,11 @@ class ZygotePool:
         self._listeners.append(listener)
 
     def freed(self) -> None:
+        self.budget.freed()  # a place of the machine's: runs of any version may wait
+        if self not in self.budget.pools:  # closed (left the budget) as its run ended
+            self.notify_free()
+
+    def notify_free(self) -> None:
         loop = asyncio.get_running_loop()
         for listener in self._listeners:
             loop.call_soon(listener)
@@ -691,7 +705,7 @@ class ZygotePool:
         while (
             not self._closing
             and self._spares() < self.settings.pool_spares
-            and len(self.zygotes) < self.size
+            and self.budget.has_room()
         ):
             z = self._spawn(None)
             with contextlib.suppress(Exception):
