@@ -6,6 +6,13 @@ from typing import Any
 import pytest
 
 from sandbox.protocol import RunRequest
+from tests.gates import check_jail_gate
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The jail gate (tests/gates.py): where the jail is demanded (CI=true,
+    JAXPLAY_JAIL_TESTS=require) and missing, no test runs."""
+    check_jail_gate()
 
 
 def run_events(request: dict[str, Any] | RunRequest) -> list[dict[str, Any]]:
