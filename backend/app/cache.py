@@ -1,30 +1,37 @@
-"""The result cache: a run's answer is shown to another client only when a fresh run
-would show the same.
+"""The result cache: a run's answer is shown to another person only when a pristine
+run showed the same.
 
-Decided by construction, never by reading the source for clocks or randomness:
+Decided by construction, never by reading the source for clocks or randomness, and
+never by trusting a tenant's process (code in a process can undo any check made in it):
 
 1. **The key holds everything code can read about its request**: the whole request as
    it runs (``timeout_s`` after the server's cap, every output asked for, ``timing``
    included), the worker that runs it (backend, platform, device kind, devices, JAX
-   and jaxlib versions, as the pool's last ``accepted`` for that backend reported
-   them within ``cache_worker_ttl_s``; until then there is no key), jaxplay's
-   version, a hash of the engine's source, the pool's name and options, and this
-   cache's format.
-2. **Two independent runs must agree.** What a run showed (``stdout``, ``stderr``,
-   ``jaxpr``, ``stablehlo``, ``hlo``, ``value``, ``cost``; never ``timing`` or
-   ``stage``) is evidence only when it ended ``ok`` without an ``error``. The first
-   run of a key leaves a *candidate*, which is served to no one. A run by another
-   tenant (its own warm zygote: its own process, seeds, clock reads) that showed
-   exactly the same *confirms* it; only a confirmed entry is served. A run that
-   showed anything else makes the key *unstable* for good: never served, always run.
-   Code that draws unseeded random numbers, reads a clock, ``os.getrandom``, a numpy
-   ``Generator``, ``jax_log_compiles``' timings... shows something else the second
-   time, so it is never answered from the cache.
+   and jaxlib versions, as the pool itself describes its workers — never what a run's
+   events claim — within ``cache_worker_ttl_s``; until then there is no key),
+   jaxplay's version, a hash of the engine's source, the pool's name and options, and
+   this cache's format.
+2. **A tenant's run is never evidence on its own.** What a run showed (``stdout``,
+   ``stderr``, ``jaxpr``, ``stablehlo``, ``hlo``, ``value``, ``cost``; never ``timing``
+   or ``stage``) counts only when it ended ``ok`` without an ``error`` (a ``tampered``
+   run never does). The first run of a key leaves a *candidate*, served to no one.
+   The server then makes a **pristine run** of the same request (backend/app/confirm.py:
+   a fresh process of a jail that never served a tenant, no persistent compilation
+   cache, retired after); only when it showed exactly the same is the entry
+   *confirmed*, and the pristine run's own output is what is served. Anything that
+   disagrees with a candidate, or a pristine run that disagrees with any entry, makes
+   the key *unstable* for good: never served, always run. Code that draws unseeded
+   random numbers, reads a clock, ``os.getrandom``... shows something else the second
+   time, so it is never answered from the cache. A tenant's run that contradicts a
+   confirmed entry does not unsettle it by itself (it may be forged): it asks for a
+   pristine re-check, which does.
 3. **Output that names its own run** (its run id) makes the key unstable at once.
-4. **An entry is never replaced**: a confirmed answer only ever becomes unstable
-   (when a fresh run, e.g. a re-run with ``cache: false``, shows something else).
+4. **An entry is never replaced**: a confirmed answer only ever becomes unstable.
 5. **A cached answer shows its age**: its ``accepted`` carries ``cached_at`` and
    ``age_s``; ``cache: false`` re-runs it.
+6. **Its lifetime is no one client's to decide**: candidates count against a quota per
+   client group; trimming takes candidates first, then the confirmed entries least
+   recently served; unstable keys are remembered apart, under their own cap.
 
 What this cannot see: two runs that agree by chance (a clock read rounded to the
 hour, twice within the hour). The age says when the answer was made.
@@ -45,6 +52,7 @@ from backend.app.logs import fields, get_logger
 from backend.app.storage import (
     CANDIDATE,
     CONFIRMED,
+    PRISTINE,
     UNSTABLE,
     CacheLimits,
     ResultRecord,
@@ -54,7 +62,7 @@ from sandbox.protocol import OUTPUT_TABLE, RunRequest
 
 log = get_logger("cache")
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 #: what a run showed: its streams and every output OUTPUT_TABLE says may be kept
 CACHED_TYPES = frozenset(
     {"stdout", "stderr", *(name for name, spec in OUTPUT_TABLE.items() if spec.cached)}
@@ -93,6 +101,27 @@ def _tenant_hash(tenant: str) -> str:
     return _hash(tenant)[:32]
 
 
+def _group_hash(tenant: str) -> str:
+    """The client group of a tenant ``GROUP|NAME`` (backend/app/tenancy.py), hashed:
+    what a candidate's quota is counted against."""
+    return _hash("group:" + tenant.split("|", 1)[0])[:32]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What one run's evidence did: the entry's ``state`` afterwards, its ``key``, and
+    whether the run showed something else than a confirmed entry (``contradicted``:
+    worth a pristine re-check)."""
+
+    state: str
+    key: str
+    contradicted: bool = False
+
+    @property
+    def wants_pristine(self) -> bool:
+        return self.state == CANDIDATE or (self.state == CONFIRMED and self.contradicted)
+
+
 @dataclass(frozen=True)
 class Hit:
     """A confirmed answer: ``accepted`` first (as its first run reported it), no ``done``."""
@@ -124,10 +153,17 @@ class ResultCache:
         max_entry_bytes: int,
         context: dict[str, Any],
         worker_ttl_s: float = 600.0,
+        candidates_per_group: int = 64,
+        max_unstable: int = 100_000,
     ) -> None:
         self._storage = storage
         self.enabled = enabled and max_entries > 0 and max_bytes > 0
-        self._limits = CacheLimits(max_entries=max_entries, max_bytes=max_bytes)
+        self._limits = CacheLimits(
+            max_entries=max_entries,
+            max_bytes=max_bytes,
+            candidates_per_group=candidates_per_group,
+            max_unstable=max_unstable,
+        )
         self._max_entry_bytes = max_entry_bytes
         self._context = context
         self._worker_ttl_s = worker_ttl_s
@@ -195,13 +231,24 @@ class ResultCache:
         # Belt and braces: the entry must be for this very worker.
         if not events or events[0].get("type") != "accepted" or events[0].get("worker") != worker:
             return "missing", None
+        await self._served(self.key(request, worker))
         return "hit", Hit(events, found.created)
 
-    async def record(
-        self, request: RunRequest, tenant: str, run_id: str, events: list[dict[str, Any]]
-    ) -> str | None:
-        """One run's evidence for its key (``events``: the whole run, ``accepted``
-        first, ``done`` last); answers the entry's state, or None if it was no evidence."""
+    async def _served(self, key: str) -> None:
+        try:
+            await self._storage.mark_served(key)
+        except Exception as exc:  # the answer is still good; only its age in the LRU is not
+            log.warning("cache.served_failed", extra=fields(error=type(exc).__name__))
+
+    @property
+    def max_entry_bytes(self) -> int:
+        """A run's shown events past this many bytes are no evidence (so not kept)."""
+        return self._max_entry_bytes
+
+    def _evidence(
+        self, run_id: str, events: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], str, str, bool] | None:
+        """(worker, shown text, body, names itself) of a run that may count, or None."""
         if not events or events[0].get("type") != "accepted" or events[-1].get("type") != "done":
             return None
         if events[-1].get("status") != "ok" or any(e.get("type") == "error" for e in events):
@@ -213,18 +260,54 @@ class ResultCache:
         accepted = {k: v for k, v in events[0].items() if k != "run_id"}
         shown_text = _canonical(shown)
         body = events_body(accepted, shown_text)
-        names_itself = bool(run_id) and run_id in shown_text
-        if len(body) > self._max_entry_bytes or names_itself:
-            body, state = "", UNSTABLE
-        else:
-            state = CANDIDATE
+        return worker, shown_text, body, bool(run_id) and run_id in shown_text
+
+    async def record(
+        self, request: RunRequest, tenant: str, run_id: str, events: list[dict[str, Any]]
+    ) -> Recorded | None:
+        """A tenant's run as evidence for its key (``events``: the whole run,
+        ``accepted`` first, ``done`` last); None if it was no evidence."""
+        found = self._evidence(run_id, events)
+        if found is None:
+            return None
+        worker, shown_text, body, names_itself = found
+        state = UNSTABLE if len(body) > self._max_entry_bytes or names_itself else CANDIDATE
         record = ResultRecord(
-            digest=_hash(shown_text), tenant=_tenant_hash(tenant), body=body, state=state
+            digest=_hash(shown_text),
+            tenant=_tenant_hash(tenant),
+            body="" if state == UNSTABLE else body,
+            state=state,
+            group=_group_hash(tenant),
         )
+        return await self._write(self.key(request, worker), record)
+
+    async def record_pristine(
+        self, request: RunRequest, key: str, run_id: str, events: list[dict[str, Any]]
+    ) -> Recorded | None:
+        """A pristine run's evidence for ``key`` (the key the candidate it checks was
+        kept under): it confirms the candidate if it showed the same, and makes the key
+        unstable if not. A pristine run that failed, or ran on another worker than the
+        key's, is no evidence either way (None)."""
+        found = self._evidence(run_id, events)
+        if found is None:
+            return None
+        worker, shown_text, body, names_itself = found
+        if self.key(request, worker) != key:
+            return None
+        state = UNSTABLE if len(body) > self._max_entry_bytes or names_itself else CANDIDATE
+        record = ResultRecord(
+            digest=_hash(shown_text),
+            tenant=PRISTINE,
+            body="" if state == UNSTABLE else body,
+            state=state,
+            group=PRISTINE,
+        )
+        return await self._write(key, record)
+
+    async def _write(self, key: str, record: ResultRecord) -> Recorded | None:
         try:
-            return await self._storage.record_result(
-                self.key(request, worker), record, self._limits
-            )
+            state, digest = await self._storage.record_result(key, record, self._limits)
         except Exception as exc:
             log.warning("cache.write_failed", extra=fields(error=type(exc).__name__))
             return None
+        return Recorded(state, key, contradicted=state == CONFIRMED and digest != record.digest)

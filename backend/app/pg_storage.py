@@ -24,9 +24,14 @@ import psycopg
 from backend.app.migrations import migrate
 from backend.app.storage import (
     MIN_ID_LENGTH,
+    RESULT_GET,
     RESULT_OLDEST,
+    RESULT_OVER_QUOTA,
+    RESULT_SERVED,
     RESULT_TOTALS,
+    RESULT_UNSTABLE_OVER,
     RESULT_UPSERT,
+    SERVED_RESOLUTION_S,
     SNIPPET_FORMAT,
     TRIM_BATCH,
     CachedResult,
@@ -40,6 +45,10 @@ T = TypeVar("T")
 #: The cache's rule and trim, as SQLite runs them (one text, two placeholder styles).
 _UPSERT = RESULT_UPSERT.replace("?", "%s")
 _OLDEST = RESULT_OLDEST.replace("?", "%s")
+_GET = RESULT_GET.replace("?", "%s")
+_SERVED = RESULT_SERVED.replace("?", "%s")
+_OVER_QUOTA = RESULT_OVER_QUOTA.replace("?", "%s").replace("LIMIT -1", "LIMIT ALL")
+_UNSTABLE_OVER = RESULT_UNSTABLE_OVER.replace("?", "%s").replace("LIMIT -1", "LIMIT ALL")
 
 
 class PgStorage:
@@ -155,20 +164,39 @@ class PgStorage:
 
     async def get_result(self, key: str) -> CachedResult | None:
         async def get(conn: psycopg.AsyncConnection[Any]) -> CachedResult | None:
-            cur = await conn.execute(
-                "SELECT state, body, created, tenant FROM cache_results WHERE key = %s", (key,)
-            )
+            cur = await conn.execute(_GET, (key,))
             row = await cur.fetchone()
             if row is None:
                 return None
-            return CachedResult(str(row[0]), str(row[1]), float(row[2]), str(row[3]))
+            return CachedResult(str(row[0]), str(row[1]), float(row[2]), str(row[3]), str(row[4]))
 
         return await self._call(get)
 
-    async def record_result(self, key: str, record: ResultRecord, limits: CacheLimits) -> str:
-        async def put(conn: psycopg.AsyncConnection[Any]) -> str:
+    async def mark_served(self, key: str) -> None:
+        now = time.time()
+
+        async def mark(conn: psycopg.AsyncConnection[Any]) -> None:
+            await conn.execute(_SERVED, (now, key, now - SERVED_RESOLUTION_S))
+
+        await self._call(mark)
+
+    async def record_result(
+        self, key: str, record: ResultRecord, limits: CacheLimits
+    ) -> tuple[str, str]:
+        async def put(conn: psycopg.AsyncConnection[Any]) -> tuple[str, str]:
             async with conn.transaction():
-                state = await _one(conn, _UPSERT, record.upsert_params(key))
+                cur = await conn.execute(_UPSERT, record.upsert_params(key))
+                state, digest = await cur.fetchone() or ("", "")
+                for sql, param in (
+                    (_OVER_QUOTA, (record.group, limits.candidates_per_group)),
+                    (_UNSTABLE_OVER, (limits.max_unstable,)),
+                ):
+                    cur = await conn.execute(sql, param)
+                    gone = [str(k) for (k,) in await cur.fetchall()]
+                    if gone:
+                        await conn.execute(
+                            "DELETE FROM cache_results WHERE key = ANY(%s)", (gone,)
+                        )
                 cur = await conn.execute(RESULT_TOTALS)
                 count, total = await cur.fetchone() or (0, 0)
                 trim = Trim(count, total, limits)
@@ -178,7 +206,7 @@ class PgStorage:
                     if not victims:
                         break
                     await conn.execute("DELETE FROM cache_results WHERE key = ANY(%s)", (victims,))
-            return str(state)
+            return str(state), str(digest)
 
         return await self._call(put)
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.app.admission import Admission, Ticket
-from backend.app.cache import Hit, ResultCache
+from backend.app.cache import CACHED_TYPES, Hit, ResultCache
+from backend.app.confirm import Confirmer, approx_size
 from backend.app.errors import ApiError, log_internal
 from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
@@ -100,12 +101,14 @@ class RunService:
         admission: Admission,
         cache: ResultCache,
         metrics: Metrics,
+        confirmer: Confirmer | None = None,
     ) -> None:
         self.settings = settings
         self.pool = pool
         self.admission = admission
         self.cache = cache
         self.metrics = metrics
+        self.confirmer = confirmer
         self._draining: set[asyncio.Task[None]] = set()
         #: cache key -> resolved when the run computing it ends (single flight)
         self._leaders: dict[str, asyncio.Future[None]] = {}
@@ -173,12 +176,15 @@ class RunService:
         """A confirmed answer, or None and the key this run leads (single flight).
 
         Identical requests that arrive together wait for the one running (a shared link
-        opened by many at once), then look again: a confirmed answer is theirs; an
-        entry with one run so far makes the next of them the run that may confirm it;
-        an unstable one (or a wait past ``queue_timeout_s``) sends each to run. The
-        tenant whose run made the entry never leads (its run is no second opinion, so
-        nobody should wait for it): it joins another's run, or runs on its own."""
-        deadline = time.monotonic() + self.settings.queue_timeout_s
+        opened by many at once) and for the pristine run that may confirm its answer,
+        then look again: a confirmed answer is theirs; otherwise (an entry not
+        confirmed yet, an unstable one, or a wait past ``cache_join_wait_s``) each runs
+        on its own. The leader's wait ends when its run's ``done`` arrives, not when its
+        client has read every event: a slow reader holds no one. The tenant whose run
+        made the entry never leads (its run is no evidence, so nobody should wait for
+        it): it joins another's run, or runs on its own."""
+        s = self.settings
+        deadline = time.monotonic() + min(s.queue_timeout_s, s.cache_join_wait_s)
         joined = False
         while True:
             state, hit = await self.cache.lookup(request, tenant)
@@ -187,8 +193,10 @@ class RunService:
                 return hit, None
             key = self.cache.key_for(request) if state != "unstable" else None
             leader = self._leaders.get(key) if key is not None else None
+            if leader is None and key is not None and self.confirmer is not None:
+                leader = self.confirmer.pending(key)  # its pristine run may confirm it
             remaining = deadline - time.monotonic()
-            if key is not None and leader is None and state != "own":
+            if key is not None and leader is None and state not in ("own", "candidate"):
                 self._leaders[key] = asyncio.get_running_loop().create_future()
                 self.metrics.cache.labels("miss").inc()
                 return None, key
@@ -256,6 +264,9 @@ class RunStream:
         self._cached = hit.events if hit is not None else None
         # Every fresh run is evidence for the cache, a cache: false one too.
         self._store = hit is None and service.cache.enabled
+        #: what the kept events cost, and whether the run went past what may be kept
+        self._kept_bytes = 0
+        self._store_over = False
         self._cancelled: str | None = None
         #: when the run was cancelled (loop time), and why the server did it itself
         self._cancelled_at: float | None = None
@@ -309,21 +320,51 @@ class RunStream:
                     self._observe(event)
                     if event["type"] != "done":
                         if self._store:
-                            kept.append(event)
+                            self._keep(kept, event)
                         yield event
                         continue
                     status = str(event.get("status"))
                     if self._cached is not None:
                         event = dict(event, cached=True)  # the results came from the cache
                     if self._store and status == "ok":
-                        await self._svc.cache.record(
-                            self._request, self._caller.tenant, self.run_id, [*kept, event]
-                        )
+                        await self._evidence([*kept, event])
+                    kept.clear()
+                    self._svc._resolve(self.leader_key)
+                    self.leader_key = None
                     yield event
                     return
         finally:
             await self.close()
             self._record(status)
+
+    def _keep(self, kept: list[dict[str, Any]], event: dict[str, Any]) -> None:
+        """Keep what the cache would keep of ``event``, and stop keeping anything once
+        the run is past the cache's entry limit (it is then no evidence): the server
+        holds a run's outputs only as long as it can use them."""
+        if self._store_over or (event["type"] not in CACHED_TYPES and event["type"] != "accepted"):
+            if event["type"] == "error":
+                self._store_over = True  # a run with an error is no evidence either
+                kept.clear()
+            return
+        limit = self._svc.cache.max_entry_bytes
+        self._kept_bytes += approx_size(event, limit - self._kept_bytes + 1)
+        if self._kept_bytes > limit:
+            self._store_over = True
+            kept.clear()
+            return
+        kept.append(event)
+
+    async def _evidence(self, events: list[dict[str, Any]]) -> None:
+        """The run's evidence to the cache; a candidate (or a contradicted answer)
+        asks for a pristine run, which alone may let it reach anyone else."""
+        if self._store_over:
+            return
+        recorded = await self._svc.cache.record(
+            self._request, self._caller.tenant, self.run_id, events
+        )
+        confirmer = self._svc.confirmer
+        if recorded is not None and recorded.wants_pristine and confirmer is not None:
+            confirmer.ask(self._request, recorded.key)
 
     def _observe(self, event: dict[str, Any]) -> None:
         """What the server learns from an event (validated): the worker, and stage

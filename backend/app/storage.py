@@ -40,18 +40,26 @@ class CachedResult:
     body: str
     created: float  # when the run that computed it ended (unix seconds)
     tenant: str = ""  # who computed it (a hash, as ResultRecord.tenant)
+    digest: str = ""  # what it showed (a hash, as ResultRecord.digest)
+
+
+#: ``ResultRecord.tenant`` of a pristine run's evidence (backend/app/confirm.py): a
+#: value no tenant hash can take (those are 32 hex digits).
+PRISTINE = "pristine"
 
 
 @dataclass(frozen=True)
 class ResultRecord:
-    """One run's evidence: the digest of what it showed, by whom (a hash), and the
-    body to keep when it is the first (``state`` is ``unstable`` for output that can
-    never be shared, e.g. output naming its own run)."""
+    """One run's evidence: the digest of what it showed, by whom (a hash, or
+    ``PRISTINE``), from which client group (a hash: who pays for a candidate), and the
+    body to keep when it is the first or confirms (``state`` is ``unstable`` for output
+    that can never be shared, e.g. output naming its own run)."""
 
     digest: str
     tenant: str
     body: str
     state: str = CANDIDATE
+    group: str = ""
 
     @property
     def size(self) -> int:
@@ -59,48 +67,92 @@ class ResultRecord:
 
     def upsert_params(self, key: str) -> tuple[Any, ...]:
         """RESULT_UPSERT's parameters, in its order, for this record under ``key``."""
-        return (key, self.state, self.digest, self.tenant, self.body, self.size, time.time())
+        now = time.time()
+        return (key, self.state, self.digest, self.tenant, self.body, self.size, now, self.group, now)
 
 
 @dataclass(frozen=True)
 class CacheLimits:
     max_entries: int
     max_bytes: int
+    #: candidates one client group may have waiting for a pristine run at once
+    candidates_per_group: int = 64
+    #: keys remembered as unstable (bodiless rows), beyond the entries above
+    max_unstable: int = 100_000
 
 
-#: One statement, atomic on its row, that is the cache's whole rule: the first run
-#: of a key leaves a candidate; a run by another tenant that showed the same confirms
-#: it; a run that showed anything else (or output that may never be shared) makes it
-#: unstable for good, its body dropped. A confirmed entry is never replaced.
-#: Parameters: key, state, digest, tenant, body, size, now (SQLite ``?``; PostgreSQL
-#: takes the same text with ``%s``).
+# What the rule below decides, written once for the three columns that follow it.
+_BECOMES_UNSTABLE = """(cache_results.state = 'unstable' OR excluded.state = 'unstable'
+             OR (cache_results.digest <> excluded.digest
+                 AND (cache_results.state = 'candidate' OR excluded.tenant = 'pristine')))"""
+_CONFIRMS = f"""(cache_results.state = 'candidate' AND excluded.tenant = '{PRISTINE}'
+             AND cache_results.digest = excluded.digest)"""
+
+#: One statement, atomic on its row, that is the cache's whole rule:
+#: - the first run of a key leaves a *candidate* (served to no one);
+#: - only a pristine run (tenant ``PRISTINE``) that showed the same confirms it, and
+#:   its body (not the tenant's) is what is served from then on; a tenant's run that
+#:   agrees adds nothing (tenant runs are never evidence on their own);
+#: - a candidate contradicted by any run, or any entry contradicted by a pristine run,
+#:   or output that may never be shared, is *unstable* for good, its body dropped;
+#: - a confirmed entry contradicted by a tenant's run stays (that run may be forged;
+#:   the server then asks a pristine run, ``confirm.py``); it is never replaced.
+#: Parameters: key, state, digest, tenant, body, size, created, grp, served (SQLite
+#: ``?``; PostgreSQL takes the same text with ``%s``). Answers the state and digest.
 RESULT_UPSERT = f"""
-INSERT INTO cache_results (key, state, digest, tenant, body, size, created)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+INSERT INTO cache_results (key, state, digest, tenant, body, size, created, grp, served)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET
     state = CASE
-        WHEN cache_results.state = 'unstable' OR excluded.state = 'unstable'
-             OR cache_results.digest <> excluded.digest THEN 'unstable'
-        WHEN cache_results.state = 'candidate' AND cache_results.tenant <> excluded.tenant
-             THEN 'confirmed'
+        WHEN {_BECOMES_UNSTABLE} THEN 'unstable'
+        WHEN {_CONFIRMS} THEN 'confirmed'
         ELSE cache_results.state END,
     body = CASE
-        WHEN cache_results.state = 'unstable' OR excluded.state = 'unstable'
-             OR cache_results.digest <> excluded.digest THEN ''
+        WHEN {_BECOMES_UNSTABLE} THEN ''
+        WHEN {_CONFIRMS} THEN excluded.body
         ELSE cache_results.body END,
     size = CASE
-        WHEN cache_results.state = 'unstable' OR excluded.state = 'unstable'
-             OR cache_results.digest <> excluded.digest THEN {ROW_OVERHEAD}
-        ELSE cache_results.size END
-RETURNING state
+        WHEN {_BECOMES_UNSTABLE} THEN {ROW_OVERHEAD}
+        WHEN {_CONFIRMS} THEN excluded.size
+        ELSE cache_results.size END,
+    served = CASE
+        WHEN {_CONFIRMS} THEN excluded.served
+        ELSE cache_results.served END
+RETURNING state, digest
 """
 
-#: The cache's size now (a scan of the covering index ``cache_results_age``).
-RESULT_TOTALS = "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM cache_results"
-#: The oldest entries first (parameters: how many), for ``Trim.plan``.
-RESULT_OLDEST = "SELECT key, size FROM cache_results ORDER BY created, key LIMIT ?"
+#: The cache's size now, unstable markers apart (they have their own cap).
+RESULT_TOTALS = (
+    "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM cache_results WHERE state <> 'unstable'"
+)
+#: What goes first when the cache is over its limits (parameters: how many):
+#: candidates (oldest first), then confirmed entries least recently served. A client
+#: filling the cache with new code evicts candidates, its own first (its quota), never
+#: a popular confirmed answer before every candidate is gone.
+RESULT_OLDEST = """
+SELECT key, size FROM cache_results WHERE state <> 'unstable'
+ORDER BY CASE WHEN state = 'candidate' THEN 0 ELSE 1 END,
+         CASE WHEN state = 'candidate' THEN created ELSE served END, key
+LIMIT ?
+"""
+#: A group's candidates beyond its quota, oldest first (parameters: group, quota).
+RESULT_OVER_QUOTA = """
+SELECT key FROM cache_results WHERE state = 'candidate' AND grp = ?
+ORDER BY created DESC, key LIMIT -1 OFFSET ?
+"""
+#: Unstable markers beyond their cap, oldest first (parameters: cap).
+RESULT_UNSTABLE_OVER = """
+SELECT key FROM cache_results WHERE state = 'unstable'
+ORDER BY created DESC, key LIMIT -1 OFFSET ?
+"""
+#: A served confirmed entry is marked so (parameters: now, key, stale-before).
+RESULT_SERVED = "UPDATE cache_results SET served = ? WHERE key = ? AND served < ?"
 #: How many of the oldest entries a trim reads at a time.
 TRIM_BATCH = 256
+#: One entry's row (parameter: key).
+RESULT_GET = "SELECT state, body, created, tenant, digest FROM cache_results WHERE key = ?"
+#: How stale ``served`` may be before a hit writes it again.
+SERVED_RESOLUTION_S = 60.0
 
 
 @dataclass
@@ -154,9 +206,17 @@ class Storage(Protocol):
 
     async def get_result(self, key: str) -> CachedResult | None: ...
 
-    async def record_result(self, key: str, record: ResultRecord, limits: CacheLimits) -> str:
+    async def record_result(
+        self, key: str, record: ResultRecord, limits: CacheLimits
+    ) -> tuple[str, str]:
         """Add one run's evidence for ``key`` (see ``RESULT_UPSERT``); trim the cache
-        to ``limits``; answer the entry's state afterwards."""
+        to ``limits`` (the record's group to its quota of candidates, unstable markers
+        to theirs, then candidates and least recently served entries); answer the
+        entry's state and digest afterwards."""
+        ...
+
+    async def mark_served(self, key: str) -> None:
+        """``key``'s confirmed entry was just served (at most one write a minute each)."""
         ...
 
 
@@ -179,28 +239,46 @@ CREATE TABLE IF NOT EXISTS cache_results (
     size    INTEGER NOT NULL,
     created REAL NOT NULL
 );
+"""
+#: Columns added since the table was first made (SQLite has no ADD COLUMN IF NOT
+#: EXISTS: ``_open`` adds the missing ones). ``grp``: the client group whose run left
+#: the entry (its candidates' quota); ``served``: when it was last served (trimming).
+_ADDED_COLUMNS = {"grp": "TEXT NOT NULL DEFAULT ''", "served": "REAL NOT NULL DEFAULT 0"}
+_SCHEMA_AFTER = """
 CREATE INDEX IF NOT EXISTS cache_results_age ON cache_results (created, size);
--- the cache's entries and bytes, kept by triggers in every writer's transaction, so
--- a write reads them in O(1) instead of scanning every entry (10,000 by default)
+CREATE INDEX IF NOT EXISTS cache_results_group ON cache_results (grp, state, created);
+CREATE INDEX IF NOT EXISTS cache_results_state ON cache_results (state, served, created);
+-- the cache's entries and bytes (unstable markers apart: they have their own cap),
+-- kept by triggers in every writer's transaction, so a write reads them in O(1)
+-- instead of scanning every entry (10,000 by default)
 CREATE TABLE IF NOT EXISTS cache_totals (
     id      INTEGER PRIMARY KEY CHECK (id = 0),
     entries INTEGER NOT NULL,
     bytes   INTEGER NOT NULL
 );
-CREATE TRIGGER IF NOT EXISTS cache_totals_insert AFTER INSERT ON cache_results BEGIN
+DROP TRIGGER IF EXISTS cache_totals_insert;
+DROP TRIGGER IF EXISTS cache_totals_delete;
+DROP TRIGGER IF EXISTS cache_totals_resize;
+CREATE TRIGGER cache_totals_insert AFTER INSERT ON cache_results
+WHEN NEW.state <> 'unstable' BEGIN
     UPDATE cache_totals SET entries = entries + 1, bytes = bytes + NEW.size WHERE id = 0;
 END;
-CREATE TRIGGER IF NOT EXISTS cache_totals_delete AFTER DELETE ON cache_results BEGIN
+CREATE TRIGGER cache_totals_delete AFTER DELETE ON cache_results
+WHEN OLD.state <> 'unstable' BEGIN
     UPDATE cache_totals SET entries = entries - 1, bytes = bytes - OLD.size WHERE id = 0;
 END;
-CREATE TRIGGER IF NOT EXISTS cache_totals_resize AFTER UPDATE OF size ON cache_results BEGIN
-    UPDATE cache_totals SET bytes = bytes - OLD.size + NEW.size WHERE id = 0;
+CREATE TRIGGER cache_totals_resize AFTER UPDATE OF size, state ON cache_results BEGIN
+    UPDATE cache_totals SET
+        entries = entries - (OLD.state <> 'unstable') + (NEW.state <> 'unstable'),
+        bytes = bytes - CASE WHEN OLD.state <> 'unstable' THEN OLD.size ELSE 0 END
+                      + CASE WHEN NEW.state <> 'unstable' THEN NEW.size ELSE 0 END
+    WHERE id = 0;
 END;
 """
 #: The totals counted afresh (at open: whatever wrote the file before, they start exact).
 _RECOUNT = """
 INSERT OR REPLACE INTO cache_totals (id, entries, bytes)
-SELECT 0, COUNT(*), COALESCE(SUM(size), 0) FROM cache_results
+SELECT 0, COUNT(*), COALESCE(SUM(size), 0) FROM cache_results WHERE state <> 'unstable'
 """
 #: The cache's size now, as the triggers keep it (SQLite; RESULT_TOTALS counts).
 _SQLITE_TOTALS = "SELECT entries, bytes FROM cache_totals WHERE id = 0"
@@ -240,6 +318,11 @@ class SqliteStorage:
         # FULL: a snippet that was answered 201 survives a crash of the machine too.
         db.execute("PRAGMA synchronous=FULL")
         db.executescript(_SCHEMA)
+        have = {row[1] for row in db.execute("PRAGMA table_info(cache_results)")}
+        for column, kind in _ADDED_COLUMNS.items():
+            if column not in have:
+                db.execute(f"ALTER TABLE cache_results ADD COLUMN {column} {kind}")
+        db.executescript(_SCHEMA_AFTER)
         db.execute(_RECOUNT)
         self._db = db
 
@@ -293,18 +376,25 @@ class SqliteStorage:
         return self._conn().execute(sql, (key,)).fetchone()
 
     async def get_result(self, key: str) -> CachedResult | None:
-        row = await self._call(
-            self._get, "SELECT state, body, created, tenant FROM cache_results WHERE key = ?", key
-        )
+        row = await self._call(self._get, RESULT_GET, key)
         if row is None:
             return None
-        return CachedResult(str(row[0]), str(row[1]), float(row[2]), str(row[3]))
+        return CachedResult(str(row[0]), str(row[1]), float(row[2]), str(row[3]), str(row[4]))
 
-    async def record_result(self, key: str, record: ResultRecord, limits: CacheLimits) -> str:
-        state: str = await self._call(self._record_result, key, record, limits)
-        return state
+    async def record_result(
+        self, key: str, record: ResultRecord, limits: CacheLimits
+    ) -> tuple[str, str]:
+        answer: tuple[str, str] = await self._call(self._record_result, key, record, limits)
+        return answer
 
-    def _record_result(self, key: str, record: ResultRecord, limits: CacheLimits) -> str:
+    async def mark_served(self, key: str) -> None:
+        now = time.time()
+        await self._call(self._mark_served, key, now)
+
+    def _mark_served(self, key: str, now: float) -> None:
+        self._conn().execute(RESULT_SERVED, (now, key, now - SERVED_RESOLUTION_S))
+
+    def _record_result(self, key: str, record: ResultRecord, limits: CacheLimits) -> tuple[str, str]:
         db = self._conn()
         # A cache row is evidence, not a promise made to a client (a snippet is): its
         # commit is not flushed to the disk on its own (WAL, synchronous=NORMAL: it
@@ -315,6 +405,12 @@ class SqliteStorage:
             db.execute("BEGIN IMMEDIATE")
             try:
                 row = db.execute(RESULT_UPSERT, record.upsert_params(key)).fetchone()
+                for sql, param in (
+                    (RESULT_OVER_QUOTA, (record.group, limits.candidates_per_group)),
+                    (RESULT_UNSTABLE_OVER, (limits.max_unstable,)),
+                ):
+                    gone = db.execute(sql, param).fetchall()
+                    db.executemany("DELETE FROM cache_results WHERE key = ?", gone)
                 count, total = db.execute(_SQLITE_TOTALS).fetchone()
                 trim = Trim(count, total, limits)
                 while trim.over():
@@ -330,7 +426,7 @@ class SqliteStorage:
                 raise
         finally:
             db.execute("PRAGMA synchronous=FULL")
-        return str(row[0])
+        return str(row[0]), str(row[1])
 
 
 def open_storage(url: str) -> Storage:
