@@ -10,10 +10,18 @@ only jaxplay may send are rebuilt or kept back: ``accepted`` passes only as the 
 first event (the engine writes it before any user code runs) and carries the
 supervisor's run id; the worker's ``done`` is kept for the supervisor, which writes
 the real one; ``cached`` is the server's to add. What fails is dropped and counted.
+
+The engine tags each line with the run's token (``TOKEN SPACE JSON``; the worker
+message carries it, sandbox/engine/emitter.py): a line without it is refused before
+anything else, so what user code writes to the pipe on its own is told apart from
+the engine's, and the engine's own jaxpr is shown rather than a forged one written
+first. The ``worker`` of ``accepted`` is the pool's (``identify``), never the line's.
+Any refused line makes the run ``tampered`` (sandbox/supervisor.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sandbox.protocol import (
@@ -42,8 +50,19 @@ def allowed_stages(request: RunRequest) -> frozenset[str]:
 class EventGate:
     """One run's gate: ``admit`` each line; ``dropped`` counts what was refused."""
 
-    def __init__(self, request: RunRequest, run_id: str) -> None:
+    def __init__(
+        self,
+        request: RunRequest,
+        run_id: str,
+        *,
+        token: str = "",
+        identify: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
         self.run_id = run_id
+        #: what each line starts with ("" for a worker that does not tag its lines)
+        self._tag = (token + " ").encode() if token else b""
+        #: the worker ``accepted`` carries, given the one its line claims
+        self._identify = identify
         self._request = request
         self._outputs = frozenset(request.outputs)
         self._pipelines = frozenset(name for name, _ in request.pipelines())
@@ -62,6 +81,10 @@ class EventGate:
     def admit(self, line: bytes, elapsed_ms: float) -> dict[str, Any] | None:
         """The event to relay for this line, or None (refused, or kept back)."""
         try:
+            if self._tag:
+                if not line.startswith(self._tag):
+                    raise BadEvent("a line the engine did not write (no run token)")
+                line = line[len(self._tag) :]
             return self._check(parse_event_line(line), elapsed_ms)
         except BadEvent as exc:
             self.dropped += 1
@@ -103,6 +126,8 @@ class EventGate:
         if self.passed:
             raise BadEvent("an accepted that is not the first event")
         worker = event["worker"]
+        if self._identify is not None:
+            worker = self._identify(worker)
         wanted = self._request.backend
         if wanted != "auto" and worker["backend"] != wanted:
             raise BadEvent("an accepted from another backend than the request's")

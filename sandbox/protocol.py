@@ -411,7 +411,10 @@ DOC_URL_PREFIXES = (
     "https://jax.readthedocs.io/",
     "https://docs.python.org/3/",
 )
-DONE_STATUSES = ("ok", "error", "timeout", "killed", "cancelled")
+DONE_STATUSES = ("ok", "error", "timeout", "killed", "cancelled", "tampered")
+#: ``tampered``: the run's event channel carried lines the engine did not write (the
+#: gate refused them; ``dropped`` counts them). Its outputs are never cache evidence.
+TAMPERED_REASON = "this run's code wrote to jaxplay's output channel; what it shows may be forged"
 #: The reasons a worker's own ``done`` gives (anything else is not the engine's)
 WORKER_DONE_REASONS = ("", "the code raised an error", "invalid request")
 
@@ -426,7 +429,7 @@ ErrorStage = Literal[
     "request", "config", "exec", "args", "transform", "trace", "lower", "compile", "execute",
     "timing", "engine",
 ]  # fmt: skip
-DoneStatus = Literal["ok", "error", "timeout", "killed", "cancelled"]
+DoneStatus = Literal["ok", "error", "timeout", "killed", "cancelled", "tampered"]
 Ms = Annotated[float, Field(ge=0, le=1e9)]
 #: counts and sizes: what a JavaScript number holds exactly
 Count = Annotated[int, Field(ge=0, le=2**53 - 1)]
@@ -769,7 +772,8 @@ class ErrorEvent(_PipelineEvent):
 
 class DoneEvent(_Event):
     """Always last. ``dropped``: event lines of the run's worker that were refused
-    (malformed, or not events jaxplay would send); ``cached``: the cache answered."""
+    (malformed, or not events jaxplay would send; a run that would have ended ``ok`` or
+    ``error`` with any ends ``tampered``); ``cached``: the cache answered."""
 
     type: Literal["done"]
     status: DoneStatus

@@ -6,6 +6,9 @@ what this run could have made), counts the bytes of user output, and enforces th
 wall clock from outside with SIGKILL of the whole process group (an infinite
 ``lax.while_loop`` under ``jit`` ignores every other signal). Whatever happens, the
 stream ends with exactly one ``done`` event, which the supervisor writes itself.
+Each run has a random token, in the worker message and nowhere else, that the
+engine tags its event lines with: a line without it is refused, and a run that
+would have ended ``ok`` or ``error`` with any refused line ends ``tampered``.
 
 Memory is bounded: the queue between the pipe readers and whoever iterates
 ``events()`` holds at most ``QUEUE_EVENTS`` events and ``QUEUE_BYTES`` of them
@@ -19,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import signal
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -26,7 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.event_gate import MAX_REFUSED_LINES, EventGate
-from sandbox.protocol import MAX_EVENT_BYTES, PROTOCOL_VERSION, RunRequest, done_event
+from sandbox.protocol import (
+    MAX_EVENT_BYTES,
+    PROTOCOL_VERSION,
+    TAMPERED_REASON,
+    RunRequest,
+    done_event,
+)
 
 __all__ = ["MAX_EVENT_BYTES", "OutputLimits", "RunSupervisor", "SupervisedRun"]
 
@@ -45,9 +55,22 @@ class OutputLimits:
     event_bytes: int = 64 * 1024 * 1024
 
 
-def worker_message(run_id: str, request: RunRequest) -> bytes:
-    """What a worker reads on stdin: one JSON object."""
-    message = {"protocol": PROTOCOL_VERSION, "run_id": run_id, "request": request.model_dump()}
+def worker_message(
+    run_id: str, request: RunRequest, *, token: str = "", pristine: bool = False
+) -> bytes:
+    """What a worker reads on stdin: one JSON object. ``token``: the run's secret that
+    the engine tags each event line with (sandbox/engine/emitter.py; the gate refuses
+    a line without it); ``pristine``: the engine turns JAX's persistent compilation
+    cache off before anything of the run (sandbox/engine/persistent_cache.py)."""
+    message: dict[str, Any] = {
+        "protocol": PROTOCOL_VERSION,
+        "run_id": run_id,
+        "request": request.model_dump(),
+    }
+    if token:
+        message["token"] = token
+    if pristine:
+        message["pristine"] = True
     return json.dumps(message).encode()
 
 
@@ -84,16 +107,22 @@ class RunSupervisor:
         *,
         wall_s: float | None = None,
         limits: OutputLimits | None = None,
+        pristine: bool = False,
     ) -> None:
         self.run_id = run_id
         self._request = request
+        #: a pristine run (sandbox/pool/base.py): the engine is told to keep JAX's
+        #: persistent compilation cache off
+        self.pristine = pristine
+        #: tags the engine's event lines; only this supervisor and the engine know it
+        self.token = secrets.token_hex(16)
         self._wall_s = request.timeout_s if wall_s is None else wall_s
         self._limits = limits or OutputLimits()
         self._end: tuple[str, str] | None = None  # (status, reason) decided by us
         self._queue: asyncio.Queue[tuple[dict[str, Any], int] | None] = asyncio.Queue(QUEUE_EVENTS)
         self._queued_bytes = 0
         self._room = asyncio.Event()
-        self._gate = EventGate(request, run_id)
+        self._gate = EventGate(request, run_id, token=self.token, identify=self._known_worker)
         self._started = time.monotonic()
         self._user_bytes = 0
         self._event_bytes = 0
@@ -116,6 +145,17 @@ class RunSupervisor:
     def _limit_hit(self) -> tuple[str, str] | None:
         """A limit the worker died of that only the host can see (e.g. memory)."""
         return None
+
+    def _known_worker(self, claimed: dict[str, Any]) -> dict[str, Any]:
+        """The ``worker`` the run's ``accepted`` carries: what the pool knows of the
+        process, not what the line claims, where the pool knows it. Here (a fresh
+        process per run, whose ``accepted`` is written before any of the run's code)
+        the engine's own words."""
+        return claimed
+
+    def _message(self) -> bytes:
+        """The worker message of this run (with its token and pristine flag)."""
+        return worker_message(self.run_id, self._request, token=self.token, pristine=self.pristine)
 
     # --- the relay ---------------------------------------------------------------
 
@@ -238,15 +278,21 @@ class RunSupervisor:
             # "ok" only if no error event passed: the status is checked, not taken
             status = "error" if gate.errors else done["status"]
             reason = "the code raised an error" if gate.errors else done["reason"]
-            if gate.dropped:
-                refused = f"{gate.dropped} event lines refused (the first: {gate.first_refusal})"
-                reason = f"{reason}; {refused}" if reason else refused
+            if gate.dropped:  # lines the engine did not write: what it shows may be forged
+                return done_event("tampered", ms, self._tampered(reason), gate.dropped)
             return done_event(status, ms, reason, gate.dropped)
         if returncode is not None and returncode < 0:
             why = f"the worker was killed by {_signal_name(returncode)}"
             return done_event("killed", ms, why, gate.dropped)
         why = f"the worker exited with status {returncode} before finishing"
+        if gate.dropped:
+            return done_event("tampered", ms, self._tampered(why), gate.dropped)
         return done_event("error", ms, why, gate.dropped)
+
+    def _tampered(self, reason: str) -> str:
+        gate = self._gate
+        refused = f"{gate.dropped} event lines refused, the first: {gate.first_refusal}"
+        return f"{TAMPERED_REASON} ({refused}{'; ' + reason if reason else ''})"
 
 
 class SupervisedRun(RunSupervisor):
@@ -263,8 +309,9 @@ class SupervisedRun(RunSupervisor):
         env: dict[str, str] | None = None,
         pass_fds: Sequence[int] = (),
         cwd: str | None = None,
+        pristine: bool = False,
     ) -> None:
-        super().__init__(request, run_id, wall_s=wall_s, limits=limits)
+        super().__init__(request, run_id, wall_s=wall_s, limits=limits, pristine=pristine)
         self._argv = list(argv)
         self._env = env
         self._pass_fds = tuple(pass_fds)
@@ -309,6 +356,6 @@ class SupervisedRun(RunSupervisor):
 
     async def _feed(self, stdin: asyncio.StreamWriter) -> None:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            stdin.write(worker_message(self.run_id, self._request))
+            stdin.write(self._message())
             await stdin.drain()
             stdin.close()

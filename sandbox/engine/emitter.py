@@ -38,10 +38,19 @@ def json_safe(value: Any) -> Any:
 
 
 class Emitter:
-    """Thread-safe writer of events; knows the current stage and pipeline."""
+    """Thread-safe writer of events; knows the current stage and pipeline.
 
-    def __init__(self, fd: int) -> None:
+    ``tag``: the run's token from the worker message (known to the supervisor and the
+    engine only): every line is written as ``TAG SPACE JSON``, and the supervisor's
+    gate refuses, counts and flags a line without it (sandbox/event_gate.py). User
+    code that writes to the event pipe on its own does not know it, so what it forges
+    is told apart from what the engine writes. It is a tell, not a boundary: code in
+    the process could find the token in memory; what crosses tenants is decided by
+    pristine runs alone (docs/sandbox.md)."""
+
+    def __init__(self, fd: int, tag: str = "") -> None:
         self._fd = fd
+        self._prefix = (tag + " ").encode() if tag else b""
         self._lock = threading.RLock()
         self.stage: str = "exec"
         self.pipeline: str = "main"
@@ -63,7 +72,7 @@ class Emitter:
     def _write(self, event: dict[str, Any], pipeline: str | None) -> None:
         event.setdefault("pipeline", self.pipeline if pipeline is None else pipeline)
         data = json.dumps(json_safe(event), default=_json_default, allow_nan=False)
-        buf = data.encode() + b"\n"
+        buf = self._prefix + data.encode() + b"\n"
         while buf:
             written = os.write(self._fd, buf)
             buf = buf[written:]

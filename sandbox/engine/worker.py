@@ -12,6 +12,8 @@ import functools
 import io
 import json
 import os
+import random
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -44,6 +46,8 @@ EXCLUDED_FRAMES = (str(Path(__file__).resolve().parent.parent), "<frozen ", "<st
 TIMING_ROW_BUDGET_S = 0.4
 TIMING_TOTAL_BUDGET_S = 2.0
 PLATFORMS = {"cpu": "cpu", "gpu": "cuda", "tpu": "tpu"}
+#: The run's token (worker message ``token``) that tags each event line (emitter.py)
+_TOKEN = re.compile(r"^[0-9a-f]{16,64}$")
 
 
 class UserError(Exception):
@@ -249,6 +253,14 @@ def worker_info(request: RunRequest) -> dict[str, Any]:
         "jax_version": jax.__version__,
         "jaxlib_version": jaxlib.__version__,
     }
+
+
+def describe() -> dict[str, Any]:
+    """What this process runs on, as ``accepted`` says it for a CPU run of one device:
+    a zygote's warm child calls it after its warm-up, before any run, and the zygote
+    says it in its hello (sandbox/jail/zygote.py). The pool relays that, never what a
+    run's own ``accepted`` claims (sandbox/pool/zygote_pool.py)."""
+    return worker_info(RunRequest.model_validate(WARM_REQUEST))
 
 
 def apply_config(request: RunRequest) -> None:
@@ -616,12 +628,27 @@ def _is_abstract(args: tuple[Any, ...]) -> bool:
     return any(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in jax.tree_util.tree_leaves(args))
 
 
+def fresh_randomness() -> None:
+    """Seed Python's ``random`` and NumPy's global generator from the OS, as a fresh
+    interpreter does: every run's, in a zygote's fork or a kept process alike (a fork
+    would otherwise draw what its zygote would have drawn, every time). JAX's explicit
+    keys are not touched."""
+    random.seed()
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed()
+
+
 def run_message(message: dict[str, Any], event_fd: int) -> int:
     """Run one worker message in this process, writing events to ``event_fd``."""
     from pydantic import ValidationError
 
     started = time.perf_counter()
-    emitter = Emitter(event_fd)
+    if message.get("pristine") is True:  # evidence for others: nothing from a cache
+        persistent_cache.disable()
+    fresh_randomness()
+    token = message.get("token")
+    emitter = Emitter(event_fd, token if isinstance(token, str) and _TOKEN.match(token) else "")
     sys.stdout = CapturedStream(emitter, "stdout")
     sys.stderr = CapturedStream(emitter, "stderr")
     sys.stdin = io.StringIO("")

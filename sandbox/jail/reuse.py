@@ -29,14 +29,23 @@ Any difference, an error exit, a kill, RSS over the bound or the run count reach
 retires the process; the tenant's next run gets a fresh fork. What the run itself
 made and the engine owns (its module ``snippet``, its lines in ``linecache``, the
 ``sys.stdout``/``stderr``/``stdin`` it was given, the global random states of
-``random`` and ``numpy.random``, which a fresh fork would have had as the zygote
-left them) is put back before the check, by ``Watch.reset``.
+``random`` and ``numpy.random``) is put back before the check, by ``Watch.reset``;
+the engine seeds both generators from the OS at the start of every run anyway
+(sandbox/engine/worker.py ``fresh_randomness``), kept process or fresh fork alike.
 
 What neither check can see: a change deep inside an object (an item of a dict or
-list that some module holds, an attribute of an instance), which only a deliberate
-run makes. Such a run can change what its own tenant's later runs show, until the
+list that some module holds, an attribute of an instance, a method of a class
+outside ``CLASS_FAMILIES``, the check's own objects), which only a deliberate run
+makes. Such a run can change what its own tenant's later runs show, until the
 process retires; it never reaches another tenant (a jail, its zygote and its
 processes serve one tenant for life).
+
+**This check is a consistency aid for the tenant's own runs, not a security
+boundary.** Code in the process can always undo or deceive a check made in that
+process. What crosses tenants (the result cache's answers, shared links, embeds) is
+decided by pristine runs alone: a fresh child of a zygote that never ran anyone's
+code, in a jail that never served a tenant, JAX's persistent cache off, retired
+afterwards (sandbox/pool/zygote_pool.py; docs/server.md, the trust model).
 """
 
 from __future__ import annotations

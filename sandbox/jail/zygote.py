@@ -14,6 +14,12 @@ control socket (a SOCK_SEQPACKET unix socket from the supervisor):
   answers ``{"op": "started", "pid"}``. The child is the pre-forked warm one (its
   backend already started, for one CPU device) when ``warm`` says the request fits
   it, else a cold one forked now. ``{"op": "warm"}`` says a warm child is ready.
+
+``ready`` carries ``worker``: what the first warm child said it runs on (the
+engine's ``describe()``, after its warm-up and before any run; ``warm`` carries it
+instead when it came after ``ready``), and ``platforms`` (the jail's
+``JAX_PLATFORMS``). The pool puts that in every run's ``accepted``, never what a
+run's own line claims. No child's word is taken once a run was served.
 - ``{"op": "kill"}``: SIGKILL the current run (a cancel).
 
 When the child is gone the zygote kills every other process left in the jail
@@ -139,6 +145,10 @@ def main(argv: list[str]) -> None:
     # child says warm only once all its warm-ups are done, so none is in its way.
     zygote.prefork(settle=True)
     ready["warm"] = zygote.wait_warm(WARM_S)  # so a new tenant's first run finds it warm
+    # What this jail runs on, as its first warm child described it before any run:
+    # the pool says this in every run's accepted, never what a run claims.
+    ready["worker"] = zygote.identity
+    ready["platforms"] = os.environ.get("JAX_PLATFORMS", "")
     _send(ctl, ready)
     zygote.loop()
     os._exit(0)
@@ -164,6 +174,9 @@ class Zygote:
         self.warm: tuple[int, socket.socket] | None = None
         self._warmed: set[int] = set()  # warm children that said they are ready
         self._clean = True  # the last cleanup succeeded: a warm child may be forked
+        #: what the first warm child said it runs on (``describe``), before any run
+        self.identity: dict[str, Any] | None = None
+        self._ran = False  # a run was served: no child's word is taken any more
         self._prefork_at = 0.0
         self._kept = kept_paths()
         #: processes kept across runs (reuse.py): the kernel's view of each before its
@@ -185,7 +198,10 @@ class Zygote:
                 if self.warm is None:
                     self.prefork()  # no run came within PREFORK_DELAY_S
                 elif self.wait_warm(0):
-                    _send(self.ctl, {"op": "warm"})
+                    said: dict[str, Any] = {"op": "warm"}
+                    if self.identity is not None and not self._ran:
+                        said["worker"] = self.identity  # it came after ready (a slow start)
+                    _send(self.ctl, said)
                 else:  # it died warming up: the next run gets a cold child
                     self.warm[1].close()
                     self.warm = None
@@ -246,8 +262,11 @@ class Zygote:
             return True
         sock.settimeout(timeout_s)
         try:
-            if sock.recv(16) == b"warm":
+            said = sock.recv(4096)
+            if said.split(b" ", 1)[0] == b"warm":
                 self._warmed.add(pid)
+                if self.identity is None and not self._ran and said != b"warm":
+                    self._learn(said[5:])
                 return True
         except OSError:
             pass
@@ -255,10 +274,23 @@ class Zygote:
             sock.settimeout(None)
         return False
 
+    def _learn(self, data: bytes) -> None:
+        """The warm child's description of what it runs on (``describe``), taken only
+        before the zygote served any run: no run's code has been in any process yet."""
+        try:
+            described = json.loads(data)
+        except ValueError:
+            return
+        if isinstance(described, dict) and all(
+            isinstance(k, str) and isinstance(v, str | int) for k, v in described.items()
+        ):
+            self.identity = described
+
     def serve(self, fds: list[int], warm_ok: bool, keep: dict[str, Any] | None = None) -> None:
         """One run: in the warm child (or the process kept from the last run), else in
         a cold child. ``keep`` (``runs``, ``rss_kib``): the process may be kept for
         the next run of the tenant if the run ends well and nothing changed."""
+        self._ran = True
         pid: int | None = None
         kept_sock: socket.socket | None = None
         token = b""
@@ -505,8 +537,9 @@ def _warm_up(worker: Any, sock: socket.socket, settle: bool = False) -> reuse.Wa
     runs (reuse.py): its stdio on /dev/null as after every run, ``reuse.Watch``; it
     says ``base`` then and returns the watch (None: the process serves one run)."""
     steps = _warm_backend(worker)
+    warm = _warm_word(worker)
     if not settle:
-        sock.send(b"warm")
+        sock.send(warm)
     for step in [*steps, _freeze_heap, None]:
         if select.select([sock], [], [], 0)[0]:  # the run is here: no more warming
             if not _hurried(sock):
@@ -526,11 +559,25 @@ def _warm_up(worker: Any, sock: socket.socket, settle: bool = False) -> reuse.Wa
     except Exception:
         traceback.print_exc()
     if settle:
-        sock.send(b"warm")
+        sock.send(warm)
     # The zygote may have sent the run, and closed its end, meanwhile.
     if watch is not None and not _say(sock, b"base"):
         return None
     return watch
+
+
+def _warm_word(worker: Any) -> bytes:
+    """``warm``, followed by what the worker says it runs on (its ``describe``, made
+    now, after the warm-up and before any run), when it can say."""
+    describe = getattr(worker, "describe", None)
+    if describe is None:
+        return b"warm"
+    try:
+        said = json.dumps(describe()).encode()
+    except Exception:
+        traceback.print_exc()
+        return b"warm"
+    return b"warm " + said if len(said) < 4000 else b"warm"
 
 
 def _next_order(sock: socket.socket) -> tuple[bytes, list[int]]:

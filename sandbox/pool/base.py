@@ -21,6 +21,10 @@ class PoolFull(Exception):
         self.retry_after_s = retry_after_s
 
 
+class PristineUnsupported(Exception):
+    """This pool cannot make a pristine run (see ``Pool.submit``)."""
+
+
 class RunHandle(Protocol):
     run_id: str
 
@@ -34,12 +38,27 @@ class RunHandle(Protocol):
 
 
 class Pool(Protocol):
+    #: Whether ``submit(..., pristine=True)`` is honoured (else it raises
+    #: PristineUnsupported): the jailed warm pool, the unjailed subprocess pool (dev
+    #: use) and the fake; never the Redis pool, whose remote workers' word is all it has.
+    @property
+    def makes_pristine_runs(self) -> bool: ...
+
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
 
-    async def submit(self, request: RunRequest, tenant: str) -> RunHandle:
-        """Start a run for ``tenant``; raises PoolFull when it cannot."""
+    async def submit(
+        self, request: RunRequest, tenant: str, *, pristine: bool = False
+    ) -> RunHandle:
+        """Start a run for ``tenant``; raises PoolFull when it cannot.
+
+        ``pristine``: the run is evidence for others (the server's confirmer): a fresh
+        process forked from a zygote that never ran anyone's code, in a jail that never
+        served a tenant, JAX's persistent compilation cache off for the whole run, the
+        zygote and its jail retired after it, whatever happened. ``tenant`` is then only
+        who asked (no tenant's zygote or quota is used). PoolFull when no such zygote
+        is ready now (retry later); PristineUnsupported from a pool that cannot."""
         ...
 
     def stats(self) -> dict[str, Any]:

@@ -49,8 +49,12 @@ def default_script(run: FakeRun) -> list[dict[str, Any]]:
 
 
 class FakeRun:
-    def __init__(self, pool: FakePool, request: RunRequest, tenant: str) -> None:
+    def __init__(
+        self, pool: FakePool, request: RunRequest, tenant: str, pristine: bool = False
+    ) -> None:
         self.pool, self.request, self.tenant = pool, request, tenant
+        #: whether it was submitted as a pristine run (the fake runs it like any other)
+        self.pristine = pristine
         self.run_id = uuid.uuid4().hex
         self.number = pool.total
         self._cancelled = asyncio.Event()
@@ -102,7 +106,10 @@ class FakeRun:
 
 
 class FakePool:
-    """Implements sandbox.pool.base.Pool without processes or JAX."""
+    """Implements sandbox.pool.base.Pool without processes or JAX. ``pristine``
+    records, for each submitted run, whether it was asked to be pristine."""
+
+    makes_pristine_runs = True
 
     def __init__(self, max_concurrent: int = 4, script: Script | None = None) -> None:
         self.capacity = max_concurrent
@@ -110,6 +117,7 @@ class FakePool:
         self.running = self.total = self.finished = 0
         self.tenants: list[str] = []
         self.requests: list[RunRequest] = []
+        self.pristine: list[bool] = []
         self.started = self.closed = False
         self.worker = dict(WORKER)
 
@@ -125,13 +133,14 @@ class FakePool:
     async def close(self) -> None:
         self.closed = True
 
-    async def submit(self, request: RunRequest, tenant: str) -> FakeRun:
+    async def submit(self, request: RunRequest, tenant: str, *, pristine: bool = False) -> FakeRun:
         if self.total - self.finished >= self.capacity:  # submitted but unfinished
             raise PoolFull("fake pool full", retry_after_s=0.05)
         self.total += 1
         self.tenants.append(tenant)
         self.requests.append(request)
-        return FakeRun(self, request, tenant)
+        self.pristine.append(pristine)
+        return FakeRun(self, request, tenant, pristine)
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -139,4 +148,5 @@ class FakePool:
             "running": self.running,
             "capacity": self.capacity,
             "runs": self.total,
+            "pristine_runs": sum(self.pristine),
         }

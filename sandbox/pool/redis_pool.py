@@ -16,6 +16,15 @@ No run hangs. The handle ends the stream itself, with a ``done`` that says why, 
 What it decides it also writes to the event stream, for other replicas watching.
 Back-pressure: ``PoolFull`` when ``max_queue`` runs wait for the backend already, or
 when it has no live worker.
+
+What is trusted of a worker (docs/sandbox.md): a worker is a machine the operator
+runs, holding the queue's credentials; it is trusted to run what it takes in its own
+jails and to relay their events as its local pool gave them. Nothing it writes makes
+a run *pristine*: this pool makes no pristine runs (``makes_pristine_runs`` False;
+``submit(..., pristine=True)`` raises PristineUnsupported), so a remote run is never
+the evidence that lets an answer reach someone else. The ``worker`` of a run's
+``accepted`` is the one the owning worker registered (its probe run, before any
+tenant's, sandbox/queue/worker.py), never the one the run's stream carries.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
-from sandbox.pool.base import PoolFull
+from sandbox.pool.base import PoolFull, PristineUnsupported
 from sandbox.protocol import PROTOCOL_VERSION, RunRequest, done_event
 from sandbox.queue.keys import (
     BACKENDS,
@@ -269,7 +278,14 @@ class RedisPool:
 
     # --- runs ---------------------------------------------------------------------
 
-    async def submit(self, request: RunRequest, tenant: str) -> RedisRun:
+    #: a remote worker's word that a run was pristine is never taken
+    makes_pristine_runs = False
+
+    async def submit(self, request: RunRequest, tenant: str, *, pristine: bool = False) -> RedisRun:
+        if pristine:
+            raise PristineUnsupported(
+                "the Redis pool makes no pristine runs: a remote worker's stream is not evidence"
+            )
         backend = await self._route(request.backend)
         waiting = await queued(self.redis, self.keys, backend, limit=self.max_queue)
         if waiting >= self.max_queue:
@@ -286,7 +302,12 @@ class RedisPool:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(
                 self.keys.run(run_id),
-                mapping={"backend": backend, "timeout_s": request.timeout_s, "at": time.time()},
+                mapping={
+                    "backend": backend,
+                    "timeout_s": request.timeout_s,
+                    "devices": request.devices,
+                    "at": time.time(),
+                },
             )
             pipe.expire(self.keys.run(run_id), ttl)
             pipe.xadd(self.keys.jobs(backend), job.fields(), maxlen=JOBS_MAXLEN, approximate=True)
@@ -294,7 +315,7 @@ class RedisPool:
         with contextlib.suppress(RedisError):
             await self.redis.hset(self.keys.run(run_id), "entry", entry_id)
         self._submitted += 1
-        return RedisRun(self, run_id, backend, request.timeout_s, entry_id)
+        return RedisRun(self, run_id, backend, request.timeout_s, entry_id, devices=request.devices)
 
     async def watch(self, run_id: str) -> RedisRun | None:
         """A handle on a run any replica submitted, its events from the first;
@@ -308,8 +329,15 @@ class RedisPool:
             timeout_s = float(meta.get("timeout_s", 0))
         except ValueError:
             timeout_s = 0.0
+        devices = meta.get("devices", "")
         return RedisRun(
-            self, run_id, meta.get("backend", "?"), timeout_s, meta.get("entry"), watching=True
+            self,
+            run_id,
+            meta.get("backend", "?"),
+            timeout_s,
+            meta.get("entry"),
+            watching=True,
+            devices=int(devices) if devices.isdigit() else None,
         )
 
 
@@ -325,9 +353,11 @@ class RedisRun:
         entry_id: str | None,
         *,
         watching: bool = False,
+        devices: int | None = None,
     ) -> None:
         self.run_id = run_id
         self.backend = backend
+        self._devices = devices
         self._pool = pool
         self._keys = pool.keys
         self._timeout_s = timeout_s
@@ -419,6 +449,8 @@ class RedisRun:
                     if started_at is None:
                         started_at = time.monotonic()
                         self._started = True
+                    if event["type"] == "accepted":
+                        event = await self._registered(event)
                     ended = event["type"] == "done"
                     yield event
                     if ended:
@@ -429,6 +461,28 @@ class RedisRun:
                 # Nobody reads the run any more (the client left): stop it, as a
                 # local pool's run stops when its stream is closed.
                 p._background(self.cancel())
+
+    async def _registered(self, event: dict[str, Any]) -> dict[str, Any]:
+        """``accepted`` with the ``worker`` its owner registered (devices: the
+        request's, on a CPU, where a run sets its own count), not the stream's."""
+        p = self._pool
+        worker: Any = None
+        try:
+            owner = await p.redis.hget(self._keys.run(self.run_id), "owner")
+            raw = await p.redis.get(self._keys.worker(owner)) if owner else None
+            registration = json.loads(raw) if raw else None
+            if isinstance(registration, dict):
+                worker = registration.get("worker")
+        except (RedisError, ValueError):
+            still_wanted()
+        if not isinstance(worker, dict) or not worker:  # its registration expired since
+            worker = p._snapshot["backends"].get(self.backend, {}).get("worker")
+        if not isinstance(worker, dict) or not worker:
+            log.warning("redis pool: run %s: no registered worker to describe it", self.run_id)
+            return event
+        if worker.get("backend") == "cpu" and self._devices is not None:
+            worker = dict(worker, devices=self._devices)
+        return {**event, "worker": worker}
 
     async def _check(
         self, now: float, take_by: float, taken_at: float | None, started_at: float | None

@@ -2,6 +2,12 @@
 
 The simplest real pool: what `jaxplay run` uses until the jailed warm pool exists,
 and the baseline that the warm pool's benchmark compares against.
+
+It makes pristine runs (``submit(..., pristine=True)``): every run is a new process
+that nobody's run used before, and a pristine one is told to keep JAX's persistent
+compilation cache off (the worker message's ``pristine``; a developer's
+``JAX_COMPILATION_CACHE_DIR`` included). It has no jail, though: an earlier run could
+have changed any file the process reads (development use only, as the whole pool).
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ WORKER_ARGV = (sys.executable, "-m", "sandbox.engine")
 
 
 class SubprocessPool:
+    #: a fresh process per run; a pristine one runs with the persistent cache off
+    makes_pristine_runs = True
+
     def __init__(
         self,
         max_concurrent: int = 2,
@@ -32,6 +41,7 @@ class SubprocessPool:
         self._limits = limits or OutputLimits()
         self._running = 0
         self._total = 0
+        self._pristine = 0
 
     def for_environment(self, env: Any) -> SubprocessPool:
         """The same pool running another JAX version's interpreter (sandbox/versions.py)."""
@@ -43,10 +53,15 @@ class SubprocessPool:
     async def close(self) -> None:
         return None
 
-    async def submit(self, request: RunRequest, tenant: str) -> SupervisedRun:
+    async def submit(
+        self, request: RunRequest, tenant: str, *, pristine: bool = False
+    ) -> SupervisedRun:
         if self._running >= self._max:
             raise PoolFull(f"{self._running} runs in progress", retry_after_s=1.0)
-        run = SupervisedRun(self._argv, request, uuid.uuid4().hex, limits=self._limits)
+        run = SupervisedRun(
+            self._argv, request, uuid.uuid4().hex, limits=self._limits, pristine=pristine
+        )
+        self._pristine += pristine
         return _Counted(run, self)  # type: ignore[return-value]
 
     def stats(self) -> dict[str, Any]:
@@ -55,6 +70,7 @@ class SubprocessPool:
             "running": self._running,
             "capacity": self._max,
             "runs": self._total,
+            "pristine_runs": self._pristine,
         }
 
 

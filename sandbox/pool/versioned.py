@@ -132,13 +132,20 @@ class VersionedPool:
         return getattr(self.default, name)
 
     # --- runs -----------------------------------------------------------------------
-    async def submit(self, request: RunRequest, tenant: str) -> RunHandle:
+    @property
+    def makes_pristine_runs(self) -> bool:
+        """The default version's pool's (each version's is of the same kind)."""
+        return bool(getattr(self.default, "makes_pristine_runs", False))
+
+    async def submit(
+        self, request: RunRequest, tenant: str, *, pristine: bool = False
+    ) -> RunHandle:
         version = self.resolve_version(request.jax_version)
         if version == self.default_version:
-            return await self.default.submit(request, tenant)
+            return await self.default.submit(request, tenant, pristine=pristine)
         pool = await self.pool(version)
         self._last_used[version] = time.monotonic()
-        return await pool.submit(request, tenant)
+        return await pool.submit(request, tenant, pristine=pristine)
 
     async def pool(self, version: str) -> Pool:
         """The started pool of ``version`` (installing it first when allowed)."""

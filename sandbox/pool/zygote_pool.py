@@ -45,7 +45,6 @@ from sandbox.supervisor import (
     RunSupervisor,
     WorkerStartError,
     human_bytes,
-    worker_message,
 )
 
 log = logging.getLogger(__name__)
@@ -65,6 +64,11 @@ def tenant_group(tenant: str) -> str:
     """The client a tenant belongs to: tenants are ``GROUP|NAME`` (or just ``GROUP``),
     as the server names them (backend/app/tenancy.py)."""
     return tenant.split("|", 1)[0]
+
+
+#: The tenant of a zygote taken for a pristine run: no tenant the server names can be
+#: it (they are ``GROUP|NAME`` of printable text), so no tenant is ever given it.
+PRISTINE = "\x00pristine"
 
 
 def fits_warm_child(request: RunRequest) -> bool:
@@ -173,6 +177,8 @@ class Zygote:
             op = message.get("op")
             if op == "ready" and not self.ready.done():
                 self.warm_child = message.get("warm") is True
+                if isinstance(message.get("worker"), dict):
+                    self.pool.note_worker(message["worker"])
                 self.pool.note_check(message.get("identity_check"))
                 self._record_start_state()
                 self.ready.set_result(message)
@@ -186,6 +192,10 @@ class Zygote:
                 run.exited(status if isinstance(status, int) else None)
             elif op == "warm":
                 self.warm_child = True
+                worker = message.get("worker")
+                if self.runs == 0 and isinstance(worker, dict) and not self.info.get("worker"):
+                    self.info["worker"] = worker  # the zygote learnt it after ready
+                    self.pool.note_worker(worker)
             elif op == "kept" and self._judged is not None:
                 # after "exited": whether the run's process serves the tenant's next run
                 self._judged.kept = self.warm_child = message.get("kept") is True
@@ -259,11 +269,33 @@ class Zygote:
             self.state = "idle"
             self.pool.changed()
 
-    def send_run(self, fds: list[int], warm: bool) -> None:
+    def known_worker(self, request: RunRequest, claimed: dict[str, Any]) -> dict[str, Any]:
+        """The ``worker`` a run's ``accepted`` carries: what the zygote said in its
+        hello, before any run (its first warm child's description of the CPU backend;
+        sandbox/jail/zygote.py), for this request's devices; never what the run's own
+        line claims, which a process kept from an earlier run of the tenant could
+        have been made to say anything. A request for an accelerator runs in a cold
+        child forked for it (never a kept process), whose ``accepted`` is written
+        before any of the run's code: its device fields are taken from it, its
+        versions still from the hello. With no hello from any zygote (every warm
+        child failed), the line's own."""
+        known = self.info.get("worker") or self.pool.worker
+        if not isinstance(known, dict):
+            return claimed
+        versions = {k: known[k] for k in ("jax_version", "jaxlib_version") if k in known}
+        platforms = str(self.info.get("platforms") or "")
+        on_cpu = request.backend == "cpu" or (
+            request.backend == "auto" and platforms in ("", "cpu")
+        )
+        if on_cpu and known.get("backend") == "cpu":
+            return dict(known, devices=request.devices)
+        return dict(claimed, **versions)
+
+    def send_run(self, fds: list[int], warm: bool, pristine: bool = False) -> None:
         assert self._ctl is not None
         order: dict[str, Any] = {"op": "run", "warm": warm}
         s = self.pool.settings
-        if s.pool_reuse_runs > 1:  # the process may serve this tenant's next run
+        if s.pool_reuse_runs > 1 and not pristine:  # may serve this tenant's next run
             order["keep"] = {"runs": s.pool_reuse_runs, "rss_kib": s.pool_reuse_rss_bytes // 1024}
         socket.send_fds(self._ctl, [json.dumps(order).encode()], fds)
         self.warm_child = False
@@ -345,6 +377,9 @@ class ZygoteRun(RunSupervisor):
     def zygote_id(self) -> str:
         return self._zygote.id
 
+    def _known_worker(self, claimed: dict[str, Any]) -> dict[str, Any]:
+        return self._zygote.known_worker(self._request, claimed)
+
     async def _start(self) -> tuple[asyncio.StreamReader, asyncio.StreamReader]:
         z = self._zygote
         await z.ready
@@ -356,9 +391,13 @@ class ZygoteRun(RunSupervisor):
         events_r, events_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
         try:
-            os.write(message, worker_message(self.run_id, self._request))
+            os.write(message, self._message())
             os.lseek(message, 0, os.SEEK_SET)
-            z.send_run([message, events_w, stderr_w], warm=fits_warm_child(self._request))
+            z.send_run(
+                [message, events_w, stderr_w],
+                warm=fits_warm_child(self._request),
+                pristine=self.pristine,
+            )
             self._sent = True
         except OSError:
             os.close(events_r)
@@ -415,6 +454,8 @@ class ZygoteRun(RunSupervisor):
 
     def verdict(self) -> str | None:
         """Why this run's zygote must not serve another run, if it must not."""
+        if self.pristine:
+            return "a pristine run is done: its zygote and jail serve no other"
         if self._end is not None and self._end[0] != "cancelled":
             return f"run ended by {self._end[0]}: {self._end[1]}"
         return self._limit_reason()
@@ -422,7 +463,9 @@ class ZygoteRun(RunSupervisor):
     async def _finish(self) -> None:
         for transport in self._transports:
             transport.close()
-        if not self._sent:
+        if not self._sent and self.pristine:  # never started: it goes all the same
+            self._zygote.retire("its pristine run ended before it started")
+        elif not self._sent:
             z = self._zygote
             if z.run is self:
                 z.run = None
@@ -464,6 +507,9 @@ class ZygotePool:
         self.retired = 0
         self.reused = 0  # runs served by a process kept from an earlier run
         self.moved = 0  # runs whose jail was moved to a free CPU first (_place)
+        self.pristine_runs = 0  # runs made pristine (submit), each in a retired spare
+        #: what the first zygote said its jail runs on (Zygote.known_worker's fallback)
+        self.worker: dict[str, Any] | None = None
         self._listeners: list[Callable[[], None]] = []
         #: how kept processes check themselves (note_check); None until a zygote said
         self.identity_check: str | None = None
@@ -512,13 +558,18 @@ class ZygotePool:
 
     # --- runs ---------------------------------------------------------------------
 
-    async def submit(self, request: RunRequest, tenant: str) -> ZygoteRun:
+    #: pristine runs: a ready spare, a fresh child, the persistent cache off, retired
+    makes_pristine_runs = True
+
+    async def submit(
+        self, request: RunRequest, tenant: str, *, pristine: bool = False
+    ) -> ZygoteRun:
         if self._closing:
             raise PoolFull("the pool is closing", retry_after_s=5.0)
         running = self.budget.running()  # every JAX version's: one machine's places
         if len(running) >= self.budget.places:
             raise PoolFull(f"{len(running)} runs in progress", retry_after_s=1.0)
-        z = self._pick(tenant)
+        z = self._pick_pristine() if pristine else self._pick(tenant)
         self._place(z, running)
         jl = self.jailer.limits
         run = ZygoteRun(
@@ -527,7 +578,9 @@ class ZygotePool:
             uuid.uuid4().hex,
             wall_s=min(request.timeout_s, jl.max_wall_s),
             limits=OutputLimits(output_bytes=jl.output_bytes, event_bytes=jl.event_bytes),
+            pristine=pristine,
         )
+        self.pristine_runs += pristine
         z.run = run
         if z.state == "idle":
             z.state = "busy"
@@ -558,6 +611,21 @@ class ZygotePool:
         best = sorted(free, key=lambda c: (noisy[c], c not in own, c))[: len(own)]
         if sorted(best) != sorted(own) and z.jail.move_to(best):
             self.moved += 1
+
+    def _pick_pristine(self) -> Zygote:
+        """A ready spare for a pristine run: a zygote that never had a tenant (its warm
+        child ran jaxplay's warm-up only), in a jail that never served one. It is
+        marked PRISTINE, which no tenant can be, and retires after the run. None
+        ready: PoolFull (the server retries later); never a spare still starting,
+        never a new one waited for, never a tenant's evicted."""
+        spares = [z for z in self.zygotes if z.tenant is None and z.run is None]
+        ready = [z for z in spares if z.state == "idle" and z.runs == 0]
+        if not ready:
+            raise PoolFull("no spare sandbox is ready for a pristine run", retry_after_s=2.0)
+        z = min(ready, key=lambda z: z.born)
+        z.tenant = PRISTINE
+        self.changed()  # the refiller starts a spare in its place
+        return z
 
     def _pick(self, tenant: str) -> Zygote:
         mine = [z for z in self.zygotes if z.tenant == tenant]
@@ -656,6 +724,12 @@ class ZygotePool:
             )
         self.identity_check = kind
 
+    def note_worker(self, worker: dict[str, Any]) -> None:
+        """A zygote's hello said what its jail runs on: the pool's fallback for
+        zygotes whose first warm child did not say it in time."""
+        if self.worker is None:
+            self.worker = worker
+
     def on_free(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` whenever a run's place frees (its run ended), so that a
         run waiting for one (the server's queue) starts at once, not when the ended
@@ -720,12 +794,13 @@ class ZygotePool:
             "size": self.size,
             "spares": self._spares(ready_only=True),
             "warm_children": sum(1 for z in self.zygotes if z.warm_child),
-            "tenants": len({z.tenant for z in self.zygotes if z.tenant is not None}),
+            "tenants": len({z.tenant for z in self.zygotes if z.tenant not in (None, PRISTINE)}),
             "running": sum(1 for z in self.zygotes if z.run is not None),
             "capacity": self.max_running,
             "runs": self.total_runs,
             "reused": self.reused,
             "moved": self.moved,
+            "pristine_runs": self.pristine_runs,
             "identity_check": self.identity_check,
             "retired": self.retired,
             "jail": self.jailer.describe(),

@@ -7,12 +7,14 @@ import asyncio
 import sys
 import time
 
-from sandbox.protocol import RunRequest
+from sandbox.protocol import TAMPERED_REASON, RunRequest
 from sandbox.supervisor import OutputLimits, SupervisedRun
 
 
 def _events(worker: str, timeout_s: float = 10, **limits: int) -> tuple[list[dict], float]:
-    argv = [sys.executable, "-c", "import sys, os, json, time\nsys.stdin.read()\n" + worker]
+    # T: the run's token from the worker message, which the engine tags its lines with
+    prelude = "import sys, os, json, time\nT = json.loads(sys.stdin.read())['token'] + ' '\n"
+    argv = [sys.executable, "-c", prelude + worker]
     run = SupervisedRun(
         argv, RunRequest(code="", timeout_s=timeout_s), "r", limits=OutputLimits(**limits)
     )
@@ -24,14 +26,35 @@ def _events(worker: str, timeout_s: float = 10, **limits: int) -> tuple[list[dic
     return asyncio.run(go()), time.monotonic() - started
 
 
-def test_only_known_events_pass() -> None:
+def test_only_known_events_pass_and_a_refused_line_makes_the_run_tampered() -> None:
     events, _ = _events(
-        "print('garbage'); print('[1]'); print(json.dumps({'type': 'evil'}));"
-        "print(json.dumps({'type': 'stage', 'stage': 'exec', 'ms': 1}));"
-        "print(json.dumps({'type': 'done', 'status': 'ok', 'ms': 1, 'reason': ''}))"
+        "print('garbage'); print(T + '[1]'); print(T + json.dumps({'type': 'evil'}));"
+        "print(json.dumps({'type': 'stage', 'stage': 'exec', 'ms': 1}));"  # no token
+        "print(T + json.dumps({'type': 'stage', 'stage': 'exec', 'ms': 2}));"
+        "print(T + json.dumps({'type': 'done', 'status': 'ok', 'ms': 1, 'reason': ''}))"
     )
     assert [e["type"] for e in events] == ["stage", "done"]
-    assert events[-1]["status"] == "ok"
+    assert events[0]["ms"] == 2  # the tagged one, though the forged one came first
+    done = events[-1]
+    assert done["status"] == "tampered" and done["dropped"] == 4, done
+    assert done["reason"].startswith(TAMPERED_REASON), done
+    assert "no run token" in done["reason"], done
+
+
+def test_a_run_whose_lines_all_carry_its_token_ends_ok() -> None:
+    events, _ = _events(
+        "print(T + json.dumps({'type': 'stage', 'stage': 'exec', 'ms': 1}));"
+        "print(T + json.dumps({'type': 'done', 'status': 'ok', 'ms': 1, 'reason': ''}))"
+    )
+    assert [e["type"] for e in events] == ["stage", "done"]
+    assert events[-1]["status"] == "ok" and "dropped" not in events[-1], events[-1]
+
+
+def test_a_refused_line_in_a_run_that_failed_still_says_tampered() -> None:
+    events, _ = _events("print('forged'); sys.exit(3)")
+    done = events[-1]
+    assert done["status"] == "tampered" and done["dropped"] == 1, done
+    assert "status 3" in done["reason"], done
 
 
 def test_stderr_is_relayed_and_capped() -> None:

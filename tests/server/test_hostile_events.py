@@ -25,6 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
+from sandbox.protocol import TAMPERED_REASON
+
 from .live import LiveServer
 
 pytestmark = [
@@ -36,13 +38,17 @@ pytestmark = [
 MAX_RSS = 150 * 1024 * 1024
 STALL_S = 4.0
 
-#: What user code does to write event lines of its own.
+#: What user code does to write event lines of its own. It tags them with the run's
+#: token as the engine does (found in the engine's emitter: the token is a tell, not a
+#: boundary), so that what the gate does past the token is what is tested here; any
+#: line it refuses still makes the run ``tampered``.
 FORGE = """
 import json, os, sys
 _FD = sys.stdout._emitter._fd
+_TAG = sys.stdout._emitter._prefix
 def forge(event):
     line = event if isinstance(event, bytes) else json.dumps(event).encode()
-    os.write(_FD, line + b"\\n")
+    os.write(_FD, _TAG + line + b"\\n")
 """
 ENTRY = "\ndef f(x):\n    return x * 2.0\n"
 NORMAL = {
@@ -135,6 +141,22 @@ FORGED = [
 ]  # fmt: skip
 
 
+def test_a_line_without_the_run_s_token_is_refused_and_the_engine_s_is_shown(
+    server: LiveServer,
+) -> None:
+    forging = (
+        "import json, os, sys\n"
+        "line = {'type': 'jaxpr', 'pipeline': 'main', 'text': 'FORGED', 'sources': []}\n"
+        "os.write(sys.stdout._emitter._fd, json.dumps(line).encode() + b'\\n')\n"
+    )
+    events = post(server, {"code": forging + ENTRY, "args": "(1.0,)", "outputs": ["jaxpr"]})
+    jaxprs = [e for e in events if e["type"] == "jaxpr"]
+    assert len(jaxprs) == 1 and "FORGED" not in jaxprs[0]["text"], jaxprs  # the engine's
+    done = events[-1]
+    assert done["status"] == "tampered" and done["dropped"] == 1, done
+    assert done["reason"].startswith(TAMPERED_REASON) and "no run token" in done["reason"]
+
+
 def test_forged_events_of_every_type(server: LiveServer) -> None:
     forging = "\n".join(f"forge({event!r})" for event in FORGED)
     forging += "\nforge({'type': 'stdout', 'text': 'hi\\n', 'evil': 1, 'cached': True})"
@@ -147,23 +169,24 @@ def test_forged_events_of_every_type(server: LiveServer) -> None:
     assert events[0]["worker"]["device_kind"] != "evil"
     assert {e["type"] for e in events} == {"accepted", "stdout", "stage", "jaxpr", "value", "done"}
     assert [e["text"] for e in events if e["type"] == "stdout"] == ["hi\n"]
-    assert done["status"] == "ok" and done["dropped"] == len(FORGED), done
+    assert done["status"] == "tampered" and done["dropped"] == len(FORGED), done
     assert "refused" in done["reason"]
     metrics = httpx.get(server.url + "/metrics", timeout=10).text
     assert "evil" not in metrics
     assert_server_well(server, rss.peak)
 
 
-def test_a_forged_error_with_a_jax_link_makes_the_run_an_error(server: LiveServer) -> None:
+def test_a_forged_error_with_a_jax_link_makes_the_run_not_ok(server: LiveServer) -> None:
     # An error event that is well formed passes (user code may raise too), and then
-    # the run is not "ok" whatever the worker's done says.
+    # the run is not "ok" whatever the worker's done says (the engine's own done,
+    # refused as a second one, makes it "tampered").
     error = {"type": "error", "stage": "exec", "kind": "E", "message": "m",
              "doc_url": "https://docs.jax.dev/en/latest/errors.html"}  # fmt: skip
     events = forged_run(
         server,
         f"forge({error!r})\nforge({{'type': 'done', 'status': 'ok', 'ms': 1, 'reason': ''}})",
     )
-    assert events[-1]["status"] == "error", events[-1]
+    assert events[-1]["status"] == "tampered", events[-1]
 
 
 def test_a_label_flood(server: LiveServer) -> None:
@@ -196,7 +219,7 @@ for _ in range(4):
 """
     with RssWatch(server) as rss:
         events = forged_run(server, amplify)
-        assert events[-1]["status"] == "ok" and events[-1]["dropped"] == 4, events[-1]
+        assert events[-1]["status"] == "tampered" and events[-1]["dropped"] == 4, events[-1]
         assert "JSON values" in events[-1]["reason"]
         huge = amplify.replace("7 * 2**20", "14 * 2**20")
         events = forged_run(server, huge)
@@ -221,7 +244,7 @@ def test_deep_nesting_nan_infinity_lone_surrogates(server: LiveServer) -> None:
     with RssWatch(server) as rss:
         events = forged_run(server, forging)
     done = events[-1]
-    assert done["status"] == "ok" and done["dropped"] == len(BAD_LINES), done
+    assert done["status"] == "tampered" and done["dropped"] == len(BAD_LINES), done
     assert [e["type"] for e in events if e["type"] in ("jaxpr", "value")] == ["jaxpr", "value"]
     assert_server_well(server, rss.peak)
 

@@ -78,10 +78,10 @@ export const CostEvent = z.object({
   notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
 });
 
-/** Always last. ``dropped``: event lines of the run's worker that were refused (malformed, or not events jaxplay would send); ``cached``: the cache answered. */
+/** Always last. ``dropped``: event lines of the run's worker that were refused (malformed, or not events jaxplay would send; a run that would have ended ``ok`` or ``error`` with any ends ``tampered``); ``cached``: the cache answered. */
 export const DoneEvent = z.object({
   type: z.literal("done"),
-  status: z.enum(["ok", "error", "timeout", "killed", "cancelled"]),
+  status: z.enum(["ok", "error", "timeout", "killed", "cancelled", "tampered"]),
   ms: z.number().check(z.gte(0), z.lte(1000000000.0)),
   reason: z.string().check(z.maxLength(2000)),
   dropped: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
