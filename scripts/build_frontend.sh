@@ -24,6 +24,7 @@ if [ "${1:-}" = "--check" ]; then
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
     npx vite build --logLevel warn --outDir "$tmp/dist" --emptyOutDir
+    node ../scripts/precompress_assets.mjs "$tmp/dist" >/dev/null
     if ! diff -r "$tmp/dist" dist >/dev/null; then
         echo "build_frontend: frontend/dist is not what frontend/src builds to;" \
              "run scripts/build_frontend.sh and commit frontend/dist" >&2
@@ -33,5 +34,8 @@ if [ "${1:-}" = "--check" ]; then
     echo "build_frontend: frontend/dist matches a fresh build"
 else
     npx vite build --logLevel warn
+    # <file>.br and <file>.gz beside each text file: served as they are to a client
+    # that accepts them (backend/app/assets.py), none compressed per request
+    node ../scripts/precompress_assets.mjs dist | tail -1
     echo "build_frontend: built frontend/dist ($(du -sh dist | cut -f1))"
 fi

@@ -13,11 +13,12 @@ from importlib.metadata import version as package_version
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.staticfiles import StaticFiles
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from backend.app.admission import Admission
+from backend.app.assets import AssetFiles
 from backend.app.cache import ResultCache, engine_fingerprint
+from backend.app.compression import Compression
 from backend.app.errors import install_error_handlers
 from backend.app.logs import fields, get_logger, redact_url
 from backend.app.metrics import Metrics, serve_metrics
@@ -124,9 +125,12 @@ def create_app(
         app.include_router(router)
     dist = settings.frontend_dist
     if (dist / "index.html").is_file():
-        # The built page's files; routes above win, this catches the rest.
-        app.mount("/", StaticFiles(directory=dist), name="frontend")
+        # The built page's files; routes above win, this catches the rest. Hashed
+        # assets are immutable, precompressed variants served (backend/app/assets.py).
+        app.mount("/", AssetFiles(directory=dist), name="frontend")
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Text answers compressed as accepted; never the WebSocket or an event stream.
+    app.add_middleware(Compression)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -3,7 +3,13 @@
 ``/s/{id}`` is the same page with the snippet's request embedded as
 ``<script type="application/json" id="jaxplay-snippet">``, so a shared link shows
 its code without another round trip (the page may also fetch
-``/api/v1/snippets/{id}``).
+``/api/v1/snippets/{id}``). When the result cache holds a confirmed answer for that
+request, the page also carries it, ``<script type="application/json"
+id="jaxplay-initial">`` (``initial_tag``), so the results paint before a WebSocket
+opens; and a ``<noscript>`` rendition of the code and its jaxpr (``static_block``),
+readable with scripts off. Everything embedded is escaped: JSON with ``<``, ``>``
+and ``&`` as ``\\u003c`` ``\\u003e`` ``\\u0026`` (no text can end the tag), HTML
+through ``html.escape``.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import html
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from backend.app.middleware import content_security_policy
 
@@ -100,22 +107,94 @@ def page_csp(dist: Path, frame_ancestors: str) -> str:
     return content_security_policy(frame_ancestors, script=_inline_hash("script"))
 
 
+#: the largest answer a page carries (its JSON, in bytes); a larger one comes over the
+#: WebSocket as before, and the page stays small
+MAX_INITIAL_BYTES = 1 << 20
+
+
+def _script_json(value: Any, *, ascii_only: bool = False) -> str:
+    """JSON for an inert ``<script type="application/json">``: ``<``, ``>`` and ``&``
+    escaped, so no string in it can end the tag or open a comment."""
+    data = json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":"))
+    return data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def snippet_tag(request_json: str) -> str:
     """The snippet as an inert JSON script tag; ``<`` escaped so it cannot end the tag."""
-    data = json.dumps(json.loads(request_json), ensure_ascii=False)
-    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    data = _script_json(json.loads(request_json))
     return f'<script type="application/json" id="jaxplay-snippet">{data}</script>'
 
 
-def page_html(dist: Path, snippet_json: str | None = None) -> str:
+def initial_tag(initial: dict[str, Any]) -> str:
+    """The answer a page opens with (``{"snippet_id", "request", "events", "pending"}``,
+    docs/api.md) as an inert JSON script tag; "" when its JSON is over
+    ``MAX_INITIAL_BYTES``. ASCII only: a run's output may hold any code point."""
+    data = _script_json(initial, ascii_only=True)
+    if len(data) > MAX_INITIAL_BYTES:
+        return ""
+    return f'<script type="application/json" id="jaxplay-initial">{data}</script>'
+
+
+def _text(value: object) -> str:
+    """Text for HTML: escaped, and encodable (a lone surrogate becomes U+FFFD)."""
+    text = str(value).encode("utf-8", "replace").decode("utf-8", "replace")
+    return html.escape(text)
+
+
+def static_block(request: dict[str, Any], events: list[dict[str, Any]] | None) -> str:
+    """The snippet for a reader without scripts: its code, arguments and transforms,
+    and, when the page carries a confirmed answer, the main pipeline's jaxpr and value."""
+    transforms = " → ".join(str(t.get("name", "?")) for t in request.get("transforms", []))
+    parts = [
+        '<noscript><article id="jaxplay-static">',
+        f"<h2>Code</h2><pre>{_text(request.get('code', ''))}</pre>",
+        f"<p>entry <code>{_text(request.get('entry', 'f'))}</code>, args "
+        f"<code>{_text(request.get('args', '()'))}</code>"
+        + (f", transforms <code>{_text(transforms)}</code>" if transforms else "")
+        + "</p>",
+    ]
+    main = [e for e in events or [] if e.get("pipeline", "main") == "main"]
+    for kind, field, title in (("jaxpr", "text", "jaxpr"), ("value", "repr", "Value")):
+        found = next((e for e in main if e.get("type") == kind), None)
+        if found is not None:
+            parts.append(f"<h2>{title}</h2><pre>{_text(found.get(field, ''))}</pre>")
+    if events:
+        made = events[0].get("cached_at", "")
+        parts.append(
+            f"<p>From the server's cache (made {_text(made)}); timings are measured "
+            "by a run, with scripts on.</p>"
+        )
+    parts.append("</article></noscript>")
+    return "".join(parts)
+
+
+def page_html(
+    dist: Path,
+    snippet_json: str | None = None,
+    initial: dict[str, Any] | None = None,
+) -> str:
+    """The page; with ``snippet_json``, the snippet embedded (and its no-script
+    rendition); with ``initial``, the answer it opens with (``initial_tag``)."""
     index = dist / "index.html"
-    tag = snippet_tag(snippet_json) if snippet_json is not None else ""
+    head = body = ""
+    if snippet_json is not None:
+        head = snippet_tag(snippet_json)
+        carried = initial_tag(initial) if initial is not None else ""
+        head += carried
+        events = initial["events"] if initial is not None and carried else None
+        body = static_block(json.loads(snippet_json), events)
     if index.is_file():
         text = index.read_text()
-        if tag:
-            text = text.replace("</head>", tag + "</head>", 1) if "</head>" in text else tag + text
+        if head:
+            text = (
+                text.replace("</head>", head + "</head>", 1) if "</head>" in text else head + text
+            )
+        if body:
+            text = (
+                text.replace("</body>", body + "</body>", 1) if "</body>" in text else text + body
+            )
         return text
-    return PLACEHOLDER.replace("__SNIPPET__", tag)
+    return PLACEHOLDER.replace("__SNIPPET__", head + body)
 
 
 def not_found_html(snippet_id: str) -> str:

@@ -2,23 +2,39 @@
 
 Each answer carries the page's Content-Security-Policy (backend/app/page.py) and,
 for a browser that has none yet (or one that no longer verifies), a fresh signed
-session cookie: its tenant (backend/app/tenancy.py).
+session cookie: its tenant (backend/app/tenancy.py). A page is ``Cache-Control:
+no-cache`` with a (weak) ``ETag`` of its bytes: a repeat visit to the same page costs
+a ``304``; ``private`` too when it sets the cookie.
+
+A shared link (``/s/{id}``, ``/e/{id}``) whose request the result cache holds a
+confirmed answer for, one ``ResultCache.lookup`` would serve this reader, opens with
+it: the page carries the events a run over the WebSocket would replay
+(``initial_answer``). Nothing runs to make a page: a lookup, or nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import time
+import uuid
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
+from pydantic import ValidationError
 
-from backend.app.errors import Overloaded
+from backend.app.errors import ApiError, Overloaded
+from backend.app.logs import fields, get_logger
 from backend.app.page import busy_html, not_found_html, page_csp, page_html
 from backend.app.routes.snippets import load_snippet
 from backend.app.services import Services, ServicesDep
-from backend.app.tenancy import SESSION_COOKIE, client_of
+from backend.app.tenancy import SESSION_COOKIE, caller_for, client_of
 from backend.app.wire import ERROR_RESPONSES
+from sandbox.protocol import RunRequest, done_event
+
+log = get_logger("pages")
 
 router = APIRouter(tags=["page"])
 
@@ -32,16 +48,24 @@ def _page(
     status: int = 200,
     *,
     frame_ancestors: str | None = None,
-) -> HTMLResponse:
+) -> Response:
     s = services.settings
     ancestors = s.frame_ancestors if frame_ancestors is None else frame_ancestors
-    response = HTMLResponse(
-        html,
-        status_code=status,
-        headers={"Content-Security-Policy": page_csp(s.frontend_dist, ancestors)},
-    )
+    headers = {
+        "Content-Security-Policy": page_csp(s.frontend_dist, ancestors),
+        "Cache-Control": "no-cache",
+        "Vary": "Accept-Encoding",
+    }
+    response: Response = HTMLResponse(html, status_code=status, headers=headers)
+    if status == 200:
+        # Weak: the bytes on the wire differ by encoding (backend/app/compression.py).
+        etag = f'W/"{hashlib.sha256(response.body).hexdigest()[:32]}"'
+        response.headers["ETag"] = etag
+        if _matches(request.headers.get("if-none-match"), etag):
+            response = Response(status_code=304, headers={**headers, "ETag": etag})
     sessions = services.sessions
     if sessions.verify(request.cookies.get(SESSION_COOKIE)) is None:
+        response.headers["Cache-Control"] = "no-cache, private"  # a cookie of its own
         response.set_cookie(
             SESSION_COOKIE,
             sessions.issue(),
@@ -53,8 +77,51 @@ def _page(
     return response
 
 
+def _matches(if_none_match: str | None, etag: str) -> bool:
+    """``If-None-Match`` names ``etag`` (weak comparison, as for a GET)."""
+    if not if_none_match:
+        return False
+    if if_none_match.strip() == "*":
+        return True
+    bare = etag.removeprefix("W/")
+    return any(tag.strip().removeprefix("W/") == bare for tag in if_none_match.split(","))
+
+
+async def initial_answer(
+    request: Request, services: Services, snippet_id: str, body: str
+) -> dict[str, Any] | None:
+    """What the page of snippet ``body`` opens with: the confirmed answer the result
+    cache would serve this reader's run of it, as the WebSocket would replay it
+    (``accepted`` with ``cached: true`` first, a ``done`` with ``cached: true`` last),
+    or None. A lookup only: nothing runs, nothing waits for a run. ``pending``: the
+    outputs asked for that no cache keeps (``timing``), which a run brings."""
+    started = time.monotonic()
+    cache = services.cache
+    if not cache.enabled:
+        return None
+    try:
+        asked = RunRequest.model_validate_json(body)
+        prepared = services.runs.prepare(asked)  # as a run of it would be keyed
+        tenant = caller_for(request, services.known_tokens, services.sessions).tenant
+    except (ApiError, ValidationError):
+        return None
+    _state, hit = await cache.lookup(prepared, tenant)
+    if hit is None:
+        return None
+    events = hit.replay(uuid.uuid4().hex)
+    done = done_event("ok", (time.monotonic() - started) * 1000)
+    done["cached"] = True
+    log.info("page.initial", extra=fields(snippet_id=snippet_id, events=len(events) + 1))
+    return {
+        "snippet_id": snippet_id,
+        "request": json.loads(body),
+        "events": [*events, done],
+        "pending": [o for o in prepared.outputs if o == "timing"],
+    }
+
+
 @router.get("/", response_class=HTMLResponse, responses={200: _HTML})
-async def index(request: Request, services: ServicesDep) -> HTMLResponse:
+async def index(request: Request, services: ServicesDep) -> Response:
     """The playground page."""
     return _page(request, services, page_html(services.settings.frontend_dist))
 
@@ -69,7 +136,7 @@ _SNIPPET_PAGE: dict[int | str, dict[str, Any]] = {
 
 async def _snippet_page(
     request: Request, services: Services, snippet_id: str, frame_ancestors: str | None = None
-) -> HTMLResponse:
+) -> Response:
     """The page with the snippet, or a page that says why not (a person at a browser
     gets words, not JSON: 404, or 429 for a client that missed too often)."""
     try:
@@ -82,18 +149,19 @@ async def _snippet_page(
     if body is None:
         html = not_found_html(snippet_id)
         return _page(request, services, html, 404, frame_ancestors=frame_ancestors)
-    html = page_html(services.settings.frontend_dist, body)
+    initial = await initial_answer(request, services, snippet_id, body)
+    html = page_html(services.settings.frontend_dist, body, initial)
     return _page(request, services, html, frame_ancestors=frame_ancestors)
 
 
 @router.get("/s/{snippet_id}", response_class=HTMLResponse, responses=_SNIPPET_PAGE)
-async def shared(snippet_id: str, request: Request, services: ServicesDep) -> HTMLResponse:
+async def shared(snippet_id: str, request: Request, services: ServicesDep) -> Response:
     """The playground page with a snippet loaded."""
     return await _snippet_page(request, services, snippet_id)
 
 
 @router.get("/e/{snippet_id}", response_class=HTMLResponse, responses=_SNIPPET_PAGE)
-async def embedded(snippet_id: str, request: Request, services: ServicesDep) -> HTMLResponse:
+async def embedded(snippet_id: str, request: Request, services: ServicesDep) -> Response:
     """A snippet and its outputs, read-only and compact, for an iframe in docs and
     tutorials (the page tells the view by its path). The sites that may frame it are
     the setting `embed_frame_ancestors`."""
