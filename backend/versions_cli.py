@@ -3,10 +3,13 @@
     jaxplay versions                 # offered and installed versions, the default marked
     jaxplay versions add 0.10.2 ...  # install, each in its own environment, with progress
     jaxplay versions add --configured  # those JAXPLAY_JAX_VERSIONS lists (scripts/setup.sh)
+    jaxplay versions lock 0.10.2     # pin a version's packages by hash (review, commit)
     jaxplay versions remove 0.10.2
 
 Environments live under ``JAXPLAY_JAX_VERSIONS_DIR`` (sandbox/versions.py says what
-each holds). Registered on the ``jaxplay`` typer app by ``register(app)``. This module
+each holds). Installing is the operator's act, here: a run never installs anything.
+``add`` installs exactly a committed lock's wheels (pip ``--require-hashes``), within
+a time limit. Registered on the ``jaxplay`` typer app by ``register(app)``. This module
 never imports JAX.
 """
 
@@ -17,11 +20,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from sandbox.versions import INSTALL_TIMEOUT_S
+
 if TYPE_CHECKING:
     from backend.app.settings import Settings
 
 versions_app = typer.Typer(
-    help="The JAX versions runs may pick (`jax_version`): list, add, remove.",
+    help="The JAX versions runs may pick (`jax_version`): list, add, lock, remove.",
     no_args_is_help=False,
     add_completion=False,
 )
@@ -68,8 +73,12 @@ def add(
         bool,
         typer.Option("--configured", help="Also those JAXPLAY_JAX_VERSIONS lists."),
     ] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, help="Seconds one version's install may take.")
+    ] = INSTALL_TIMEOUT_S,
 ) -> None:
-    """Install JAX versions, each in its own environment with an interpreter it supports."""
+    """Install JAX versions, each in its own environment with an interpreter it supports,
+    exactly as its committed lock pins them (`jaxplay versions lock` makes one)."""
     from sandbox.jail.settings import JailConfig
     from sandbox.versions import InstallError, default_version, grant_jail_access, install
 
@@ -85,13 +94,34 @@ def add(
             typer.echo(f"jax {v}: the default version (jaxplay's own environment)")
             continue
         try:
-            env = install(settings.jax_versions_dir, v, say=typer.echo)
+            env = install(settings.jax_versions_dir, v, say=typer.echo, timeout_s=timeout)
         except InstallError as exc:
             typer.echo(f"jaxplay: {exc}", err=True)
             failed += 1
             continue
         for path in grant_jail_access(env, JailConfig.from_env().jail_user):
             typer.echo(f"jax {v}: granted the jail's group search (x) on {path}")
+    raise typer.Exit(1 if failed else 0)
+
+
+@versions_app.command("lock")
+def lock_versions(
+    version: Annotated[list[str], typer.Argument(help="Versions to pin (e.g. 0.10.2).")],
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, help="Seconds one version's resolution may take.")
+    ] = INSTALL_TIMEOUT_S,
+) -> None:
+    """Resolve each version's packages for the interpreter it would use and write them,
+    pinned by sha256, to sandbox/version_locks/ for `add` (review and commit them)."""
+    from sandbox.versions import InstallError, lock
+
+    failed = 0
+    for v in version:
+        try:
+            lock(v, say=typer.echo, timeout_s=timeout)
+        except (InstallError, OSError, ValueError, KeyError) as exc:
+            typer.echo(f"jaxplay: {exc}", err=True)
+            failed += 1
     raise typer.Exit(1 if failed else 0)
 
 

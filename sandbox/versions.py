@@ -13,6 +13,12 @@ An environment counts as installed only once its stamp file is written, last, af
 a check that it imports JAX at the right version and the engine; a half-made one (an
 install that failed or was interrupted) is wiped and made again by the next ``add``.
 
+Installing is an operator's act (``jaxplay versions add``), never a run's: what it
+installs is pinned, every wheel by its sha256, in a lock committed with jaxplay
+(``sandbox/version_locks/jax-<version>-py<minor>-<machine>.txt``, made by ``jaxplay
+versions lock``, read by ``pip install --require-hashes``), and each of its steps has
+a time limit (``install``'s ``timeout_s``).
+
 This module never imports JAX: the server reads versions from package metadata.
 """
 
@@ -22,10 +28,13 @@ import glob
 import importlib.metadata
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +50,10 @@ STAMP = ".jaxplay-version.json"
 PTH_NAME = "jaxplay-sandbox.pth"
 #: what the engine imports besides JAX (sandbox/protocol.py)
 ENGINE_REQUIREMENTS = ("pydantic>=2.6",)
+#: the committed locks: every package of a version's environment, pinned with its hash
+LOCKS = Path(__file__).resolve().parent / "version_locks"
+#: how long one install (or lock) may take in all: a venv, ~600 MB of wheels, a check
+INSTALL_TIMEOUT_S = 1800.0
 
 
 @dataclass(frozen=True)
@@ -266,14 +279,143 @@ def unknown_version_message(version: str) -> str:
     return f"jax {version} is not offered; offered: {', '.join(OFFERED)}"
 
 
+def requirements(release: Release) -> list[str]:
+    """What a version's environment asks for, before it is pinned by a lock."""
+    return [
+        f"jax=={release.version}",
+        f"jaxlib=={release.version}",
+        *release.pins,
+        *ENGINE_REQUIREMENTS,
+    ]
+
+
+def lock_path(version: str, python_version: str, locks: Path = LOCKS) -> Path:
+    """The lock of ``version`` for an interpreter of ``python_version`` (3.11 or
+    3.11.7) on this kind of machine: wheels differ by both."""
+    minor = ".".join(python_version.split(".")[:2])
+    return locks / f"jax-{version}-py{minor}-{platform.machine()}.txt"
+
+
+def no_lock_message(version: str, looked: list[Path]) -> str:
+    shown = ", ".join(str(p) for p in looked) or "(no interpreter found)"
+    return (
+        f"jax {version} has no committed lock of pinned hashes for an interpreter found here "
+        f"(looked for {shown}): an operator makes one with `jaxplay versions lock {version}`, "
+        "reviews and commits it, then runs `jaxplay versions add` again"
+    )
+
+
+class _Deadline:
+    def __init__(self, version: str, timeout_s: float) -> None:
+        self.version, self.timeout_s = version, timeout_s
+        self.at = time.monotonic() + timeout_s
+
+    def left(self) -> float:
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise self.error()
+        return left
+
+    def error(self) -> InstallError:
+        return InstallError(
+            f"jax {self.version}: stopped after the {self.timeout_s:g} s time limit"
+        )
+
+
+def lock(
+    version: str,
+    *,
+    locks: Path = LOCKS,
+    say: Callable[[str], None] = print,
+    timeout_s: float = INSTALL_TIMEOUT_S,
+    pip_output: int | None = None,
+) -> Path:
+    """Resolve ``version``'s environment (pip, in a scratch venv of the interpreter it
+    would use, downloading nothing it does not need) and write every package pinned
+    with its sha256: the lock ``install`` requires. The operator reviews and commits it."""
+    release = OFFERED.get(version)
+    if release is None:
+        raise InstallError(unknown_version_message(version))
+    found = find_python(release.pythons)
+    if found is None:
+        raise InstallError(_no_python_message(release))
+    python, python_version = found
+    deadline = _Deadline(version, timeout_s)
+    with tempfile.TemporaryDirectory(prefix="jaxplay-lock-") as tmp:
+        say(
+            f"jax {version}: resolving {' '.join(requirements(release))} with Python {python_version}"
+        )
+        _check_call([python, "-m", "venv", f"{tmp}/venv"], pip_output, deadline)
+        report = Path(tmp, "report.json")
+        _check_call(
+            [
+                f"{tmp}/venv/bin/python", "-m", "pip", "install",
+                "--disable-pip-version-check", "--dry-run", "--ignore-installed",
+                "--only-binary=:all:", "--report", str(report), *requirements(release),
+            ],
+            pip_output,
+            deadline,
+        )  # fmt: skip
+        resolved = json.loads(report.read_text())["install"]
+    lines = []
+    for item in resolved:
+        meta, info = item["metadata"], item.get("download_info") or {}
+        digest = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
+        if not digest:
+            raise InstallError(f"jax {version}: pip gave no sha256 for {meta['name']}")
+        lines.append(f"{meta['name'].lower()}=={meta['version']} --hash=sha256:{digest}")
+    path = lock_path(version, python_version, locks)
+    locks.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f"# jax {version} for CPython {'.'.join(python_version.split('.')[:2])} on "
+        f"{platform.machine()}: every package of its environment, pinned by hash.\n"
+        f"# Made by `jaxplay versions lock {version}`; `jaxplay versions add` installs "
+        "exactly this (pip --require-hashes).\n" + "\n".join(sorted(lines)) + "\n"
+    )
+    say(f"jax {version}: wrote {path} ({len(lines)} packages): review and commit it")
+    return path
+
+
+def _no_python_message(release: Release) -> str:
+    first = release.pythons[0]
+    return (
+        f"jax {release.version} needs Python {' or '.join(sorted(release.pythons))} and none is "
+        f"installed: install one (e.g. `pyenv install {first}`) or name it with "
+        f"JAXPLAY_PYTHON_{first.replace('.', '_')}=/path/to/python{first}"
+    )
+
+
+def _locked_python(release: Release, locks: Path) -> tuple[str, str, Path]:
+    """(interpreter, its version, the lock) for the first of ``release``'s interpreters
+    found here that has a committed lock."""
+    looked: list[Path] = []
+    any_python = False
+    for minor in release.pythons:
+        found = find_python([minor])
+        if found is None:
+            continue
+        any_python = True
+        path = lock_path(release.version, found[1], locks)
+        if path.is_file():
+            return found[0], found[1], path
+        looked.append(path)
+    if not any_python:
+        raise InstallError(_no_python_message(release))
+    raise InstallError(no_lock_message(release.version, looked))
+
+
 def install(
     root: Path,
     version: str,
     *,
     say: Callable[[str], None] = print,
     pip_output: int | None = None,
+    locks: Path = LOCKS,
+    timeout_s: float = INSTALL_TIMEOUT_S,
 ) -> Environment:
-    """Make ``root/version``: a venv with that JAX, checked, then stamped.
+    """Make ``root/version``: a venv with exactly the packages of the version's
+    committed lock (every wheel checked against its sha256), checked, then stamped.
+    Every step together within ``timeout_s``.
 
     ``say`` gets one line per step; pip's own output (its download progress) goes to
     ``pip_output`` (inherit by default)."""
@@ -283,49 +425,51 @@ def install(
     if (env := environment(root, version)) is not None:
         say(f"jax {version}: already installed ({env.prefix})")
         return env
-    found = find_python(release.pythons)
-    if found is None:
-        raise InstallError(
-            f"jax {version} needs Python {' or '.join(sorted(release.pythons))} and none is "
-            f"installed: install one (e.g. `pyenv install {release.pythons[0]}`) or name it with "
-            f"JAXPLAY_PYTHON_{release.pythons[0].replace('.', '_')}=/path/to/python{release.pythons[0]}"
-        )
-    python, python_version = found
+    python, python_version, pinned = _locked_python(release, locks)
+    deadline = _Deadline(version, timeout_s)
     prefix = root / version
     if prefix.exists():
         say(f"jax {version}: removing an unfinished environment at {prefix}")
         shutil.rmtree(prefix)
     root.mkdir(parents=True, exist_ok=True)
     say(f"jax {version}: [1/4] creating {prefix} with Python {python_version} ({python})")
-    _check_call([python, "-m", "venv", str(prefix)], pip_output)
+    _check_call([python, "-m", "venv", str(prefix)], pip_output, deadline)
     venv_python = str(prefix.absolute() / "bin" / "python")
-    requirements = [f"jax=={version}", f"jaxlib=={version}", *release.pins, *ENGINE_REQUIREMENTS]
-    say(f"jax {version}: [2/4] pip install {' '.join(requirements)}")
+    say(f"jax {version}: [2/4] pip install --require-hashes -r {pinned}")
     _check_call(
-        [venv_python, "-m", "pip", "install", "--disable-pip-version-check", *requirements],
+        [
+            venv_python, "-m", "pip", "install", "--disable-pip-version-check",
+            "--require-hashes", "--no-deps", "--only-binary=:all:", "-r", str(pinned),
+        ],
         pip_output,
-    )
+        deadline,
+    )  # fmt: skip
     say(f"jax {version}: [3/4] linking the engine (sandbox package) into it")
     site = subprocess.run(
         [venv_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
         text=True,
         check=True,
+        timeout=deadline.left(),
     ).stdout.strip()
     Path(site, PTH_NAME).write_text(str(Path(sandbox.__file__).resolve().parents[1]) + "\n")
     say(f"jax {version}: [4/4] checking that it imports jax {version} and the engine")
-    probe = subprocess.run(
-        [
-            venv_python,
-            "-I",
-            "-c",
-            "import json, sys, jax, jaxlib, sandbox.engine.worker; print(json.dumps("
-            "{'jax': jax.__version__, 'jaxlib': jaxlib.__version__, "
-            "'python': '%d.%d.%d' % sys.version_info[:3], 'base_prefix': sys.base_prefix}))",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    try:
+        probe = subprocess.run(
+            [
+                venv_python,
+                "-I",
+                "-c",
+                "import json, sys, jax, jaxlib, sandbox.engine.worker; print(json.dumps("
+                "{'jax': jax.__version__, 'jaxlib': jaxlib.__version__, "
+                "'python': '%d.%d.%d' % sys.version_info[:3], 'base_prefix': sys.base_prefix}))",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=deadline.left(),
+        )
+    except subprocess.TimeoutExpired:
+        raise deadline.error() from None
     try:
         stamp = json.loads(probe.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -335,6 +479,7 @@ def install(
     if stamp.get("jax") != version:
         raise InstallError(f"jax {version}: the environment imports jax {stamp.get('jax')}")
     stamp["base_prefix"] = os.path.realpath(stamp["base_prefix"])
+    stamp["lock"] = pinned.name
     (prefix / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
     env = environment(root, version)
     assert env is not None
@@ -342,8 +487,16 @@ def install(
     return env
 
 
-def _check_call(argv: list[str], output: int | None) -> None:
-    result = subprocess.run(argv, stdout=output, stderr=subprocess.STDOUT if output else None)
+def _check_call(argv: list[str], output: int | None, deadline: _Deadline) -> None:
+    try:
+        result = subprocess.run(
+            argv,
+            stdout=output,
+            stderr=subprocess.STDOUT if output else None,
+            timeout=deadline.left(),
+        )
+    except subprocess.TimeoutExpired:
+        raise deadline.error() from None
     if result.returncode != 0:
         raise InstallError(f"{' '.join(argv[:4])} ... failed with status {result.returncode}")
 

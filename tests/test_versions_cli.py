@@ -1,5 +1,5 @@
-"""`jaxplay versions` and `jaxplay run --jax-version`, as a user types them, and a
-version installed on first use when the operator allows it."""
+"""`jaxplay versions` and `jaxplay run --jax-version`, as a user types them; a run never
+installs a version; `add` installs only what a committed lock pins, within a time limit."""
 
 from __future__ import annotations
 
@@ -79,35 +79,85 @@ def test_run_refuses_a_version_not_installed_naming_the_command(tmp_path: Path) 
     assert "jaxplay versions add 0.5.3" in result.stderr
 
 
-def test_a_version_is_installed_on_first_use_when_allowed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    installs: list[str] = []
+def test_a_run_never_installs_a_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The versioned pool refuses an offered version that is not installed, naming the
+    operator's command, and installs nothing (no install, no process)."""
+    import sandbox.versions
 
-    def fake_install(root: Path, version: str, **_: Any) -> Any:
-        installs.append(version)
-        stamp(root, version)
-        return environment(root, version)
+    def no_install(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a run installed a version")
 
-    monkeypatch.setattr(versioned, "install_version", fake_install)
+    monkeypatch.setattr(sandbox.versions, "install", no_install)
+    monkeypatch.setattr(subprocess, "run", no_install)
+    monkeypatch.setattr(subprocess, "Popen", no_install)
 
     async def scenario() -> None:
-        for allowed in (False, True):
-            pool = versioned.VersionedPool(
-                FakePool(), default_version="0.99.0", versions_dir=tmp_path, auto_install=allowed
-            )
-            await pool.start()
-            try:
-                request = RunRequest(code="def f(x):\n    return x\n", jax_version="0.5.3")
-                if not allowed:
-                    with pytest.raises(versioned.VersionUnavailable, match=r"versions add 0\.5\.3"):
-                        await pool.submit(request, "t")
-                    continue
-                handle = await pool.submit(request, "t")
-                events = [e async for e in handle.events()]
-                assert events[0]["worker"]["jax_version"] == "0.5.3"
-            finally:
-                await pool.close()
+        pool = versioned.VersionedPool(FakePool(), default_version="0.99.0", versions_dir=tmp_path)
+        await pool.start()
+        try:
+            request = RunRequest(code="def f(x):\n    return x\n", jax_version="0.5.3")
+            with pytest.raises(versioned.VersionUnavailable, match=r"versions add 0\.5\.3"):
+                await pool.submit(request, "t")
+            with pytest.raises(versioned.VersionUnavailable, match=r"versions add 0\.5\.3"):
+                await pool.pool("0.5.3")
+        finally:
+            await pool.close()
 
     asyncio.run(scenario())
-    assert installs == ["0.5.3"]
+    assert not (tmp_path / "0.5.3").exists()
+
+
+def test_install_needs_a_committed_lock_and_pins_by_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`add` installs only what a lock pins (pip --require-hashes), and without one
+    says how the operator makes it."""
+    import sandbox.versions as sv
+
+    monkeypatch.setattr(sv, "find_python", lambda minors: (sys.executable, "3.11.7"))
+    locks = tmp_path / "locks"
+    with pytest.raises(sv.InstallError, match=r"`jaxplay versions lock 0\.10\.2`"):
+        sv.install(tmp_path / "versions", "0.10.2", say=lambda _: None, locks=locks)
+    assert not (tmp_path / "versions" / "0.10.2").exists()
+
+    pinned = sv.lock_path("0.10.2", "3.11.7", locks)
+    pinned.parent.mkdir(parents=True)
+    pinned.write_text("jax==0.10.2 --hash=sha256:" + "0" * 64 + "\n")
+    calls: list[list[str]] = []
+
+    def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        calls.append(list(argv))
+        assert kwargs.get("timeout") is not None, f"{argv[:3]} has no time limit"
+        if "pip" in argv:  # what a tampered wheel does: pip refuses it
+            return subprocess.CompletedProcess(argv, 1, "", "")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(sv.subprocess, "run", run)
+    with pytest.raises(sv.InstallError, match="failed with status 1"):
+        sv.install(tmp_path / "versions", "0.10.2", say=lambda _: None, locks=locks)
+    pip = next(argv for argv in calls if "pip" in argv)
+    assert "--require-hashes" in pip and pip[pip.index("-r") + 1] == str(pinned)
+    assert not any("jax==0.10.2" in argv for argv in calls), "installed unpinned"
+    assert sv.environment(tmp_path / "versions", "0.10.2") is None  # never stamped
+
+
+def test_an_install_step_over_the_time_limit_stops_it() -> None:
+    import sandbox.versions as sv
+
+    deadline = sv._Deadline("0.10.2", 0.3)
+    with pytest.raises(sv.InstallError, match=r"stopped after the 0\.3 s time limit"):
+        sv._check_call([sys.executable, "-c", "import time; time.sleep(30)"], None, deadline)
+
+
+def test_every_offered_version_has_a_committed_lock() -> None:
+    """scripts/setup.sh's `versions add --configured` can install any offered version
+    on this kind of machine, pinned (a lock per version, for its first interpreter)."""
+    from sandbox.versions import LOCKS, RELEASES
+
+    for release in RELEASES:
+        found = list(LOCKS.glob(f"jax-{release.version}-py*.txt"))
+        assert found, f"no lock for jax {release.version} in {LOCKS}"
+        for path in found:
+            lines = [ln for ln in path.read_text().splitlines() if not ln.startswith("#")]
+            assert any(ln.startswith(f"jax=={release.version} ") for ln in lines), path
+            assert all(" --hash=sha256:" in ln for ln in lines), path

@@ -152,6 +152,5 @@ def with_versions(settings: Settings, pool: Pool) -> Pool:
         default_version=version,
         versions_dir=settings.jax_versions_dir,
         idle_s=settings.jax_version_idle_s,
-        auto_install=settings.jax_versions_auto_install,
         grant=lambda env: grant_jail_access(env, jail_user),
     )

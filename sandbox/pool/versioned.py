@@ -5,8 +5,12 @@ server was configured with; another version's is made from it for that version's
 environment (sandbox/versions.py) — for the jailed warm pool, the same jailer with
 that version's interpreter and venv bound instead — started on its first run and
 closed once it has had no run for ``idle_s``, so an old version costs nothing until
-someone asks for it. A version that is not installed is refused with a message naming
-the command that installs it, or installed first when ``auto_install`` allows it.
+someone asks for it. Every version's warm pool takes its places and zygotes from the
+default pool's one budget (sandbox/pool/budget.py): the versions share one machine.
+
+A version that is not installed is refused with a message naming the command that
+installs it. Installing is an operator's act (`jaxplay versions add`), never a side
+effect of a run: nothing here installs anything.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,13 +28,11 @@ from sandbox.protocol import RunRequest
 from sandbox.versions import (
     OFFERED,
     Environment,
-    InstallError,
     Row,
     installed,
     listing,
     unknown_version_message,
 )
-from sandbox.versions import install as install_version
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,8 @@ def not_installed_message(version: str) -> str:
 
 
 def pool_for_environment(base: Any, env: Environment) -> Pool:
-    """A pool like ``base`` that runs ``env``'s interpreter and JAX."""
+    """A pool like ``base`` that runs ``env``'s interpreter and JAX, on ``base``'s
+    machine: a warm pool takes from ``base``'s budget of places and zygotes."""
     from sandbox.pool.zygote_pool import ZygotePool
 
     if isinstance(base, ZygotePool):
@@ -57,7 +59,10 @@ def pool_for_environment(base: Any, env: Environment) -> Pool:
 
         runtime = Runtime.for_environment(env.base_prefix, env.prefix)
         return ZygotePool(
-            base.jailer.with_runtime(runtime), base.settings, worker_module=base.worker_module
+            base.jailer.with_runtime(runtime),
+            base.settings,
+            worker_module=base.worker_module,
+            budget=base.budget,
         )
     derive = getattr(base, "for_environment", None)
     if derive is None:
@@ -77,7 +82,6 @@ class VersionedPool:
         default_version: str,
         versions_dir: Path,
         idle_s: float = 600.0,
-        auto_install: bool = False,
         make: Callable[[Any, Environment], Pool] = pool_for_environment,
         grant: Callable[[Environment], object] | None = None,
     ) -> None:
@@ -85,7 +89,6 @@ class VersionedPool:
         self.default_version = default_version
         self.versions_dir = versions_dir
         self.idle_s = idle_s
-        self.auto_install = auto_install
         self._make = make
         self._grant = grant
         #: version -> its started pool, and when it last took a run
@@ -107,8 +110,6 @@ class VersionedPool:
             return version
         if version not in OFFERED:
             raise VersionUnavailable(unknown_version_message(version))
-        if self.auto_install:
-            return version
         raise VersionUnavailable(not_installed_message(version))
 
     # --- lifecycle ------------------------------------------------------------------
@@ -148,7 +149,7 @@ class VersionedPool:
         return await pool.submit(request, tenant, pristine=pristine)
 
     async def pool(self, version: str) -> Pool:
-        """The started pool of ``version`` (installing it first when allowed)."""
+        """The started pool of ``version``; VersionUnavailable where it is not installed."""
         if version == self.default_version:
             return self.default
         lock = self._locks.setdefault(version, asyncio.Lock())
@@ -157,21 +158,7 @@ class VersionedPool:
                 return self._pools[version]
             env = installed(self.versions_dir).get(version)
             if env is None:
-                if not self.auto_install:
-                    raise VersionUnavailable(not_installed_message(version))
-                log.warning(
-                    "installing jax %s on first use (JAXPLAY_JAX_VERSIONS_AUTO_INSTALL)", version
-                )
-                try:
-                    env = await asyncio.to_thread(
-                        install_version,
-                        self.versions_dir,
-                        version,
-                        say=log.info,
-                        pip_output=subprocess.DEVNULL,
-                    )
-                except (InstallError, OSError, subprocess.SubprocessError) as exc:
-                    raise VersionUnavailable(f"jax {version} could not be installed: {exc}")
+                raise VersionUnavailable(not_installed_message(version))
             if self._grant is not None:
                 await asyncio.to_thread(self._grant, env)
             pool = self._make(self.default, env)
@@ -203,4 +190,7 @@ class VersionedPool:
         stats = dict(self.default.stats())
         stats["version_pools"] = len(self._pools)  # other versions' pools up now (a metric)
         stats["jax_versions"] = {v: p.stats() for v, p in sorted(self._pools.items())}
+        budget = getattr(self.default, "budget", None)
+        if budget is not None:  # what every version's warm pool takes from
+            stats["budget"] = budget.describe()
         return stats
