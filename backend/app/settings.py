@@ -191,17 +191,24 @@ class Settings(BaseSettings):
         description="Where each JAX version's environment lives (`<dir>/<version>/`, about "
         "620 MB each). The jail user must be able to reach it (setup grants it).",
     )
-    jax_versions_auto_install: bool = Field(
-        default=False,
-        description="Install an offered JAX version that is not installed when a run first "
-        "asks for it (that run waits, minutes). Off: such a run is refused with a 422 naming "
-        "`jaxplay versions add`.",
-    )
     jax_version_idle_s: float = Field(
         default=600.0,
         gt=0,
         description="A non-default JAX version's warm pool is closed after this long without "
         "a run (the next run starts it again), so an old version costs nothing until asked for.",
+    )
+    across_diff_chars: int = Field(
+        default=512 * 1024,
+        ge=0,
+        description="`/api/v1/across`: a step whose two texts are over this many characters "
+        "together is not diffed (its `diff` says so): a crafted pair could keep difflib busy "
+        "for minutes.",
+    )
+    across_diff_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="`/api/v1/across`: the seconds one request's diffs may take, in a child "
+        "process off the event loop; outputs not diffed by then say so.",
     )
 
     # --- deviceless TPU compiles ----------------------------------------------------

@@ -268,3 +268,200 @@ def test_across_diffs_outputs_missing_on_a_version() -> None:
     (jaxpr,) = changes(runs)
     assert jaxpr["first_changed"] == "0.10.2" and jaxpr["missing"] == ["0.10.2"]
     assert "+++ 0.10.2 (not produced)" in jaxpr["changes"][0]["diff"]
+
+
+# --- installing is an operator's act --------------------------------------------------------
+
+
+def test_a_request_never_installs_a_version(
+    make_client: Make, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """An anonymous request naming an offered version that is not installed is a 422
+    that says how an operator installs it, and starts no process (no pip): even with
+    the setting that once installed on first use still in the environment."""
+    import subprocess
+
+    monkeypatch.setenv("JAXPLAY_JAX_VERSIONS_AUTO_INSTALL", "true")
+    started: list[Any] = []
+
+    class Recording(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, args: Any, *rest: Any, **kwargs: Any) -> None:
+            started.append(args)
+            super().__init__(args, *rest, **kwargs)
+
+    client, pool = make_client(versioned(tmp_path / "versions"))
+    monkeypatch.setattr(subprocess, "Popen", Recording)
+    for path, body in (
+        ("/api/v1/runs", {"code": CODE, "jax_version": "0.5.3"}),
+        ("/api/v1/across", {"request": {"code": CODE}, "versions": [DEFAULT, "0.5.3"]}),
+    ):
+        r = client.post(path, json=body)
+        assert r.status_code == 422, r.text
+        message = r.json()["message"]
+        assert "not installed" in message and "an operator installs it" in message
+        assert "`jaxplay versions add 0.5.3`" in message
+    assert started == []
+    assert not (tmp_path / "versions" / "0.5.3").exists()
+    assert pool._pools == {} and pool.started_pools == 0
+
+
+# --- across: the diffs off the event loop, under a budget -------------------------------------
+
+
+def old_jaxpr(make_text: Callable[[str], str]) -> Callable[[Any, Any], Any]:
+    """A ``make`` whose 0.4.38 fake prints ``make_text(jaxpr)`` instead of the jaxpr."""
+
+    def make(base: Any, env: Any) -> Any:
+        pool = base.for_environment(env)
+        script = pool.script
+        if env.version == "0.4.38":
+            pool.script = lambda run: [
+                dict(e, text=make_text(e["text"])) if e["type"] == "jaxpr" else e
+                for e in script(run)
+            ]
+        return pool
+
+    return make
+
+
+def test_across_diffs_run_off_the_event_loop(
+    make_client: Make, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """While an across request's diff is provably in progress (its process has said
+    so and waits for the test's word), /healthz answers; then the diff completes."""
+    import sys
+    import threading
+
+    from backend.app import across
+
+    root = tmp_path / "versions"
+    stamp(root, "0.4.38")
+    started, release = tmp_path / "diff-started", tmp_path / "diff-release"
+    real = across.diff_command()
+    gate = (
+        "import os, sys, time\n"
+        f"open({str(started)!r}, 'w').close()\n"
+        f"while not os.path.exists({str(release)!r}): time.sleep(0.01)\n"
+        f"os.execv(sys.executable, {real!r})\n"
+    )
+    monkeypatch.setattr(across, "diff_command", lambda: [sys.executable, "-c", gate])
+    client, _ = make_client(versioned(root, make=old_jaxpr(lambda t: t + "\n  # old")))
+    answer: dict[str, Any] = {}
+    body = {"request": {"code": CODE, "outputs": NO_TIMING}, "versions": [DEFAULT, "0.4.38"]}
+    thread = threading.Thread(
+        target=lambda: answer.update(r=client.post("/api/v1/across", json=body))
+    )
+    thread.start()
+    try:
+        for _ in range(3000):  # the diff process has started (up to 30 s)
+            if started.exists():
+                break
+            thread.join(0.01)
+        assert started.exists(), "the diff process never started"
+        for _ in range(3):
+            assert client.get("/healthz").status_code == 200
+        assert "r" not in answer, "the across answer came before its diff was made"
+    finally:
+        release.touch()
+        thread.join(60)
+    r = answer["r"]
+    assert r.status_code == 200, r.text
+    jaxpr = {(o["output"], o["pipeline"]): o for o in r.json()["outputs"]}[("jaxpr", "main")]
+    assert "-  # old" in jaxpr["changes"][0]["diff"]
+
+
+def test_across_cuts_an_oversized_diff_with_a_message(make_client: Make, tmp_path: Path) -> None:
+    root = tmp_path / "versions"
+    stamp(root, "0.4.38")
+    big = "".join(f"  line {i} {'x' * 40}\n" for i in range(20_000))  # ~1 MiB
+    client, _ = make_client(versioned(root, make=old_jaxpr(lambda t: big)))  # the default cap
+    body = {"request": {"code": CODE, "outputs": NO_TIMING}, "versions": [DEFAULT, "0.4.38"]}
+    r = client.post("/api/v1/across", json=body)
+    assert r.status_code == 200, r.text
+    jaxpr = {(o["output"], o["pipeline"]): o for o in r.json()["outputs"]}[("jaxpr", "main")]
+    assert jaxpr["first_changed"] == DEFAULT  # where it changed is still said
+    diff = jaxpr["changes"][0]["diff"]
+    assert diff.startswith("(not diffed: ") and "over the 524288 the server diffs" in diff
+
+
+def test_across_cuts_diffs_that_run_out_of_time(
+    make_client: Make, tmp_path: Path, monkeypatch: Any
+) -> None:
+    import sys
+
+    from backend.app import across
+
+    root = tmp_path / "versions"
+    stamp(root, "0.4.38")
+    # a diff process that never answers: the budget's time ends it
+    monkeypatch.setattr(
+        across, "diff_command", lambda: [sys.executable, "-c", "import time; time.sleep(600)"]
+    )
+    client, _ = make_client(
+        versioned(root, make=old_jaxpr(lambda t: t + "\n  # old")), across_diff_s=0.5
+    )
+    body = {"request": {"code": CODE, "outputs": NO_TIMING}, "versions": [DEFAULT, "0.4.38"]}
+    r = client.post("/api/v1/across", json=body)
+    assert r.status_code == 200, r.text
+    jaxpr = {(o["output"], o["pipeline"]): o for o in r.json()["outputs"]}[("jaxpr", "main")]
+    assert jaxpr["first_changed"] == DEFAULT
+    assert "ran out of the server's 0.5 s for them" in jaxpr["changes"][0]["diff"]
+
+
+def test_across_runs_are_cancelled_when_the_client_leaves(
+    make_client: Make, tmp_path: Path
+) -> None:
+    """The client goes away while the first version's run is running: that run ends
+    cancelled and no later version's run starts."""
+    root = tmp_path / "versions"
+    stamp(root, "0.4.38")
+    pool = versioned(root)
+    client, _ = make_client(pool)
+    body = json.dumps(
+        {"request": {"code": CODE + "# fake: hang\n"}, "versions": [DEFAULT, "0.4.38"]}
+    ).encode()
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/v1/across",
+        "raw_path": b"/api/v1/across",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def scenario() -> None:
+        leave = asyncio.Event()
+        first = [True]
+
+        async def receive() -> dict[str, Any]:
+            if first[0]:
+                first[0] = False
+                return {"type": "http.request", "body": body, "more_body": False}
+            await leave.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        task = asyncio.create_task(client.app(scope, receive, send))
+        old = None
+        for _ in range(3000):  # the oldest version's run is running (up to 30 s)
+            old = pool._pools.get("0.4.38")
+            if old is not None and old.running == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert old is not None and old.running == 1
+        leave.set()
+        await asyncio.wait_for(task, 30)
+        assert old.running == 0 and old.total == 1
+        assert pool.default.total == 0, "a later version's run started after the client left"
+
+    client.portal.call(scenario)
+    assert sent and sent[0]["status"] == 499

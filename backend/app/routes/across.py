@@ -1,16 +1,23 @@
 """``POST /api/v1/across``: one request on several JAX versions, and where each output
-changed (backend/app/across.py compares; docs/api.md, "Across versions")."""
+changed (backend/app/across.py compares; docs/api.md, "Across versions").
+
+The versions run one after the other; the diffs are made in a child process, off the
+event loop, under the ``across_diff_chars`` and ``across_diff_s`` budget. When the
+client goes away, the run in progress is cancelled, no later version starts and the
+diff process is killed."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from backend.app.across import changes, summarize, times
+from backend.app.across import VersionRun, diff_off_loop, summarize, times
 from backend.app.errors import ApiError
+from backend.app.runs import RunStream
 from backend.app.services import ServicesDep
 from backend.app.tenancy import caller_for
 from backend.app.wire import ERROR_RESPONSES, RunBody
@@ -69,8 +76,14 @@ class AcrossAnswer(BaseModel):
     )
 
 
+#: the status logged for an answer nobody reads: its client went away (nginx's)
+CLIENT_GONE = 499
+
+
 @router.post("/across", response_model=AcrossAnswer, responses=ERROR_RESPONSES)
-async def across(body: AcrossBody, request: Request, services: ServicesDep) -> AcrossAnswer:
+async def across(
+    body: AcrossBody, request: Request, services: ServicesDep
+) -> AcrossAnswer | Response:
     """Run one request on each of `versions` (oldest first, one after the other) and
     say, per output, where it changed, with the diff at each step."""
     base = body.request.to_request()
@@ -86,14 +99,41 @@ async def across(body: AcrossBody, request: Request, services: ServicesDep) -> A
     oldest_first = sorted(body.versions, key=version_key)
     per_version = [base.model_copy(update={"jax_version": v}) for v in oldest_first]
     caller = caller_for(request, services.known_tokens, services.sessions)
-    runs = []
-    for version, run_request in zip(oldest_first, per_version, strict=True):
-        stream = await services.runs.start(run_request, caller, use_cache=body.request.cache)
-        try:
-            async with contextlib.aclosing(stream.events()) as events:
-                runs.append(summarize(version, [event async for event in events]))
-        finally:
-            await stream.close()
+    gone = asyncio.Event()
+    current: list[RunStream] = []
+
+    async def watch() -> None:
+        # After the body, the next message is the client going away.
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+            for stream in current:
+                await stream.cancel("the client went away")
+
+    watcher = asyncio.create_task(watch())
+    runs: list[VersionRun] = []
+    try:
+        for version, run_request in zip(oldest_first, per_version, strict=True):
+            if gone.is_set():
+                return Response(status_code=CLIENT_GONE)
+            stream = await services.runs.start(run_request, caller, use_cache=body.request.cache)
+            current[:] = [stream]
+            try:
+                if gone.is_set():  # it left while this run was admitted
+                    await stream.cancel("the client went away")
+                async with contextlib.aclosing(stream.events()) as events:
+                    runs.append(summarize(version, [event async for event in events]))
+            finally:
+                current.clear()
+                await stream.close()
+        settings = services.settings
+        outputs = await diff_off_loop(
+            runs, max_chars=settings.across_diff_chars, time_s=settings.across_diff_s, gone=gone
+        )
+        if outputs is None or gone.is_set():
+            return Response(status_code=CLIENT_GONE)
+    finally:
+        watcher.cancel()
     return AcrossAnswer(
         versions=[
             VersionOutcome(
@@ -105,6 +145,6 @@ async def across(body: AcrossBody, request: Request, services: ServicesDep) -> A
             )
             for r in runs
         ],
-        outputs=[OutputChange(**c) for c in changes(runs)],
+        outputs=[OutputChange(**c) for c in outputs],
         times=times(runs),
     )
