@@ -23,12 +23,14 @@ def machine() -> tuple[int, int]:
 class PoolSettings:
     pool_size: int = setting(
         0,
-        "Most zygotes alive at once (spares and tenants' together). 0: from the "
+        "Most zygotes alive at once (spares and tenants', every JAX version's pool "
+        "together: sandbox/pool/budget.py). 0: from the "
         "machine, min(4 x CPUs, half the memory / 256 MiB), at least 2.",
     )
     pool_running: int = setting(
         0,
-        "Most runs at once; more get PoolFull (HTTP 429). 0: from the machine, "
+        "Most runs at once, of every JAX version together; more get PoolFull (HTTP 429). "
+        "0: from the machine, "
         "min(CPUs, 3/4 of the memory / JAXPLAY_MEMORY_BYTES), at least 1.",
     )
     pool_spares: int = setting(

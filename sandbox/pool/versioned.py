@@ -191,6 +191,7 @@ class VersionedPool:
         stats["version_pools"] = len(self._pools)  # other versions' pools up now (a metric)
         stats["jax_versions"] = {v: p.stats() for v, p in sorted(self._pools.items())}
         budget = getattr(self.default, "budget", None)
-        if budget is not None:  # what every version's warm pool takes from
-            stats["budget"] = budget.describe()
+        if budget is not None:  # what every version's warm pool takes from (/metrics)
+            for key, value in budget.describe().items():
+                stats[f"budget_{key}"] = value
         return stats

@@ -104,3 +104,19 @@ def test_two_versions_never_exceed_the_machines_places_or_zygotes() -> None:
     asyncio.run(scenario())
     assert seen == ["default:addr:a", "default:addr:b", "other:addr:c", "other:addr:d"]
     assert most == {"zygotes": 2, "running": 1}
+
+
+def test_the_versioned_pool_reports_the_budget(tmp_path: Any) -> None:
+    """/metrics reads the pool's flat figures: the budget's, over every version."""
+    from sandbox.pool.versioned import VersionedPool
+
+    async def go() -> dict[str, Any]:
+        base = ZygotePool(
+            Jailer(TEST_LIMITS, JailConfig()), replace(TEST_POOL, pool_size=3, pool_running=2)
+        )
+        return VersionedPool(base, default_version="0.99.0", versions_dir=tmp_path).stats()
+
+    stats = asyncio.run(go())
+    assert stats["budget_places"] == 2 and stats["budget_zygotes"] == 3
+    assert stats["budget_running"] == 0 and stats["budget_held"] == 0
+    assert stats["capacity"] == 2 and stats["size"] == 3
