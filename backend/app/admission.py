@@ -9,17 +9,20 @@ Three checks, in order, each answered with ``Retry-After``:
    do not keep another's waiting behind them.
    Before that, where the pool keeps a warm process per tenant (``tenant_slots``): a
    tenant that holds none while every one belongs to a tenant using it is told 503 at
-   once (``TenantTurns``) instead of evicting a busy tenant's process.
+   once (``TenantTurns``) instead of evicting a busy tenant's process; the line for
+   those places is fair by client group (address or token), a few places per group.
+   A place in either line is given up at once when its client goes away
+   (``CLIENT_GONE``).
 Also here: the cap on a client address's open WebSockets.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -44,13 +47,29 @@ class _Bucket:
 
 
 class RateLimiter:
-    """A token bucket per key: ``burst`` at once, refilled at ``per_minute``."""
+    """A token bucket per key: ``burst`` at once, refilled at ``per_minute``.
 
-    def __init__(self, per_minute: float, burst: int, max_keys: int = 100_000) -> None:
+    The buckets are kept least recently used first, so forgetting is O(1) per call:
+    a bucket that refilled since its last use (it is as a new one) is dropped from the
+    front as calls go by, and past ``max_keys`` the least recently used goes (it
+    forgets a client that has been quiet longest, which then starts with a full
+    burst: the price of a bounded map)."""
+
+    def __init__(
+        self,
+        per_minute: float,
+        burst: int,
+        max_keys: int = 100_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._rate = per_minute / 60.0
         self._burst = float(burst)
-        self._buckets: dict[str, _Bucket] = {}
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self._max_keys = max_keys
+        self._clock = clock
+
+    def __len__(self) -> int:
+        return len(self._buckets)
 
     def take(self, key: str) -> float:
         """0 if a run may start now (and it is counted), else the seconds until one may."""
@@ -63,12 +82,15 @@ class RateLimiter:
     def _check(self, key: str, *, take: bool) -> float:
         if self._rate <= 0:
             return 0.0
-        now = time.monotonic()
+        now = self._clock()
+        self._forget(now)
         bucket = self._buckets.get(key)
         if bucket is None:
-            if len(self._buckets) >= self._max_keys:
-                self._forget_full(now)
+            while len(self._buckets) >= self._max_keys:
+                self._buckets.popitem(last=False)
             bucket = self._buckets[key] = _Bucket(self._burst, now)
+        else:
+            self._buckets.move_to_end(key)
         bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.updated) * self._rate)
         bucket.updated = now
         if bucket.tokens >= 1.0:
@@ -77,10 +99,15 @@ class RateLimiter:
             return 0.0
         return (1.0 - bucket.tokens) / self._rate
 
-    def _forget_full(self, now: float) -> None:
+    def _forget(self, now: float) -> None:
+        """Drop the buckets at the front that are full again (at most two a call: O(1),
+        and the map still shrinks faster than one new key a call can grow it)."""
         full_after = self._burst / self._rate
-        for key in [k for k, b in self._buckets.items() if now - b.updated >= full_after]:
-            del self._buckets[key]
+        for _ in range(2):
+            oldest = next(iter(self._buckets.values()), None)
+            if oldest is None or now - oldest.updated < full_after:
+                return
+            self._buckets.popitem(last=False)
 
 
 @dataclass
@@ -127,8 +154,20 @@ class FairQueue:
             self._turns.move_to_end(client)  # its next run waits for the others' turns
 
 
-#: Tenants kept in line for a place in the pool; more are refused without a place.
+#: Places in line for the pool, all client groups together; more are refused without one.
 MAX_WAITING_TENANTS = 10_000
+
+#: Where a request came from says, as an event set once its client went away: a
+#: WebSocket that closed, an HTTP request whose client disconnected before its answer
+#: (set by routes/ws.py and middleware.ClientPresence). A place in line (or in the
+#: queue) held for a client that is gone is given up at once.
+CLIENT_GONE: ContextVar[asyncio.Event | None] = ContextVar("jaxplay_client_gone", default=None)
+
+
+def group_of(tenant: str) -> str:
+    """The client group of a tenant (``GROUP|NAME``, backend/app/tenancy.py): its
+    address (IPv6: its /56), or its API token."""
+    return tenant.partition("|")[0]
 
 
 @dataclass
@@ -137,24 +176,42 @@ class _Hold:
     last: float  # its last run's admission or end
 
 
+@dataclass
+class _Wait:
+    until: float  # when it loses its place if it has not asked again
+    gone: asyncio.Event | None  # set once the connection it last asked on closed
+
+
 class TenantTurns:
     """Which tenants hold one of the pool's warm processes (at most ``slots``; a zygote
-    each, sandbox/pool/zygote_pool.py), and which wait for one, first come first served.
+    each, sandbox/pool/zygote_pool.py), and which wait for one.
 
     A new tenant gets a place while fewer than ``slots`` are held; otherwise it is told
     to come back when one is expected to free (a 503), and keeps its place in line if
     it does. A holder keeps its place while it is using it: it loses it after
     ``idle_s`` without a run, or, when others are waiting, on its first run after
     ``turn_s`` holding it (then it queues again at the back). So a full pool serves the
-    tenants it holds at warm speed instead of starting a new jail for every run, and a
-    waiting tenant gets its turn within about ``ceil(place / slots) x turn_s``."""
+    tenants it holds at warm speed instead of starting a new jail for every run.
 
-    def __init__(self, turn_s: float, idle_s: float) -> None:
+    The line is fair by client group (``group_of``: an address, or a token), not by
+    tenant, so that opening many page sessions buys no more turns: a group holds at
+    most ``per_group`` places in line (its other tenants are told to come back, with
+    no place), and the groups are served round robin: the first waiting tenant of
+    each group in turn, a group that was served going to the back. A place is kept
+    only while its tenant asks again within its ``Retry-After`` and a short grace,
+    and is given up at once when the connection it asked on closes (``CLIENT_GONE``).
+    A new group therefore waits behind at most one tenant of each other group per
+    round: with G groups waiting, its first run comes within about
+    ``ceil(G / slots) + 1`` turns, however many sessions those groups open."""
+
+    def __init__(self, turn_s: float, idle_s: float, per_group: int = 2) -> None:
         self.turn_s = turn_s
         self.idle_s = idle_s
+        self.per_group = per_group
         self._holders: dict[str, _Hold] = {}
-        #: waiting tenant -> when it loses its place if it has not asked again
-        self._waiting: OrderedDict[str, float] = OrderedDict()
+        #: group -> its waiting tenants; the groups in the order they take turns
+        self._line: OrderedDict[str, OrderedDict[str, _Wait]] = OrderedDict()
+        self._waiting = 0
 
     @property
     def holders(self) -> int:
@@ -162,7 +219,11 @@ class TenantTurns:
 
     @property
     def waiting(self) -> int:
-        return len(self._waiting)
+        return self._waiting
+
+    @property
+    def groups_waiting(self) -> int:
+        return len(self._line)
 
     def ended(self, tenant: str, now: float) -> None:
         """A run of ``tenant`` ended: its idle time counts from now."""
@@ -171,31 +232,68 @@ class TenantTurns:
             hold.last = now
 
     def claim(
-        self, tenant: str, slots: int, busy: Callable[[str], bool], now: float
+        self,
+        tenant: str,
+        slots: int,
+        busy: Callable[[str], bool],
+        now: float,
+        gone: asyncio.Event | None = None,
     ) -> tuple[float, bool]:
         """(0, _) when ``tenant`` may run now; else (seconds until it may ask again,
-        whether it lost its place because its turn was over)."""
+        whether it lost its place because its turn was over). ``gone``: the event of
+        the connection it asks on (``CLIENT_GONE``)."""
         self._expire(busy, now)
         hold = self._holders.get(tenant)
         turn_over = False
         if hold is not None:
-            crowded = len(self._waiting) >= slots - len(self._holders) + 1
+            crowded = self._waiting >= slots - len(self._holders) + 1
             if not (crowded and now - hold.since >= self.turn_s):
                 hold.last = now
                 return 0.0, False
             del self._holders[tenant]  # its turn is over; it queues behind the others
             turn_over = True
         free = slots - len(self._holders)
-        place = list(self._waiting).index(tenant) if tenant in self._waiting else len(self._waiting)
-        if place < free:
-            self._waiting.pop(tenant, None)
+        group = group_of(tenant)
+        waiters = self._line.get(group)
+        queued = waiters is not None and tenant in waiters
+        room = waiters is None or len(waiters) < self.per_group
+        if not queued and room and self._waiting < MAX_WAITING_TENANTS:
+            waiters = self._line.setdefault(group, OrderedDict())
+            waiters[tenant] = _Wait(now, gone)
+            self._waiting += 1
+            queued = True
+        place = self._place(group, tenant) if queued else self._waiting
+        if queued and place < free:
+            self._leave(group, tenant)
+            if group in self._line:
+                self._line.move_to_end(group)  # its next tenant waits for the others' turns
             self._holders[tenant] = _Hold(now, now)
             return 0.0, False
-        retry = max(1.0, self._expected_free(place - free, now) - now)
-        if tenant in self._waiting or len(self._waiting) < MAX_WAITING_TENANTS:
+        retry = max(1.0, self._expected_free(max(place - free, 0), now) - now)
+        if queued:
+            assert waiters is not None
             # it keeps its place if it comes back within its Retry-After and a grace
-            self._waiting[tenant] = now + retry + max(self.idle_s, 5.0)
+            waiters[tenant] = _Wait(now + retry + max(self.idle_s, 5.0), gone)
         return retry, turn_over
+
+    def _place(self, group: str, tenant: str) -> int:
+        """How many waiting tenants are served before ``tenant``: round robin over the
+        groups in line, the first waiting tenant of each, then the second, ..."""
+        rank = list(self._line[group]).index(tenant)
+        place = 0
+        ahead = True  # the groups before ``group`` in line
+        for name, waiters in self._line.items():
+            if name == group:
+                ahead = False
+            place += min(len(waiters), rank) + (1 if ahead and len(waiters) > rank else 0)
+        return place
+
+    def _leave(self, group: str, tenant: str) -> None:
+        waiters = self._line[group]
+        del waiters[tenant]
+        self._waiting -= 1
+        if not waiters:
+            del self._line[group]
 
     def _expected_free(self, behind: int, now: float) -> float:
         """When the place of the ``behind``-th waiting tenant beyond the free places
@@ -210,9 +308,10 @@ class TenantTurns:
         for tenant, hold in list(self._holders.items()):
             if not busy(tenant) and now - hold.last >= self.idle_s:
                 del self._holders[tenant]
-        for tenant, until in list(self._waiting.items()):
-            if now > until:
-                del self._waiting[tenant]
+        for group, waiters in list(self._line.items()):
+            for tenant, wait in list(waiters.items()):
+                if now > wait.until or (wait.gone is not None and wait.gone.is_set()):
+                    self._leave(group, tenant)
 
 
 class Admission:
@@ -228,7 +327,9 @@ class Admission:
         self._waiters: dict[str, FairQueue] = {}
         self._listened: set[int] = set()  # pools that say when a run's place frees
         self._in_flight = 0
-        self.turns = TenantTurns(settings.tenant_turn_s, settings.tenant_idle_s)
+        self.turns = TenantTurns(
+            settings.tenant_turn_s, settings.tenant_idle_s, settings.max_waiting_per_client
+        )
 
     # --- what /api/v1/backends shows -------------------------------------------------
     def queue_length(self, backend: str | None = None) -> int:
@@ -383,7 +484,11 @@ class Admission:
         if not isinstance(slots, int) or slots <= 0:
             return  # a pool without a process per tenant (remote workers, a fake)
         wait, turn_over = self.turns.claim(
-            tenant, slots, lambda t: self._tenant_runs.get(t, 0) > 0, time.monotonic()
+            tenant,
+            slots,
+            lambda t: self._tenant_runs.get(t, 0) > 0,
+            time.monotonic(),
+            CLIENT_GONE.get(),
         )
         if wait <= 0:
             return
@@ -404,7 +509,8 @@ class Admission:
             503,
             "server_busy",
             f"every worker is held by one of {self.turns.holders} clients running code now "
-            f"({self.turns.waiting} waiting); try again in {wait:.0f} s",
+            f"({self.turns.waiting} waiting, from {self.turns.groups_waiting} addresses or "
+            f"tokens, served in turn); try again in {wait:.0f} s",
             wait,
         )
 
@@ -431,6 +537,7 @@ class Admission:
         started = time.monotonic()
         served = False
         deadline = started + self._s.queue_timeout_s
+        gone = CLIENT_GONE.get()
         me = asyncio.Event()
         queue.add(ticket.client or ticket.tenant, me)
         self._metrics.queue.labels(backend).set(len(queue))
@@ -449,8 +556,12 @@ class Admission:
                 # own hint; the others wait their turn.
                 head = queue.head() is me
                 timeout = min(remaining, max(retry, 0.05)) if head else remaining
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(me.wait(), timeout)
+                await _either(me, gone, timeout)
+                if gone is not None and gone.is_set():
+                    # nobody reads the answer; its place goes to the next in line now
+                    raise self._refuse(
+                        "gone", 503, "server_busy", "the client went away while it waited", 1.0
+                    )
                 me.clear()
                 if queue.head() is not me:
                     continue
@@ -470,3 +581,15 @@ class Admission:
             nxt = queue.head()
             if was_head and nxt is not None:
                 nxt.set()  # the next in line may find a free worker too
+
+
+async def _either(event: asyncio.Event, other: asyncio.Event | None, timeout: float) -> None:
+    """Until ``event`` or ``other`` is set, or ``timeout`` passed."""
+    waits = [asyncio.ensure_future(event.wait())]
+    if other is not None:
+        waits.append(asyncio.ensure_future(other.wait()))
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()

@@ -22,7 +22,13 @@ from backend.app.compression import Compression
 from backend.app.errors import install_error_handlers
 from backend.app.logs import fields, get_logger, redact_url
 from backend.app.metrics import Metrics, serve_metrics
-from backend.app.middleware import AccessLog, BodyLimit, SecurityHeaders
+from backend.app.middleware import (
+    AccessLog,
+    BodyLimit,
+    ClientPresence,
+    HostCheck,
+    SecurityHeaders,
+)
 from backend.app.pools import make_pool
 from backend.app.routes import across, meta, pages, runs, snippets, watch, ws
 from backend.app.routes.docs import mount_docs
@@ -129,6 +135,7 @@ def create_app(
         # assets are immutable, precompressed variants served (backend/app/assets.py).
         app.mount("/", AssetFiles(directory=dist), name="frontend")
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(ClientPresence)  # outside BodyLimit: it sees where the body ends
     # Text answers compressed as accepted; never the WebSocket or an event stream.
     app.add_middleware(Compression)
     if settings.cors_origins:
@@ -138,6 +145,10 @@ def create_app(
             allow_methods=["GET", "POST"],
             allow_headers=["Content-Type", "Accept", "Authorization", "X-API-Token"],
         )
+    if not settings.public_url:
+        # DNS rebinding: without a public URL the server's origin is the Host a request
+        # names, so only the configured names are answered at all.
+        app.add_middleware(HostCheck, allowed=settings.allowed_hosts)
     app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors)
     app.add_middleware(AccessLog, metrics=metrics)
     if settings.trusted_proxies:

@@ -1,5 +1,6 @@
-"""Pure ASGI middleware: the body size limit, security headers, and access logs with
-HTTP metrics.
+"""Pure ASGI middleware: the body size limit, security headers, access logs with HTTP
+metrics, the ``Host`` check (DNS rebinding), and the client's presence (a disconnect
+noticed while a request waits).
 
 Pure ASGI rather than ``BaseHTTPMiddleware`` so that streamed answers (NDJSON) pass
 through event by event, never buffered.
@@ -7,14 +8,18 @@ through event by event, never buffered.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
+from collections.abc import Sequence
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from backend.app.admission import CLIENT_GONE
 from backend.app.errors import error_response
 from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
-from backend.app.wire import ErrorBody
+from backend.app.wire import ErrorBody, ErrorPayload, ServerError
 
 log = get_logger("http")
 
@@ -162,3 +167,114 @@ def _route_template(scope: Scope) -> str:
     route = scope.get("route")
     path = getattr(route, "path", None)
     return str(path) if path else "unmatched"
+
+
+def host_allowed(host: str, allowed: Sequence[str]) -> bool:
+    """Whether a ``Host`` header (``name``, ``name:port``, ``[v6]:port``) is one of
+    ``allowed``: an entry ``name`` takes any port, ``name:port`` only that one, ``*``
+    anything."""
+    if "*" in allowed:
+        return True
+    host = host.strip().lower()
+    if host.startswith("["):
+        name, bracket, rest = host.partition("]")
+        name += bracket
+        if not bracket or (rest and not rest.startswith(":")):
+            return False
+    else:
+        name = host.partition(":")[0]
+    return bool(name) and any(entry.lower() in (host, name) for entry in allowed)
+
+
+def request_host(scope: Scope) -> str:
+    for name, value in scope.get("headers", []):
+        if name == b"host":
+            return value.decode("latin-1")
+    return ""
+
+
+class HostCheck:
+    """Refuses a request or WebSocket whose ``Host`` is not one of ``allowed`` (used
+    while ``public_url`` is unset). A page on another site that rebinds its DNS name to
+    this server's address reaches it as the same origin in the browser's eyes, but its
+    requests still say that name in ``Host``: refused here, they reach nothing."""
+
+    def __init__(self, app: ASGIApp, allowed: Sequence[str]) -> None:
+        self.app, self.allowed = app, list(allowed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        host = request_host(scope)
+        if host_allowed(host, self.allowed):
+            await self.app(scope, receive, send)
+            return
+        message = (
+            f"this server does not answer to Host {host[:100]!r} (JAXPLAY_ALLOWED_HOSTS, "
+            "or set JAXPLAY_PUBLIC_URL)"
+        )
+        log.info("host.refused", extra=fields(host=host[:100], type=scope["type"]))
+        if scope["type"] == "http":
+            body = ErrorBody(status=421, error="misdirected_request", message=message)
+            await error_response(body)(scope, receive, send)
+            return
+        # A browser cannot read the status of a refused handshake: accept, say why, 1008.
+        if (await receive())["type"] != "websocket.connect":
+            return
+        error = ServerError(seq=-1, payload=ErrorPayload(message=message, status=421))
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.send", "text": error.model_dump_json(exclude_none=True)})
+        await send({"type": "websocket.close", "code": 1008, "reason": "Host not allowed"})
+
+
+class ClientPresence:
+    """Gives a POST request (a run) an event set once its client disconnects before
+    the answer is complete (``admission.CLIENT_GONE``), so a run waiting in line for
+    a worker gives its place up at once instead of at its timeout. Watches for the
+    disconnect only after the body was read, and hands the same message on to the app
+    when it asks."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        gone = asyncio.Event()
+        answered = False
+        after_body: asyncio.Task[Message] | None = None
+
+        async def watch() -> Message:
+            message = await receive()  # after the body: the client leaving, or the end
+            if not answered:
+                gone.set()
+            return message
+
+        async def receive_or_watch() -> Message:
+            nonlocal after_body
+            if after_body is not None:
+                return await asyncio.shield(after_body)
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                gone.set()
+            elif not message.get("more_body", False):
+                after_body = asyncio.ensure_future(watch())
+            return message
+
+        async def send_noting_end(message: Message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered = True
+            await send(message)
+
+        token = CLIENT_GONE.set(gone)
+        try:
+            await self.app(scope, receive_or_watch, send_noting_end)
+        finally:
+            CLIENT_GONE.reset(token)
+            if after_body is not None and not after_body.done():
+                after_body.cancel()
+                with contextlib.suppress(BaseException):
+                    await after_body

@@ -35,6 +35,15 @@ class Settings(BaseSettings):
         description="Base URL put in snippet links (e.g. `https://jaxplay.example`); "
         "by default the URL the request came to.",
     )
+    allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["localhost", "127.0.0.1", "[::1]"],
+        description="While `public_url` is unset: the names a request's `Host` may carry "
+        "(JSON list; each with any port, or `name:port` for that port only). A request or "
+        "WebSocket with another `Host` is refused (421, or an error and 1008), so a page "
+        "on another site cannot reach a server on loopback by rebinding its DNS name to "
+        "127.0.0.1. With `public_url` set, the `Host` is not used: the server's origin is "
+        "`public_url`'s.",
+    )
     cors_origins: list[str] = Field(
         default_factory=list,
         description="Origins allowed to call the API from a browser (JSON list); "
@@ -42,8 +51,9 @@ class Settings(BaseSettings):
     )
     ws_origins: list[str] = Field(
         default_factory=list,
-        description="Origins besides `public_url`, the address the request came to and "
-        "`cors_origins` whose pages may open the WebSocket (JSON list, e.g. "
+        description="Origins besides the server's own (`public_url`'s, or without it the "
+        "`Host` the request came to, one of `allowed_hosts`) and `cors_origins` whose "
+        "pages may open the WebSocket (JSON list, e.g. "
         '`["https://a.example"]`); a browser from any other origin is refused (1008). '
         "Clients that send no `Origin` (scripts) are not browsers and are let in.",
     )
@@ -247,7 +257,7 @@ class Settings(BaseSettings):
     max_runs_per_client: int = Field(
         default=2,
         ge=1,
-        description="Runs one client address (IPv6: its /64) may have running or queued "
+        description="Runs one client address (IPv6: its /56) may have running or queued "
         "at once, all its sessions and connections together; beyond it: 429. Known API "
         "tokens are held to `max_runs_per_tenant` instead.",
     )
@@ -265,10 +275,18 @@ class Settings(BaseSettings):
         description="A tenant with no run for this long no longer holds a place in the "
         "pool: a waiting tenant may take its warm process.",
     )
+    max_waiting_per_client: int = Field(
+        default=2,
+        ge=1,
+        description="Places one client group (an address, IPv6 its /56, or an API token) "
+        "may hold in the line for a warm process of a full pool, all its sessions "
+        "together; its other sessions are told to come back without one. The groups in "
+        "line are served by turns (docs/server.md, admission).",
+    )
     max_websockets_per_client: int = Field(
         default=8,
         ge=1,
-        description="WebSockets one client address (IPv6: its /64) may hold open; "
+        description="WebSockets one client address (IPv6: its /56) may hold open; "
         "another is refused (an error, then close 1008).",
     )
     rate_limit_per_minute: float = Field(
@@ -391,9 +409,9 @@ class Settings(BaseSettings):
 
     # --- metrics -------------------------------------------------------------------
     metrics_public: bool = Field(
-        default=True,
-        description="Serve `GET /metrics` on the public port. A public deployment turns "
-        "this off and sets `metrics_port` for its scraper.",
+        default=False,
+        description="Also serve `GET /metrics` on the public port (off: a 404 there). By "
+        "default it is served only on `metrics_port`, when that is set.",
     )
     metrics_port: int | None = Field(
         default=None,

@@ -8,7 +8,8 @@
 - **The client address**, for everything else: the TCP peer, or, only when that peer
   is one of ``trusted_proxies``, the address it forwarded (uvicorn's
   ProxyHeadersMiddleware, installed by the factory). IPv6 clients are keyed by their
-  /64, the block one subscriber gets.
+  /56: a subscriber is commonly handed a /56 (or a /48), so keying by the /64 would
+  give one home 256 identities.
 
 A tenant is written ``GROUP|NAME`` (or just ``GROUP``): the group is the client
 address (or the token), so the warm pool can share its zygotes fairly between
@@ -30,6 +31,8 @@ from backend.app.runs import Caller
 from backend.app.settings import Settings
 
 SESSION_COOKIE = "jaxplay_session"
+#: the IPv6 block taken as one client (caps, rate limits, turns)
+IPV6_PREFIX = 56
 
 
 def _digest(text: str) -> str:
@@ -37,7 +40,7 @@ def _digest(text: str) -> str:
 
 
 def client_key(host: str | None) -> str:
-    """``addr:…`` for a peer address: IPv4 as it is, IPv6 by its /64 (an IPv4-mapped
+    """``addr:…`` for a peer address: IPv4 as it is, IPv6 by its /56 (an IPv4-mapped
     IPv6 address is its IPv4); something that is not an address, by its hash."""
     if not host:
         return "addr:unknown"
@@ -48,7 +51,7 @@ def client_key(host: str | None) -> str:
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
             return f"addr:{ip.ipv4_mapped}"
-        return f"addr:{ipaddress.IPv6Network((ip, 64), strict=False)}"
+        return f"addr:{ipaddress.IPv6Network((ip, IPV6_PREFIX), strict=False)}"
     return f"addr:{ip}"
 
 
@@ -76,10 +79,25 @@ class Sessions:
 
 
 def _token(conn: HTTPConnection) -> str | None:
+    """The token a request sends: in a header (``Authorization: Bearer``,
+    ``X-API-Token``); a WebSocket may also name it as ``?token=`` (browsers cannot set
+    a WebSocket's headers). A REST request with ``?token=`` is refused (400): URLs
+    end up in proxies' logs, browser histories and shell histories."""
+    if conn.scope["type"] == "http" and "token" in conn.query_params:
+        raise ApiError(
+            400,
+            "token_in_url",
+            "an API token in the URL (?token=) is not accepted on REST requests: URLs "
+            "are logged and kept in histories; send it as 'Authorization: Bearer TOKEN' "
+            "or 'X-API-Token: TOKEN' (only the WebSocket takes ?token=)",
+            field="token",
+        )
     auth = conn.headers.get("authorization", "")
     if auth[:7].lower() == "bearer " and auth[7:].strip():
         return auth[7:].strip()
-    token = conn.headers.get("x-api-token") or conn.query_params.get("token")
+    token = conn.headers.get("x-api-token")
+    if not token and conn.scope["type"] == "websocket":
+        token = conn.query_params.get("token")
     return token or None
 
 

@@ -314,6 +314,7 @@ class Server(Process):
             "JAXPLAY_API_TOKENS": json.dumps(SCALE_TOKENS),
             "JAXPLAY_FRONTEND_DIST": str(log_dir / "no-dist"),
             "JAXPLAY_LOG_LEVEL": "warning",
+            "JAXPLAY_METRICS_PUBLIC": "true",  # off by default; the topology test reads it
         }
         super().__init__(
             argv,

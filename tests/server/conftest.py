@@ -23,6 +23,8 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
         "max_runs_per_tenant": 8,
         "max_runs_per_client": 8,  # the per-address cap has tests of its own
         "frontend_dist": tmp_path / "no-dist",
+        "metrics_public": True,  # off by default; the tests read /metrics where they run
+        "allowed_hosts": ["localhost", "127.0.0.1", "[::1]", "testserver"],  # TestClient's
         "log_format": "text",
         "log_level": "warning",
     }

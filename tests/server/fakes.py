@@ -53,3 +53,18 @@ def numbered_script(run: FakeRun) -> list[dict[str, Any]]:
 class FakePool(_FakePool):
     def __init__(self, max_concurrent: int = 4) -> None:
         super().__init__(max_concurrent, script=numbered_script)
+
+
+class SlotFakePool(FakePool):
+    """The fake pool with a warm process per tenant, as the jailed pool keeps:
+    ``tenant_slots`` places, so admission's turns apply (backend/app/admission.py,
+    TenantTurns). Start a server on it with ``--pool tests.server.fakes:SlotFakePool``."""
+
+    tenant_slots = 4
+
+    def __init__(self, max_concurrent: int = 8) -> None:
+        super().__init__(max_concurrent)
+        self.turns_ended: list[str] = []
+
+    def end_turn(self, tenant: str) -> None:
+        self.turns_ended.append(tenant)

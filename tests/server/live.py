@@ -31,6 +31,7 @@ class LiveServer:
             **os.environ,
             "JAXPLAY_LOG_FORMAT": "text",
             "JAXPLAY_LOG_LEVEL": "warning",
+            "JAXPLAY_METRICS_PUBLIC": "true",  # off by default; tests and benchmarks read it
             **(env or {}),
         }
         self.port = port or free_port()

@@ -175,3 +175,81 @@ def test_the_line_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     for n in range(10):
         assert turns.claim(f"new-{n}", 1, never_busy, 1.0)[0] >= 1.0
     assert turns.waiting == 3
+
+
+# --- the line is fair by client group (issue 20, item 5) ------------------------------
+
+
+def test_one_group_holds_at_most_a_few_places_in_line() -> None:
+    turns = TenantTurns(turn_s=30.0, idle_s=10.0, per_group=2)
+    turns.claim("holder", 1, never_busy, 0.0)
+    for n in range(50):  # one address, many page sessions
+        assert turns.claim(f"addr:a|session:{n}", 1, never_busy, 1.0)[0] >= 1.0
+    assert (turns.waiting, turns.groups_waiting) == (2, 1)
+
+
+def test_groups_are_served_round_robin_whatever_their_sessions() -> None:
+    """Three addresses with two places in line each, then a new address: it is served
+    fourth (after one tenant of each group before it), not seventh."""
+    turns = TenantTurns(turn_s=30.0, idle_s=10.0, per_group=2)
+    turns.claim("holder", 1, never_busy, 0.0)
+    for n in range(2):
+        for group in "abc":
+            turns.claim(f"addr:{group}|session:{n}", 1, never_busy, 1.0)
+    turns.claim("addr:new|session:0", 1, never_busy, 2.0)
+    served = []
+    now = 20.0  # the holder is idle: one place frees at a time, every one is used
+    while turns.waiting:
+        waiting = [f"addr:{g}|session:{n}" for n in range(2) for g in ["a", "b", "c", "new"]]
+        for tenant in waiting:  # everyone asks again, in an order that favours nobody
+            if tenant not in served and turns.claim(tenant, 1, never_busy, now)[0] == 0:
+                served.append(tenant)
+                now += 11.0  # its place goes idle
+                break
+    assert served.index("addr:new|session:0") == 3
+    assert served[:3] == ["addr:a|session:0", "addr:b|session:0", "addr:c|session:0"]
+
+
+def test_a_place_is_given_up_when_its_connection_closes() -> None:
+    turns = TenantTurns(turn_s=30.0, idle_s=10.0, per_group=2)
+    turns.claim("holder", 1, never_busy, 0.0)
+    socket = asyncio.Event()
+    turns.claim("addr:a|session:0", 1, never_busy, 1.0, socket)
+    turns.claim("addr:b|session:0", 1, never_busy, 1.0)
+    assert turns.waiting == 2
+    socket.set()  # the WebSocket it asked on closed
+    turns.claim("addr:c|session:0", 1, never_busy, 1.5)
+    assert turns.waiting == 2 and turns.groups_waiting == 2  # b and c; a is gone
+    # the holder goes idle: b, once first behind a, is served first
+    assert turns.claim("addr:b|session:0", 1, never_busy, 11.0) == (0.0, False)
+
+
+# --- the rate limiter's memory (issue 20, item 10) ------------------------------------
+
+
+def test_the_rate_limiter_stays_bounded_under_many_keys() -> None:
+    now = [0.0]
+    limiter = admission_module.RateLimiter(60.0, 2, max_keys=1000, clock=lambda: now[0])
+    for n in range(50_000):  # distinct keys, faster than their buckets refill
+        limiter.take(f"addr:{n}")
+        now[0] += 0.0001
+    assert len(limiter) == 1000
+    assert limiter.take("addr:49999") == 0.0  # the newest are kept
+    assert limiter.take("addr:49999") > 0  # and still counted
+    # Once their buckets are full again (2 s here), old keys are forgotten as calls go by.
+    now[0] += 5.0
+    for n in range(600):
+        limiter.take(f"late:{n % 3}")
+    assert len(limiter) == 3
+
+
+def test_forgetting_a_full_bucket_loses_nothing() -> None:
+    now = [0.0]
+    limiter = admission_module.RateLimiter(60.0, 2, clock=lambda: now[0])
+    assert limiter.take("a") == 0 and limiter.take("a") == 0
+    assert limiter.take("a") > 0  # its burst is spent
+    now[0] += 1.0
+    limiter.take("b")
+    assert len(limiter) == 2  # a is not full yet: kept
+    assert limiter.take("a") == 0  # one token back after 1 s
+    assert limiter.take("a") > 0

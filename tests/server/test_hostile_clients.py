@@ -115,10 +115,12 @@ def test_forwarded_for_is_believed_only_from_a_trusted_proxy(serve: Any) -> None
     normal(client)
 
 
-def test_ipv6_clients_are_one_client_per_64() -> None:
+def test_ipv6_clients_are_one_client_per_56() -> None:
+    """A subscriber is commonly handed a /56: its 256 /64s are one client."""
     assert client_key("2001:db8:1:2::1") == client_key("2001:db8:1:2:ffff::9")
-    assert client_key("2001:db8:1:2::1") == "addr:2001:db8:1:2::/64"
-    assert client_key("2001:db8:1:3::1") != client_key("2001:db8:1:2::1")
+    assert client_key("2001:db8:1:2::1") == client_key("2001:db8:1:ff::1")
+    assert client_key("2001:db8:1:2::1") == "addr:2001:db8:1::/56"
+    assert client_key("2001:db8:1:100::1") != client_key("2001:db8:1:2::1")
     assert client_key("::ffff:192.0.2.1") == client_key("192.0.2.1") == "addr:192.0.2.1"
     assert client_key("not an address").startswith("addr:?")
 
@@ -127,8 +129,8 @@ def test_an_ipv6_subnet_shares_its_limits(serve: Any) -> None:
     client, _pool = serve(rate_limit_per_minute=6, rate_limit_burst=2)
     assert run(client, "2001:db8:1:2::1").status_code == 200
     assert run(client, "2001:db8:1:2::2").status_code == 200
-    assert run(client, "2001:db8:1:2:abcd::3").status_code == 429  # the same /64
-    assert run(client, "2001:db8:1:3::1").status_code == 200  # the next /64
+    assert run(client, "2001:db8:1:3::3").status_code == 429  # another /64, the same /56
+    assert run(client, "2001:db8:1:100::1").status_code == 200  # the next /56
     normal(client)
 
 
@@ -236,7 +238,9 @@ def test_one_client_cannot_hold_many_sockets(serve: Any) -> None:
         ("https://evil.example", False),
         ("http://testserver.evil.example", False),
         ("null", False),
-        ("http://testserver", True),  # the page itself (the host the request came to)
+        # the Host the request came to: with public_url set it is not the server's own
+        # origin (a page that rebinds its DNS name to the server sends its own name)
+        ("http://testserver", False),
         ("https://jaxplay.example", True),  # public_url
         ("https://embed.example", True),  # ws_origins
         ("https://api-user.example", True),  # cors_origins: may call the API, so may connect

@@ -12,8 +12,9 @@ closed after ``idle_timeout_s`` without a run or a message; at most
 ``session_timeout_s`` in all. Close codes: 1000 normal, 1001 a timeout or the
 server going away, 1008 a protocol violation, 1009 a message over ``max_body_bytes``.
 
-Who may connect: a browser page only from the server's own origin, ``public_url`` or
-``ws_origins`` (a foreign ``Origin`` gets an error, status 403, and 1008); a token
+Who may connect: a browser page only from the server's own origin (``public_url``'s,
+or without it the ``Host`` it came to, one of ``allowed_hosts``) or ``ws_origins`` (a
+foreign ``Origin`` gets an error, status 403, and 1008); a token
 only if the server issued it (401); at most ``max_websockets_per_client`` open per
 client address (429). The tenant is the page's signed session cookie, else the
 client address (backend/app/tenancy.py).
@@ -33,8 +34,10 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, WebSocket
 from pydantic import BaseModel, ValidationError
 
+from backend.app.admission import CLIENT_GONE
 from backend.app.errors import ApiError, validation_body
 from backend.app.logs import fields, get_logger
+from backend.app.middleware import host_allowed
 from backend.app.runs import Caller, RunStream
 from backend.app.services import Services, get_services
 from backend.app.settings import Settings
@@ -150,9 +153,14 @@ class Connection:
             limit = self.s.settings.max_websockets_per_client
             await self._refuse(429, f"this address has {limit} WebSockets open already")
             return
+        # Its runs' places in line are held only while it is open (admission.CLIENT_GONE).
+        gone = asyncio.Event()
+        token = CLIENT_GONE.set(gone)
         try:
             await self._serve()
         finally:
+            gone.set()
+            CLIENT_GONE.reset(token)
             self.s.admission.close_socket(self.caller.client)
 
     async def _serve(self) -> None:
@@ -349,14 +357,21 @@ class Connection:
 
 
 def origin_allowed(ws: WebSocket, settings: Settings, origin: str) -> bool:
-    """A browser page may open the WebSocket only from the server's own origin (the
-    address it came to, or ``public_url``) or one of ``ws_origins`` and
-    ``cors_origins`` (a site allowed to call the API may open its socket too)."""
-    scheme = "https" if ws.url.scheme == "wss" else "http"
-    own = {f"{scheme}://{ws.headers.get('host', '')}".lower()}
+    """A browser page may open the WebSocket only from the server's own origin or one
+    of ``ws_origins`` and ``cors_origins`` (a site allowed to call the API may open its
+    socket too). The own origin is ``public_url``'s when it is set, and the request's
+    ``Host`` is then ignored: a page that rebinds its DNS name to this server sends its
+    own name there. Without it, the ``Host`` the request came to, if it is one of
+    ``allowed_hosts`` (middleware.HostCheck refuses the others before this)."""
+    own: set[str] = set()
     if settings.public_url:
         parts = urlsplit(settings.public_url)
         own.add(f"{parts.scheme}://{parts.netloc}".lower())
+    else:
+        host = ws.headers.get("host", "")
+        if host_allowed(host, settings.allowed_hosts):
+            scheme = "https" if ws.url.scheme == "wss" else "http"
+            own.add(f"{scheme}://{host}".lower())
     own.update(o.rstrip("/").lower() for o in [*settings.ws_origins, *settings.cors_origins])
     return origin.rstrip("/").lower() in own
 
