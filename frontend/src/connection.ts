@@ -1,6 +1,15 @@
-// The WebSocket client (SPEC §3): one connection, opened when first needed and again
-// after the server closes it (idle timeout). A new run cancels the previous one on
-// the server; here every event of a run that is no longer current is dropped.
+// The WebSocket client (SPEC §3): one connection, opened when the page loads (the first
+// run pays no handshake) and opened again whenever it closes (the server's idle timeout,
+// a restart), after a short backoff.
+//
+// Replacing a live run: on the wire a new `run` cancels the connection's previous one,
+// and a cancelled run retires the tenant's kept process (the next run forks a fresh one:
+// its `args` stage ~55 ms instead of < 1 ms). A warm edit's run ends in tens of ms, so
+// letting it finish is cheaper than cancelling it: a run asked for while another is
+// live is held back up to `replaceGraceMs` for the old run's `done` (whose events the
+// page no longer shows), then sent; an old run still going after that (a slow compile,
+// a loop) is replaced on the wire, which cancels it. Only the newest held run is sent.
+// The Cancel button still cancels at once.
 import { parseServerMessage, type RunEvent } from "./protocol";
 import type { RunBody } from "./generated/request";
 
@@ -12,28 +21,89 @@ export interface ConnectionHandlers {
   onDropped: (seq: number, why: string) => void;
 }
 
+/** What the run controller needs of a connection (app/run.ts; a fake in unit tests). */
+export interface RunConnection {
+  /** Starts a run; its events go to onEvent with the returned seq. */
+  run(request: RunBody): Promise<number>;
+  /** Asks the server to cancel the shown run; false when nothing was sent. */
+  cancel(): boolean;
+}
+
+/** The WebSocket constructor (a fake in unit tests). */
+export type SocketFactory = (url: string) => WebSocket;
+
+export interface ConnectionOptions {
+  /** how long a new run waits for the live one's `done` before replacing it */
+  replaceGraceMs?: number;
+  /** reconnect backoff: first delay and cap */
+  reconnectMs?: number;
+  reconnectMaxMs?: number;
+  socket?: SocketFactory;
+}
+
 export function wsUrl(loc: Location): string {
   return `${loc.protocol === "https:" ? "wss:" : "ws:"}//${loc.host}/api/v1/ws`;
 }
 
-export class Connection {
+const OPEN = 1;
+
+export class Connection implements RunConnection {
   private socket: WebSocket | null = null;
   private opening: Promise<WebSocket> | null = null;
   private nextSeq = 1;
-  /** the run whose events are shown; -1 when none is live */
+  /** the run whose events are shown; -1 when none */
   current = -1;
+  /** the run the server is working on (sent, no `done` or error yet); -1 when none */
+  private live = -1;
+  private liveEnded: (() => void)[] = [];
+  private kept = false;
+  private retryMs: number;
+  private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  private readonly graceMs: number;
+  private readonly makeSocket: SocketFactory;
   hello: Record<string, unknown> | null = null;
+  /** runs sent on the wire (for tests and the benchmark) */
+  sent = 0;
 
   constructor(
     private readonly url: string,
     private readonly handlers: ConnectionHandlers,
-  ) {}
+    private readonly options: ConnectionOptions = {},
+  ) {
+    this.graceMs = options.replaceGraceMs ?? 250;
+    this.retryMs = options.reconnectMs ?? 500;
+    this.makeSocket = options.socket ?? ((u) => new WebSocket(u));
+  }
+
+  /** Opens the connection now and keeps it open (reopened after it closes). */
+  keep(): void {
+    this.kept = true;
+    this.open().catch(() => this.reconnectLater());
+  }
+
+  private reconnectLater(): void {
+    if (!this.kept || this.retryTimer !== null) return;
+    const delay = this.retryMs;
+    this.retryMs = Math.min(this.retryMs * 2, this.options.reconnectMaxMs ?? 30_000);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      this.open().catch(() => this.reconnectLater());
+    }, delay);
+  }
+
+  private endLive(seq: number): void {
+    if (seq !== this.live) return;
+    this.live = -1;
+    const waiting = this.liveEnded;
+    this.liveEnded = [];
+    for (const w of waiting) w();
+  }
 
   private open(): Promise<WebSocket> {
-    if (this.socket && this.socket.readyState === WebSocket.OPEN) return Promise.resolve(this.socket);
+    if (this.socket && this.socket.readyState === OPEN) return Promise.resolve(this.socket);
     if (this.opening) return this.opening;
     this.opening = new Promise<WebSocket>((resolve, reject) => {
-      const ws = new WebSocket(this.url);
+      const ws = this.makeSocket(this.url);
       let greeted = false;
       ws.onmessage = (m) => {
         const msg = parseServerMessage(typeof m.data === "string" ? m.data : "");
@@ -43,13 +113,16 @@ export class Connection {
             greeted = true;
             this.socket = ws;
             this.opening = null;
+            this.retryMs = this.options.reconnectMs ?? 500;
             resolve(ws);
           }
         } else if (msg.type === "event") {
+          if (msg.event.type === "done") this.endLive(msg.seq);
           if (msg.seq !== this.current) return; // a superseded run
           if (msg.event.type === "done") this.current = -1;
           this.handlers.onEvent(msg.seq, msg.event);
         } else if (msg.type === "error") {
+          this.endLive(msg.seq);
           if (msg.seq !== -1 && msg.seq !== this.current) return;
           if (msg.seq === this.current) this.current = -1;
           this.handlers.onProblem(msg.seq, msg.message, msg.status, msg.field);
@@ -59,6 +132,7 @@ export class Connection {
       };
       ws.onclose = (e) => {
         if (this.socket === ws) this.socket = null;
+        this.endLive(this.live);
         if (!greeted) {
           this.opening = null;
           reject(new Error(`could not connect to the server (${e.code || "no answer"})`));
@@ -69,6 +143,7 @@ export class Connection {
           this.current = -1;
           this.handlers.onDropped(seq, e.reason || `connection closed (${e.code})`);
         }
+        this.reconnectLater();
       };
       ws.onerror = () => {
         // onclose follows and says what to do
@@ -77,10 +152,33 @@ export class Connection {
     return this.opening;
   }
 
-  /** Starts a run; its events go to onEvent with the returned seq. */
-  async run(request: RunBody): Promise<number> {
+  /** Waits for the live run's `done` (or error, or the socket closing), at most `ms`. */
+  private liveEndsWithin(ms: number): Promise<void> {
+    if (this.live === -1) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.liveEnded.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  run(request: RunBody): Promise<number> {
     const seq = this.nextSeq++;
     this.current = seq;
+    // the common case: connected, nothing live: sent now, before the page redraws
+    if (this.live === -1 && this.socket && this.socket.readyState === OPEN) {
+      this.send(this.socket, seq, request);
+      return Promise.resolve(seq);
+    }
+    return this.runLater(seq, request);
+  }
+
+  private async runLater(seq: number, request: RunBody): Promise<number> {
+    // the old run's events are no longer shown from here on; it may finish in peace
+    if (this.live !== -1) await this.liveEndsWithin(this.graceMs);
+    if (this.current !== seq) return seq; // superseded while waiting
     let ws: WebSocket;
     try {
       ws = await this.open();
@@ -89,15 +187,20 @@ export class Connection {
       throw e;
     }
     if (this.current !== seq) return seq; // superseded while connecting
-    ws.send(JSON.stringify({ type: "run", seq, payload: request }));
+    this.send(ws, seq, request);
     return seq;
   }
 
-  /** Asks the server to cancel the live run; its `done` (cancelled) still arrives. */
+  private send(ws: WebSocket, seq: number, request: RunBody): void {
+    ws.send(JSON.stringify({ type: "run", seq, payload: request }));
+    this.live = seq;
+    this.sent++;
+  }
+
   cancel(): boolean {
     if (this.current === -1) return false;
-    if (!this.socket || this.socket.readyState !== WebSocket.OPEN) {
-      this.current = -1; // still connecting: the run is never sent
+    if (this.live !== this.current || !this.socket || this.socket.readyState !== OPEN) {
+      this.current = -1; // not sent yet (held back, or still connecting): it never will be
       return false;
     }
     this.socket.send(JSON.stringify({ type: "cancel", seq: this.current }));

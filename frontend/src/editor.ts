@@ -80,6 +80,9 @@ export interface EditorHooks {
 }
 
 export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHooks): EditorView {
+  // The editor's run keys. They mark the key event handled (preventDefault), and the
+  // page's own Ctrl+Enter listener (app/shortcuts.ts) leaves a handled event alone: one
+  // key press, one run.
   const runKey = keymap.of([
     { key: "Mod-Enter", run: () => (hooks.onRun(), true), preventDefault: true },
     { key: "Shift-Enter", run: () => (hooks.onRun(), true), preventDefault: true },
@@ -108,6 +111,8 @@ export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHook
         python(),
         highlighting,
         EditorState.tabSize.of(4),
+        // long lines (the examples' header comments) wrap instead of being cut
+        EditorView.lineWrapping,
         keymap.of([...closeBracketsKeymap, ...defaultKeymap, ...searchKeymap, ...historyKeymap, ...completionKeymap, indentWithTab]),
         errorField,
         editorLinking(hooks.onHover),

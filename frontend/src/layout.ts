@@ -4,24 +4,10 @@ import { h } from "./dom";
 import { EXAMPLES, PRESETS } from "./examples";
 import { OUTPUT_PANES } from "./panes/registry";
 import { CONFIG_TOGGLES } from "./state";
+import { startsGroup, TABS, type TabId } from "./app/tabtable";
 
-export const TABS = [
-  { id: "jaxpr", title: "jaxpr" },
-  { id: "stablehlo", title: "StableHLO" },
-  { id: "hlo", title: "HLO" },
-  { id: "graph", title: "Graph" },
-  { id: "value", title: "Value" },
-  { id: "cost", title: "Cost" },
-  { id: "timing", title: "Timing" },
-  { id: "passes", title: "Passes" },
-  { id: "asm", title: "Asm" },
-  { id: "memory", title: "Memory" },
-  { id: "remarks", title: "Remarks" },
-  { id: "sharding", title: "Sharding" },
-  { id: "console", title: "Console" },
-  { id: "errors", title: "Errors" },
-] as const;
-export type TabId = (typeof TABS)[number]["id"];
+// the tab table lives in app/tabtable.ts (one table: order, title, group, opens itself)
+export { TABS, type TabId } from "./app/tabtable";
 
 export function buildLayout(root: HTMLElement) {
   const examples = h(
@@ -101,6 +87,10 @@ export function buildLayout(root: HTMLElement) {
   // across-versions mode (panes/across.ts fills it); it replaces the outputs while on
   const acrossHolder = h("section", { class: "across", "aria-label": "Across versions", "data-testid": "across", hidden: true });
   const progress = h("div", { class: "progress" });
+  // a warning about the run on show (its code wrote to jaxplay's output channel)
+  const banner = h("div", { class: "run-banner", role: "alert", "data-testid": "run-banner", hidden: true });
+  // an opt-in output the run did not ask for: one click runs again with it (main.ts)
+  const offer = h("div", { class: "rerun-offer", "data-testid": "rerun-offer", hidden: true });
   const bands = h("input", { type: "checkbox", id: "bands", checked: true });
   // Says which code line is pinned (a click on a linked line); clicking it unpins.
   const pinNote = h("button", { type: "button", class: "pin-note linklike", hidden: true, "data-testid": "pinned" });
@@ -108,8 +98,9 @@ export function buildLayout(root: HTMLElement) {
   const tabs = {} as Record<TabId, HTMLButtonElement>;
   const panels = {} as Record<TabId, HTMLElement>;
   const panelHolder = h("div", { class: "panels" });
-  for (const t of TABS) {
-    const tab = h("button", { type: "button", role: "tab", id: `tab-${t.id}`, "aria-controls": `panel-${t.id}`, "aria-selected": "false", tabindex: -1, "data-tab": t.id }, t.title, h("span", { class: "tab-badge" }));
+  for (const [i, t] of TABS.entries()) {
+    // grouped (IR, values, XLA, sharding): the first tab of a group carries its label
+    const tab = h("button", { type: "button", role: "tab", id: `tab-${t.id}`, "aria-controls": `panel-${t.id}`, "aria-selected": "false", tabindex: -1, "data-tab": t.id, "data-group": t.group, class: startsGroup(i) ? "group-start" : "" }, t.title, h("span", { class: "tab-badge" }));
     const panel = h("div", { role: "tabpanel", id: `panel-${t.id}`, "aria-labelledby": `tab-${t.id}`, class: `panel panel-${t.id}`, hidden: true, tabindex: 0 });
     tabs[t.id] = tab;
     panels[t.id] = panel;
@@ -122,7 +113,9 @@ export function buildLayout(root: HTMLElement) {
     h("div", { class: "pipelines" }, pipeA, pipeB),
     acrossHolder,
     progress,
+    banner,
     h("div", { class: "tabs-row" }, tablist, pinNote, h("label", { class: "bands-toggle", for: "bands", title: "colour bands linking code and output lines" }, bands, "bands")),
+    offer,
     panelHolder,
   );
 
@@ -137,5 +130,5 @@ export function buildLayout(root: HTMLElement) {
     h("main", { class: "layout" }, left, right),
     toast,
   );
-  return { topbar, examples, presets, backend, gpuTarget, gpuTargetLabel, targetNote, devices, jaxVersion, configBoxes, outputBoxes, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, bands, pinNote, tabs, panels };
+  return { topbar, examples, presets, backend, gpuTarget, gpuTargetLabel, targetNote, devices, jaxVersion, configBoxes, outputBoxes, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, banner, offer, bands, pinNote, tabs, panels };
 }

@@ -1,37 +1,45 @@
 // The playground: wires the editor, the pipeline builders, the connection and the
-// output panes together. Every output is rendered as text, never as HTML.
+// output panes together. Every output is rendered as text, never as HTML. The
+// controllers live in app/: the tab bar (app/tabs.ts, one table in app/tabtable.ts),
+// the run (app/run.ts, against the connection interface), rendering off the critical
+// path (app/render.ts), panes loaded on first use (app/lazy.ts), the run shortcut
+// (app/shortcuts.ts) and a shared link's results sent with the page (app/initial.ts).
 import "./style.css";
 import type { EditorView } from "@codemirror/view";
 import { ArgsFollower } from "./args";
 import { becomeEmbed, embedIdFromPath } from "./embed";
 import { Connection, wsUrl } from "./connection";
+import { readInitial } from "./app/initial";
+import { LazyPane } from "./app/lazy";
+import { PaneScheduler, type ScheduledPane } from "./app/render";
+import { RunController, type RunView } from "./app/run";
+import { installRunShortcut } from "./app/shortcuts";
+import { TabController } from "./app/tabs";
 import { h } from "./dom";
 import { createEditor, revealLine, setCode, setErrorMark } from "./editor";
 import { DEFAULT_STATE, EXAMPLES, PRESETS } from "./examples";
-import { buildLayout, TABS, type TabId } from "./layout";
+import { buildLayout, type TabId } from "./layout";
 import { firstLinkedLine, setBandLines, showHovered } from "./linking";
 import { ConsolePane } from "./panes/console";
 import { CostPane } from "./panes/cost";
 import { ErrorsPane } from "./panes/errors";
-import { GraphPane } from "./panes/graph";
-import type { OutputPane } from "./panes/pane";
+import type { GraphPane } from "./panes/graph";
 import { IrPane } from "./panes/ir";
 import { Progress } from "./panes/progress";
 import { TimingPane } from "./panes/timing";
 import { AsmPane } from "./panes/asm";
 import { MemoryPane } from "./panes/memory";
-import { PassesPane } from "./panes/passes";
+import type { PassesPane } from "./panes/passes";
 import { RemarksPane } from "./panes/remarks";
-import { ShardingPane } from "./panes/sharding";
+import type { ShardingPane } from "./panes/sharding";
 import { MeshBuilder } from "./meshbuilder";
 import { pmapAsShardMap } from "./sharding";
 import { entrySignature } from "./signature";
 import { ValuePane } from "./panes/value";
-import { AcrossView } from "./panes/across";
-import { acrossBody, acrossChoices, AcrossAnswer } from "./across";
+import type { AcrossView } from "./panes/across";
 import { fmtAgo } from "./format";
 import { PMAP_TO_SHARD_MAP, PipelineBuilder } from "./pipeline";
-import { ApiError, Backends, IR_TYPES, SnippetCreated, pipelineOf, type IrType, type RunEvent } from "./protocol";
+import { ApiError, Backends, IR_TYPES, SnippetCreated, isTampered, pipelineOf, type IrType, type RunEvent } from "./protocol";
 import { embeddedSnippet, fromRequest, loadAutosave, saveAutosave, snippetIdFromPath, toRequest, type PlayState } from "./state";
 import { Backend, Output, type RunBody } from "./generated/request";
 import { parsedOrNull } from "./narrow";
@@ -58,11 +66,11 @@ ui.themeBtn.addEventListener("click", () => {
 });
 
 // --- linking: hover a line on one side, its partners light up on the other ---------
-let activeTab: TabId = "jaxpr";
+const tabs = new TabController(ui);
 const irPanes = {} as Record<IrType, IrPane>;
 
 function activeIr(): IrPane | null {
-  return (IR_TYPES as readonly string[]).includes(activeTab) ? irPanes[activeTab as IrType] : null;
+  return (IR_TYPES as readonly string[]).includes(tabs.active) ? irPanes[tabs.active as IrType] : null;
 }
 
 // Click to pin: a click on a linked line (code line number, output line, graph node)
@@ -75,10 +83,10 @@ function hover(codeLine: number | null, from: EditorView | null): void {
   const fromEditor = from === editor;
   const shown = codeLine ?? pinned;
   showHovered(editor, shown, !fromEditor && codeLine !== null ? codeLine : null, pinned);
-  for (const view of activeTab === "passes" ? passesPane.views() : (activeIr()?.views() ?? [])) {
+  for (const view of tabs.active === "passes" ? (passesLazy.get()?.views() ?? []) : (activeIr()?.views() ?? [])) {
     showHovered(view, shown, fromEditor && codeLine !== null ? firstLinkedLine(view, codeLine) : null, pinned);
   }
-  graphPane.setLinked(shown, pinned);
+  graphLazy.get()?.setLinked(shown, pinned);
 }
 
 function pin(codeLine: number): void {
@@ -93,7 +101,7 @@ ui.pinNote.addEventListener("click", () => pinned !== null && pin(pinned));
 
 function refreshBands(): void {
   // the Graph tab bands the code lines of the text it draws
-  const pane = activeTab === "graph" ? irPanes[graphPane.source] : activeIr();
+  const pane = tabs.active === "graph" ? irPanes[graphLazy.get()?.source ?? "jaxpr"] : activeIr();
   editor.dispatch({ effects: setBandLines.of(pane?.codeLines() ?? new Set()) });
 }
 
@@ -180,9 +188,21 @@ ui.compareBtn.addEventListener("click", () => {
 });
 
 // --- across versions: Run runs the request on the ticked versions (POST /api/v1/across) ---
-const acrossView = new AcrossView(ui.acrossHolder, (versions) => ((state.acrossVersions = versions), changed()));
+// loaded on first use: panes/across.ts and across.ts are a chunk of their own
+let acrossVersions: { version: string; installed: boolean; default: boolean }[] = [];
+let acrossLoading: Promise<{ view: AcrossView; mod: typeof import("./across") }> | null = null;
+function across(): Promise<{ view: AcrossView; mod: typeof import("./across") }> {
+  acrossLoading ??= Promise.all([import("./panes/across"), import("./across")]).then(([pane, mod]) => {
+    const view = new pane.AcrossView(ui.acrossHolder, (versions) => ((state.acrossVersions = versions), changed()));
+    const choice = mod.acrossChoices(acrossVersions, state.acrossVersions);
+    view.setVersions(choice.offered, choice.ticked);
+    return { view, mod };
+  });
+  return acrossLoading;
+}
 let acrossOn = false;
 function setAcross(on: boolean): void {
+  if (on) void across();
   acrossOn = on;
   ui.acrossBtn.setAttribute("aria-pressed", String(on));
   ui.acrossHolder.hidden = !on;
@@ -304,8 +324,13 @@ async function loadBackends(): Promise<void> {
     showTargets();
     const versions = parsed.data.backends.find((b) => b.versions?.length)?.versions ?? [];
     showVersions(versions);
-    const across = acrossChoices(versions, state.acrossVersions);
-    acrossView.setVersions(across.offered, across.ticked);
+    acrossVersions = versions;
+    if (acrossLoading) {
+      void acrossLoading.then(({ view, mod }) => {
+        const choice = mod.acrossChoices(versions, state.acrossVersions);
+        view.setVersions(choice.offered, choice.ticked);
+      });
+    }
     document.body.dataset.backends = "loaded"; // what the server offers is on show (tests wait for it)
   } catch {
     // the run itself will say if the server is unreachable
@@ -390,85 +415,86 @@ ui.presets.addEventListener("change", () => {
 });
 
 // --- tabs ------------------------------------------------------------------------------
-function selectTab(id: TabId, focus = false): void {
-  activeTab = id;
-  for (const t of TABS) {
-    const on = t.id === id;
-    ui.tabs[t.id].setAttribute("aria-selected", String(on));
-    ui.tabs[t.id].tabIndex = on ? 0 : -1;
-    ui.panels[t.id].hidden = !on;
-  }
-  ui.tabs[id].classList.remove("fresh");
-  if (focus) ui.tabs[id].focus();
+tabs.onSelect((id) => {
+  scheduler.flushTab(id); // the pane now shown renders what it held back
+  if (id === "graph") void graphLazy.ready().then((g) => (g.setVisible(tabs.active === "graph"), refreshBands(), hover(hovered, null)));
+  else graphLazy.get()?.setVisible(false);
   refreshBands();
-  graphPane.setVisible(id === "graph");
   for (const view of activeIr()?.views() ?? []) view.requestMeasure();
   hover(hovered, null); // the pane now shown gets the hovered and pinned lines
-}
-for (const [i, t] of TABS.entries()) {
-  const tab = ui.tabs[t.id];
-  tab.addEventListener("click", () => pickTab(t.id));
-  tab.addEventListener("keydown", (e) => {
-    const n = TABS.length;
-    const to = { ArrowRight: (i + 1) % n, ArrowLeft: (i - 1 + n) % n, Home: 0, End: n - 1 }[e.key];
-    if (to === undefined) return;
-    e.preventDefault();
-    pickTab(TABS[to]!.id, true);
-  });
-}
+  showOffer();
+});
 
-// Outputs first: a run shows the first output it produces, or the tab the user picked
-// before when that one has output; never an empty Errors tab after a run that went well.
-let pickedTab: TabId | null = null;
-let firstOutputTab: TabId | null = null;
-
-function pickTab(id: TabId, focus = false): void {
-  pickedTab = id === "errors" ? null : id;
-  selectTab(id, focus);
-}
-
-function outputArrived(tab: TabId): void {
-  if (firstOutputTab !== null) return;
-  firstOutputTab = tab;
-  if (pickedTab === null || activeTab === "errors") selectTab(pickedTab ?? tab);
+function selectTab(id: TabId): void {
+  tabs.select(id);
 }
 
 function mark(tab: TabId, badge?: string): void {
-  if (tab !== activeTab) ui.tabs[tab].classList.add("fresh");
-  if (badge !== undefined) ui.tabs[tab].querySelector(".tab-badge")!.textContent = badge;
+  tabs.mark(tab, badge);
 }
 
 // --- panes ------------------------------------------------------------------------------
 for (const kind of IR_TYPES) irPanes[kind] = new IrPane(kind, ui.panels[kind], hover, pin);
-const graphPane = new GraphPane(ui.panels.graph, (line) => hover(line, null), pin, () => refreshBands());
+// the Graph (elkjs layout) and Sharding panes are loaded when their tab is first shown
+const graphLazy = new LazyPane<GraphPane>(["jaxpr", "hlo"], async () => {
+  const { GraphPane } = await import("./panes/graph");
+  return new GraphPane(ui.panels.graph, (line) => hover(line, null), pin, () => refreshBands());
+});
+const shardingLazy = new LazyPane<ShardingPane>(["sharding"], async () => {
+  const { ShardingPane } = await import("./panes/sharding");
+  return new ShardingPane(ui.panels.sharding, (line) => revealLine(editor, line), () => entrySignature(state.code, state.entry || "f")?.params.map((p) => p.name) ?? []);
+});
 const valuePane = new ValuePane(ui.panels.value);
 const costPane = new CostPane(ui.panels.cost);
 const timingPane = new TimingPane(ui.panels.timing);
 const consolePane = new ConsolePane(ui.panels.console);
 const errorsPane = new ErrorsPane(ui.panels.errors, (line) => revealLine(editor, line));
-const passesPane = new PassesPane(ui.panels.passes, hover, pin);
+// Passes (its before/after diff: @codemirror/merge) is loaded when first shown
+const passesLazy = new LazyPane<PassesPane>(["passes"], async () => {
+  const { PassesPane } = await import("./panes/passes");
+  return new PassesPane(ui.panels.passes, hover, pin);
+});
 const asmPane = new AsmPane(ui.panels.asm, (line) => hover(line, null));
 const memoryPane = new MemoryPane(ui.panels.memory, (line) => hover(line, null));
 const remarksPane = new RemarksPane(ui.panels.remarks, (line) => revealLine(editor, line));
-const shardingPane = new ShardingPane(ui.panels.sharding, (line) => revealLine(editor, line), () => entrySignature(state.code, state.entry || "f")?.params.map((p) => p.name) ?? []);
 const progress = new Progress(ui.progress);
 /** Every output pane with its tab; events go to the panes that consume them. */
-const outputPanes: [TabId, OutputPane][] = [
-  ...IR_TYPES.map((k): [TabId, OutputPane] => [k, irPanes[k]]),
-  ["graph", graphPane],
-  ["value", valuePane],
-  ["cost", costPane],
-  ["timing", timingPane],
-  ["passes", passesPane],
-  ["asm", asmPane],
-  ["memory", memoryPane],
-  ["remarks", remarksPane],
-  ["sharding", shardingPane],
-  ["console", consolePane],
+const outputPanes: ScheduledPane[] = [
+  ...IR_TYPES.map((k): ScheduledPane => ({ tab: k, pane: irPanes[k] })),
+  { tab: "graph", pane: graphLazy, lazy: true },
+  { tab: "value", pane: valuePane },
+  { tab: "cost", pane: costPane },
+  { tab: "timing", pane: timingPane },
+  { tab: "passes", pane: passesLazy, lazy: true },
+  { tab: "asm", pane: asmPane },
+  { tab: "memory", pane: memoryPane },
+  { tab: "remarks", pane: remarksPane },
+  { tab: "sharding", pane: shardingLazy, lazy: true },
+  { tab: "console", pane: consolePane },
 ];
-/** The tabs a run may open by itself when their first output arrives. */
-const OPENS_ITSELF: readonly TabId[] = [...IR_TYPES, "value", "cost", "timing"];
-selectTab("jaxpr");
+const scheduler = new PaneScheduler(outputPanes, () => tabs.active, undefined, (entry) => mark(entry.tab, entry.pane.badge?.()));
+
+// --- an opt-in output not asked for: one click runs again with it -------------------------
+function showOffer(): void {
+  const name = optInOutput(tabs.active);
+  const request = runs.lastRequest;
+  const asked = request?.outputs?.includes(name!) ?? false;
+  const refused = name === null ? null : outputRefusal(name, { gpuTarget: state.gpuTarget, tpuTopology: state.tpuTopology });
+  if (name === null || request === null || asked || refused !== null || progress.isLive()) {
+    ui.offer.hidden = true;
+    return;
+  }
+  const label = OUTPUT_PANES[name].optIn?.label ?? name;
+  const button = h("button", { type: "button", class: "primary", "data-testid": `rerun-with-${name}` }, `Run again with ${label}`);
+  button.addEventListener("click", () => {
+    state.outputs = [...(state.outputs ?? []).filter((o) => o !== name), name];
+    for (const box of ui.outputBoxes) if (box.dataset.output === name) box.checked = true;
+    changed();
+    void run();
+  });
+  ui.offer.replaceChildren(h("span", {}, `This run did not ask for ${label} (${OUTPUT_PANES[name].optIn?.help ?? ""}). `), button);
+  ui.offer.hidden = false;
+}
 
 // --- running ----------------------------------------------------------------------------
 let labels: Record<string, string> = {};
@@ -492,10 +518,25 @@ const conn = new Connection(wsUrl(location), {
   },
 });
 
+/** What a run does to the page: app/run.ts drives it. */
+const runView: RunView = {
+  start: (request) => startRun(request),
+  event: (event) => onEvent(event),
+  unreachable: (message) => {
+    progress.problem(`— ${message}`);
+    errorsPane.addProblem("Cannot reach the server", message);
+    mark("errors", String(errorsPane.size()));
+    runEnded();
+  },
+};
+const runs = new RunController(conn, runView);
+selectTab("jaxpr");
+
 function runEnded(): void {
   ui.cancelBtn.disabled = true;
   document.body.classList.remove("running");
-  for (const [, pane] of outputPanes) pane.end();
+  scheduler.end();
+  showOffer();
 }
 
 function pipelineLabel(p: string): string | null {
@@ -505,11 +546,10 @@ function pipelineLabel(p: string): string | null {
 
 function onEvent(event: RunEvent): void {
   const p = pipelineOf(event);
-  for (const [tab, pane] of outputPanes) {
-    if (!pane.consumes.includes(event.type)) continue;
-    pane.show(event, p);
-    mark(tab, pane.badge?.());
-    if (OPENS_ITSELF.includes(tab)) outputArrived(tab);
+  for (const entry of scheduler.consumers(event.type)) {
+    scheduler.show(entry, event, p);
+    mark(entry.tab, scheduler.holds(entry.pane) ? undefined : entry.pane.badge?.());
+    tabs.outputArrived(entry.tab);
   }
   switch (event.type) {
     case "accepted": {
@@ -526,7 +566,7 @@ function onEvent(event: RunEvent): void {
     case "stablehlo":
     case "hlo":
       // the code lines banded and linked follow the text on show
-      if (activeTab === event.type || activeTab === "graph") {
+      if (tabs.active === event.type || tabs.active === "graph") {
         refreshBands();
         hover(hovered, null);
       }
@@ -543,24 +583,30 @@ function onEvent(event: RunEvent): void {
       if (!pane || !pane.has(p)) selectTab("errors");
       break;
     }
-    case "done":
-      progress.done(event.status, event.ms, event.reason);
+    case "done": {
+      const status: string = event.status;
+      progress.done(status, event.ms, event.reason);
+      if (isTampered(status)) {
+        ui.banner.textContent = "⚠ this run's code wrote to jaxplay's output channel; what it shows may be forged";
+        ui.banner.hidden = false;
+      }
       runEnded();
       // a run that failed with no error event (its worker died, its time ran out): the
       // reason `done` gives is all there is, said in Errors like any other failure
-      if (event.status !== "ok" && event.status !== "cancelled" && errorsPane.size() === 0) {
-        errorsPane.addProblem(DONE_TITLES[event.status], event.reason || "The server gave no reason.");
+      if (status !== "ok" && status !== "cancelled" && !isTampered(status) && errorsPane.size() === 0) {
+        errorsPane.addProblem(DONE_TITLES[status] ?? "The run ended with an error", event.reason || "The server gave no reason.");
         mark("errors", String(errorsPane.size()));
         const pane = activeIr();
         if (!pane || !pane.has(p)) selectTab("errors");
       }
-      if (activeTab === "errors" && errorsPane.size() === 0 && firstOutputTab !== null) selectTab(firstOutputTab);
+      if (errorsPane.size() === 0) tabs.runEndedClean();
       break;
+    }
   }
 }
 
 /** The Errors card's title for a run that ended badly without an error event. */
-const DONE_TITLES: Record<"error" | "timeout" | "killed", string> = {
+const DONE_TITLES: Record<string, string | undefined> = {
   error: "The run ended with an error",
   timeout: "The run took too long",
   killed: "The run was stopped",
@@ -592,7 +638,7 @@ function explainArgCount(message: string): void {
 function cachedNote(ageS: number | null | undefined, at: string | null | undefined): HTMLElement {
   const fresh = h("button", { type: "button", class: "linklike", "data-testid": "rerun-fresh", title: "run it again now, not answered from the cache (\"cache\": false)" }, "re-run fresh");
   fresh.addEventListener("click", () => {
-    if (lastRequest) void send({ ...lastRequest, cache: false });
+    void runs.fresh();
   });
   const age = ageS == null ? "cached" : `cached, ${fmtAgo(ageS)}`;
   return h(
@@ -604,17 +650,13 @@ function cachedNote(ageS: number | null | undefined, at: string | null | undefin
   );
 }
 
-/** The request last sent, as sent: "re-run fresh" sends it again. */
-let lastRequest: RunBody | null = null;
-
 async function run(): Promise<void> {
   follower.follow();
   const problems: StepProblem[] = [];
   const request = toRequest(state, problems);
-  errorsPane.reset();
-  mark("errors", "");
-  mark("console", "");
   if (problems.length > 0) {
+    errorsPane.reset();
+    mark("console", "");
     const title = (pr: StepProblem): string => (pr.step >= 0 ? "A transform option does not parse" : pr.option === "compile for" ? "The run does not go with what it compiles for" : "The mesh or a PartitionSpec does not parse");
     for (const pr of problems) errorsPane.addProblem(title(pr), pr.step < 0 ? `${pr.option}: ${pr.message}` : `step ${pr.step + 1}, ${pr.option}: ${pr.message}`);
     mark("errors", String(problems.length));
@@ -624,46 +666,41 @@ async function run(): Promise<void> {
     return;
   }
   if (acrossOn) {
+    errorsPane.reset();
+    mark("errors", "");
+    mark("console", "");
     void runAcross(request);
     return;
   }
   labels = { main: describePipeline(state.steps, request.entry) };
   if (state.compare) labels["0"] = describePipeline(state.compare, request.entry);
-  await send(request);
+  await runs.send(request);
 }
 
-/** Sends `request` over the WebSocket; its events fill the panes. */
-async function send(request: RunBody): Promise<void> {
-  lastRequest = request;
+/** A run starts (sent, or painted from the page): the outputs are cleared for it. */
+function startRun(request: RunBody): void {
   errorsPane.reset();
   mark("errors", "");
   mark("console", "");
+  ui.banner.hidden = true;
+  ui.offer.hidden = true;
   const pipelines = ["main", ...(request.compare ?? []).map((_, i) => String(i))];
-  for (const [, pane] of outputPanes) pane.reset(pipelines, labels);
+  scheduler.reset(pipelines, labels);
   progress.reset(pipelines, labels);
   progress.setWorker("");
   editor.dispatch({ effects: setErrorMark.of(null) });
   refreshBands();
-  for (const t of TABS) ui.tabs[t.id].classList.remove("fresh");
-  firstOutputTab = null;
-  if (activeTab === "errors" && pickedTab !== null) selectTab(pickedTab);
+  tabs.runStarts();
   ui.cancelBtn.disabled = false;
   document.body.classList.add("running");
-  try {
-    await conn.run(request);
-  } catch (e) {
-    progress.problem(`— ${(e as Error).message}`);
-    errorsPane.addProblem("Cannot reach the server", (e as Error).message);
-    mark("errors", String(errorsPane.size()));
-    runEnded();
-  }
 }
 
 let acrossAbort: AbortController | null = null;
 
 /** Runs `request` on the ticked versions and shows where each output changed. */
 async function runAcross(request: RunBody): Promise<void> {
-  const made = acrossBody(request, acrossView.ticked());
+  const { view: acrossView, mod } = await across();
+  const made = mod.acrossBody(request, acrossView.ticked());
   if ("problem" in made) {
     acrossView.setStatus("error", made.problem);
     return;
@@ -685,7 +722,7 @@ async function runAcross(request: RunBody): Promise<void> {
       acrossView.setStatus("error", `The server refused it (${r.status}): ${message}`);
       return;
     }
-    const answer = AcrossAnswer.safeParse(body);
+    const answer = mod.AcrossAnswer.safeParse(body);
     if (!answer.success) acrossView.setStatus("error", "The server's answer did not validate (see the console).");
     else acrossView.show(answer.data);
     if (!answer.success) console.warn("jaxplay: across answer:", answer.error);
@@ -708,16 +745,11 @@ ui.cancelBtn.addEventListener("click", () => {
     return;
   }
   // the server answers a cancel with the run's `done` (cancelled)
-  if (conn.cancel()) return;
+  if (runs.cancel()) return;
   progress.done("cancelled", null, "before it started");
   runEnded();
 });
-document.addEventListener("keydown", (e) => {
-  if ((e.ctrlKey || e.metaKey) && e.key === "Enter") {
-    e.preventDefault();
-    void run();
-  }
-});
+installRunShortcut(document, () => void run());
 
 // --- share -------------------------------------------------------------------------------
 let toastTimer = 0;
@@ -764,15 +796,24 @@ ui.shareBtn.addEventListener("click", async () => {
 // For scripts and tests: the full texts (CodeMirror renders only what is on screen).
 Object.assign(window, {
   jaxplay: {
-    text: (kind: IrType, pipeline = "main") => irPanes[kind]?.text(pipeline) ?? null,
-    graphNodes: () => graphPane.nodeCount(),
+    text: (kind: IrType, pipeline = "main") => {
+      scheduler.flushTab(kind); // a pane not on show may hold its text back
+      return irPanes[kind]?.text(pipeline) ?? null;
+    },
+    graphNodes: () => graphLazy.get()?.nodeCount() ?? 0,
+    /** runs sent on the WebSocket, and runs started (sent or painted from the page) */
+    runsSent: () => conn.sent,
+    runsStarted: () => runs.started,
     code: () => editor.state.doc.toString(),
   },
 });
 
 // --- start ---------------------------------------------------------------------------------
 async function start(): Promise<void> {
-  let snippet = embeddedSnippet(document);
+  conn.keep(); // the WebSocket opens now: the first run pays no handshake
+  // a shared link whose results the server sent with the page (app/initial.ts)
+  const initial = readInitial(document);
+  let snippet = embeddedSnippet(document) ?? initial?.request ?? null;
   const id = snippetIdFromPath(location.pathname) ?? embedId;
   if (!snippet && id) {
     try {
@@ -785,8 +826,15 @@ async function start(): Promise<void> {
   if (snippet) {
     show(fromRequest(snippet, DEFAULT_STATE));
     if (embedId !== null) becomeEmbed(embedId, ui, editor, () => describePipeline(state.steps, state.entry || "f"));
+    if (initial) {
+      // painted at once, as a run's events; later runs are live as usual
+      const request = toRequest(state, []);
+      labels = { main: describePipeline(state.steps, request.entry) };
+      if (state.compare) labels["0"] = describePipeline(state.compare, request.entry);
+      runs.paint(request, initial.events);
+    }
     void loadBackends();
-    void run(); // a shared link shows its results at once (from the cache when it has them)
+    if (!initial) void run(); // a shared link shows its results at once (from the cache when it has them)
     return;
   }
   show(loadAutosave(DEFAULT_STATE) ?? DEFAULT_STATE);

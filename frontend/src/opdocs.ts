@@ -1,9 +1,8 @@
 // Documentation on hover for jaxpr primitives and StableHLO/HLO ops. The tables are
 // generated at build time from what is installed (scripts/gen_op_docs.py: JAX's
 // docstrings and rule tables; the StableHLO op descriptions jaxlib ships); nothing is
-// fetched at run time. Shown in an element with role="tooltip".
-import type { Extension } from "@codemirror/state";
-import { hoverTooltip } from "@codemirror/view";
+// fetched at run time. Shown in an element with role="tooltip" (opdocs-tooltip.ts,
+// which loads this module on the first hover).
 import { docLink, h, withCode } from "./dom";
 import jaxprDocs from "./generated/jaxpr-primitives.json";
 import stablehloDocs from "./generated/stablehlo-ops.json";
@@ -89,23 +88,4 @@ export function opAt(kind: DocKind, line: string, at: number): { op: string; fro
   }
   if (kind === "stablehlo") return word.startsWith("stablehlo.") && docFor("stablehlo", word) ? { op: word, from, to } : null;
   return line[to] === "(" && /=\s*(\([^=]*\)|\S+)\s+$/.test(line.slice(0, from)) && docFor("hlo", word) ? { op: word, from, to } : null;
-}
-
-/** A CodeMirror extension: documentation of the op under the pointer. */
-export function opDocsTooltip(kind: DocKind): Extension {
-  return hoverTooltip((view, pos) => {
-    const line = view.state.doc.lineAt(pos);
-    const found = opAt(kind, line.text, pos - line.from);
-    if (!found) return null;
-    const doc = docFor(kind, found.op)!;
-    return {
-      pos: line.from + found.from,
-      end: line.from + found.to,
-      above: false,
-      create: () => {
-        const dom = h("div", { class: "op-doc", role: "tooltip" }, docElement(doc));
-        return { dom };
-      },
-    };
-  });
 }

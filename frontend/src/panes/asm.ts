@@ -22,7 +22,7 @@ export class AsmPane extends PerPipelinePane<"asm"> {
   protected render(): void {
     clear(this.root);
     if (this.events.size === 0) {
-      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No assembly: ask for it with the “asm” output (XLA outputs, above)." : "Waiting for the kernels…"));
+      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No assembly in this run." : "Waiting for the kernels…"));
       return;
     }
     for (const p of this.pipelines) {

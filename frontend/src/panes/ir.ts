@@ -1,6 +1,6 @@
 // The jaxpr, StableHLO and HLO panes: read-only CodeMirror views with highlighting
 // and colour bands; in compare mode a side-by-side diff of the two pipelines.
-import { MergeView } from "@codemirror/merge";
+import type { MergeView } from "@codemirror/merge";
 import { highlightSelectionMatches, searchKeymap } from "@codemirror/search";
 import { EditorState, type Extension } from "@codemirror/state";
 import { EditorView, keymap, lineNumbers } from "@codemirror/view";
@@ -9,7 +9,7 @@ import { highlighting } from "../highlight";
 import { clear, h } from "../dom";
 import { outputLinking, setSources, sourceMap } from "../linking";
 import { hloLanguage, jaxprLanguage, mlirLanguage } from "../modes";
-import { opDocsTooltip } from "../opdocs";
+import { opDocsTooltip } from "../opdocs-tooltip";
 import type { IrType, RunEvent, Sources } from "../protocol";
 import type { OutputPane } from "./pane";
 
@@ -33,6 +33,8 @@ export class IrPane implements OutputPane {
   private body: HTMLElement;
   private note: HTMLElement;
   private ended = false;
+  /** bumped by every render: a compare view loaded late draws only if still current */
+  private generation = 0;
 
   constructor(
     readonly kind: IrType,
@@ -115,6 +117,7 @@ export class IrPane implements OutputPane {
   }
 
   private render(): void {
+    this.generation++;
     this.renderNote();
     const compare = this.pipelines.length > 1;
     if (!compare) {
@@ -131,7 +134,15 @@ export class IrPane implements OutputPane {
       });
       return;
     }
-    // Compare: rebuilt whenever a text arrives (a handful of times per run).
+    // Compare: rebuilt whenever a text arrives (a handful of times per run); the diff
+    // view (@codemirror/merge) is loaded on first use
+    const generation = this.generation;
+    void import("@codemirror/merge").then(({ MergeView }) => {
+      if (generation === this.generation) this.renderMerge(MergeView);
+    });
+  }
+
+  private renderMerge(Merge: typeof MergeView): void {
     if (this.single) {
       this.single.destroy();
       this.single = null;
@@ -149,7 +160,7 @@ export class IrPane implements OutputPane {
     );
     const holder = h("div", { class: "merge-holder" });
     this.body.append(head, holder);
-    this.merge = new MergeView({
+    this.merge = new Merge({
       parent: holder,
       a: { doc: a?.text ?? "", extensions: this.extensions(`${IR_TITLES[this.kind]} A`) },
       b: { doc: b?.text ?? "", extensions: this.extensions(`${IR_TITLES[this.kind]} B`) },

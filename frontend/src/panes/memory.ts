@@ -31,7 +31,7 @@ export class MemoryPane extends PerPipelinePane<"memory"> {
   protected render(): void {
     clear(this.root);
     if (this.events.size === 0) {
-      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No memory view: ask for it with the “memory” output (XLA outputs, above)." : "Waiting for the memory view…"));
+      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No memory view in this run." : "Waiting for the memory view…"));
       return;
     }
     // compare mode: the pipelines side by side (two checkpoint policies, say)

@@ -96,7 +96,7 @@ export class PassesPane implements OutputPane {
     this.note.textContent = texts
       ? notes.join(" · ")
       : this.ended
-        ? "No passes: ask for them with the “passes” output (XLA outputs, above), or the run ended before compiling."
+        ? "No passes in this run (not asked for, or the run ended before compiling)."
         : "Waiting for the passes…";
     this.note.hidden = this.note.textContent === "";
     clear(this.list);

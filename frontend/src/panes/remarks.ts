@@ -39,7 +39,7 @@ export class RemarksPane implements OutputPane {
   private render(): void {
     clear(this.root);
     if (this.items === null) {
-      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No remarks: ask for them with the “remarks” output (XLA outputs, above)." : "Waiting for the remarks…"));
+      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No remarks in this run." : "Waiting for the remarks…"));
       return;
     }
     if (this.items.length === 0) {

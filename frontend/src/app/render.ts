@@ -1,0 +1,114 @@
+// Rendering off the critical path: an event goes at once to the panes of the tab on
+// show; the other panes get theirs when their tab is shown, or when the page is idle,
+// one pane per idle slice (a 10,000-line HLO never stands between an event and the
+// jaxpr on screen). Panes loaded on first use (lazy) are fed only when shown.
+import type { RunEvent } from "../protocol";
+import type { OutputPane } from "../panes/pane";
+import type { TabId } from "./tabtable";
+
+/** Runs `work` when the page is idle (requestIdleCallback where there is one). */
+export type IdleScheduler = (work: () => void) => void;
+
+export const whenIdle: IdleScheduler = (work) => {
+  const ric = (globalThis as { requestIdleCallback?: (cb: () => void, o?: { timeout: number }) => number }).requestIdleCallback;
+  if (ric) ric(work, { timeout: 500 });
+  else setTimeout(work, 1);
+};
+
+export interface ScheduledPane {
+  tab: TabId;
+  pane: OutputPane;
+  /** fed only when its tab is shown (its code is loaded on first use) */
+  lazy?: boolean;
+}
+
+type Pending = { kind: "reset"; pipelines: string[]; labels: Record<string, string> } | { kind: "show"; event: RunEvent; pipeline: string } | { kind: "end" };
+
+export class PaneScheduler {
+  private readonly pending = new Map<OutputPane, Pending[]>();
+  private idleQueued = false;
+
+  constructor(
+    private readonly panes: readonly ScheduledPane[],
+    private readonly activeTab: () => TabId,
+    private readonly idle: IdleScheduler = whenIdle,
+    /** after a pane rendered what it held back (its tab's badge) */
+    private readonly rendered: (entry: ScheduledPane) => void = () => {},
+  ) {}
+
+  /** The panes that render events of `type`. */
+  consumers(type: RunEvent["type"]): ScheduledPane[] {
+    return this.panes.filter((p) => p.pane.consumes.includes(type));
+  }
+
+  reset(pipelines: string[], labels: Record<string, string>): void {
+    for (const p of this.panes) {
+      this.pending.set(p.pane, []); // what was held back for the old run is dropped
+      this.apply(p, { kind: "reset", pipelines, labels });
+    }
+  }
+
+  show(entry: ScheduledPane, event: RunEvent, pipeline: string): void {
+    this.apply(entry, { kind: "show", event, pipeline });
+  }
+
+  end(): void {
+    for (const p of this.panes) this.apply(p, { kind: "end" });
+  }
+
+  /** Whether `pane` holds events it has not rendered yet. */
+  holds(pane: OutputPane): boolean {
+    return (this.pending.get(pane)?.length ?? 0) > 0;
+  }
+
+  /** Renders what the panes of `tab` hold back (their tab is being shown). */
+  flushTab(tab: TabId): void {
+    for (const p of this.panes) if (p.tab === tab) this.flush(p);
+  }
+
+  private apply(entry: ScheduledPane, item: Pending): void {
+    const queue = this.pending.get(entry.pane) ?? [];
+    if (queue.length === 0 && entry.tab === this.activeTab()) {
+      run(entry.pane, item);
+      return;
+    }
+    queue.push(item);
+    this.pending.set(entry.pane, queue);
+    if (!entry.lazy) this.idleSoon();
+  }
+
+  private flush(entry: ScheduledPane): void {
+    const queue = this.pending.get(entry.pane);
+    if (!queue || queue.length === 0) return;
+    this.pending.set(entry.pane, []);
+    // a reset drops every item before it: only the newest run's items are rendered
+    let from = 0;
+    for (let i = queue.length - 1; i >= 0; i--) {
+      if (queue[i]!.kind === "reset") {
+        from = i;
+        break;
+      }
+    }
+    for (const item of queue.slice(from)) run(entry.pane, item);
+    this.rendered(entry);
+  }
+
+  private idleSoon(): void {
+    if (this.idleQueued) return;
+    this.idleQueued = true;
+    this.idle(() => {
+      this.idleQueued = false;
+      // one pane per idle slice; the next slice takes the next one
+      const next = this.panes.find((p) => !p.lazy && this.holds(p.pane));
+      if (!next) return;
+      this.flush(next);
+      if (this.panes.some((p) => !p.lazy && this.holds(p.pane))) this.idleSoon();
+    });
+  }
+}
+
+function run(pane: OutputPane, item: Pending): void {
+  if (item.kind === "reset") pane.reset(item.pipelines, item.labels);
+  else if (item.kind === "show") pane.show(item.event, item.pipeline);
+  else pane.end();
+}

@@ -1,0 +1,65 @@
+// The run controller: sends a request over a connection (the RunConnection interface:
+// the WebSocket client, or a fake in unit tests), paints the events of a run the
+// server sent with the page, and re-runs the last request (fresh, past the cache; or
+// with one more output). What a run's events do to the page is the view's (main.ts).
+import type { RunConnection } from "../connection";
+import type { Output, RunBody } from "../generated/request";
+import type { RunEvent } from "../protocol";
+
+export interface RunView {
+  /** a run starts (sent, or painted from the page): clear the outputs for it */
+  start(request: RunBody): void;
+  /** one event of the run on show */
+  event(event: RunEvent): void;
+  /** the run could not be sent (the server cannot be reached) */
+  unreachable(message: string): void;
+}
+
+export class RunController {
+  /** the request last sent or painted, as it was: re-runs start from it */
+  lastRequest: RunBody | null = null;
+  /** runs started here (sent or painted) */
+  started = 0;
+
+  constructor(
+    private readonly conn: RunConnection,
+    private readonly view: RunView,
+  ) {}
+
+  /** Sends `request`; its events reach the view through the connection's handler. */
+  async send(request: RunBody): Promise<void> {
+    this.lastRequest = request;
+    this.started++;
+    // sent first (at once when connected), the page cleared while it travels
+    const sent = this.conn.run(request);
+    this.view.start(request);
+    try {
+      await sent;
+    } catch (e) {
+      this.view.unreachable((e as Error).message);
+    }
+  }
+
+  /** Paints a whole run's events (a shared link's results sent with the page) at once. */
+  paint(request: RunBody, events: readonly RunEvent[]): void {
+    this.lastRequest = request;
+    this.started++;
+    this.view.start(request);
+    for (const e of events) this.view.event(e);
+  }
+
+  /** The last request again, not answered from the cache. */
+  fresh(): Promise<void> | null {
+    return this.lastRequest ? this.send({ ...this.lastRequest, cache: false }) : null;
+  }
+
+  cancel(): boolean {
+    return this.conn.cancel();
+  }
+}
+
+/** `request` asking also for `output` (an opt-in pane's "run again with it"). */
+export function withOutput(request: RunBody, output: Output, defaults: readonly Output[]): RunBody {
+  const outputs = request.outputs ?? [...defaults];
+  return outputs.includes(output) ? request : { ...request, outputs: [...outputs, output] };
+}

@@ -1,0 +1,116 @@
+// The output tabs: which one is shown. Outputs first: a run shows the first output it
+// produces, or the tab the user picked before when that one has output; never an empty
+// Errors tab after a run that went well. TabChoice is that rule alone (unit-tested);
+// TabController keeps the tab bar (a keyboard-operable tablist) in step with it.
+import { OPENS_ITSELF, TABS, type TabId } from "./tabtable";
+
+export class TabChoice {
+  active: TabId = "jaxpr";
+  /** the tab the user picked (never Errors): shown again by the next run */
+  picked: TabId | null = null;
+  /** the first tab that got output in this run */
+  firstOutput: TabId | null = null;
+
+  /** The user picked `id`. */
+  pick(id: TabId): TabId {
+    this.picked = id === "errors" ? null : id;
+    return id;
+  }
+
+  /** A run starts: the tab to show now (the picked one when Errors was on show), or null. */
+  runStarts(): TabId | null {
+    this.firstOutput = null;
+    return this.active === "errors" && this.picked !== null ? this.picked : null;
+  }
+
+  /** `tab` got its first output: the tab to show now, or null to stay. */
+  outputArrived(tab: TabId): TabId | null {
+    if (!OPENS_ITSELF.includes(tab) || this.firstOutput !== null) return null;
+    this.firstOutput = tab;
+    if (this.picked === null || this.active === "errors") return this.picked ?? tab;
+    return null;
+  }
+
+  /** The run ended with no errors to show: leave an empty Errors tab for the outputs. */
+  runEndedClean(): TabId | null {
+    return this.active === "errors" && this.firstOutput !== null ? this.firstOutput : null;
+  }
+}
+
+/** The tab bar's elements, as layout.ts builds them. */
+export interface TabElements {
+  tabs: Record<TabId, HTMLElement>;
+  panels: Record<TabId, HTMLElement>;
+}
+
+export class TabController {
+  readonly choice = new TabChoice();
+  private readonly listeners: ((id: TabId) => void)[] = [];
+
+  constructor(private readonly ui: TabElements) {
+    for (const [i, t] of TABS.entries()) {
+      const tab = ui.tabs[t.id];
+      tab.addEventListener("click", () => this.pick(t.id));
+      tab.addEventListener("keydown", (e) => {
+        const n = TABS.length;
+        const to = { ArrowRight: (i + 1) % n, ArrowLeft: (i - 1 + n) % n, Home: 0, End: n - 1 }[e.key];
+        if (to === undefined) return;
+        e.preventDefault();
+        this.pick(TABS[to]!.id, true);
+      });
+    }
+  }
+
+  get active(): TabId {
+    return this.choice.active;
+  }
+
+  /** Called after a tab is shown (its pane renders what it was holding back, bands follow). */
+  onSelect(listener: (id: TabId) => void): void {
+    this.listeners.push(listener);
+  }
+
+  pick(id: TabId, focus = false): void {
+    this.select(this.choice.pick(id), focus);
+  }
+
+  select(id: TabId, focus = false): void {
+    this.choice.active = id;
+    for (const t of TABS) {
+      const on = t.id === id;
+      this.ui.tabs[t.id].setAttribute("aria-selected", String(on));
+      this.ui.tabs[t.id].tabIndex = on ? 0 : -1;
+      this.ui.panels[t.id].hidden = !on;
+    }
+    const tab = this.ui.tabs[id];
+    tab.classList.remove("fresh");
+    if (focus) tab.focus();
+    tab.scrollIntoView?.({ block: "nearest", inline: "nearest" });
+    for (const l of this.listeners) l(id);
+  }
+
+  /** Marks a tab that got output while another is shown; sets its badge. */
+  mark(id: TabId, badge?: string): void {
+    if (id !== this.active) this.ui.tabs[id].classList.add("fresh");
+    if (badge !== undefined) {
+      const b = this.ui.tabs[id].querySelector(".tab-badge");
+      if (b) b.textContent = badge;
+    }
+  }
+
+  runStarts(): void {
+    for (const t of TABS) this.ui.tabs[t.id].classList.remove("fresh");
+    const to = this.choice.runStarts();
+    if (to !== null) this.select(to);
+  }
+
+  outputArrived(tab: TabId): void {
+    const to = this.choice.outputArrived(tab);
+    if (to !== null) this.select(to);
+  }
+
+  runEndedClean(): void {
+    const to = this.choice.runEndedClean();
+    if (to !== null) this.select(to);
+  }
+}

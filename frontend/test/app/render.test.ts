@@ -1,0 +1,67 @@
+// Rendering off the critical path: the pane on show at once, the others when shown or idle.
+import { describe, expect, it } from "vitest";
+import { PaneScheduler, type ScheduledPane } from "../../src/app/render";
+import type { TabId } from "../../src/app/tabtable";
+import { parseEvent, type RunEvent } from "../../src/protocol";
+import { FakePane, JAXPR } from "./fakes";
+
+const ev = (raw: unknown): RunEvent => {
+  const p = parseEvent(raw);
+  if (!p.ok) throw new Error(p.why);
+  return p.event;
+};
+const HLO = ev({ type: "hlo", text: "HloModule m\n".repeat(10_000) });
+
+function setup() {
+  const jaxpr = new FakePane(["jaxpr"]);
+  const hlo = new FakePane(["hlo"]);
+  const graph = new FakePane(["jaxpr", "hlo"]);
+  const panes: ScheduledPane[] = [
+    { tab: "jaxpr", pane: jaxpr },
+    { tab: "hlo", pane: hlo },
+    { tab: "graph", pane: graph, lazy: true },
+  ];
+  let active: TabId = "jaxpr";
+  const idle: (() => void)[] = [];
+  const rendered: TabId[] = [];
+  const s = new PaneScheduler(panes, () => active, (w) => idle.push(w), (e) => rendered.push(e.tab));
+  const feed = (event: RunEvent) => {
+    for (const e of s.consumers(event.type)) s.show(e, event, "main");
+  };
+  return { s, jaxpr, hlo, graph, idle, rendered, feed, setActive: (t: TabId) => (active = t) };
+}
+
+describe("PaneScheduler", () => {
+  it("renders the pane on show at once and holds the others back", () => {
+    const { s, jaxpr, hlo, graph, feed } = setup();
+    s.reset(["main"], {});
+    feed(ev(JAXPR));
+    feed(HLO);
+    expect(jaxpr.log).toEqual(["reset main", "show jaxpr main"]);
+    expect(hlo.log).toEqual([]);
+    expect(graph.log).toEqual([]);
+    expect(s.holds(hlo)).toBe(true);
+  });
+
+  it("renders held panes when the page is idle, one per idle slice, never the lazy ones", () => {
+    const { s, hlo, graph, idle, feed, rendered } = setup();
+    s.reset(["main"], {});
+    feed(HLO);
+    expect(idle).toHaveLength(1);
+    idle.shift()!();
+    expect(hlo.log).toEqual(["reset main", "show hlo main"]);
+    expect(rendered).toEqual(["hlo"]);
+    expect(graph.log).toEqual([]); // loaded on first use: only when its tab is shown
+  });
+
+  it("renders a held pane when its tab is shown, newest run only", () => {
+    const { s, graph, feed, setActive } = setup();
+    s.reset(["main"], {});
+    feed(HLO);
+    s.reset(["main", "0"], {});
+    feed(ev(JAXPR));
+    setActive("graph");
+    s.flushTab("graph");
+    expect(graph.log).toEqual(["reset main,0", "show jaxpr main"]);
+  });
+});

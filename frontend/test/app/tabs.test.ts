@@ -1,0 +1,52 @@
+// The tab choice: outputs first, the user's pick kept, never an empty Errors tab.
+import { describe, expect, it } from "vitest";
+import { TabChoice } from "../../src/app/tabs";
+import { OPENS_ITSELF, TABS, startsGroup } from "../../src/app/tabtable";
+
+describe("the tab table", () => {
+  it("groups related outputs, each group in one run of tabs", () => {
+    const groups = TABS.filter((_, i) => startsGroup(i)).map((t) => t.group);
+    expect(groups).toEqual(["IR", "values", "XLA", "sharding", "errors"]);
+    expect(new Set(groups).size).toBe(groups.length);
+    expect(OPENS_ITSELF).toEqual(["jaxpr", "stablehlo", "hlo", "value", "cost", "timing"]);
+  });
+});
+
+describe("TabChoice", () => {
+  it("shows the first output of a run when nothing was picked", () => {
+    const c = new TabChoice();
+    c.runStarts();
+    expect(c.outputArrived("value")).toBe("value");
+    c.active = "value";
+    expect(c.outputArrived("jaxpr")).toBeNull(); // only the first
+  });
+
+  it("keeps the tab the user picked", () => {
+    const c = new TabChoice();
+    c.active = c.pick("hlo");
+    c.runStarts();
+    expect(c.outputArrived("jaxpr")).toBeNull();
+  });
+
+  it("goes back from Errors to the picked tab when a run starts, and to the outputs after a clean run", () => {
+    const c = new TabChoice();
+    c.active = c.pick("cost");
+    c.active = "errors"; // a run failed: Errors shown, the pick kept
+    expect(c.runStarts()).toBe("cost");
+    c.active = c.pick("errors"); // Errors picked by hand is never remembered as the pick
+    expect(c.picked).toBeNull();
+    const d = new TabChoice();
+    d.active = "errors";
+    d.runStarts();
+    expect(d.outputArrived("jaxpr")).toBe("jaxpr");
+    d.active = "errors";
+    expect(d.runEndedClean()).toBe("jaxpr");
+  });
+
+  it("never opens an opt-in tab by itself", () => {
+    const c = new TabChoice();
+    c.runStarts();
+    expect(c.outputArrived("passes")).toBeNull();
+    expect(c.outputArrived("graph")).toBeNull();
+  });
+});
