@@ -408,6 +408,52 @@ def test_across_cuts_diffs_that_run_out_of_time(
     assert "ran out of the server's 0.5 s for them" in jaxpr["changes"][0]["diff"]
 
 
+class Leaving:
+    """A POST straight to the app (on the TestClient's loop) whose client goes away
+    when the test says: what a TestClient cannot do."""
+
+    def __init__(self, client: TestClient, path: str, body: dict[str, Any]) -> None:
+        self.client, self.sent = client, []
+        self.body = json.dumps(body).encode()
+        self.scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"host", b"testserver"), (b"content-type", b"application/json")],
+            "client": ("127.0.0.1", 50000),
+            "server": ("testserver", 80),
+        }
+        self.leave = asyncio.Event()
+        self._read = False
+
+    async def receive(self) -> dict[str, Any]:
+        if not self._read:
+            self._read = True
+            return {"type": "http.request", "body": self.body, "more_body": False}
+        await self.leave.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+
+    def start(self) -> asyncio.Task[None]:
+        return asyncio.create_task(self.client.app(self.scope, self.receive, self.send))  # type: ignore[arg-type]
+
+
+async def until(check: Callable[[], bool], what: str) -> None:
+    for _ in range(3000):  # up to 30 s
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never: {what}")
+
+
 def test_across_runs_are_cancelled_when_the_client_leaves(
     make_client: Make, tmp_path: Path
 ) -> None:
@@ -417,51 +463,64 @@ def test_across_runs_are_cancelled_when_the_client_leaves(
     stamp(root, "0.4.38")
     pool = versioned(root)
     client, _ = make_client(pool)
-    body = json.dumps(
-        {"request": {"code": CODE + "# fake: hang\n"}, "versions": [DEFAULT, "0.4.38"]}
-    ).encode()
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/api/v1/across",
-        "raw_path": b"/api/v1/across",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"testserver"), (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-    }
-    sent: list[dict[str, Any]] = []
+    call = Leaving(
+        client,
+        "/api/v1/across",
+        {"request": {"code": CODE + "# fake: hang\n"}, "versions": [DEFAULT, "0.4.38"]},
+    )
 
     async def scenario() -> None:
-        leave = asyncio.Event()
-        first = [True]
-
-        async def receive() -> dict[str, Any]:
-            if first[0]:
-                first[0] = False
-                return {"type": "http.request", "body": body, "more_body": False}
-            await leave.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        task = asyncio.create_task(client.app(scope, receive, send))
-        old = None
-        for _ in range(3000):  # the oldest version's run is running (up to 30 s)
-            old = pool._pools.get("0.4.38")
-            if old is not None and old.running == 1:
-                break
-            await asyncio.sleep(0.01)
-        assert old is not None and old.running == 1
-        leave.set()
+        task = call.start()
+        await until(
+            lambda: "0.4.38" in pool._pools and pool._pools["0.4.38"].running == 1,
+            "the oldest version's run is running",
+        )
+        old = pool._pools["0.4.38"]
+        call.leave.set()
         await asyncio.wait_for(task, 30)
         assert old.running == 0 and old.total == 1
         assert pool.default.total == 0, "a later version's run started after the client left"
 
+    assert client.portal is not None
     client.portal.call(scenario)
-    assert sent and sent[0]["status"] == 499
+    assert call.sent and call.sent[0]["status"] == 499
+
+
+def test_an_across_run_waiting_for_a_place_stops_when_the_client_leaves(
+    make_client: Make, tmp_path: Path
+) -> None:
+    """The oldest version's pool is full (one place, held by another client's run):
+    the across request's run waits for it; its client leaves; it stops waiting and
+    never runs."""
+    root = tmp_path / "versions"
+    stamp(root, "0.4.38")
+    pool = versioned(root)
+    pool.default.capacity = 1  # and so the other version's fake, made from it
+    client, _ = make_client(pool)
+    holder = Leaving(
+        client, "/api/v1/runs", {"code": CODE + "# fake: hang\n", "jax_version": "0.4.38"}
+    )
+    call = Leaving(
+        client, "/api/v1/across", {"request": {"code": CODE}, "versions": [DEFAULT, "0.4.38"]}
+    )
+    services = client.app.state.services  # type: ignore[attr-defined]
+
+    async def scenario() -> None:
+        held = holder.start()
+        await until(
+            lambda: "0.4.38" in pool._pools and pool._pools["0.4.38"].running == 1,
+            "the other client's run holds the place",
+        )
+        task = call.start()
+        await until(lambda: services.admission.queue_length() == 1, "the across run waits")
+        call.leave.set()
+        await asyncio.wait_for(task, 30)
+        assert services.admission.queue_length() == 0
+        old = pool._pools["0.4.38"]
+        assert old.total == 1 and pool.default.total == 0, "the across run ran"
+        holder.leave.set()
+        await asyncio.wait_for(held, 30)
+
+    assert client.portal is not None
+    client.portal.call(scenario)
+    assert call.sent and call.sent[0]["status"] in (499, 503)

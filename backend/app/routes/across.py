@@ -116,7 +116,20 @@ async def across(
         for version, run_request in zip(oldest_first, per_version, strict=True):
             if gone.is_set():
                 return Response(status_code=CLIENT_GONE)
-            stream = await services.runs.start(run_request, caller, use_cache=body.request.cache)
+            starting = asyncio.ensure_future(
+                services.runs.start(run_request, caller, use_cache=body.request.cache)
+            )
+            leaving = asyncio.ensure_future(gone.wait())
+            try:  # a run waiting for its place stops waiting when the client leaves
+                await asyncio.wait({starting, leaving}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                leaving.cancel()
+                if not starting.done():
+                    starting.cancel()
+                    await asyncio.gather(starting, return_exceptions=True)
+            if starting.cancelled():
+                return Response(status_code=CLIENT_GONE)
+            stream = starting.result()
             current[:] = [stream]
             try:
                 if gone.is_set():  # it left while this run was admitted
