@@ -187,6 +187,7 @@ class Confirmer:
                 log.warning("confirm.failed", extra=fields(error=repr(exc)))
                 started = True
                 self.counts["failed"] += 1
+                self._metrics.pristine.labels("failed").inc()
             finally:
                 self._running.pop(key, None)
             if not started:  # the pool was full after all: back in line, first
@@ -209,11 +210,12 @@ class Confirmer:
         self.counts["runs"] += 1
         if events is None:
             self.counts["no_evidence"] += 1
+            self._metrics.pristine.labels("no_evidence").inc()
             return True
         recorded = await self._cache.record_pristine(job.request, job.key, handle.run_id, events)
         outcome = recorded.state if recorded is not None else "no_evidence"
         self.counts[outcome] += 1
-        self._metrics.cache.labels(f"pristine_{outcome}").inc()
+        self._metrics.pristine.labels(outcome).inc()
         log.info("confirm.done", extra=fields(key=job.key[:16], outcome=outcome))
         return True
 

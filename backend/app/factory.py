@@ -19,6 +19,7 @@ from backend.app.admission import Admission
 from backend.app.assets import AssetFiles
 from backend.app.cache import ResultCache, engine_fingerprint
 from backend.app.compression import Compression
+from backend.app.confirm import Confirmer
 from backend.app.errors import install_error_handlers
 from backend.app.logs import fields, get_logger, redact_url
 from backend.app.metrics import Metrics, serve_metrics
@@ -102,6 +103,8 @@ def create_app(
                 with contextlib.suppress(BaseException):
                     await probe
             await services.runs.aclose()
+            if services.runs.confirmer is not None:
+                await _close_quietly("confirmer", services.runs.confirmer.close())
             await _close_quietly("pool", services.pool.close())
             await _close_quietly("storage", services.storage.close())
             if metrics_listener is not None:
@@ -185,6 +188,8 @@ async def _start_services(
         max_bytes=settings.cache_max_bytes,
         max_entry_bytes=settings.cache_max_entry_bytes,
         worker_ttl_s=settings.cache_worker_ttl_s,
+        candidates_per_group=settings.cache_candidates_per_group,
+        max_unstable=settings.cache_max_unstable,
         context={
             "jaxplay": version,
             "protocol": PROTOCOL_VERSION,
@@ -193,6 +198,8 @@ async def _start_services(
             "pool_options": settings.pool_options,
         },
     )
+    confirmer = Confirmer(settings, pool, cache, admission, metrics)
+    confirmer.start()
     return Services(
         settings=settings,
         version=version,
@@ -202,7 +209,7 @@ async def _start_services(
         metrics=metrics,
         admission=admission,
         cache=cache,
-        runs=RunService(settings, pool, admission, cache, metrics),
+        runs=RunService(settings, pool, admission, cache, metrics, confirmer),
         sessions=Sessions(settings),
         known_tokens=frozenset(settings.api_tokens),
     )

@@ -97,6 +97,14 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.pristine = Counter(
+            "jaxplay_pristine_runs",
+            "Pristine runs (the cache's only confirmation) by what they did to their "
+            "entry: confirmed, unstable, candidate (its candidate had been trimmed), "
+            "no_evidence (failed, or on another worker), failed.",
+            ["outcome"],
+            registry=r,
+        )
         self.queue = Gauge(
             "jaxplay_queue_length",
             "Runs waiting for a worker, per backend.",

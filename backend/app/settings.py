@@ -384,18 +384,51 @@ class Settings(BaseSettings):
     # --- result cache --------------------------------------------------------------
     cache_enabled: bool = Field(
         default=True,
-        description="Serve repeated runs from the result cache: only answers that two "
-        "runs by different tenants showed alike; never timings. A request can bypass "
-        "it with `cache: false`.",
+        description="Serve repeated runs from the result cache: only answers that a "
+        "pristine run (a fresh jail that never served a tenant) showed alike; never "
+        "timings. A request can bypass it with `cache: false`.",
     )
     cache_max_entries: int = Field(
-        default=10_000, ge=0, description="Cached results kept; the oldest go first."
+        default=10_000,
+        ge=0,
+        description="Cached results kept (unstable keys apart); candidates go first, "
+        "then the confirmed answers least recently served.",
     )
     cache_max_bytes: int = Field(
         default=256 * 1024 * 1024,
         ge=0,
         description="Bytes the result cache may hold in the database; every write "
-        "trims the oldest entries beyond it.",
+        "trims candidates, then the least recently served answers, beyond it.",
+    )
+    cache_candidates_per_group: int = Field(
+        default=64,
+        ge=1,
+        description="Candidates (answers waiting for a pristine run) one client group "
+        "(address, IPv6 /56, or API token) may have at once; its oldest go first.",
+    )
+    cache_max_unstable: int = Field(
+        default=100_000,
+        ge=0,
+        description="Keys remembered as unstable (never served, always run; a row of "
+        "~300 bytes each), besides `cache_max_entries`; the oldest are forgotten first.",
+    )
+    cache_join_wait_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="How long identical requests wait for the one already running (and "
+        "its pristine run) before each runs on its own: a slow run cannot hold them.",
+    )
+    pristine_concurrency: int = Field(
+        default=1,
+        ge=0,
+        description="Pristine runs (the cache's only confirmation) at once, each only "
+        "while no tenant waits for a place; 0: none, so nothing is served from the cache.",
+    )
+    pristine_queue: int = Field(
+        default=256,
+        ge=1,
+        description="Cache keys waiting for a pristine run; beyond it the oldest are "
+        "forgotten (asked again when their request runs again).",
     )
     cache_worker_ttl_s: float = Field(
         default=600.0,
