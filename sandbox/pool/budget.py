@@ -36,12 +36,11 @@ class Budget:
         self.pools: list[ZygotePool] = []
 
     def join(self, pool: ZygotePool) -> None:
-        if pool not in self.pools:
+        if not any(p is pool for p in self.pools):
             self.pools.append(pool)
 
     def leave(self, pool: ZygotePool) -> None:
-        if pool in self.pools:
-            self.pools.remove(pool)
+        self.pools = [p for p in self.pools if p is not pool]
         self.changed()
 
     def all_zygotes(self) -> list[Zygote]:
