@@ -72,8 +72,21 @@ def test_memory_lines_are_the_users(events: dict[str, Any]) -> None:
 
 
 def test_cost_before_and_after(events: dict[str, Any]) -> None:
+    """Both the optimised module's figures ("after": the event's own) and the
+    unoptimised one's ("before") count what f's gradient must do, whatever XLA fused."""
     cost = events["cost"]
-    assert cost["before"] is not None and cost["before"]["flops"] is not None
+    after, before = cost, cost["before"]
+    assert before is not None, cost
+    matmuls = 2 * (2 * 8 * 16 * 16)  # x @ w, and x.T @ its cotangent for grad w.r.t. w
+    elementwise = 2 * 8 * 16  # tanh and sin of each of h's elements at least
+    # what the call must read and write: w and x in, the gradient (w's shape) out
+    arguments, outputs = (16 * 16 + 8 * 16) * 4, 16 * 16 * 4
+    for name, figures in (("after", after), ("before", before)):
+        assert figures["flops"] is not None and figures["flops"] >= matmuls, (name, figures)
+        assert figures["transcendentals"] is not None, (name, figures)
+        assert figures["transcendentals"] >= elementwise, (name, figures)
+        assert figures["bytes_accessed"] >= arguments + outputs, (name, figures)
+    assert cost["memory"]["argument"] == arguments and cost["memory"]["output"] == outputs
 
 
 def test_remarks_name_the_line_and_reason() -> None:
