@@ -1,7 +1,9 @@
 """The server's fake pool: sandbox.pool.fake's, with events that tell runs apart.
 
 Markers in the request's code steer a run (see sandbox/pool/fake.py): ``# fake:
-slow=0.2``, ``hang``, ``error``, ``nodone``, ``ignore-cancel``. A run's jaxpr text
+slow=0.2``, ``hang``, ``error``, ``nodone``, ``ignore-cancel``; and here ``held``: the
+run waits for the test's ``pool.release()`` (so that a test waits for an event, never
+races a time window). A run's jaxpr text
 carries the length of its code and its value is a function of its request, as a
 real engine's is; with ``# fake: random`` the value is ``run N`` instead (N counts
 the pool's runs), like code that draws a random number; ``# fake: names-run`` prints
@@ -10,10 +12,14 @@ the run's own id. Timings always carry N, so a test can tell a fresh one.
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 from sandbox.pool.fake import WORKER, FakeRun
 from sandbox.pool.fake import FakePool as _FakePool
+from sandbox.protocol import RunRequest
 
 __all__ = ["WORKER", "FakePool", "FakeRun"]
 
@@ -50,9 +56,40 @@ def numbered_script(run: FakeRun) -> list[dict[str, Any]]:
     return events
 
 
+class HeldRun(FakeRun):
+    """A run with ``# fake: held``: it starts (the pool counts it), then waits for the
+    test to ``release()`` its pool before it streams anything. A test that needs a run
+    to be running while it does something waits for that event, not for a time."""
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        if self._marker("held") is not None:
+            pool = self.pool
+            assert isinstance(pool, FakePool)
+            pool.held += 1
+            try:
+                while not pool.released.is_set():  # set from the test's own thread
+                    await asyncio.sleep(0.01)
+            finally:
+                pool.held -= 1
+        async for event in super().events():
+            yield event
+
+
 class FakePool(_FakePool):
     def __init__(self, max_concurrent: int = 4) -> None:
         super().__init__(max_concurrent, script=numbered_script)
+        #: set by the test: the ``# fake: held`` runs go on
+        self.released = threading.Event()
+        #: how many held runs are waiting now
+        self.held = 0
+
+    def release(self) -> None:
+        self.released.set()
+
+    async def submit(self, request: RunRequest, tenant: str) -> FakeRun:
+        run = await super().submit(request, tenant)
+        run.__class__ = HeldRun  # the same run, with the held marker honoured
+        return run
 
 
 class SlotFakePool(FakePool):

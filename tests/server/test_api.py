@@ -153,15 +153,16 @@ def _in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[object]
 
 
 def test_full_pool_queues_then_503(make_client: Callable[..., tuple[TestClient, FakePool]]) -> None:
-    client, pool = make_client(FakePool(max_concurrent=1), max_queue=1, queue_timeout_s=5)
-    slow = run_body(code=CODE + "# fake: slow=0.1\n", cache=False)
-    first, out1 = _in_thread(lambda: client.post("/api/v1/runs", json=slow))
-    wait_until(lambda: pool.total >= 1)
-    second, out2 = _in_thread(lambda: client.post("/api/v1/runs", json=slow))
-    wait_until(lambda: client.app.state.services.admission.queue_length() >= 1)  # type: ignore[attr-defined]
-    third = client.post("/api/v1/runs", json=slow)
+    client, pool = make_client(FakePool(max_concurrent=1), max_queue=1, queue_timeout_s=60)
+    held = run_body(code=CODE + "# fake: held\n", cache=False)  # runs until released
+    first, out1 = _in_thread(lambda: client.post("/api/v1/runs", json=held))
+    wait_until(lambda: pool.held == 1, 30)
+    second, out2 = _in_thread(lambda: client.post("/api/v1/runs", json=held))
+    wait_until(lambda: client.app.state.services.admission.queue_length() >= 1, 30)  # type: ignore[attr-defined]
+    third = client.post("/api/v1/runs", json=held)
     assert third.status_code == 503 and "Retry-After" in third.headers
     assert third.json()["error"] == "server_busy"
+    pool.release()
     first.join()
     second.join()
     assert out1[0].status_code == 200 and out2[0].status_code == 200  # type: ignore[attr-defined]
@@ -172,23 +173,26 @@ def test_queue_wait_runs_out_with_503(
     make_client: Callable[..., tuple[TestClient, FakePool]],
 ) -> None:
     client, pool = make_client(FakePool(max_concurrent=1), max_queue=4, queue_timeout_s=0.1)
-    hang = run_body(code=CODE + "# fake: slow=0.15\n", cache=False)
-    first, _out = _in_thread(lambda: client.post("/api/v1/runs", json=hang))
-    wait_until(lambda: pool.total >= 1)
+    held = run_body(code=CODE + "# fake: held\n", cache=False)  # runs until released
+    first, _out = _in_thread(lambda: client.post("/api/v1/runs", json=held))
+    wait_until(lambda: pool.held == 1, 30)
     r = client.post("/api/v1/runs", json=run_body(cache=False))
     assert r.status_code == 503 and "within 0.1 s" in r.json()["message"]
+    pool.release()
     first.join()
 
 
 def test_tenant_limit_answers_429(make_client: Callable[..., tuple[TestClient, FakePool]]) -> None:
     client, pool = make_client(max_runs_per_tenant=1, api_tokens=["t"])
-    slow = run_body(code=CODE + "# fake: slow=0.1\n", cache=False)
-    first, _ = _in_thread(lambda: client.post("/api/v1/runs", json=slow))
-    wait_until(lambda: pool.total >= 1)
-    r = client.post("/api/v1/runs", json=slow)
+    held = run_body(code=CODE + "# fake: held\n", cache=False)  # runs until released
+    first, _ = _in_thread(lambda: client.post("/api/v1/runs", json=held))
+    wait_until(lambda: pool.held == 1, 30)
+    r = client.post("/api/v1/runs", json=held)
     assert r.status_code == 429 and r.json()["error"] == "too_many_runs"
     # Another tenant (a token) is not affected.
-    assert client.post("/api/v1/runs", json=slow, headers={"X-API-Token": "t"}).status_code == 200
+    other = client.post("/api/v1/runs", json=run_body(cache=False), headers={"X-API-Token": "t"})
+    assert other.status_code == 200
+    pool.release()
     first.join()
 
 

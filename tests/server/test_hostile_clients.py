@@ -14,6 +14,8 @@ import asyncio
 import base64
 import hashlib
 import re
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -183,8 +185,8 @@ def test_sessions_are_issued_by_the_page_and_forged_ones_are_nobody(serve: Any) 
 
 
 def test_many_sessions_of_one_address_share_its_two_runs(serve: Any) -> None:
-    client, _pool = serve(max_runs_per_client=2, max_runs_per_tenant=2)
-    slow = {"code": CODE + "# fake: slow=0.2\n", "cache": False}
+    client, pool = serve(max_runs_per_client=2, max_runs_per_tenant=2)
+    held = {"code": CODE + "# fake: held\n", "cache": False}  # runs until released
     cookies = [client.get("/", headers={PEER: "198.51.100.7"}).cookies[SESSION_COOKIE]]
     for _ in range(2):
         client.cookies.clear()
@@ -192,14 +194,23 @@ def test_many_sessions_of_one_address_share_its_two_runs(serve: Any) -> None:
     assert len(set(cookies)) == 3
     client.cookies.clear()
 
-    async def go() -> list[int]:
-        def post(cookie: str) -> int:
-            headers = {PEER: "198.51.100.7", "Cookie": f"{SESSION_COOKIE}={cookie}"}
-            return client.post("/api/v1/runs", json=slow, headers=headers).status_code
+    statuses: list[int] = []
 
-        return list(await asyncio.gather(*(asyncio.to_thread(post, c) for c in cookies)))
+    def post(cookie: str) -> None:
+        headers = {PEER: "198.51.100.7", "Cookie": f"{SESSION_COOKIE}={cookie}"}
+        statuses.append(client.post("/api/v1/runs", json=held, headers=headers).status_code)
 
-    statuses = asyncio.run(go())
+    threads = [threading.Thread(target=post, args=(c,)) for c in cookies]
+    for t in threads:
+        t.start()
+    # two runs held (running) and the third refused, while they run: no time window
+    deadline = time.monotonic() + 30
+    while not (pool.held == 2 and statuses == [429]):
+        assert time.monotonic() < deadline, (pool.held, statuses)
+        time.sleep(0.01)
+    pool.release()
+    for t in threads:
+        t.join()
     assert sorted(statuses) == [200, 200, 429], statuses
     normal(client)
 
