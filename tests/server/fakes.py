@@ -86,8 +86,8 @@ class FakePool(_FakePool):
     def release(self) -> None:
         self.released.set()
 
-    async def submit(self, request: RunRequest, tenant: str) -> FakeRun:
-        run = await super().submit(request, tenant)
+    async def submit(self, request: RunRequest, tenant: str, **options: Any) -> FakeRun:
+        run = await super().submit(request, tenant, **options)
         run.__class__ = HeldRun  # the same run, with the held marker honoured
         return run
 
