@@ -1,10 +1,16 @@
 """What the warm pool costs: jaxplay's end-to-end time against JAX itself.
 
-Runs a fixed set of requests three ways, side by side, in one go:
+Runs a fixed set of requests, each run an edit (a constant in the code changes, the
+shapes do not: nothing a run compiles is ever reused by the next), several ways, side
+by side, in one go. Like with like: every warm measurement keeps its process and JAX's
+caches across runs, as the pool keeps a tenant's process (JAXPLAY_POOL_REUSE_RUNS);
+none clears them, and the edits make each run trace, lower and compile its own f.
 
+- plain JAX: what a notebook user types for the same outputs (``benchmarks/plain_jax.py``:
+  ``make_jaxpr``, ``jit(f).lower(...).as_text()``, ``.compile().as_text()``, the call),
+  in one warm process with the machine's CPUs, no jaxplay code;
 - floor: the engine's ``run_message`` in a process that already imported JAX and
-  started its backend, with JAX's caches cleared before each run (so it traces,
-  lowers and compiles what a fresh child does), pinned to one CPU like a jail;
+  started its backend, its caches kept, pinned to one CPU like a jail;
 - forked: the same in a child forked from a prepared process, its backend warmed as a
   zygote's warm child does, but without jail, pool or supervisor: the difference to
   the warm pool is what the jail and the pool themselves cost;
@@ -13,11 +19,13 @@ Runs a fixed set of requests three ways, side by side, in one go:
   the next child's backend warm; 0 measures the cold-child path);
 - fresh process: ``SubprocessPool``, a new unjailed ``python -m sandbox.engine`` per run.
 
-Prints the medians per case, the overhead of the pool over the floor (median, p95),
+Prints the medians per case, the overhead of the pool over the floor and over plain
+JAX (median, p95),
 the time to the first ``jaxpr`` event, the speed-up over a fresh process, and the
 memory of an idle warm zygote.
 
     .venv/bin/python benchmarks/pool_overhead.py [--repeat 10] [--fresh-repeat 2]
+    .venv/bin/python benchmarks/pool_overhead.py --quick   # 2 cases, 1 round: does it work
 """
 
 from __future__ import annotations
@@ -37,30 +45,31 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import plain_jax
 from sandbox.protocol import RunRequest
 
 OUTPUTS = ["jaxpr", "stablehlo", "hlo", "value", "cost"]  # timing: its budget is noise
 CASES: dict[str, dict[str, Any]] = {
     "jaxpr-small": {
-        "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.tanh(x) ** 2)\n",
+        "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.tanh(x * {c}) ** 2)\n",
         "args": "(jnp.ones(3),)",
         "transforms": [{"name": "grad"}],
         "outputs": ["jaxpr"],
     },
     "grad-jit": {
-        "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.tanh(x) ** 2)\n",
+        "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.tanh(x * {c}) ** 2)\n",
         "args": "(jnp.ones(3),)",
         "transforms": [{"name": "grad"}, {"name": "jit"}],
         "outputs": OUTPUTS,
     },
     "vmap-matmul": {
-        "code": "import jax.numpy as jnp\n\ndef f(x, y):\n    return jnp.tanh(x @ y)\n",
+        "code": "import jax.numpy as jnp\n\ndef f(x, y):\n    return jnp.tanh(x @ y * {c})\n",
         "args": "(jnp.ones((8, 4, 4)), jnp.ones((8, 4, 4)))",
         "transforms": [{"name": "vmap"}, {"name": "jit"}],
         "outputs": OUTPUTS,
     },
     "jacrev": {
-        "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sin(x) * jnp.cos(x[::-1])\n",
+        "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sin(x * {c}) * jnp.cos(x[::-1])\n",
         "args": "(jnp.arange(4.0),)",
         "transforms": [{"name": "jacrev"}],
         "outputs": OUTPUTS,
@@ -68,8 +77,14 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
-def _request(case: str) -> RunRequest:
-    return RunRequest(**CASES[case])
+def _body(case: str, edit: int) -> dict[str, Any]:
+    """The case's request, edit ``edit``: its constant changed, its shapes not."""
+    spec = CASES[case]
+    return {**spec, "code": spec["code"].replace("{c}", f"{1.0 + edit / 1000:.3f}")}
+
+
+def _request(case: str, edit: int) -> RunRequest:
+    return RunRequest(**_body(case, edit))
 
 
 # --- the floor: in a child process of its own, so this one never imports JAX ---------
@@ -88,9 +103,13 @@ def floor_main(repeat: int) -> None:
     # forked: what a zygote's warm child does, without jail, pool or supervisor (the
     # fork happens before this process starts a backend, as in a zygote)
     forked: dict[str, list[float]] = {c: [] for c in CASES}
-    for _ in range(repeat):
+    for edit in range(1, repeat + 1):
         for case in CASES:
-            message = {"protocol": 1, "run_id": "floor", "request": _request(case).model_dump()}
+            message = {
+                "protocol": 1,
+                "run_id": "floor",
+                "request": _request(case, edit).model_dump(),
+            }
             mine, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             pid = os.fork()
             if pid == 0:
@@ -107,16 +126,19 @@ def floor_main(repeat: int) -> None:
             os.waitpid(pid, 0)
             forked[case].append((time.perf_counter() - started) * 1000)
             mine.close()
-    import jax
-
+    # JAX's caches are kept from run to run, as in a tenant's kept process: each run
+    # is an edit, so it traces, lowers and compiles its own f all the same
     results: dict[str, list[float]] = {c: [] for c in CASES}
-    for i in range(repeat + 1):
+    for edit in range(repeat + 1):
         for case in CASES:
-            message = {"protocol": 1, "run_id": "floor", "request": _request(case).model_dump()}
-            jax.clear_caches()
+            message = {
+                "protocol": 1,
+                "run_id": "floor",
+                "request": _request(case, edit).model_dump(),
+            }
             started = time.perf_counter()
             worker.run_message(message, devnull)
-            if i:  # the first round starts the backend and imports the rest: not counted
+            if edit:  # the first round starts the backend and imports the rest: not counted
                 results[case].append((time.perf_counter() - started) * 1000)
     sys.stdout = sys.__stdout__
     print(json.dumps({"floor": results, "forked": forked}))
@@ -124,7 +146,7 @@ def floor_main(repeat: int) -> None:
 
 def measure_floor(repeat: int) -> dict[str, dict[str, list[float]]]:
     out = subprocess.run(
-        [sys.executable, __file__, "--floor", "--repeat", str(repeat)],
+        [sys.executable, __file__, "--floor", "--repeat", str(repeat), "--cases", str(len(CASES))],
         capture_output=True,
         text=True,
         check=True,
@@ -135,9 +157,9 @@ def measure_floor(repeat: int) -> dict[str, dict[str, list[float]]]:
 # --- the pools -------------------------------------------------------------------------
 
 
-async def _timed(pool: Any, case: str, tenant: str) -> tuple[float, float | None, str]:
+async def _timed(pool: Any, case: str, tenant: str, edit: int) -> tuple[float, float | None, str]:
     started = time.perf_counter()
-    run = await pool.submit(_request(case), tenant)
+    run = await pool.submit(_request(case, edit), tenant)
     first_jaxpr = None
     status = "?"
     async for event in run.events():
@@ -168,27 +190,27 @@ async def measure_pools(repeat: int, fresh_repeat: int, pause_s: float) -> dict[
     new_tenant_first: list[float] = []
     try:
         for case in CASES:  # one warm-up run each (the supervisor's own first time)
-            await _timed(pool, case, "bench")
-        for _ in range(repeat):
+            await _timed(pool, case, "bench", 0)
+        for edit in range(1, repeat + 1):
             for case in CASES:
                 await asyncio.sleep(pause_s)
-                ms, jaxpr_ms, status = await _timed(pool, case, "bench")
+                ms, jaxpr_ms, status = await _timed(pool, case, "bench", edit)
                 assert status == "ok", (case, status)
                 warm[case].append(ms)
                 if case == "jaxpr-small" and jaxpr_ms is not None:
                     first.append(jaxpr_ms)
         for i in range(3):  # a tenant never seen before takes a ready spare
             await pool.ready()
-            _, jaxpr_ms, _ = await _timed(pool, "jaxpr-small", f"newcomer-{i}")
+            _, jaxpr_ms, _ = await _timed(pool, "jaxpr-small", f"newcomer-{i}", 1)
             if jaxpr_ms is not None:
                 new_tenant_first.append(jaxpr_ms)
     finally:
         await pool.close()
     fresh: dict[str, list[float]] = {c: [] for c in CASES}
     sub = SubprocessPool(max_concurrent=1)
-    for _ in range(fresh_repeat):
+    for edit in range(1, fresh_repeat + 1):
         for case in CASES:
-            ms, _, status = await _timed(sub, case, "bench")
+            ms, _, status = await _timed(sub, case, "bench", edit)
             assert status == "ok", (case, status)
             fresh[case].append(ms)
     return {
@@ -237,12 +259,23 @@ def main() -> None:
         help="seconds between two runs of the tenant (a person reading the result); "
         "0: back to back, so each run's child starts cold",
     )
+    parser.add_argument("--cases", type=int, default=len(CASES), help="the first N cases only")
+    parser.add_argument(
+        "--quick", action="store_true", help="a check that it works: 2 cases, 1 round, no pause"
+    )
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.quick:
+        args.cases, args.repeat, args.fresh_repeat, args.pause = 2, 1, 1, 0.0
+    for name in list(CASES)[args.cases :]:
+        del CASES[name]
     if args.floor:
         floor_main(args.repeat)
         return
     load = os.getloadavg()[0]
+    plain = plain_jax.measure(
+        [[(case, _body(case, edit)) for case in CASES] for edit in range(args.repeat + 1)]
+    )["later"]
     floors = measure_floor(args.repeat)
     floor, forked = floors["floor"], floors["forked"]
     pools = asyncio.run(measure_pools(args.repeat, args.fresh_repeat, args.pause))
@@ -252,23 +285,33 @@ def main() -> None:
         f"a tenant's runs; medians in ms"
     )
     print(
-        f"{'case':<14}{'floor':>8}{'forked':>8}{'warm pool':>11}{'overhead':>10}"
-        f"{'vs forked':>11}{'fresh proc':>12}{'fresh/warm':>12}"
+        "every run an edit; caches kept in every warm process (none cleared): like with like; "
+        "plain = plain JAX as a user types it (all CPUs), floor = jaxplay's engine (one CPU)"
+    )
+    print(
+        f"{'case':<14}{'plain':>8}{'floor':>8}{'forked':>8}{'warm pool':>11}{'-plain':>8}"
+        f"{'-floor':>8}{'-forked':>9}{'fresh proc':>12}{'fresh/warm':>12}"
     )
     overheads: list[float] = []
+    over_plain: list[float] = []
     transport: list[float] = []
     ratios: list[float] = []
     for case in CASES:
-        f_med, k_med, w_med, x_med = (
-            statistics.median(d[case]) for d in (floor, forked, warm, fresh)
+        p_med, f_med, k_med, w_med, x_med = (
+            statistics.median(d[case]) for d in (plain, floor, forked, warm, fresh)
         )
         overheads += [w - f_med for w in warm[case]]
+        over_plain += [w - p_med for w in warm[case]]
         transport += [w - k_med for w in warm[case]]
         ratios.append(x_med / w_med)
         print(
-            f"{case:<14}{f_med:>8.1f}{k_med:>8.1f}{w_med:>11.1f}{w_med - f_med:>10.1f}"
-            f"{w_med - k_med:>11.1f}{x_med:>12.1f}{x_med / w_med:>11.1f}x"
+            f"{case:<14}{p_med:>8.1f}{f_med:>8.1f}{k_med:>8.1f}{w_med:>11.1f}{w_med - p_med:>8.1f}"
+            f"{w_med - f_med:>8.1f}{w_med - k_med:>9.1f}{x_med:>12.1f}{x_med / w_med:>11.1f}x"
         )
+    print(
+        f"overhead of the warm pool over plain JAX: median {statistics.median(over_plain):.1f} ms, "
+        f"p95 {_p(over_plain, 0.95):.1f} ms"
+    )
     print(
         f"overhead of the warm pool over the floor: median {statistics.median(overheads):.1f} ms, "
         f"p95 {_p(overheads, 0.95):.1f} ms (targets 10 / 30)"

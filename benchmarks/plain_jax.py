@@ -1,0 +1,94 @@
+"""The benchmarks' first floor: plain JAX as a notebook user types it, no jaxplay code.
+
+Given jaxplay requests, runs for each what a person would type in a notebook cell to
+see the same outputs: the cell (``exec`` of the code, the args), then, for what the
+request asks, ``jax.make_jaxpr(g)(*args)`` (jaxpr), ``jax.jit(g).lower(*args).as_text()``
+(stablehlo), ``.compile().as_text()`` (hlo) and ``.cost_analysis()`` (cost), and
+``jax.block_until_ready(g(*args))`` (value), where ``g`` is ``f`` under the request's
+transforms (``jax.grad``, ``jax.vmap``, ``jax.jit``...). One warm process (JAX's
+caches kept, as a kernel keeps them) with the machine's CPUs.
+
+Run as a child of a benchmark (so that the benchmark itself never imports JAX)::
+
+    python benchmarks/plain_jax.py < rounds.json   # [[[case, request], ...], ...]
+
+prints ``{"first": {case: ms}, "later": {case: [ms, ...]}}``: the first round (the
+kernel's first run of each cell) apart from the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+#: the outputs plain JAX is asked for, in the order a user would get them
+TEXT_STAGES = ("jaxpr", "stablehlo", "hlo", "cost", "value")
+
+
+def plain_cell(body: dict[str, Any]) -> None:
+    """The cell as a user runs it: define f and the args, then each requested output
+    the way JAX offers it."""
+    import jax
+    import jax.numpy as jnp
+
+    transforms: dict[str, Any] = {"grad": jax.grad, "vmap": jax.vmap, "hessian": jax.hessian,
+                  "jacrev": jax.jacrev, "jacfwd": jax.jacfwd, "jit": jax.jit}  # fmt: skip
+    outputs = set(body.get("outputs") or TEXT_STAGES)
+    namespace: dict[str, Any] = {}
+    exec(compile(body["code"], "<cell>", "exec"), namespace)
+    g = namespace["f"]
+    for t in body.get("transforms", []):
+        g = transforms[t["name"]](g, **{k: v for k, v in t.items() if k != "name"})
+    args = eval(body.get("args") or "()", {"jax": jax, "jnp": jnp})
+    if "jaxpr" in outputs:
+        jax.make_jaxpr(g)(*args)
+    if outputs & {"stablehlo", "hlo", "cost"}:
+        lowered = jax.jit(g).lower(*args)
+        if "stablehlo" in outputs:
+            lowered.as_text()
+        if outputs & {"hlo", "cost"}:
+            compiled = lowered.compile()
+            if "hlo" in outputs:
+                compiled.as_text()
+            if "cost" in outputs:
+                compiled.cost_analysis()
+    if "value" in outputs:
+        jax.block_until_ready(g(*args))
+
+
+def main() -> None:
+    rounds: list[list[tuple[str, dict[str, Any]]]] = json.load(sys.stdin)
+    first: dict[str, float] = {}
+    later: dict[str, list[float]] = {}
+    for i, runs in enumerate(rounds):
+        for case, body in runs:
+            started = time.perf_counter()
+            plain_cell(body)
+            took = (time.perf_counter() - started) * 1000
+            if i:
+                later.setdefault(case, []).append(took)
+            else:
+                first[case] = took
+    print(json.dumps({"first": first, "later": later}))
+
+
+def measure(rounds: list[list[tuple[str, dict[str, Any]]]]) -> dict[str, Any]:
+    """Run ``rounds`` in a child process of plain JAX; its timings (see the module)."""
+    out = subprocess.run(
+        [sys.executable, __file__],
+        input=json.dumps(rounds),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"plain JAX failed: {out.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+if __name__ == "__main__":
+    main()
