@@ -12,6 +12,7 @@ next run still works.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import tempfile
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 
 from sandbox.jail.compile_cache import CACHE_DIR
+from sandbox.protocol import EVENT_MODELS
 from tests.sandbox.conftest import CANARY, TEST_LIMITS, LivePool, Result, needs_bwrap
 
 pytestmark = [needs_bwrap, pytest.mark.slow]
@@ -33,12 +35,22 @@ import ctypes, errno, os, socket, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 
-def probe(name, fn):
-    """Run fn; SAFE if it raises, LEAK (with what it got) if it does not."""
+def probe(name, fn, *refusals):
+    """Run fn, which the jail must refuse the way ``refusals`` say: an errno (an
+    OSError, or socket.gaierror, with it), an exception class, or a phrase of the
+    exception's message. SAFE when refused so; LEAK (with what it got) when fn returns;
+    WRONG when it failed for another reason (a typo, an import, a missing network
+    where the jail's own refusal was expected): the test fails on WRONG too."""
+    assert refusals, name
     try:
         got = fn()
     except BaseException as exc:
-        print(f"SAFE {name}: {type(exc).__name__} {getattr(exc, 'errno', '')}")
+        e = getattr(exc, 'errno', None)
+        said = f"{type(exc).__name__}: {exc}"
+        refused = any(
+            (isinstance(r, int) and e == r) or (isinstance(r, type) and isinstance(exc, r))
+            or (isinstance(r, str) and r in said) for r in refusals)
+        print(f"{'SAFE' if refused else 'WRONG'} {name}: {said} (errno {e})"[:400])
         return
     print(f"LEAK {name}: {got!r}"[:400])
 
@@ -75,26 +87,60 @@ class Case:
     #: a documented gap (degraded mode): True, it must still leak, or docs lie; None: it
     #: may (whether it gets that far within its wall clock depends on the machine)
     leaks: bool | None = False
+    #: code run next by the same tenant (prelude included), in the same zygote: it
+    #: must print SAFE, and no LEAK or WRONG
+    after: str = ""
 
 
 def _case(id: str, code: str, **kw: Any) -> Case:
     return Case(id, PRELUDE + textwrap.dedent(code), **kw)
 
 
+#: the next run of the zygote sees no process of the last one's
+NO_PROCESS_LEFT = """
+procs = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+names = [open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')[0] for p in procs]
+must('only pid 1, the zygote and me', len(procs) == 3, names)
+"""
+#: where L5 puts JAX's persistent cache: the jail's own /tmp; never the host's
+HOST_CACHE = Path("/tmp") / f"jaxplay-hostile-cache-{os.getpid()}"
+
+
+def _printed(result: Result, text: str) -> None:
+    """The case's code ran to the end (what it names was done, then checked)."""
+    assert text in result.out, result.out[-2000:]
+
+
+def _no_forged_events(result: Result) -> None:
+    _printed(result, "wrote forged lines")
+    assert not [e for e in result.events if e["type"] not in EVENT_MODELS], result.events
+    # the forged done ({"status": "timeout", "reason": "forged"}) is not the run's
+    assert result.done["reason"] != "forged" and result.done["ms"] != 0, result.done
+
+
+def _stdout_is(result: Result, text: str) -> None:
+    assert [e["text"] for e in result.of("stdout")] == [text], result.of("stdout")
+
+
+def _absent_on_host(path: Path) -> None:
+    assert not path.exists(), f"{path} was written on the host"
+
+
 CASES = [
     # --- A: filesystem escape and host secrets ------------------------------------------
     _case(
         "A1-host-tmp-canary",
-        f"probe('read host /tmp canary', lambda: open({str(CANARY_TMP)!r}).read())",
+        f"probe('read host /tmp canary', lambda: open({str(CANARY_TMP)!r}).read(), errno.ENOENT)",
     ),
     _case(
-        "A2-root-canary", f"probe('read /root canary', lambda: open({str(CANARY_ROOT)!r}).read())"
+        "A2-root-canary",
+        f"probe('read /root canary', lambda: open({str(CANARY_ROOT)!r}).read(), errno.ENOENT)",
     ),
     _case(
         "A3-etc-secrets",
         """
         for p in ('/etc/shadow', '/etc/passwd', '/etc/hostname', '/etc/ssh/ssh_host_rsa_key'):
-            probe('read ' + p, lambda p=p: open(p).read())
+            probe('read ' + p, lambda p=p: open(p).read(), errno.ENOENT)
         """,
         safe=4,
     ),
@@ -102,7 +148,7 @@ CASES = [
         "A4-write-outside-tmp",
         """
         for p in ('/x', '/usr/x', sys.prefix + '/x', os.path.dirname(os.__file__) + '/x', '/proc/x'):
-            probe('write ' + p, lambda p=p: open(p, 'w').write('x'))
+            probe('write ' + p, lambda p=p: open(p, 'w').write('x'), errno.EROFS, errno.EACCES, errno.ENOENT)
         """,
         safe=5,
     ),
@@ -110,7 +156,7 @@ CASES = [
         "A5-host-trees-absent",
         """
         for p in ('/home', '/run', '/boot', '/mnt', '/srv', '/opt', '/root/.ssh'):
-            probe('list ' + p, lambda p=p: os.listdir(p))
+            probe('list ' + p, lambda p=p: os.listdir(p), errno.ENOENT)
         # /sys: absent, but for one file where JAX's TPU extra is installed (libtpu
         # aborts without it: sandbox/tpu_extra.py)
         found = [os.path.join(d, f) for d, _, fs in os.walk('/sys') for f in fs]
@@ -137,7 +183,7 @@ CASES = [
     ),
     _case(
         "A7-proc1-root",
-        f"probe('host file via /proc/1/root', lambda: open('/proc/1/root{CANARY_TMP}').read())",
+        f"probe('host file via /proc/1/root', lambda: open('/proc/1/root{CANARY_TMP}').read(), errno.ENOENT, errno.EACCES)",
     ),
     _case("A8-open-by-handle", "sys_errno('open_by_handle_at', 304, -100, 0, 0, want=errno.EPERM)"),
     # --- B: environment and secrets ------------------------------------------------------
@@ -195,7 +241,7 @@ CASES = [
         import pwd
         must('uid 1000', os.getuid() == 1000 and os.geteuid() == 1000, os.getuid())
         must('hostname sandbox', socket.gethostname() == 'sandbox', socket.gethostname())
-        probe('setuid(0)', lambda: os.setuid(0))
+        probe('setuid(0)', lambda: os.setuid(0), errno.EPERM, errno.EINVAL)  # EINVAL: no uid 0 in the jail's user namespace
         """,
         safe=3,
     ),
@@ -206,15 +252,18 @@ CASES = [
         def go():
             s = socket.create_connection(('1.1.1.1', 80), timeout=2)
             return s.getpeername()
-        probe('tcp to 1.1.1.1', go)
+        probe('tcp to 1.1.1.1', go, errno.ENETUNREACH)
         """,
     ),
-    _case("C2-dns", "probe('resolve a name', lambda: socket.getaddrinfo('example.com', 80))"),
+    _case(
+        "C2-dns",
+        "probe('resolve a name', lambda: socket.getaddrinfo('example.com', 80), socket.EAI_AGAIN, socket.EAI_NONAME, socket.EAI_FAIL)",
+    ),
     _case(
         "C3-metadata",
         """
-        probe('tcp to 169.254.169.254', lambda: socket.create_connection(('169.254.169.254', 80), timeout=2))
-        probe('udp to 8.8.8.8', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('8.8.8.8', 53)))
+        probe('tcp to 169.254.169.254', lambda: socket.create_connection(('169.254.169.254', 80), timeout=2), errno.ENETUNREACH)
+        probe('udp to 8.8.8.8', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('8.8.8.8', 53)), errno.ENETUNREACH)
         """,
         safe=2,
     ),
@@ -241,7 +290,7 @@ CASES = [
     ),
     _case(
         "C8-ipv6",
-        "probe('tcp to [2606:4700:4700::1111]', lambda: socket.create_connection(('2606:4700:4700::1111', 80), timeout=2))",
+        "probe('tcp to [2606:4700:4700::1111]', lambda: socket.create_connection(('2606:4700:4700::1111', 80), timeout=2), errno.ENETUNREACH)",
     ),
     # --- D: processes -------------------------------------------------------------------------
     _case(
@@ -287,8 +336,13 @@ CASES = [
                 import time
                 time.sleep(1000)
             os._exit(0)
-        print('SAFE spawned daemons')
+        print('spawned daemons')
         """,
+        safe=0,
+        # the next run, in the same zygote (so the same pid namespace), sees none of them
+        keeps_zygote=True,
+        after=NO_PROCESS_LEFT,
+        check=lambda r: _printed(r, "spawned daemons"),
     ),
     _case(
         "D4-ignore-signals-and-linger",
@@ -297,11 +351,18 @@ CASES = [
         for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(s, signal.SIG_IGN)
         subprocess.Popen(['sh', '-c', 'trap "" TERM HUP INT; while :; do sleep 1; done'])
-        print('SAFE lingering child started')
+        print('lingering child started')
         """,
+        safe=0,
+        keeps_zygote=True,
+        after=NO_PROCESS_LEFT,
+        check=lambda r: _printed(r, "lingering child started"),
     ),
     # --- E: memory -----------------------------------------------------------------------------
-    _case("E1-huge-bytearray", "probe('8 GiB bytearray', lambda: len(bytearray(8 << 30)))"),
+    _case(
+        "E1-huge-bytearray",
+        "probe('8 GiB bytearray', lambda: len(bytearray(8 << 30)), MemoryError)",
+    ),
     _case(
         "E2-growth",
         """
@@ -309,7 +370,7 @@ CASES = [
         def grow():
             while True:
                 chunks.append(bytearray(64 << 20))
-        probe('grow 64 MiB at a time', grow)
+        probe('grow 64 MiB at a time', grow, MemoryError)
         chunks.clear()
         """,
     ),
@@ -317,7 +378,7 @@ CASES = [
         "E3-huge-jax-array",
         """
         import jax.numpy as jnp
-        probe('8 GiB jnp array', lambda: jnp.ones((1 << 31,), jnp.float32).block_until_ready())
+        probe('8 GiB jnp array', lambda: jnp.ones((1 << 31,), jnp.float32).block_until_ready(), MemoryError, 'RESOURCE_EXHAUSTED')
         """,
     ),
     _case(
@@ -402,7 +463,7 @@ CASES = [
             with open('/tmp/big', 'wb') as f:
                 for _ in range(64):
                     f.write(b'x' * (1 << 20))
-        probe('64 MiB file (RLIMIT_FSIZE 16 MiB)', big)
+        probe('64 MiB file (RLIMIT_FSIZE 16 MiB)', big, errno.EFBIG)
         """,
     ),
     _case(
@@ -412,7 +473,7 @@ CASES = [
             for i in range(100):
                 with open(f'/tmp/fill{i}', 'wb') as f:
                     f.write(b'x' * (15 << 20))
-        probe('fill /tmp past its size', fill)
+        probe('fill /tmp past its size', fill, errno.ENOSPC)
         """,
     ),
     _case(
@@ -422,7 +483,7 @@ CASES = [
             for i in range(100):
                 with open(f'/dev/shm/fill{i}', 'wb') as f:
                     f.write(b'x' * (4 << 20))
-        probe('fill /dev/shm past its size', fill)
+        probe('fill /dev/shm past its size', fill, errno.ENOSPC)
         """,
     ),
     _case(
@@ -437,12 +498,17 @@ CASES = [
                 n += 1
         except OSError:
             pass
-        print('SAFE made', n, 'files')
+        print('made', n, 'files')
         """,
         status=("ok", "error"),
-        destructive=True,
+        safe=0,
+        destructive=True,  # and the next run's /tmp is empty again (X1 checks that)
+        check=lambda r: _printed(r, "made "),
     ),
-    _case("G5-write-dev", "probe('create a file in /dev', lambda: open('/dev/evil', 'w'))"),
+    _case(
+        "G5-write-dev",
+        "probe('create a file in /dev', lambda: open('/dev/evil', 'w'), errno.EROFS)",
+    ),
     # --- H: output -------------------------------------------------------------------------------
     _case(
         "H1-print-flood",
@@ -479,8 +545,10 @@ CASES = [
                     os.write(fd, line)
                 except OSError:
                     pass
-        print('SAFE wrote forged lines')
+        print('wrote forged lines')
         """,
+        safe=0,
+        check=lambda r: _no_forged_events(r),
         status="tampered",  # its lines were refused, and the run says so (issue 20)
         reason="what it shows may be forged",
     ),
@@ -488,8 +556,11 @@ CASES = [
         "H5-terminal-html",
         r"""
         print('\x1b]0;pwned\x07\x1b[2J<script>alert(1)</script>')
-        print('SAFE escape sequences are data')
         """,
+        safe=0,
+        # escape sequences and markup are data: a stdout event carries them verbatim,
+        # neither interpreted nor stripped (the page renders text, never markup)
+        check=lambda r: _stdout_is(r, "\x1b]0;pwned\x07\x1b[2J<script>alert(1)</script>\n"),
     ),
     # --- I: signals ------------------------------------------------------------------------------
     _case(
@@ -522,7 +593,8 @@ CASES = [
             except OSError:
                 pass
         time.sleep(0.2)
-        print('SAFE still alive after signalling pid 1')
+        state = open('/proc/1/stat').read().rsplit(')', 1)[1].split()[0]
+        must('pid 1 alive and not stopped after SIGKILL, SIGTERM, SIGSTOP', state in 'RS', state)
         """,
     ),
     _case(
@@ -530,7 +602,7 @@ CASES = [
         f"""
         import signal
         for pid in ({os.getpid()}, {os.getppid()}):  # the supervisor and its parent, on the host
-            probe(f'signal host pid {{pid}}', lambda: os.kill(pid, signal.SIGKILL))
+            probe(f'signal host pid {{pid}}', lambda: os.kill(pid, signal.SIGKILL), errno.ESRCH)
         """,
         safe=2,
     ),
@@ -563,9 +635,9 @@ CASES = [
         "J3-parent-mem",
         """
         ppid = os.getppid()
-        probe('open zygote /proc/pid/mem', lambda: open(f'/proc/{ppid}/mem', 'rb').read(1))
-        probe('list zygote fds', lambda: os.listdir(f'/proc/{ppid}/fd'))
-        probe('read zygote environ', lambda: open(f'/proc/{ppid}/environ').read())
+        probe('open zygote /proc/pid/mem', lambda: open(f'/proc/{ppid}/mem', 'rb').read(1), errno.EACCES, errno.EPERM)
+        probe('list zygote fds', lambda: os.listdir(f'/proc/{ppid}/fd'), errno.EACCES, errno.EPERM)
+        probe('read zygote environ', lambda: open(f'/proc/{ppid}/environ').read(), errno.EACCES, errno.EPERM)
         """,
         safe=3,
     ),
@@ -637,8 +709,8 @@ CASES = [
             try:
                 r = subprocess.run(argv, capture_output=True, text=True, timeout=5)
                 must(' '.join(argv[:1]) + ' gains nothing', r.returncode != 0 or 'uid=0' not in r.stdout, r.stdout)
-            except OSError:
-                print('SAFE', argv[0], 'absent')
+            except OSError as exc:
+                must(argv[0] + ' absent', exc.errno == errno.ENOENT, exc)
         """,
         safe=3,
     ),
@@ -732,8 +804,8 @@ CASES = [
         import resource
         z = os.getppid()
         for res in ('NOFILE', 'FSIZE', 'CPU', 'STACK', 'DATA', 'NPROC', 'AS'):
-            probe(f'lower the zygote RLIMIT_{res}', lambda r=getattr(resource, 'RLIMIT_' + res): resource.prlimit(z, r, (1, 1)))
-        probe('read the zygote limits', lambda: resource.prlimit(z, resource.RLIMIT_NOFILE))
+            probe(f'lower the zygote RLIMIT_{res}', lambda r=getattr(resource, 'RLIMIT_' + res): resource.prlimit(z, r, (1, 1)), errno.EPERM)
+        probe('read the zygote limits', lambda: resource.prlimit(z, resource.RLIMIT_NOFILE), errno.EPERM)
         resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))  # its own: allowed
         must('own limit lowered', resource.getrlimit(resource.RLIMIT_NOFILE) == (128, 128))
         """,
@@ -744,13 +816,13 @@ CASES = [
         "Z2-scheduling-of-the-zygote",
         """
         z = os.getppid()
-        probe('setpriority(zygote, 19)', lambda: os.setpriority(os.PRIO_PROCESS, z, 19))
-        probe('setpriority(PRIO_PGRP of the zygote)', lambda: os.setpriority(os.PRIO_PGRP, os.getpgid(z), 19))
-        probe('setpriority(PRIO_USER, 0)', lambda: os.setpriority(os.PRIO_USER, 0, 19))
-        probe('sched_setscheduler(zygote, SCHED_IDLE)', lambda: os.sched_setscheduler(z, os.SCHED_IDLE, os.sched_param(0)))
-        probe('sched_setparam(zygote)', lambda: os.sched_setparam(z, os.sched_param(0)))
+        probe('setpriority(zygote, 19)', lambda: os.setpriority(os.PRIO_PROCESS, z, 19), errno.EPERM, errno.EACCES)
+        probe('setpriority(PRIO_PGRP of the zygote)', lambda: os.setpriority(os.PRIO_PGRP, os.getpgid(z), 19), errno.EPERM, errno.EACCES)
+        probe('setpriority(PRIO_USER, 0)', lambda: os.setpriority(os.PRIO_USER, 0, 19), errno.EPERM, errno.EACCES)
+        probe('sched_setscheduler(zygote, SCHED_IDLE)', lambda: os.sched_setscheduler(z, os.SCHED_IDLE, os.sched_param(0)), errno.EPERM)
+        probe('sched_setparam(zygote)', lambda: os.sched_setparam(z, os.sched_param(0)), errno.EPERM)
         sys_errno('sched_setattr(zygote)', 314, z, 0, 0, want=errno.EPERM)
-        probe('sched_setaffinity(zygote)', lambda: os.sched_setaffinity(z, os.sched_getaffinity(z)))
+        probe('sched_setaffinity(zygote)', lambda: os.sched_setaffinity(z, os.sched_getaffinity(z)), errno.EPERM)
         for which, who, name in ((1, z, 'process'), (2, os.getpgid(z), 'pgrp'), (3, 0, 'user')):
             sys_errno(f'ioprio_set({name} of the zygote, idle)', 251, which, who, 3 << 13, want=errno.EPERM)
         os.nice(5)  # its own: allowed
@@ -763,7 +835,7 @@ CASES = [
         "M1-host-wide-proc-masked",
         f"""
         for name in ('loadavg', 'stat', 'meminfo', 'vmstat', 'diskstats', 'pressure/cpu', 'pressure/memory', 'locks'):
-            probe('read /proc/' + name, lambda name=name: open('/proc/' + name).read())
+            probe('read /proc/' + name, lambda name=name: open('/proc/' + name).read(), errno.EACCES)
         must('own /proc/self readable', 'Seccomp' in open('/proc/self/status').read())
         must('cpu_count is the jail CPUs', os.cpu_count() == {TEST_LIMITS.cpus}, os.cpu_count())
         """,
@@ -775,8 +847,8 @@ CASES = [
         f"""
         import jax, jax.numpy as jnp
         def cb(x):
-            probe('canary from a callback', lambda: open({str(CANARY_TMP)!r}).read())
-            probe('network from a callback', lambda: socket.create_connection(('1.1.1.1', 80), timeout=2))
+            probe('canary from a callback', lambda: open({str(CANARY_TMP)!r}).read(), errno.ENOENT)
+            probe('network from a callback', lambda: socket.create_connection(('1.1.1.1', 80), timeout=2), errno.ENETUNREACH)
             return x
         def f(x):
             return jax.pure_callback(cb, jax.ShapeDtypeStruct((), jnp.float32), x)
@@ -826,11 +898,13 @@ CASES = [
         "L5-compilation-cache-dir",
         """
         import jax
-        jax.config.update('jax_compilation_cache_dir', '/tmp/jaxcache')
+        jax.config.update('jax_compilation_cache_dir', CACHE)
         jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)
         jax.jit(lambda x: x + 1)(1.0).block_until_ready()
-        print('SAFE cache written inside the jail only')
-        """,
+        must('the cache was written in the jail', len(os.listdir(CACHE)) > 0, CACHE)
+        """.replace("CACHE", repr(str(HOST_CACHE))),
+        # and not on the host: the jail's /tmp is its own
+        check=lambda r: _absent_on_host(HOST_CACHE),
     ),
 ]
 
@@ -869,13 +943,30 @@ def _code(case: Case, host_services: Any) -> str:
     port, name = host_services
     code = case.code.replace(
         "HOST_PORT_PROBE",
-        f"probe('host loopback service', lambda: socket.create_connection(('127.0.0.1', {port}), timeout=2))\n"
-        f"probe('host loopback v6', lambda: socket.create_connection(('::1', {port}), timeout=2))\n",
+        f"probe('host loopback service', lambda: socket.create_connection(('127.0.0.1', {port}), timeout=2), errno.ECONNREFUSED)\n"
+        f"probe('host loopback v6', lambda: socket.create_connection(('::1', {port}), timeout=2), errno.ECONNREFUSED, errno.EADDRNOTAVAIL, errno.ENETUNREACH)\n",
     )
     return code.replace(
         "HOST_ABSTRACT_PROBE",
-        f"probe('host abstract unix socket', lambda: socket.socket(socket.AF_UNIX).connect({name!r}))\n",
+        f"probe('host abstract unix socket', lambda: socket.socket(socket.AF_UNIX).connect({name!r}), errno.ECONNREFUSED)\n",
     )
+
+
+def test_probe_tells_the_jails_refusal_from_any_other_failure(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """probe() (run here, outside any jail): SAFE only for the refusal its case names;
+    a typo, a refusal of another kind, or no refusal at all is not SAFE."""
+    namespace: dict[str, Any] = {}
+    exec(PRELUDE, namespace)
+    probe = namespace["probe"]
+    probe("refused as named", lambda: os.stat("/nonexistent/x"), errno.ENOENT)
+    probe("a typo", lambda: undefined_name, errno.ENOENT)  # type: ignore[name-defined]  # noqa: F821
+    probe("another errno", lambda: os.stat("/nonexistent/x"), errno.EACCES)
+    probe("a class", lambda: bytearray(-1), MemoryError)
+    probe("not refused", lambda: 42, errno.ENOENT)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["SAFE", "WRONG", "WRONG", "WRONG", "LEAK"], lines
 
 
 def test_battery_is_broad() -> None:
@@ -928,11 +1019,15 @@ def _check_case(case: Case, live_pool: LivePool, host_services: Any) -> None:
     if case.leaks is not None:
         assert ("LEAK" in out) == case.leaks, out[-2000:]
     assert out.count("SAFE") >= case.safe, (result.done, out[-2000:])
+    # a probe that failed for another reason than the jail's refusal (a typo, a missing
+    # module, no network where the jail's own errno was expected) fails the case
+    assert "WRONG" not in out, out[-2000:]
     assert CANARY not in repr(result.events)
     if case.reason:
         assert case.reason in result.done["reason"], result.done
-    # every run ends within its wall clock + 2 s, whatever it did
-    assert result.elapsed_s <= min(case.timeout_s, TEST_LIMITS.max_wall_s) + 2.0, result.elapsed_s
+    # every run ends, whatever it did, soon after its wall clock (a generous bound: how
+    # soon is a figure of benchmarks/, not a property a loaded machine should fail)
+    assert result.elapsed_s <= min(case.timeout_s, TEST_LIMITS.max_wall_s) + 15.0, result.elapsed_s
     if case.check:
         case.check(result)
     assert live_pool.strays() == []
@@ -941,6 +1036,12 @@ def _check_case(case: Case, live_pool: LivePool, host_services: Any) -> None:
         assert after.status == "ok" and "alive" in after.out, after.events
         if case.keeps_zygote:
             assert after.zygote == result.zygote, "the zygote was harmed and retired"
+    if case.after:
+        after = live_pool.run(PRELUDE + textwrap.dedent(case.after), tenant="hostile")
+        assert after.status == "ok" and after.zygote == result.zygote, after.events
+        assert "SAFE" in after.out and "LEAK" not in after.out and "WRONG" not in after.out, (
+            after.out
+        )
 
 
 def test_nothing_survives_a_run(live_pool: LivePool) -> None:
