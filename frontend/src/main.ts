@@ -520,7 +520,7 @@ const conn = new Connection(wsUrl(location), {
 
 /** What a run does to the page: app/run.ts drives it. */
 const runView: RunView = {
-  start: (request) => startRun(request),
+  start: (request, keep) => startRun(request, keep),
   event: (event) => onEvent(event),
   unreachable: (message) => {
     progress.problem(`— ${message}`);
@@ -677,8 +677,12 @@ async function run(): Promise<void> {
   await runs.send(request);
 }
 
-/** A run starts (sent, or painted from the page): the outputs are cleared for it. */
-function startRun(request: RunBody): void {
+/** A run starts (sent, or painted from the page): the outputs are cleared for it, unless
+ * it follows a painted run (`keep`): its outputs then replace the painted ones. */
+function startRun(request: RunBody, keep = false): void {
+  ui.cancelBtn.disabled = false;
+  document.body.classList.add("running");
+  if (keep) return;
   errorsPane.reset();
   mark("errors", "");
   mark("console", "");
@@ -691,8 +695,6 @@ function startRun(request: RunBody): void {
   editor.dispatch({ effects: setErrorMark.of(null) });
   refreshBands();
   tabs.runStarts();
-  ui.cancelBtn.disabled = false;
-  document.body.classList.add("running");
 }
 
 let acrossAbort: AbortController | null = null;
@@ -832,6 +834,8 @@ async function start(): Promise<void> {
       labels = { main: describePipeline(state.steps, request.entry) };
       if (state.compare) labels["0"] = describePipeline(state.compare, request.entry);
       runs.paint(request, initial.events);
+      // outputs no cache keeps (timing): the run as usual brings them
+      if (initial.pending.length > 0) void runs.follow(request);
     }
     void loadBackends();
     if (!initial) void run(); // a shared link shows its results at once (from the cache when it has them)

@@ -32,7 +32,9 @@ class Frames:
         return sum(1 for m in self.sent if m.get("type") == "cancel")
 
 
-def fresh_page(browser: Any, server: Any, path: str = "/", width: int = 1440) -> tuple[Any, Any, Frames]:
+def fresh_page(
+    browser: Any, server: Any, path: str = "/", width: int = 1440
+) -> tuple[Any, Any, Frames]:
     context = browser.new_context(viewport={"width": width, "height": 900}, base_url=server.url)
     page = context.new_page()
     page.set_default_timeout(60_000)
@@ -41,7 +43,7 @@ def fresh_page(browser: Any, server: Any, path: str = "/", width: int = 1440) ->
     frames = Frames(page)
     page.goto(path)
     page.wait_for_selector("[data-testid=code]")
-    page.errors = errors  # type: ignore[attr-defined]
+    page.errors = errors
     return context, page, frames
 
 
@@ -89,7 +91,7 @@ def test_one_run_per_key_press_or_click_wherever_the_focus_is(browser: Any, serv
         assert frames.cancels() == 0
         assert len(frames.sockets) == 1  # one connection, kept
         assert "sin" in page.evaluate("window.jaxplay.text('jaxpr')")
-        assert page.errors == []  # type: ignore[attr-defined]
+        assert page.errors == []
     finally:
         context.close()
 
@@ -112,37 +114,56 @@ def test_a_run_while_one_is_going_replaces_it_on_the_page(browser: Any, server: 
         context.close()
 
 
-def _with_initial(html: str, initial: dict[str, Any]) -> str:
-    text = json.dumps(initial).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    tag = f'<script type="application/json" id="jaxplay-initial">{text}</script>'
-    return html.replace("</head>", tag + "</head>", 1)
-
-
-def _initial_page(browser: Any, server: Any, done_status: str) -> tuple[Any, Any, Frames]:
+def _initial_page(
+    browser: Any, server: Any, done_status: str, pending: list[str] | None = None
+) -> tuple[Any, Any, Frames]:
     """A shared link's page as the server sends it with the answer embedded (the HTML
     made here: the client side of the contract, whatever the server decides)."""
-    import httpx
-
     request = {"code": "def f(x):\n    return x * 2.0  # a < b && c > d\n", "args": "(1.0,)"}
-    worker = {"backend": "cpu", "platform": "cpu", "device_kind": "cpu", "devices": 1, "jax_version": "0", "jaxlib_version": "0"}
+    worker = {
+        "backend": "cpu",
+        "platform": "cpu",
+        "device_kind": "cpu",
+        "devices": 1,
+        "jax_version": "0",
+        "jaxlib_version": "0",
+    }
     events = [
         {"type": "accepted", "run_id": "embedded", "worker": worker, "cached": True, "age_s": 5},
         {"type": "jaxpr", "text": "{ lambda ; a:f32[]. let b:f32[] = mul a 2.0:f32[] in (b,) }"},
         {"type": "hlo", "text": "HloModule embedded\n" + "// filler line\n" * 10_000},
         {"type": "done", "status": done_status, "ms": 3.0, "reason": ""},
     ]
-    html = httpx.get(server.url + "/").text
-    body = _with_initial(html, {"snippet_id": "embedded1", "request": request, "events": events})
+    initial: dict[str, Any] = {"snippet_id": "embedded1", "request": request, "events": events}
+    if pending is not None:
+        initial["pending"] = pending
+
+    # Added to the server's own page as its HTML is parsed, before the page's module
+    # script runs (a document fulfilled by Playwright instead would be barred from the
+    # loopback WebSocket by Chromium's local network access checks).
+    text = (
+        json.dumps(initial).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    )
+    script = (
+        "document.addEventListener('readystatechange', () => {"
+        " if (document.readyState !== 'interactive') return;"
+        " const tag = document.createElement('script');"
+        " tag.type = 'application/json'; tag.id = 'jaxplay-initial';"
+        f" tag.textContent = {json.dumps(text)};"
+        " document.head.append(tag); });"
+    )
     context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=server.url)
-    context.route("**/s/embedded1", lambda route: route.fulfill(status=200, content_type="text/html", body=body))
+    context.add_init_script(script)
     page = context.new_page()
     page.set_default_timeout(30_000)
     frames = Frames(page)
-    page.goto("/s/embedded1")
+    page.goto("/")
     return context, page, frames
 
 
-def test_a_shared_links_results_sent_with_the_page_are_painted_without_a_run(browser: Any, server: Any) -> None:
+def test_a_shared_links_results_sent_with_the_page_are_painted_without_a_run(
+    browser: Any, server: Any
+) -> None:
     context, page, frames = _initial_page(browser, server, "ok")
     try:
         page.wait_for_selector(f".run-status:is({FINAL})")
@@ -185,10 +206,15 @@ def test_tab_bar_at_1400px_and_the_editor_wraps_long_lines(browser: Any, server:
         for tab in ("errors", "console", "sharding", "remarks", "jaxpr"):
             page.click(f"#tab-{tab}")
             box = page.locator(f"#tab-{tab}").bounding_box()
-            assert box is not None and 0 <= box["x"] and box["x"] + box["width"] <= width, (tab, box)
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (
+                tab,
+                box,
+            )
             assert page.get_attribute(f"#tab-{tab}", "aria-selected") == "true"
         # grouped: IR, values, XLA, sharding, errors
-        starts = page.eval_on_selector_all(".tabs .group-start", "els => els.map(e => e.dataset.group)")
+        starts = page.eval_on_selector_all(
+            ".tabs .group-start", "els => els.map(e => e.dataset.group)"
+        )
         assert starts == ["IR", "values", "XLA", "sharding", "errors"]
         # a long comment wraps instead of being cut
         set_code(page, "# " + "a long header comment, " * 20 + "end\ndef f(x):\n    return x\n")
@@ -199,7 +225,9 @@ def test_tab_bar_at_1400px_and_the_editor_wraps_long_lines(browser: Any, server:
         context.close()
 
 
-def test_an_opt_in_pane_offers_one_click_to_run_again_with_its_output(browser: Any, server: Any) -> None:
+def test_an_opt_in_pane_offers_one_click_to_run_again_with_its_output(
+    browser: Any, server: Any
+) -> None:
     context, page, frames = fresh_page(browser, server)
     try:
         set_code(page, CODE)
@@ -215,5 +243,25 @@ def test_an_opt_in_pane_offers_one_click_to_run_again_with_its_output(browser: A
         assert page.is_checked("#out-memory")
         page.wait_for_selector("#panel-memory table, #panel-memory .memory")
         assert page.locator("[data-testid=rerun-offer]").is_hidden()
+    finally:
+        context.close()
+
+
+def test_outputs_pending_in_the_embedded_answer_come_from_a_live_run(
+    browser: Any, server: Any
+) -> None:
+    """``pending`` (outputs no cache keeps, such as timing): painted first, then the
+    request runs as usual and brings them, the painted outputs kept meanwhile."""
+    context, page, frames = _initial_page(browser, server, "ok", pending=["timing"])
+    try:
+        page.wait_for_function("() => window.jaxplay.runsSent() === 1")
+        assert page.evaluate("window.jaxplay.text('jaxpr')") is not None
+        page.wait_for_selector(".run-status[data-status=running], .run-status[data-status=ok]")
+        page.wait_for_function(
+            "() => /Ready|Done/.test(document.querySelector('.run-status').textContent)"
+        )
+        page.click("#tab-timing")
+        page.wait_for_selector("#panel-timing table.timing", timeout=120_000)
+        assert len(frames.runs()) == 1
     finally:
         context.close()

@@ -4,7 +4,9 @@
 //     {"snippet_id": "...", "request": {...}, "events": [accepted, ..., done]}
 //   </script>
 // (the events exactly the WebSocket run events: `accepted` first with cached: true,
-// `done` last). The page paints them before any WebSocket opens, as it paints a run's.
+// `done` last; `pending`: the outputs asked for that no cache keeps, e.g. timing). The
+// page paints them before any WebSocket opens, as it paints a run's, and when some are
+// pending runs the request as usual, keeping what it painted (docs/api.md).
 import { parseEvent, type RunEvent } from "../protocol";
 
 export const INITIAL_ID = "jaxplay-initial";
@@ -13,6 +15,8 @@ export interface InitialRun {
   snippetId: string | null;
   request: unknown;
   events: RunEvent[];
+  /** outputs asked for that the embedded answer lacks: a live run brings them */
+  pending: string[];
 }
 
 /** Parses the embedded element's text; null when it is not a complete run's events. */
@@ -24,7 +28,7 @@ export function parseInitial(text: string): InitialRun | null {
     return null;
   }
   if (typeof data !== "object" || data === null) return null;
-  const { snippet_id, request, events } = data as { snippet_id?: unknown; request?: unknown; events?: unknown };
+  const { snippet_id, request, events, pending } = data as { snippet_id?: unknown; request?: unknown; events?: unknown; pending?: unknown };
   if (!Array.isArray(events) || typeof request !== "object" || request === null) return null;
   const parsed: RunEvent[] = [];
   for (const raw of events) {
@@ -34,7 +38,8 @@ export function parseInitial(text: string): InitialRun | null {
   }
   // a whole run or nothing: accepted first, done last
   if (parsed.length < 2 || parsed[0]!.type !== "accepted" || parsed[parsed.length - 1]!.type !== "done") return null;
-  return { snippetId: typeof snippet_id === "string" ? snippet_id : null, request, events: parsed };
+  const waiting = Array.isArray(pending) ? pending.filter((p): p is string => typeof p === "string") : [];
+  return { snippetId: typeof snippet_id === "string" ? snippet_id : null, request, events: parsed, pending: waiting };
 }
 
 /** The page's embedded run, if the server sent one. */

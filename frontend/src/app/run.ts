@@ -7,8 +7,9 @@ import type { Output, RunBody } from "../generated/request";
 import type { RunEvent } from "../protocol";
 
 export interface RunView {
-  /** a run starts (sent, or painted from the page): clear the outputs for it */
-  start(request: RunBody): void;
+  /** a run starts (sent, or painted from the page): clear the outputs for it, unless
+   * `keep` (a live run that follows a painted one: its outputs replace them as they come) */
+  start(request: RunBody, keep?: boolean): void;
   /** one event of the run on show */
   event(event: RunEvent): void;
   /** the run could not be sent (the server cannot be reached) */
@@ -46,6 +47,19 @@ export class RunController {
     this.started++;
     this.view.start(request);
     for (const e of events) this.view.event(e);
+  }
+
+  /** Runs `request` live after it was painted (outputs it lacked are pending), keeping
+   * the painted outputs on show until the live run's replace them. */
+  async follow(request: RunBody): Promise<void> {
+    this.lastRequest = request;
+    const sent = this.conn.run(request);
+    this.view.start(request, true);
+    try {
+      await sent;
+    } catch (e) {
+      this.view.unreachable((e as Error).message);
+    }
   }
 
   /** The last request again, not answered from the cache. */

@@ -12,6 +12,9 @@ describe("parseInitial", () => {
     expect(initial?.snippetId).toBe("abc");
     expect(initial?.request).toEqual(request);
     expect(initial?.events.map((e) => e.type)).toEqual(["accepted", "jaxpr", "done"]);
+    expect(initial?.pending).toEqual([]);
+    const timing = parseInitial(JSON.stringify({ request, events: [ACCEPTED, DONE], pending: ["timing", 3] }));
+    expect(timing?.pending).toEqual(["timing"]);
   });
 
   it("reads the escaped form the server writes into HTML", () => {

@@ -27,7 +27,7 @@ function setup(fail = false) {
     cancel: () => (log.push("cancel"), true),
   };
   const view: RunView = {
-    start: () => log.push("start"),
+    start: (_r, keep) => log.push(keep ? "keep" : "start"),
     event: (e) => log.push(e.type),
     unreachable: (m) => log.push(`unreachable ${m}`),
   };
@@ -46,6 +46,13 @@ describe("RunController", () => {
     runs.paint(REQUEST, [ev(ACCEPTED), ev(JAXPR), ev(DONE)]);
     expect(log).toEqual(["start", "accepted", "jaxpr", "done"]);
     expect(runs.lastRequest).toBe(REQUEST);
+  });
+
+  it("follows a painted run with a live one that keeps the painted outputs", async () => {
+    const { runs, log } = setup();
+    runs.paint(REQUEST, [ev(ACCEPTED), ev(DONE)]);
+    await runs.follow(REQUEST);
+    expect(log).toEqual(["start", "accepted", "done", "sent", "keep"]);
   });
 
   it("re-runs the last request fresh, past the cache", async () => {
