@@ -1,0 +1,231 @@
+"""How a shared link is delivered: bytes on the wire and time to the jaxpr, in Chromium.
+
+A real ``jaxplay serve`` (the jailed pool by default) serves frontend/dist; Debian's
+Chromium, driven by Playwright as the browser tests drive it (tests/browser/
+conftest.py), opens shared links (``/s/{id}``) four ways:
+
+- **new, fresh**: a link whose request has never run, in a new browser (empty cache);
+- **new, repeat**: another new link in the same browser (its HTTP cache warm);
+- **confirmed, fresh**: a link whose answer the result cache holds, confirmed (the
+  server may serve it to anyone: it comes with the page, backend/app/routes/pages.py),
+  in a new browser;
+- **confirmed, repeat**: the same confirmed link again in that browser.
+
+Each visit reports, from the page's own Performance API: the bytes on the wire
+(``transferSize`` of the document and every resource: headers and encoded bodies, 0
+for what came from the browser's cache, a few hundred bytes for a 304), the encoded
+and decoded body bytes, the time from navigation to the first ``run`` message sent on
+the WebSocket and to the jaxpr on screen (the frame after the jaxpr pane first holds
+a jaxpr). Medians over ``--repeat`` rounds, and the encodings the server answered with.
+WebSocket frames are not counted in the bytes.
+
+    .venv/bin/python benchmarks/page_delivery.py [--repeat 5] [--pool zygote|fake]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.server.live import LiveServer  # noqa: E402
+
+TOKENS = ["page-delivery-a-0123456789", "page-delivery-b-0123456789"]
+CODE = "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.tanh(x) ** 2) * {c}\n"
+ARGS = "(jnp.ones((3,)),)"
+TRANSFORMS = [{"name": "grad"}, {"name": "jit"}]
+
+#: in the page before its own scripts: when the first run message leaves, and the
+#: frame after the jaxpr pane first shows a jaxpr (performance.now(): ms since navigation)
+PROBE = """
+(() => {
+  const send = WebSocket.prototype.send;
+  WebSocket.prototype.send = function (data) {
+    if (window.__runSentAt === undefined && typeof data === "string"
+        && /"type"\\s*:\\s*"run"/.test(data)) window.__runSentAt = performance.now();
+    return send.call(this, data);
+  };
+  const shown = () => {
+    const pane = document.querySelector("[data-testid=out-jaxpr]");
+    return pane !== null && /lambda/.test(pane.textContent || "");
+  };
+  const watch = new MutationObserver(() => {
+    if (window.__jaxprSeen || !shown()) return;
+    window.__jaxprSeen = true;
+    watch.disconnect();
+    requestAnimationFrame(() => { window.__jaxprAt = performance.now(); });
+  });
+  watch.observe(document, { subtree: true, childList: true, characterData: true });
+})();
+"""
+
+SIZES = """
+() => {
+  const all = [...performance.getEntriesByType("navigation"),
+               ...performance.getEntriesByType("resource")];
+  const sum = (k) => all.reduce((n, e) => n + (e[k] || 0), 0);
+  return { wire: sum("transferSize"), encoded: sum("encodedBodySize"),
+           decoded: sum("decodedBodySize"), files: all.length,
+           document: all[0] ? all[0].transferSize : null };
+}
+"""
+
+
+def snippet(client: httpx.Client, c: str) -> tuple[str, dict[str, Any]]:
+    body = {"code": CODE.format(c=c), "args": ARGS, "transforms": TRANSFORMS}
+    r = client.post("/api/v1/snippets", json=body)
+    r.raise_for_status()
+    return str(r.json()["id"]), body
+
+
+def confirmed_snippet(client: httpx.Client, c: str, within_s: float = 300) -> str:
+    """A link whose page carries its answer: run by two tenants (and, where the server
+    confirms with a pristine run of its own, after that), until the page holds it."""
+    sid, body = snippet(client, c)
+    for token in TOKENS:
+        r = client.post(
+            "/api/v1/runs", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=120
+        )
+        r.raise_for_status()
+    deadline = time.monotonic() + within_s
+    while 'id="jaxplay-initial"' not in client.get(f"/s/{sid}").text:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"/s/{sid} never carried a confirmed answer")
+        time.sleep(0.25)
+    return sid
+
+
+def visit(page: Any, url: str, encodings: Counter[str], timeout_s: float) -> dict[str, Any]:
+    seen: list[Any] = []
+
+    def note(response: Any) -> None:
+        seen.append(response)
+
+    page.on("response", note)
+    page.goto(url)
+    try:
+        page.wait_for_function("() => window.__jaxprAt !== undefined", timeout=timeout_s * 1000)
+    except Exception as exc:  # no jaxpr in time: say what the page shows instead
+        shown = page.evaluate("() => document.body.innerText.slice(0, 2000)")
+        raise RuntimeError(f"{url}: no jaxpr on screen within {timeout_s:g} s; {shown}") from exc
+    try:
+        page.wait_for_load_state("networkidle", timeout=5000)
+    except Exception:  # a page still fetching after 5 s: measured as it is
+        pass
+    page.remove_listener("response", note)
+    origin = url.split("/s/")[0]
+    for response in seen:
+        if response.url.startswith(origin):
+            path = response.url[len(origin) :].split("?")[0]
+            if path.startswith("/assets/"):
+                kind = "asset ." + path.rsplit(".", 1)[-1]
+            elif path.startswith(("/s/", "/e/")):
+                kind = "page"
+            else:
+                kind = path
+            encoding = response.headers.get("content-encoding", "identity")
+            encodings[f"{kind}:{response.status}:{encoding}"] += 1
+    result: dict[str, Any] = page.evaluate(SIZES)
+    result["run_sent_ms"] = page.evaluate("() => window.__runSentAt ?? null")
+    result["jaxpr_ms"] = page.evaluate("() => window.__jaxprAt")
+    return result
+
+
+def median(values: list[float | None]) -> str:
+    present = [v for v in values if v is not None]
+    if not present:
+        return "-"
+    missing = len(values) - len(present)
+    text = f"{statistics.median(present):,.0f}"
+    return text + (f" ({missing} none)" if missing else "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--pool", default="zygote", help="the server's pool (fake: no JAX)")
+    parser.add_argument("--dist", type=Path, default=ROOT / "frontend" / "dist")
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait per visit")
+    args = parser.parse_args()
+
+    from playwright.sync_api import sync_playwright
+
+    results: dict[str, list[dict[str, Any]]] = {}
+    encodings: Counter[str] = Counter()
+    stamp = str(int(time.time()))
+    with tempfile.TemporaryDirectory() as tmp:
+        server = LiveServer(
+            Path(tmp) / "jaxplay.sqlite3",
+            "--pool",
+            args.pool,
+            "--frontend-dist",
+            str(args.dist),
+            env={
+                "JAXPLAY_API_TOKENS": json.dumps(TOKENS),
+                "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0",
+                "JAXPLAY_LOG_LEVEL": "info",  # the run and confirm lines, should one fail
+            },
+        ).start(timeout_s=120)
+        try:
+            with httpx.Client(base_url=server.url, timeout=30) as client, sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                for i in range(args.repeat):
+                    linked = confirmed_snippet(client, f"{stamp}{i}.5")
+                    new_ids = [snippet(client, f"{stamp}{i}.{k}")[0] for k in (1, 2)]
+                    for kind, ids in (("new", new_ids), ("confirmed", [linked, linked])):
+                        context = browser.new_context(viewport={"width": 1440, "height": 900})
+                        context.add_init_script(PROBE)
+                        page = context.new_page()
+                        for visit_kind, sid in zip(("fresh", "repeat"), ids, strict=True):
+                            url = f"{server.url}/s/{sid}"
+                            got = visit(page, url, encodings, args.timeout)
+                            results.setdefault(f"{kind}, {visit_kind}", []).append(got)
+                        context.close()
+                    print(f"round {i + 1}/{args.repeat} done", file=sys.stderr)
+                browser.close()
+        except Exception:
+            lines = [ln for ln in server.log.read_text().splitlines() if "jaxplay.http" not in ln]
+            print("\n".join(lines[-40:]), file=sys.stderr)  # the server's side of it
+            raise
+        finally:
+            server.stop()
+
+    print(f"page delivery, {args.repeat} rounds, pool {args.pool} (medians)")
+    head = ("visit", "wire B", "encoded B", "decoded B", "document B", "run sent ms", "jaxpr ms")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for name, rows in results.items():
+        cells = [
+            median([r["wire"] for r in rows]),
+            median([r["encoded"] for r in rows]),
+            median([r["decoded"] for r in rows]),
+            median([r["document"] for r in rows]),
+            median([r["run_sent_ms"] for r in rows]),
+            median([r["jaxpr_ms"] for r in rows]),
+        ]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    fresh = [r["wire"] for r in results.get("new, fresh", [])]
+    repeat = [r["wire"] for r in results.get("new, repeat", [])]
+    if fresh and repeat:
+        ratio = statistics.median(repeat) / max(1, statistics.median(fresh))
+        print(f"repeat visit / fresh visit, bytes on the wire: {ratio:.3f}")
+    print(
+        "answers (kind:status:encoding count): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(encodings.items()))
+    )
+
+
+if __name__ == "__main__":
+    main()
