@@ -15,6 +15,10 @@ import { PaneScheduler, type ScheduledPane } from "./app/render";
 import { RunController, type RunView } from "./app/run";
 import { installRunShortcut } from "./app/shortcuts";
 import { TabController } from "./app/tabs";
+import { ControlsController, fieldBindings } from "./app/controls";
+import { LinkingController } from "./app/linking";
+import { AcrossController } from "./app/across";
+import { shareRequest } from "./app/share";
 import { h } from "./dom";
 import { createEditor, revealLine, setCode, setErrorMark } from "./editor";
 import { DEFAULT_STATE, EXAMPLES, PRESETS } from "./examples";
@@ -36,10 +40,9 @@ import { MeshBuilder } from "./meshbuilder";
 import { pmapAsShardMap } from "./sharding";
 import { entrySignature } from "./signature";
 import { ValuePane } from "./panes/value";
-import type { AcrossView } from "./panes/across";
 import { fmtAgo } from "./format";
 import { PMAP_TO_SHARD_MAP, PipelineBuilder } from "./pipeline";
-import { ApiError, Backends, IR_TYPES, SnippetCreated, isTampered, pipelineOf, type IrType, type RunEvent } from "./protocol";
+import { Backends, IR_TYPES, isTampered, pipelineOf, type IrType, type RunEvent } from "./protocol";
 import { embeddedSnippet, fromRequest, loadAutosave, saveAutosave, snippetIdFromPath, toRequest, type PlayState } from "./state";
 import { Backend, Output, type RunBody } from "./generated/request";
 import { parsedOrNull } from "./narrow";
@@ -73,31 +76,23 @@ function activeIr(): IrPane | null {
   return (IR_TYPES as readonly string[]).includes(tabs.active) ? irPanes[tabs.active as IrType] : null;
 }
 
-// Click to pin: a click on a linked line (code line number, output line, graph node)
-// keeps its links shown while the pointer is elsewhere, until it is clicked again.
-let pinned: number | null = null;
-let hovered: number | null = null;
-
-function hover(codeLine: number | null, from: EditorView | null): void {
-  hovered = codeLine;
-  const fromEditor = from === editor;
-  const shown = codeLine ?? pinned;
-  showHovered(editor, shown, !fromEditor && codeLine !== null ? codeLine : null, pinned);
-  for (const view of tabs.active === "passes" ? (passesLazy.get()?.views() ?? []) : (activeIr()?.views() ?? [])) {
-    showHovered(view, shown, fromEditor && codeLine !== null ? firstLinkedLine(view, codeLine) : null, pinned);
-  }
-  graphLazy.get()?.setLinked(shown, pinned);
-}
-
-function pin(codeLine: number): void {
-  pinned = pinned === codeLine ? null : codeLine;
-  ui.pinNote.hidden = pinned === null;
-  ui.pinNote.textContent = pinned === null ? "" : `📌 line ${pinned} pinned (click to unpin)`;
-  if (pinned === null) delete document.body.dataset.pinned;
-  else document.body.dataset.pinned = String(pinned);
-  hover(hovered, null);
-}
-ui.pinNote.addEventListener("click", () => pinned !== null && pin(pinned));
+const linking = new LinkingController(
+  {
+    editor: () => editor,
+    outputs: () => (tabs.active === "passes" ? (passesLazy.get()?.views() ?? []) : (activeIr()?.views() ?? [])),
+    graph: () => graphLazy.get(),
+    pinned: (line) => {
+      ui.pinNote.hidden = line === null;
+      ui.pinNote.textContent = line === null ? "" : `📌 line ${line} pinned (click to unpin)`;
+      if (line === null) delete document.body.dataset.pinned;
+      else document.body.dataset.pinned = String(line);
+    },
+  },
+  { show: showHovered, first: firstLinkedLine },
+);
+const hover = (codeLine: number | null, from: EditorView | null): void => linking.hover(codeLine, from);
+const pin = (codeLine: number): void => linking.pin(codeLine);
+ui.pinNote.addEventListener("click", () => linking.pinned !== null && pin(linking.pinned));
 
 function refreshBands(): void {
   // the Graph tab bands the code lines of the text it draws
@@ -129,18 +124,6 @@ const editor = createEditor(ui.editorHolder, state.code, {
   onPin: pin,
 });
 
-ui.entry.addEventListener("input", () => {
-  state.entry = ui.entry.value;
-  follower.soon();
-  meshSoon();
-  builderA.refreshSummary();
-  builderB.refreshSummary();
-  changed();
-});
-ui.args.addEventListener("input", () => {
-  state.args = ui.args.value;
-  changed();
-});
 
 const builderA = new PipelineBuilder(ui.pipeA, "A", (steps) => ((state.steps = steps), changed()), () => state.entry || "f");
 const builderB = new PipelineBuilder(ui.pipeB, "B", (steps) => ((state.compare = steps), changed()), () => state.entry || "f");
@@ -188,35 +171,28 @@ ui.compareBtn.addEventListener("click", () => {
 });
 
 // --- across versions: Run runs the request on the ticked versions (POST /api/v1/across) ---
-// loaded on first use: panes/across.ts and across.ts are a chunk of their own
-let acrossVersions: { version: string; installed: boolean; default: boolean }[] = [];
-let acrossLoading: Promise<{ view: AcrossView; mod: typeof import("./across") }> | null = null;
-function across(): Promise<{ view: AcrossView; mod: typeof import("./across") }> {
-  acrossLoading ??= Promise.all([import("./panes/across"), import("./across")]).then(([pane, mod]) => {
-    const view = new pane.AcrossView(ui.acrossHolder, (versions) => ((state.acrossVersions = versions), changed()));
-    const choice = mod.acrossChoices(acrossVersions, state.acrossVersions);
-    view.setVersions(choice.offered, choice.ticked);
-    return { view, mod };
-  });
-  return acrossLoading;
-}
-let acrossOn = false;
+const across = new AcrossController({
+  load: async () => {
+    const [pane, mod] = await Promise.all([import("./panes/across"), import("./across")]);
+    return { view: new pane.AcrossView(ui.acrossHolder, (versions) => ((state.acrossVersions = versions), changed())), mod };
+  },
+  ticked: () => state.acrossVersions,
+  onMode: (on) => {
+    ui.acrossBtn.setAttribute("aria-pressed", String(on));
+    ui.acrossHolder.hidden = !on;
+    document.body.classList.toggle("across-mode", on);
+  },
+  onBusy: (busy) => {
+    ui.cancelBtn.disabled = !busy;
+    document.body.classList.toggle("running", busy);
+  },
+});
 function setAcross(on: boolean): void {
-  if (on) void across();
-  acrossOn = on;
-  ui.acrossBtn.setAttribute("aria-pressed", String(on));
-  ui.acrossHolder.hidden = !on;
-  document.body.classList.toggle("across-mode", on);
+  across.setMode(on);
 }
-ui.acrossBtn.addEventListener("click", () => setAcross(!acrossOn));
+ui.acrossBtn.addEventListener("click", () => setAcross(!across.on));
 
 // --- backend, devices, config ---------------------------------------------------------
-ui.backend.addEventListener("change", () => {
-  // the menu lists only the server's Backend names (below), so this always parses
-  const backend = parsedOrNull(Backend, ui.backend.value);
-  if (backend !== null) ((state.backend = backend), changed());
-});
-ui.jaxVersion.addEventListener("change", () => ((state.jaxVersion = ui.jaxVersion.value), changed()));
 
 // --- compile for hardware the server does not have (targets.ts) -------------------------
 ui.gpuTarget.addEventListener("change", () => {
@@ -272,39 +248,20 @@ function showTargets(): void {
   const what = gpu ? `GPU ${gpu}` : state.tpuTopology ? `TPU ${state.tpuTopology}` : "";
   ui.targetNote.textContent = what && refused.length ? `compiling for ${what} (without it): no ${refused.join(", ")}, nothing runs` : "";
 }
-ui.devices.addEventListener("input", () => {
-  const n = Number(ui.devices.value);
-  if (Number.isInteger(n) && n >= 1 && n <= 64) {
-    state.devices = n;
-    meshBuilder.refresh();
-    changed();
-  }
-});
-ui.flags.addEventListener("input", () => {
-  state.flags = ui.flags.value;
-  changed();
-});
-ui.flagsB.addEventListener("input", () => {
-  state.compareFlags = ui.flagsB.value;
-  changed();
-});
-for (const box of ui.outputBoxes) {
-  box.addEventListener("change", () => {
-    const name = optInOutput(box.dataset.output);
-    if (name === null) return; // layout.ts names each box after an opt-in output
-    const others = (state.outputs ?? []).filter((o) => o !== name);
-    state.outputs = box.checked ? [...others, name] : others;
-    changed();
-  });
-}
-for (const box of ui.configBoxes) {
-  box.addEventListener("change", () => {
-    const name = box.dataset.config!;
-    if (box.checked) state.config[name] = true;
-    else delete state.config[name];
-    changed();
-  });
-}
+// the plain fields, one binding each (app/controls.ts)
+const controls = new ControlsController(
+  fieldBindings(ui, {
+    entry: () => {
+      follower.soon();
+      meshSoon();
+      builderA.refreshSummary();
+      builderB.refreshSummary();
+    },
+    devices: () => meshBuilder.refresh(),
+  }),
+  () => state,
+  changed,
+);
 
 async function loadBackends(): Promise<void> {
   try {
@@ -324,13 +281,7 @@ async function loadBackends(): Promise<void> {
     showTargets();
     const versions = parsed.data.backends.find((b) => b.versions?.length)?.versions ?? [];
     showVersions(versions);
-    acrossVersions = versions;
-    if (acrossLoading) {
-      void acrossLoading.then(({ view, mod }) => {
-        const choice = mod.acrossChoices(versions, state.acrossVersions);
-        view.setVersions(choice.offered, choice.ticked);
-      });
-    }
+    across.setVersions(versions);
     document.body.dataset.backends = "loaded"; // what the server offers is on show (tests wait for it)
   } catch {
     // the run itself will say if the server is unreachable
@@ -368,8 +319,7 @@ function pickVersion(version: string): void {
 function show(s: PlayState): void {
   state = structuredClone(s);
   setCode(editor, state.code);
-  ui.entry.value = state.entry;
-  ui.args.value = state.args;
+  controls.show(state);
   follower.adopt();
   builderA.set(state.steps);
   setCompare(state.compare !== null, state.compare);
@@ -378,14 +328,9 @@ function show(s: PlayState): void {
   }
   ui.backend.value = state.backend;
   pickVersion(state.jaxVersion ?? "");
-  ui.devices.value = String(state.devices);
   meshBuilder.set(state.sharding);
   if (state.sharding?.mesh) (ui.meshHolder as HTMLDetailsElement).open = true;
   showTargets();
-  for (const box of ui.configBoxes) box.checked = state.config[box.dataset.config!] === true;
-  for (const box of ui.outputBoxes) box.checked = (state.outputs ?? []).some((o) => o === box.dataset.output);
-  ui.flags.value = state.flags ?? "";
-  ui.flagsB.value = state.compareFlags ?? "";
   builderA.refreshSummary();
   changed();
 }
@@ -417,11 +362,11 @@ ui.presets.addEventListener("change", () => {
 // --- tabs ------------------------------------------------------------------------------
 tabs.onSelect((id) => {
   scheduler.flushTab(id); // the pane now shown renders what it held back
-  if (id === "graph") void graphLazy.ready().then((g) => (g.setVisible(tabs.active === "graph"), refreshBands(), hover(hovered, null)));
+  if (id === "graph") void graphLazy.ready().then((g) => (g.setVisible(tabs.active === "graph"), refreshBands(), linking.refresh()));
   else graphLazy.get()?.setVisible(false);
   refreshBands();
   for (const view of activeIr()?.views() ?? []) view.requestMeasure();
-  hover(hovered, null); // the pane now shown gets the hovered and pinned lines
+  linking.refresh(); // the pane now shown gets the hovered and pinned lines
   showOffer();
 });
 
@@ -568,7 +513,7 @@ function onEvent(event: RunEvent): void {
       // the code lines banded and linked follow the text on show
       if (tabs.active === event.type || tabs.active === "graph") {
         refreshBands();
-        hover(hovered, null);
+        linking.refresh();
       }
       break;
     case "error": {
@@ -665,11 +610,11 @@ async function run(): Promise<void> {
     setAcross(false); // the problems are shown in the outputs
     return;
   }
-  if (acrossOn) {
+  if (across.on) {
     errorsPane.reset();
     mark("errors", "");
     mark("console", "");
-    void runAcross(request);
+    void across.run(request);
     return;
   }
   labels = { main: describePipeline(state.steps, request.entry) };
@@ -697,55 +642,9 @@ function startRun(request: RunBody, keep = false): void {
   tabs.runStarts();
 }
 
-let acrossAbort: AbortController | null = null;
-
-/** Runs `request` on the ticked versions and shows where each output changed. */
-async function runAcross(request: RunBody): Promise<void> {
-  const { view: acrossView, mod } = await across();
-  const made = mod.acrossBody(request, acrossView.ticked());
-  if ("problem" in made) {
-    acrossView.setStatus("error", made.problem);
-    return;
-  }
-  acrossAbort?.abort();
-  const abort = new AbortController();
-  acrossAbort = abort;
-  acrossView.clearResult();
-  const n = made.body.versions.length;
-  acrossView.setStatus("running", `Running on ${n} versions, one after the other (a version's first run starts its workers)…`);
-  ui.cancelBtn.disabled = false;
-  document.body.classList.add("running");
-  try {
-    const r = await fetch("/api/v1/across", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(made.body), signal: abort.signal });
-    const body: unknown = await r.json();
-    if (!r.ok) {
-      const err = ApiError.safeParse(body);
-      const message = err.success ? `${err.data.message}${err.data.field ? ` (field: ${err.data.field})` : ""}` : r.statusText;
-      acrossView.setStatus("error", `The server refused it (${r.status}): ${message}`);
-      return;
-    }
-    const answer = mod.AcrossAnswer.safeParse(body);
-    if (!answer.success) acrossView.setStatus("error", "The server's answer did not validate (see the console).");
-    else acrossView.show(answer.data);
-    if (!answer.success) console.warn("jaxplay: across answer:", answer.error);
-  } catch (e) {
-    if (abort.signal.aborted) acrossView.setStatus("cancelled", "Cancelled: the page stopped waiting (versions already started finish on the server).");
-    else acrossView.setStatus("error", `Cannot reach the server: ${(e as Error).message}`);
-  } finally {
-    if (acrossAbort === abort) {
-      acrossAbort = null;
-      ui.cancelBtn.disabled = true;
-      document.body.classList.remove("running");
-    }
-  }
-}
-
 ui.runBtn.addEventListener("click", () => void run());
 ui.cancelBtn.addEventListener("click", () => {
-  if (acrossAbort) {
-    acrossAbort.abort();
-    return;
-  }
+  if (across.cancel()) return;
   // the server answers a cancel with the run's `done` (cancelled)
   if (runs.cancel()) return;
   progress.done("cancelled", null, "before it started");
@@ -769,30 +668,18 @@ ui.shareBtn.addEventListener("click", async () => {
     toast("Fix the transform options before sharing.");
     return;
   }
-  try {
-    const r = await fetch("/api/v1/snippets", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(request) });
-    const body: unknown = await r.json();
-    if (!r.ok) {
-      const err = ApiError.safeParse(body);
-      toast(`Could not share: ${err.success ? err.data.message : r.statusText}`);
-      return;
-    }
-    const created = SnippetCreated.parse(body);
-    const url = new URL(created.url, location.origin);
-    history.replaceState(null, "", url.pathname);
-    const field = h("input", { class: "mono share-link", readonly: true, value: url.href, "aria-label": "Link to this snippet", "data-testid": "share-link" });
-    let copied = false;
-    try {
-      await navigator.clipboard.writeText(url.href);
-      copied = true;
-    } catch {
-      // no clipboard permission: the link is selected for copying by hand
-    }
-    toast(copied ? "Link copied: " : "Link: ", field);
-    field.select();
-  } catch (e) {
-    toast(`Could not share: ${(e as Error).message}`);
+  const shared = await shareRequest(request, {
+    origin: location.origin,
+    setPath: (path) => history.replaceState(null, "", path),
+    copy: (text) => navigator.clipboard.writeText(text),
+  });
+  if ("problem" in shared) {
+    toast(shared.problem);
+    return;
   }
+  const field = h("input", { class: "mono share-link", readonly: true, value: shared.url.href, "aria-label": "Link to this snippet", "data-testid": "share-link" });
+  toast(shared.copied ? "Link copied: " : "Link: ", field);
+  field.select();
 });
 
 // For scripts and tests: the full texts (CodeMirror renders only what is on screen).

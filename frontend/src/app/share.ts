@@ -1,0 +1,40 @@
+// Share: the request stored as a snippet (POST /api/v1/snippets); the page's address
+// becomes its link, copied to the clipboard when the page may.
+import type { RunBody } from "../generated/request";
+import { ApiError, SnippetCreated } from "../protocol";
+
+export type Shared = { url: URL; copied: boolean } | { problem: string };
+
+export interface ShareHooks {
+  fetch?: typeof fetch;
+  origin: string;
+  /** the page's address becomes the link (history.replaceState) */
+  setPath: (path: string) => void;
+  /** copies the link; throws without the permission */
+  copy: (text: string) => Promise<void>;
+}
+
+export async function shareRequest(request: RunBody, hooks: ShareHooks): Promise<Shared> {
+  try {
+    const r = await (hooks.fetch ?? fetch)("/api/v1/snippets", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(request) });
+    const body: unknown = await r.json();
+    if (!r.ok) {
+      const err = ApiError.safeParse(body);
+      return { problem: `Could not share: ${err.success ? err.data.message : r.statusText}` };
+    }
+    const created = SnippetCreated.safeParse(body);
+    if (!created.success) return { problem: "Could not share: the server's answer did not validate." };
+    const url = new URL(created.data.url, hooks.origin);
+    hooks.setPath(url.pathname);
+    let copied = false;
+    try {
+      await hooks.copy(url.href);
+      copied = true;
+    } catch {
+      // no clipboard permission: the link is shown selected, for copying by hand
+    }
+    return { url, copied };
+  } catch (e) {
+    return { problem: `Could not share: ${(e as Error).message}` };
+  }
+}
