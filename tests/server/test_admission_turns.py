@@ -142,7 +142,8 @@ def test_admission_refuses_a_new_tenant_with_503_and_counts_it(tmp_path: Path) -
 
 
 def test_admission_ends_a_turn_through_the_pool(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path, tenant_turn_s=0.2, tenant_idle_s=10.0)
+    # a turn long enough that b's first try falls inside a's on a loaded machine
+    settings = make_settings(tmp_path, tenant_turn_s=2.0, tenant_idle_s=30.0)
     metrics = Metrics()
     admission = Admission(settings, metrics)
     pool = SlotPool(1)
@@ -150,7 +151,7 @@ def test_admission_ends_a_turn_through_the_pool(tmp_path: Path) -> None:
     asyncio.run(one_run(admission, pool, "a"))
     with pytest.raises(Overloaded):
         asyncio.run(one_run(admission, pool, "b"))
-    time.sleep(0.25)
+    time.sleep(2.1)  # a's turn is over (waiting longer only makes that surer)
     with pytest.raises(Overloaded) as refused:
         asyncio.run(one_run(admission, pool, "a"))
     assert refused.value.status == 503
