@@ -71,7 +71,9 @@ class _Job:
     request: RunRequest
     key: str
     #: resolved when the job ends, for the identical requests waiting on it
-    done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    done: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
 
 
 class Confirmer:
@@ -201,7 +203,7 @@ class Confirmer:
     async def _run(self, job: _Job) -> bool:
         """One pristine run and its evidence; False when the pool had no place."""
         try:
-            handle = await self._pool.submit(job.request, PRISTINE_TENANT, pristine=True)  # type: ignore[call-arg]
+            handle = await self._pool.submit(job.request, PRISTINE_TENANT, pristine=True)  #
         except PoolFull:
             return False
         started = time.monotonic()

@@ -448,9 +448,7 @@ def test_only_a_pristine_run_confirms_and_its_body_is_kept(tmp_path: Path) -> No
         found = await store.get_result("k")
         assert found is not None and found.body == "pristine body"  # the pristine run's
         # A tenant's run that shows something else unsettles nothing by itself ...
-        state, digest = await store.record_result(
-            "k", ResultRecord("other", "c", "forged"), limits
-        )
+        state, digest = await store.record_result("k", ResultRecord("other", "c", "forged"), limits)
         assert (state, digest) == ("confirmed", "same")
         found = await store.get_result("k")
         assert found is not None and found.body == "pristine body"
@@ -482,7 +480,9 @@ def test_one_client_group_cannot_evict_a_popular_answer(tmp_path: Path) -> None:
         limits = CacheLimits(max_entries=10_000, max_bytes=256 * 1024, candidates_per_group=16)
         body = "x" * (3584 - 256)
         await store.record_result("popular", ResultRecord("p", "t", body, group="g0"), limits)
-        await store.record_result("popular", ResultRecord("p", PRISTINE, body, group=PRISTINE), limits)
+        await store.record_result(
+            "popular", ResultRecord("p", PRISTINE, body, group=PRISTINE), limits
+        )
         await store.record_result("old", ResultRecord("o", "t", body, group="g0"), limits)
         await store.record_result("old", ResultRecord("o", PRISTINE, body, group=PRISTINE), limits)
         for i in range(80):

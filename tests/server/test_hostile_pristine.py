@@ -12,7 +12,9 @@ contrast, is served from the cache once its pristine run agreed.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -114,7 +116,9 @@ def pristine_outcomes(server: LiveServer) -> dict[str, float]:
 def wait_for_pristine(server: LiveServer, outcome: str, at_least: float) -> None:
     deadline = time.monotonic() + 180
     while pristine_outcomes(server).get(outcome, 0) < at_least:
-        assert time.monotonic() < deadline, f"no pristine run ended {outcome}: {pristine_outcomes(server)}"
+        assert time.monotonic() < deadline, (
+            f"no pristine run ended {outcome}: {pristine_outcomes(server)}"
+        )
         time.sleep(0.2)
 
 
@@ -160,3 +164,97 @@ def test_a_forged_value_never_reaches_another_session(server: LiveServer, attack
 def test_the_server_is_healthy_afterwards(server: LiveServer) -> None:
     assert httpx.get(server.url + "/healthz").json()["jax_imported"] is False
     assert server.rss_bytes() < 200 * 1024 * 1024
+
+
+#: Valid, tagged events as the engine writes them (the token found in the engine's
+#: emitter): one IR text of 2 Mi characters (the protocol's most) per view and
+#: pipeline, 15 of them, ~30 MiB a run.
+BIG_RUN = """
+import json, os, sys
+_e = sys.stdout._emitter
+for view in ("jaxpr", "stablehlo", "hlo"):
+    for pipeline in ("main", "0", "1", "2", "3"):
+        event = {"type": view, "text": "x" * (2 * 2**20 - 200), "sources": [], "pipeline": pipeline}
+        os.write(_e._fd, _e._prefix + json.dumps(event).encode() + b"\\n")
+
+def f(x):
+    return x * 2.0
+"""
+
+
+FLOOD_TOKENS = [f"flood-{i}-0123456789abcdef" for i in range(8)]
+
+
+@pytest.fixture(scope="module")
+def roomy_server(
+    tmp_path_factory: pytest.TempPathFactory, extra: dict[str, str] | None = None
+) -> Iterator[LiveServer]:
+    db = tmp_path_factory.mktemp("hostile-memory") / "jaxplay.sqlite3"
+    env = {
+        "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0",
+        "JAXPLAY_QUEUE_TIMEOUT_S": "300",
+        "JAXPLAY_API_TOKENS": json.dumps(FLOOD_TOKENS),  # 8 clients, one run each
+        "JAXPLAY_PRISTINE_CONCURRENCY": "0",  # the server's own runs are not the point
+        "JAXPLAY_PROBE_ON_START": "false",  # every warm process for the 8 clients
+        "JAXPLAY_POOL_RUNNING": "8",  # 8 runs at once, as on a machine with 8 CPUs
+        "JAXPLAY_POOL_SIZE": "8",
+        **(extra or {}),
+    }
+    live = LiveServer(db, "--pool", "zygote", env=env).start()
+    yield live
+    live.stop()
+
+
+def test_server_memory_per_run_is_bounded_by_what_it_can_use(roomy_server: LiveServer) -> None:
+    """8 runs at once, each emitting ~30 MiB of outputs the gate allows: the server
+    keeps a run's events for the cache only up to the cache's entry limit (4 MiB), so
+    it grows by less than 100 MiB (it used to keep every event of every run: with
+    ``JAXPLAY_CACHE_MAX_ENTRY_BYTES`` raised to 1 GiB, the old behaviour, it grows by
+    more)."""
+    server = roomy_server
+    body = {
+        "code": BIG_RUN,
+        "args": "(1.0,)",
+        "outputs": ["jaxpr", "stablehlo", "hlo"],
+        "compare": [[{"name": "jit"}]] * 4,
+        "timeout_s": 120,
+    }
+    baseline = server.rss_bytes()
+    peak = 0
+    sizes: list[int] = []
+    statuses: list[str] = []
+
+    def one(i: int) -> None:
+        with (
+            httpx.Client(base_url=server.url, timeout=300) as client,
+            client.stream(
+                "POST",
+                "/api/v1/runs",
+                json={**body, "code": BIG_RUN + f"# {i}\n"},
+                headers={
+                    "Accept": "application/x-ndjson",
+                    "Authorization": f"Bearer {FLOOD_TOKENS[i]}",
+                },
+            ) as r,
+        ):
+            assert r.status_code == 200, r.read()
+            size, last = 0, b""
+            for line in r.iter_lines():
+                size += len(line)
+                last = line.encode() if isinstance(line, str) else line
+            sizes.append(size)
+            done = json.loads(last)
+            statuses.append(f"{done['status']}: {done.get('reason', '')}")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        peak = max(peak, server.rss_bytes())
+        time.sleep(0.02)
+    for t in threads:
+        t.join()
+    grew = f"the server grew {(peak - baseline) / 2**20:.0f} MiB"
+    assert len(sizes) == 8 and min(sizes) > 28 * 2**20, (grew, sizes, statuses)  # ~30 MiB out
+    assert peak - baseline < 100 * 2**20, grew
+    assert httpx.get(server.url + "/healthz").status_code == 200
