@@ -316,12 +316,20 @@ def test_a_busy_client_does_not_keep_another_waiting_behind_it(tmp_path: Path) -
     admission = Admission(settings, Metrics())
     pool = OneAtATime()
 
+    entered: list[str] = []
+    all_in = asyncio.Event()
+
     async def one(client: str, n: int, delay: float) -> None:
-        await asyncio.sleep(delay)
+        await asyncio.sleep(delay)  # the order they come in (timers fire in order)
         caller = Caller(tenant=f"{client}|{n}", rate_key=client, client=client)
         ticket = admission.enter(caller, "cpu")
+        entered.append(caller.tenant)
+        if len(entered) == 5:
+            all_in.set()
         await admission.submit(pool, None, ticket)  # type: ignore[arg-type]
-        await asyncio.sleep(0.05)
+        # the first run holds the pool until every run has come in: an event, not a
+        # time window that a loaded machine could let it outlast
+        await all_in.wait()
         pool.busy = False
         admission.release(ticket)
 
