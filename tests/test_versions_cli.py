@@ -17,6 +17,7 @@ from sandbox.pool import versioned
 from sandbox.pool.fake import FakePool
 from sandbox.protocol import RunRequest
 from sandbox.versions import OFFERED, STAMP, default_version, environment
+from tests.gates import jail_required
 
 JAXPLAY = [sys.executable, "-c", "from backend.cli import main; main()"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,6 +75,8 @@ def test_run_refuses_a_version_not_installed_naming_the_command(tmp_path: Path) 
         "run", str(code), "--args", "(1.0,)", "--jax-version", "0.5.3", versions_dir=tmp_path
     )
     if "jail" in result.stderr and "0.5.3" not in result.stderr:
+        if jail_required():  # the jail gate (tests/gates.py): demanded, so a failure
+            pytest.fail(f"the jail is demanded but unusable: {result.stderr.strip()[:200]}")
         pytest.skip(f"no jail here: {result.stderr.strip()[:200]}")
     assert result.returncode == 2, result.stderr
     assert "jaxplay versions add 0.5.3" in result.stderr
