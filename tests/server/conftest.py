@@ -24,6 +24,9 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
         "max_runs_per_client": 8,  # the per-address cap has tests of its own
         "frontend_dist": tmp_path / "no-dist",
         "metrics_public": True,  # off by default; the tests read /metrics where they run
+        # The server's own pristine runs would add to every fake pool's count; the
+        # cache's tests (test_cache_and_storage.py, test_embed.py...) turn them on.
+        "pristine_concurrency": 0,
         "allowed_hosts": ["localhost", "127.0.0.1", "[::1]", "testserver"],  # TestClient's
         "log_format": "text",
         "log_level": "warning",

@@ -40,7 +40,7 @@ ALICE, BOB, CAROL = ({"Authorization": f"Bearer {t}"} for t in TOKENS)
 
 
 def make(make_client: Make, **settings: Any) -> tuple[TestClient, FakePool]:
-    return make_client(api_tokens=TOKENS, **settings)
+    return make_client(api_tokens=TOKENS, **{"pristine_concurrency": 1, **settings})
 
 
 def events(
@@ -274,7 +274,7 @@ def test_the_same_request_at_once_runs_once_then_is_shared(make_client: Make) ->
     """A shared link opened by many at once: one run leads, the server's pristine run
     confirms it, everyone else waits for both and gets the confirmed answer."""
     tokens = [f"reader-{i}-0123456789" for i in range(6)]
-    client, pool = make_client(api_tokens=tokens)
+    client, pool = make_client(api_tokens=tokens, pristine_concurrency=1)
     warm = {"code": "def g():\n    return 0\n", "outputs": NO_TIMING}
     events(client, warm, {"Authorization": f"Bearer {tokens[0]}"})  # the server meets its worker
     settle(client)

@@ -97,7 +97,7 @@ def comparable(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_a_confirmed_answer_comes_with_the_page_as_the_websocket_would_replay_it(
     make_client: Make,
 ) -> None:
-    client, pool = make_client(api_tokens=TOKENS)
+    client, pool = make_client(api_tokens=TOKENS, pristine_concurrency=1)
     body = {"code": CODE, "args": "1.0", "outputs": NO_TIMING}
     sid = client.post("/api/v1/snippets", json=body).json()["id"]
     confirm(client, body)
@@ -121,7 +121,7 @@ def test_a_confirmed_answer_comes_with_the_page_as_the_websocket_would_replay_it
 
 
 def test_a_page_asking_for_timings_says_a_run_brings_them(make_client: Make) -> None:
-    client, _ = make_client(api_tokens=TOKENS)
+    client, _ = make_client(api_tokens=TOKENS, pristine_concurrency=1)
     body = {"code": CODE}  # the default outputs: timing among them
     sid = client.post("/api/v1/snippets", json=body).json()["id"]
     confirm(client, body)
@@ -150,7 +150,7 @@ def test_a_candidate_is_never_carried_not_even_to_the_tenant_that_made_it(
 
 
 def test_an_unstable_answer_is_never_carried(make_client: Make) -> None:
-    client, _ = make_client(api_tokens=TOKENS)
+    client, _ = make_client(api_tokens=TOKENS, pristine_concurrency=1)
     body = {"code": CODE + "# fake: random\n", "outputs": NO_TIMING}
     sid = client.post("/api/v1/snippets", json=body).json()["id"]
     run(client, body, ALICE)
@@ -174,7 +174,9 @@ def hostile_script(run: FakeRun) -> list[dict[str, Any]]:
 
 
 def test_markup_in_the_code_and_the_outputs_is_escaped(make_client: Make) -> None:
-    client, _ = make_client(pool=_FakePool(4, script=hostile_script), api_tokens=TOKENS)
+    client, _ = make_client(
+        pool=_FakePool(4, script=hostile_script), api_tokens=TOKENS, pristine_concurrency=1
+    )
     code = f"def f(x):\n    return x  # {XSS}\n"
     body = {"code": code, "outputs": NO_TIMING}
     sid = client.post("/api/v1/snippets", json=body).json()["id"]
@@ -198,7 +200,9 @@ def test_an_answer_over_the_size_limit_is_left_to_the_websocket(make_client: Mak
     def script(run: FakeRun) -> list[dict[str, Any]]:
         return [{"type": "jaxpr", "text": big, "sources": []}]
 
-    client, _ = make_client(pool=_FakePool(4, script=script), api_tokens=TOKENS)
+    client, _ = make_client(
+        pool=_FakePool(4, script=script), api_tokens=TOKENS, pristine_concurrency=1
+    )
     body = {"code": CODE, "outputs": NO_TIMING}
     sid = client.post("/api/v1/snippets", json=body).json()["id"]
     confirm(client, body)
