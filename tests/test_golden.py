@@ -441,26 +441,34 @@ def test_engine_sources_point_at_real_lines(runs: Runs, case: str) -> None:
     ref = runs.reference(case)
     events = _engine_events(runs, case)
     code = _code_lines(case)
-    for kind in TEXTS:
-        for event in _of(events, kind):
-            expected = ref["pipelines"][event["pipeline"]]
-            assert isinstance(event["sources"], list)
-            if kind == "hlo":
-                # the HLO's own FileLocations table says which user lines it names
-                allowed = _hlo_snippet_lines(expected["hlo"]["text"])
-            else:
-                allowed = (
-                    set(expected["jaxpr"]["sources"]["all_lines"]) if "jaxpr" in expected else None
-                )
-            for source in event["sources"]:
-                line = source["line"]
-                if line is None:
-                    continue
-                assert isinstance(line, int) and 1 <= line <= len(code), (kind, source)
-                text = code[line - 1].strip()
-                assert text and not text.startswith("#"), (kind, source, text)
-                if allowed is not None:
-                    assert line in allowed, f"{kind} source {source} is not a line that made an op"
+    texts = [e for kind in TEXTS for e in _of(events, kind)]
+    in_reference = [k for p in ref["pipelines"].values() for k in TEXTS if k in p]
+    assert texts or not in_reference, f"the reference has {in_reference}, the engine none"
+    for event in texts:
+        kind = event["type"]
+        expected = ref["pipelines"][event["pipeline"]]
+        assert isinstance(event["sources"], list)
+        if kind == "hlo":
+            # the HLO's own FileLocations table says which user lines it names
+            allowed = _hlo_snippet_lines(expected["hlo"]["text"])
+        else:
+            allowed = (
+                set(expected["jaxpr"]["sources"]["all_lines"]) if "jaxpr" in expected else None
+            )
+        # Wherever the reference has lines, the engine's map has some: an empty map
+        # would pass every check below.
+        lines = {s["line"] for s in event["sources"]} - {None}
+        if allowed:
+            assert lines, f"{kind} of {event['pipeline']}: empty source map, reference {allowed}"
+        for source in event["sources"]:
+            line = source["line"]
+            if line is None:
+                continue
+            assert isinstance(line, int) and 1 <= line <= len(code), (kind, source)
+            text = code[line - 1].strip()
+            assert text and not text.startswith("#"), (kind, source, text)
+            if allowed is not None:
+                assert line in allowed, f"{kind} source {source} is not a line that made an op"
 
 
 def _hlo_snippet_lines(text: str) -> set[int]:

@@ -60,7 +60,10 @@ def jaxpr_sources(jaxpr: Any, text: str) -> list[Source]:
         if _EQN_HEAD.match(line_text) or traceback is not previous:
             eqn += 1
         previous = traceback
-        line = snippet_line(traceback)
+        # The line's first span may be an outer equation's whose frames are not the
+        # user's (a jit's call, printed with its inner jaxpr inline on this line): the
+        # line comes from the first span that points into the user's code.
+        line = next((n for tb in tracebacks if (n := snippet_line(tb)) is not None), None)
         if line is not None:
             sources.append({"eqn": eqn, "line": line, "out_line": index + 1})
     return sources
