@@ -14,6 +14,12 @@ A timeout, an output or event cap, the OOM killer, a zygote that dies or a clean
 that fails: each kills the whole jail (SIGKILL from outside, cgroup emptied) and the
 zygote is retired. A cancel only kills the run's child (the zygote stays), unless
 that takes longer than a second. Zygotes also retire on idle time, run count and age.
+
+A pristine run (``submit(..., pristine=True)``, issue 20) takes a ready spare that
+never had a tenant, marks it ``PRISTINE``, runs in a fresh child with JAX's
+persistent cache off, and retires the zygote and its jail after. Every run's
+``accepted`` carries the worker its zygote described in its hello, before any run
+(``Zygote.known_worker``), never the one the run's line claims.
 """
 
 from __future__ import annotations
