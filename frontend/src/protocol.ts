@@ -75,17 +75,12 @@ export function parseEvent(payload: unknown): { ok: true; event: RunEvent } | { 
   const kind = (payload as { type?: unknown } | null)?.type;
   if (typeof kind !== "string" || !Object.hasOwn(Events, kind)) return { ok: false, why: `unknown event type ${String(kind)}` };
   const parsed = Events[kind as EventType].safeParse(payload);
-  if (!parsed.success) {
-    const tampered = kind === "done" && (payload as { status?: unknown }).status === TAMPERED ? Events.done.safeParse({ ...(payload as object), status: "error" }) : null;
-    if (tampered?.success) return { ok: true, event: { ...tampered.data, status: TAMPERED as "error" } };
-    return { ok: false, why: `${kind}: ${z.prettifyError(parsed.error)}` };
-  }
+  if (!parsed.success) return { ok: false, why: `${kind}: ${z.prettifyError(parsed.error)}` };
   return { ok: true, event: parsed.data as RunEvent };
 }
 
-/** `done`'s status for a run whose code wrote to jaxplay's event channel: its outputs may
- * be forged. Accepted here until the generated schema (sandbox/protocol.py's
- * DONE_STATUSES) names it. */
+/** `done`'s status for a run whose code wrote to jaxplay's event channel (sandbox/
+ * protocol.py's DONE_STATUSES): its outputs may be forged. */
 export const TAMPERED = "tampered";
 
 /** Whether a `done` says the run's outputs may be forged. */

@@ -265,3 +265,27 @@ def test_outputs_pending_in_the_embedded_answer_come_from_a_live_run(
         assert len(frames.runs()) == 1
     finally:
         context.close()
+
+
+def test_a_run_whose_code_writes_to_the_event_channel_is_marked(browser: Any, server: Any) -> None:
+    """User code that writes a line of its own to jaxplay's event channel (as
+    tests/server/test_hostile_events.py forges them): the run ends ``tampered`` and
+    the page says so above the outputs."""
+    context, page, _ = fresh_page(browser, server)
+    try:
+        set_code(
+            page,
+            "import json, os, sys\nimport jax.numpy as jnp\n\n"
+            "os.write(sys.stdout._emitter._fd, json.dumps("
+            "{'type': 'stdout', 'text': 'forged'}).encode() + b'\\n')\n\n"
+            "def f(x):\n    return jnp.sum(x * 2.0)\n",
+        )
+        page.fill("#args", "(jnp.ones(3),)")
+        page.click("#run")
+        banner = page.locator("[data-testid=run-banner]")
+        banner.wait_for(state="visible", timeout=120_000)
+        assert "may be forged" in banner.inner_text()
+        wait_done(page, 120_000)
+        assert "may be forged" in page.inner_text(".progress")  # done's reason
+    finally:
+        context.close()
