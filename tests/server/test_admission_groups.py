@@ -23,7 +23,8 @@ from .live import LiveServer
 TURN_S = 5.0
 SESSIONS = 12  # page sessions per attacking address
 NDJSON = {"Accept": "application/x-ndjson"}
-RUN = {"code": "def f(x):\n    return x * 2\n", "args": "(1.0,)", "cache": False}
+CODE = "def f(x):\n    return x * 2\n"
+RUN = {"code": CODE, "args": "(1.0,)", "cache": False}
 
 
 @pytest.fixture
@@ -145,7 +146,7 @@ def test_a_client_that_leaves_gives_its_place_in_the_queue_up_at_once(tmp_path: 
         "JAXPLAY_QUEUE_TIMEOUT_S": "60",
     }
     live = LiveServer(tmp_path / "gone.sqlite3", "--pool", "fake", env=env).start()
-    hang = {**RUN, "code": RUN["code"] + "# fake: hang\n"}
+    hang = {**RUN, "code": CODE + "# fake: hang\n"}
     try:
         with (
             client_at("127.0.0.2") as holder,
