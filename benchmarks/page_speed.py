@@ -10,7 +10,9 @@ the editor. Measured in the page (performance.now(), from the key event's timest
 - **sent**: the key press to the ``run`` frame leaving the WebSocket;
 - **jaxpr**: the key press to the frame after the jaxpr pane shows the new jaxpr;
 - **arrived**: the key press to the ``jaxpr`` event's arrival on the socket, so that
-  **page** = jaxpr - arrived + sent is what the page adds to the protocol;
+  **page** = jaxpr - arrived + sent is what the page adds to the protocol, and
+  arrived - sent (**sent→jaxpr event**) is the server's part, to compare with the
+  API client's;
 - **all**: the key press to the frame after the run's status says it ended (every
   output the run sent has arrived; panes not on show render when shown or idle).
 
@@ -258,7 +260,7 @@ def main() -> None:
                     page.wait_for_selector(final)
                     page.wait_for_timeout(300)
                     rows = page_rows.setdefault(
-                        example, {"sent": [], "jaxpr": [], "all": [], "page": []}
+                        example, {"sent": [], "wire": [], "jaxpr": [], "all": [], "page": []}
                     )
                     api_row = api_rows.setdefault(example, {"jaxpr": [], "all": []})
                     # the API's tenant warms on the same request first
@@ -280,6 +282,7 @@ def main() -> None:
                         rows["all"].append(m["all"] - m["t0"])
                         if m["jaxpr"] is not None and m["arrived"] is not None:
                             rows["jaxpr"].append(m["jaxpr"] - m["t0"])
+                            rows["wire"].append(m["arrived"] - m["sent"])
                             rows["page"].append(m["jaxpr"] - m["arrived"] + m["sent"] - m["t0"])
                         request = next(f for f in reversed(frames) if f.get("type") == "run")[
                             "payload"
@@ -303,19 +306,29 @@ def main() -> None:
             server.stop()
 
     print(f"page speed: {args.repeat} warm edits per example, pool {args.pool}; ms, median / p95")
-    head = ("example", "key→sent", "key→jaxpr", "API jaxpr", "page adds", "key→all", "API done")
+    head = (
+        "example",
+        "key→sent",
+        "sent→jaxpr event",
+        "key→jaxpr",
+        "API jaxpr",
+        "page adds",
+        "key→all",
+        "API done",
+    )
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     every: dict[str, list[float]] = {
-        k: [] for k in ("sent", "jaxpr", "api", "page", "all", "api_all")
+        k: [] for k in ("sent", "wire", "jaxpr", "api", "page", "all", "api_all")
     }
     for example, r in page_rows.items():
         a = api_rows[example]
         print(
-            f"| {example} | {fmt(r['sent'])} | {fmt(r['jaxpr'])} | {fmt(a['jaxpr'])} | {fmt(r['page'])} | {fmt(r['all'])} | {fmt(a['all'])} |"
+            f"| {example} | {fmt(r['sent'])} | {fmt(r['wire'])} | {fmt(r['jaxpr'])} | {fmt(a['jaxpr'])} | {fmt(r['page'])} | {fmt(r['all'])} | {fmt(a['all'])} |"
         )
         for k, v in (
             ("sent", r["sent"]),
+            ("wire", r["wire"]),
             ("jaxpr", r["jaxpr"]),
             ("api", a["jaxpr"]),
             ("page", r["page"]),
@@ -324,7 +337,7 @@ def main() -> None:
         ):
             every[k] += v
     print(
-        f"| **all** | {fmt(every['sent'])} | {fmt(every['jaxpr'])} | {fmt(every['api'])} | {fmt(every['page'])} | {fmt(every['all'])} | {fmt(every['api_all'])} |"
+        f"| **all** | {fmt(every['sent'])} | {fmt(every['wire'])} | {fmt(every['jaxpr'])} | {fmt(every['api'])} | {fmt(every['page'])} | {fmt(every['all'])} | {fmt(every['api_all'])} |"
     )
     if every["jaxpr"] and every["api"]:
         print(
