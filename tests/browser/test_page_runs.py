@@ -203,14 +203,24 @@ def test_tab_bar_at_1400px_and_the_editor_wraps_long_lines(browser: Any, server:
     context, page, _ = fresh_page(browser, server, width=1400)
     try:
         width = page.evaluate("innerWidth")
-        for tab in ("errors", "console", "sharding", "remarks", "jaxpr"):
+        bar = page.locator(".tabs").bounding_box()
+        assert bar is not None and bar["x"] + bar["width"] <= width
+        for tab in ("errors", "console", "jaxpr", "sharding", "remarks", "stablehlo"):
             page.click(f"#tab-{tab}")
+            page.wait_for_timeout(100)
             box = page.locator(f"#tab-{tab}").bounding_box()
-            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (
-                tab,
-                box,
+            inside = (
+                box is not None
+                and bar["x"] <= box["x"]
+                and box["x"] + box["width"] <= bar["x"] + bar["width"]
             )
+            assert inside, (tab, box, bar)
             assert page.get_attribute(f"#tab-{tab}", "aria-selected") == "true"
+        # the keyboard too: End shows the last tab, in sight
+        page.focus("#tab-stablehlo")
+        page.keyboard.press("End")
+        box = page.locator("#tab-errors").bounding_box()
+        assert box is not None and box["x"] + box["width"] <= bar["x"] + bar["width"]
         # grouped: IR, values, XLA, sharding, errors
         starts = page.eval_on_selector_all(
             ".tabs .group-start", "els => els.map(e => e.dataset.group)"

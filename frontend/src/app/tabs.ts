@@ -85,7 +85,14 @@ export class TabController {
     const tab = this.ui.tabs[id];
     tab.classList.remove("fresh");
     if (focus) tab.focus();
-    tab.scrollIntoView?.({ block: "nearest", inline: "nearest" });
+    // the tab bar scrolls sideways: the tab shown is brought into sight (the bar only)
+    const bar = tab.parentElement;
+    if (bar) {
+      const t = tab.getBoundingClientRect();
+      const b = bar.getBoundingClientRect();
+      if (t.left < b.left) bar.scrollLeft -= b.left - t.left + 16;
+      else if (t.right > b.right) bar.scrollLeft += t.right - b.right + 16;
+    }
     for (const l of this.listeners) l(id);
   }
 
