@@ -15,7 +15,8 @@ never by trusting a tenant's process (code in a process can undo any check made 
    ``stderr``, ``jaxpr``, ``stablehlo``, ``hlo``, ``value``, ``cost``; never ``timing``
    or ``stage``) counts only when it ended ``ok`` without an ``error`` (a ``tampered``
    run never does). The first run of a key leaves a *candidate*, served to no one.
-   The server then makes a **pristine run** of the same request (backend/app/confirm.py:
+   When someone else asks for it (or its snippet is shared), the server makes a
+   **pristine run** of the same request (backend/app/confirm.py:
    a fresh process of a jail that never served a tenant, no persistent compilation
    cache, retired after); only when it showed exactly the same is the entry
    *confirmed*, and the pristine run's own output is what is served. Anything that
@@ -116,10 +117,6 @@ class Recorded:
     state: str
     key: str
     contradicted: bool = False
-
-    @property
-    def wants_pristine(self) -> bool:
-        return self.state == CANDIDATE or (self.state == CONFIRMED and self.contradicted)
 
 
 @dataclass(frozen=True)

@@ -175,9 +175,12 @@ class RunService:
     ) -> tuple[Hit | None, str | None]:
         """A confirmed answer, or None and the key this run leads (single flight).
 
-        Identical requests that arrive together wait for the one running (a shared link
-        opened by many at once) and for the pristine run that may confirm its answer,
-        then look again: a confirmed answer is theirs; otherwise (an entry not
+        A candidate asked for by anyone but the tenant whose run made it is a request
+        worth confirming: its pristine run starts now (not for every edit a person
+        makes: their own re-runs never ask), and this request waits for it. Identical
+        requests that arrive together wait for the one running (a shared link opened by
+        many at once) and for the pristine run that may confirm its answer, then look
+        again: a confirmed answer is theirs; otherwise (an entry not
         confirmed yet, an unstable one, or a wait past ``cache_join_wait_s``) each runs
         on its own. The leader's wait ends when its run's ``done`` arrives, not when its
         client has read every event: a slow reader holds no one. The tenant whose run
@@ -194,7 +197,11 @@ class RunService:
             key = self.cache.key_for(request) if state != "unstable" else None
             leader = self._leaders.get(key) if key is not None else None
             if leader is None and key is not None and self.confirmer is not None:
-                leader = self.confirmer.pending(key)  # its pristine run may confirm it
+                leader = (
+                    self.confirmer.ask(request, key)
+                    if state == "candidate"
+                    else self.confirmer.pending(key)
+                )
             remaining = deadline - time.monotonic()
             if key is not None and leader is None and state not in ("own", "candidate"):
                 self._leaders[key] = asyncio.get_running_loop().create_future()
@@ -208,6 +215,20 @@ class RunService:
                 self.metrics.cache.labels("joined").inc()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(leader), remaining)
+
+    async def confirm_soon(self, request: RunRequest) -> None:
+        """``request`` is about to be shared (a snippet was stored): if its answer is a
+        candidate, make the pristine run now, so the link's readers find it confirmed."""
+        if self.confirmer is None or not self.confirmer.enabled:
+            return
+        try:
+            request = self.prepare(request)
+        except ApiError:
+            return
+        state, _ = await self.cache.lookup(request)
+        key = self.cache.key_for(request)
+        if key is not None and state in ("candidate", "own"):
+            self.confirmer.ask(request, key)
 
     def _resolve(self, key: str | None) -> None:
         """The run that others with the same key wait for has ended."""
@@ -355,15 +376,16 @@ class RunStream:
         kept.append(event)
 
     async def _evidence(self, events: list[dict[str, Any]]) -> None:
-        """The run's evidence to the cache; a candidate (or a contradicted answer)
-        asks for a pristine run, which alone may let it reach anyone else."""
+        """The run's evidence to the cache. A confirmed answer this run contradicted
+        asks for a pristine re-check (a candidate waits until someone else asks for it,
+        or its snippet is shared: ``RunService.confirm_soon``)."""
         if self._store_over:
             return
         recorded = await self._svc.cache.record(
             self._request, self._caller.tenant, self.run_id, events
         )
         confirmer = self._svc.confirmer
-        if recorded is not None and recorded.wants_pristine and confirmer is not None:
+        if recorded is not None and recorded.contradicted and confirmer is not None:
             confirmer.ask(self._request, recorded.key)
 
     def _observe(self, event: dict[str, Any]) -> None:

@@ -622,11 +622,18 @@ class ZygotePool:
         """A ready spare for a pristine run: a zygote that never had a tenant (its warm
         child ran jaxplay's warm-up only), in a jail that never served one. It is
         marked PRISTINE, which no tenant can be, and retires after the run. None
-        ready: PoolFull (the server retries later); never a spare still starting,
-        never a new one waited for, never a tenant's evicted."""
+        ready: PoolFull (the server retries later); never a spare still starting, never
+        a new one waited for. Where none is even starting because every place is held
+        by tenants, the least recently used idle one gives its place up for a spare
+        (as it would for a new client): else a busy pool would never confirm anything."""
         spares = [z for z in self.zygotes if z.tenant is None and z.run is None]
         ready = [z for z in spares if z.state == "idle" and z.runs == 0]
         if not ready:
+            if not spares and not self.budget.has_room():
+                victim = self.budget.victim(self, PRISTINE)
+                if victim is not None:
+                    victim.retire("its place goes to a spare for a pristine run")
+                    self.changed()  # the refiller starts that spare
             raise PoolFull("no spare sandbox is ready for a pristine run", retry_after_s=2.0)
         z = min(ready, key=lambda z: z.born)
         z.tenant = PRISTINE

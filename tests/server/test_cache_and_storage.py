@@ -67,10 +67,9 @@ def settle(client: TestClient) -> dict[str, Any]:
 
 
 def confirmed(client: TestClient, body: dict[str, Any]) -> list[dict[str, Any]]:
-    """A tenant runs ``body``, the server's pristine run agrees; another tenant's
-    request is then answered from the cache."""
+    """A tenant runs ``body``; another tenant asks for it, which makes the server's
+    pristine run, which agrees: that request is answered from the cache."""
     events(client, body, ALICE)
-    settle(client)
     answer = events(client, body, CAROL)
     assert answer[0].get("cached") is True, answer[0]
     return answer
@@ -95,13 +94,18 @@ def test_an_answer_is_shared_only_after_a_pristine_run_agrees(make_client: Make)
     client, pool = make(make_client)
     body = {"code": CODE, "outputs": NO_TIMING}
     first = events(client, body, ALICE)
+    # Its author's own re-runs (every edit a person makes) ask for no pristine run.
+    assert "cached" not in events(client, body, ALICE)[0]
+    assert settle(client).get("runs", 0) == 0 and pool.total == 2
+    # Another tenant asks: the pristine run is made now, and Bob waits for it.
+    assert events(client, body, BOB)[0]["cached"] is True
     assert settle(client)["confirmed"] == 1
-    assert pool.total == 2 and pool.tenants[-1] == PRISTINE_TENANT
-    assert pool.pristine == [False, True]
+    assert pool.total == 3 and pool.tenants[-1] == PRISTINE_TENANT
+    assert pool.pristine == [False, False, True]
     for who in (ALICE, BOB, CAROL):
         answer = events(client, body, who)
         assert answer[0]["cached"] is True and answer[-1]["cached"] is True
-    assert pool.total == 2
+    assert pool.total == 3
     assert answer[0]["worker"] == first[0]["worker"] and answer[0]["run_id"] != first[0]["run_id"]
     # It says how old it is: made a moment ago.
     assert answer[0]["cached_at"].endswith("Z") and 0 <= answer[0]["age_s"] < 30
@@ -134,6 +138,7 @@ def test_a_forged_answer_never_reaches_another_person(make_client: Make) -> None
     honest = pool.script
     forging(pool, "42.0  # forged")
     assert value(events(client, body, ALICE)) == "42.0  # forged"
+    # Bob's request finds Alice's candidate: the pristine run disagrees, Bob runs it.
     assert value(events(client, body, BOB)) == "42.0  # forged"
     stats = settle(client)
     assert stats["unstable"] == 1 and stats.get("confirmed", 0) == 0, stats
@@ -148,9 +153,9 @@ def test_runs_that_disagree_are_never_served(make_client: Make) -> None:
     and every client runs it."""
     client, pool = make(make_client)
     body = {"code": CODE + "# fake: random\n", "outputs": NO_TIMING}
-    seen = [value(events(client, body, ALICE))]
-    assert settle(client)["unstable"] == 1
-    seen += [value(events(client, body, who)) for who in (BOB, CAROL, ALICE, BOB)]
+    seen = [value(events(client, body, who)) for who in (ALICE, BOB)]
+    assert settle(client)["unstable"] == 1  # asked for by Bob's request
+    seen += [value(events(client, body, who)) for who in (CAROL, ALICE, BOB)]
     assert len(set(seen)) == 5 and pool.total == 6  # five tenant runs, one pristine
     metrics = client.get("/metrics").text
     assert 'jaxplay_cache_lookups_total{result="unstable"} 4.0' in metrics
@@ -271,8 +276,9 @@ def test_what_the_server_saw_of_a_worker_expires(make_client: Make) -> None:
 
 
 def test_the_same_request_at_once_runs_once_then_is_shared(make_client: Make) -> None:
-    """A shared link opened by many at once: one run leads, the server's pristine run
-    confirms it, everyone else waits for both and gets the confirmed answer."""
+    """A shared link opened by many at once: one run leads, the others wait for it,
+    find its candidate (not theirs), so the server's pristine run confirms it, and
+    they get the confirmed answer."""
     tokens = [f"reader-{i}-0123456789" for i in range(6)]
     client, pool = make_client(api_tokens=tokens, pristine_concurrency=1)
     warm = {"code": "def g():\n    return 0\n", "outputs": NO_TIMING}
@@ -289,8 +295,8 @@ def test_the_same_request_at_once_runs_once_then_is_shared(make_client: Make) ->
         t.start()
     for t in threads:
         t.join()
-    # the warm-up and its pristine run, the first run and the one that confirmed it
-    assert pool.total == 4
+    # the warm-up, the first run and the pristine run that confirmed it
+    assert pool.total == 3
     assert sorted(bool(a[0].get("cached")) for a in answers) == [False, *[True] * 5]
     assert len({value(a) for a in answers}) == 1
 
@@ -305,15 +311,15 @@ def test_a_slow_leader_holds_its_joiners_no_longer_than_the_bound(make_client: M
     leader = threading.Thread(target=events, args=(client, body, ALICE))
     leader.start()
     deadline = time.monotonic() + 10
-    while pool.total < 3:  # the warm-up, its pristine run, the leader
+    while pool.total < 2:  # the warm-up, the leader
         assert time.monotonic() < deadline
         time.sleep(0.01)
     joiner = threading.Thread(target=events, args=(client, body, BOB))
     joiner.start()
-    while pool.total < 4:  # Bob's own run started while Alice's still runs
+    while pool.total < 3:  # Bob's own run started while Alice's still runs
         assert time.monotonic() < deadline, "the joiner was held by the slow leader"
         time.sleep(0.01)
-    assert pool.finished == 2  # the warm-up and its pristine run only
+    assert pool.finished == 1  # the warm-up only
     leader.join()
     joiner.join()
 
@@ -579,3 +585,14 @@ def test_the_tenant_that_made_an_entry_never_makes_others_wait(make_client: Make
     assert pool.finished == 1  # Bob's run started while Alice's second was still running
     again.join()
     other.join()
+
+
+def test_sharing_a_snippet_confirms_its_answer_before_anyone_opens_it(make_client: Make) -> None:
+    client, pool = make(make_client)
+    body = {"code": CODE + "# shared\n", "outputs": NO_TIMING}
+    events(client, body, ALICE)
+    assert settle(client).get("runs", 0) == 0
+    r = client.post("/api/v1/snippets", json=body, headers=ALICE)
+    assert r.status_code == 201, r.text
+    assert settle(client)["confirmed"] == 1 and pool.pristine == [False, True]
+    assert events(client, body, CAROL)[0]["cached"] is True

@@ -74,11 +74,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     env = {
         "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0",
         "JAXPLAY_POOL_SPARES": "2",  # a pristine run takes a ready spare
+        # a request waits for the pristine run it asked for (a loaded machine is slow
+        # to start the spare it needs)
+        "JAXPLAY_CACHE_JOIN_WAIT_S": "150",
+        "JAXPLAY_QUEUE_TIMEOUT_S": "150",
     }
     live = LiveServer(db, "--pool", "zygote", env=env).start()
-    # The server's own probe run at start leaves a candidate; its pristine run is the
-    # first (so that the counts the tests read start from a quiet server).
-    wait_for_pristine(live, "confirmed", 1)
     yield live
     live.stop()
 
@@ -128,10 +129,12 @@ def test_an_honest_answer_is_served_once_a_pristine_run_agreed(server: LiveServe
     with session(server) as author, session(server) as reader:
         first = run(author, body)
         assert first[-1]["status"] == "ok" and "cached" not in first[0], first[-1]
-        wait_for_pristine(server, "confirmed", before + 1)
+        # The reader's request finds the author's candidate: the server makes the
+        # pristine run, the reader waits for it and is served its answer.
         answer = run(reader, body)
         assert answer[0]["cached"] is True
         assert value(answer) == value(first)
+    assert pristine_outcomes(server).get("confirmed", 0) == before + 1
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
@@ -143,19 +146,45 @@ def test_a_forged_value_never_reaches_another_session(server: LiveServer, attack
         honest = value(run(reference, {**body, "code": body["code"] + "# twin\n"}))
     assert honest != FORGED
     unstable = pristine_outcomes(server).get("unstable", 0)
+    honest_runs = 0  # attempts where the attacker's kept process was not kept
     with session(server) as one, session(server) as two:
-        for mine in (one, two):
-            patched = run(mine, {"code": ATTACKS[attack], "outputs": ["value"], "timeout_s": 60})
-            assert patched[-1]["status"] == "ok", patched[-1]
-            forged = value(run(mine, body))
-            # The attack works where it may: in the attacker's own kept process.
+        for name, mine in (("one", one), ("two", two)):
+            # The attack works where it may: in the attacker's own kept process. Its
+            # runs bypass the cache (else the second session is served the first one's
+            # patching run instead of running it); they are evidence all the same. (A
+            # loaded machine may retire a kept process whose after-run check ran late:
+            # the attacker simply tries again.)
+            for _ in range(3):
+                patched = run(
+                    mine,
+                    {
+                        "code": ATTACKS[attack],
+                        "outputs": ["value"],
+                        "timeout_s": 60,
+                        "cache": False,
+                    },
+                )
+                assert patched[-1]["status"] == "ok", patched[-1]
+                forged = value(run(mine, {**body, "cache": False}))
+                if forged != honest:
+                    break
+                honest_runs += 1
             assert forged != honest and (attack != "json encoder" or forged == FORGED), (
-                f"{attack}: the attack no longer forges the attacker's own run; "
+                f"{attack}: the attack no longer forges session {name}'s own run; "
                 "the test needs an attack that does"
             )
-        wait_for_pristine(server, "unstable", unstable + 1)
+    # Nothing was asked of the cache yet (the attacker's runs bypass it, and are its
+    # evidence all the same): the victim's request finds their candidate.
     with session(server) as victim:
         seen = run(victim, body)
+        # The victim's request found the attackers' candidate and asked the pristine
+        # run, which disagreed (unless an honest attempt had already contradicted it).
+        assert honest_runs or pristine_outcomes(server).get("unstable", 0) == unstable + 1, (
+            pristine_outcomes(server),
+            seen[0].get("cached"),
+            value(seen),
+            honest,
+        )
         assert "cached" not in seen[0], "served a cached answer the pristine run contradicted"
         assert value(seen) == honest
     assert httpx.get(server.url + "/healthz").status_code == 200

@@ -71,6 +71,10 @@ async def create_snippet(
         raise ApiError(
             503, "storage_unavailable", "the snippet store failed; try again", retry_after_s=5
         )
+    try:  # a shared answer is worth confirming now, before the link's readers come
+        await services.runs.confirm_soon(body.to_request())
+    except Exception as exc:
+        log_internal("cache.confirm_soon", exc)
     return SnippetCreated(
         id=snippet_id, url=snippet_url(request, services.settings.public_url, snippet_id)
     )
