@@ -86,7 +86,7 @@ class Confirmer:
         metrics: Metrics,
     ) -> None:
         self._settings = settings
-        self._pool = pool
+        self.pool = pool
         self._cache = cache
         self._admission = admission
         self._metrics = metrics
@@ -166,7 +166,7 @@ class Confirmer:
         """Low priority: a pristine run starts only while no tenant waits for a place."""
         if self._admission.queue_length() > 0:
             return False
-        stats = self._pool.stats()
+        stats = self.pool.stats()
         running, capacity = stats.get("running"), stats.get("capacity")
         return not (isinstance(running, int) and isinstance(capacity, int) and running >= capacity)
 
@@ -203,7 +203,7 @@ class Confirmer:
     async def _run(self, job: _Job) -> bool:
         """One pristine run and its evidence; False when the pool had no place."""
         try:
-            handle = await self._pool.submit(job.request, PRISTINE_TENANT, pristine=True)  #
+            handle = await self.pool.submit(job.request, PRISTINE_TENANT, pristine=True)  #
         except PoolFull:
             return False
         started = time.monotonic()

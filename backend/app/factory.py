@@ -105,6 +105,8 @@ def create_app(
             await services.runs.aclose()
             if services.runs.confirmer is not None:
                 await _close_quietly("confirmer", services.runs.confirmer.close())
+                if services.runs.confirmer.pool is not services.pool:
+                    await _close_quietly("pristine pool", services.runs.confirmer.pool.close())
             await _close_quietly("pool", services.pool.close())
             await _close_quietly("storage", services.storage.close())
             if metrics_listener is not None:
@@ -198,7 +200,7 @@ async def _start_services(
             "pool_options": settings.pool_options,
         },
     )
-    confirmer = Confirmer(settings, pool, cache, admission, metrics)
+    confirmer = Confirmer(settings, await _pristine_pool(settings, pool), cache, admission, metrics)
     confirmer.start()
     return Services(
         settings=settings,
@@ -213,6 +215,18 @@ async def _start_services(
         sessions=Sessions(settings),
         known_tokens=frozenset(settings.api_tokens),
     )
+
+
+async def _pristine_pool(settings: Settings, pool: Pool) -> Pool:
+    """The pool pristine runs are made in: the server's own, or, where that one cannot
+    make them (Redis workers), the ``pristine_pool`` the operator names, started here."""
+    if getattr(pool, "makes_pristine_runs", False) or not settings.pristine_pool:
+        return pool
+    _, own = make_pool(
+        settings.model_copy(update={"pool": settings.pristine_pool, "queue_url": None})
+    )
+    await own.start()
+    return own
 
 
 async def _probe(services: Services) -> None:

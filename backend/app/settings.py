@@ -424,6 +424,14 @@ class Settings(BaseSettings):
         description="Pristine runs (the cache's only confirmation) at once, each only "
         "while no tenant waits for a place; 0: none, so nothing is served from the cache.",
     )
+    pristine_pool: str | None = Field(
+        default=None,
+        description="Where the server's pool cannot make pristine runs (Redis workers: a "
+        "remote worker's word that a run was pristine is no evidence), a pool of the "
+        "server's own for them: `zygote` (the jailed warm pool on the server's machine, "
+        "the same image as the workers so their worker descriptions match), or `fake` "
+        "(tests). Unset there: nothing is served from the cache across people.",
+    )
     pristine_queue: int = Field(
         default=256,
         ge=1,

@@ -315,6 +315,9 @@ class Server(Process):
             "JAXPLAY_FRONTEND_DIST": str(log_dir / "no-dist"),
             "JAXPLAY_LOG_LEVEL": "warning",
             "JAXPLAY_METRICS_PUBLIC": "true",  # off by default; the topology test reads it
+            # The Redis pool makes no pristine runs (a remote worker's word is no
+            # evidence): the server's own pool makes them, here the fake like the workers.
+            "JAXPLAY_PRISTINE_POOL": "fake",
         }
         super().__init__(
             argv,
