@@ -80,6 +80,9 @@ class Server:
             "JAXPLAY_LOG_FORMAT": "text",
             "JAXPLAY_LOG_LEVEL": "warning",
             "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0",
+            # a request waits for the pristine run it asks for: generously, when busy
+            "JAXPLAY_CACHE_JOIN_WAIT_S": "120",
+            "JAXPLAY_QUEUE_TIMEOUT_S": "120",
             **(settings or {}),
         }
         # `jaxplay serve`, as a user starts it (the module when the script is not installed)

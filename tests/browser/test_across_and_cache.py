@@ -4,11 +4,13 @@ with "re-run fresh", in a real browser against the real server, pool and version
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from .conftest import Server
 from .test_page import screenshots_dir, set_code, wait_done
@@ -24,11 +26,23 @@ def installed_versions(server: Server) -> list[str]:
     return [v["version"] for v in versions if v["installed"]]
 
 
+def two_versions(server: Server) -> list[str]:
+    """The installed JAX versions, at least two: on a developer's machine with only the
+    default, the test is skipped with the command that installs another; where they
+    are demanded (CI=true: .ci/run installs three), it fails."""
+    installed = installed_versions(server)
+    if len(installed) < 2:
+        why = f"across versions needs two JAX versions installed, found {installed}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true, but {why}")
+        pytest.skip(f"{why}: .venv/bin/jaxplay versions add 0.10.2")
+    return installed
+
+
 def test_across_versions_shows_where_each_output_changed_and_the_times(
     page: Any, server: Server
 ) -> None:
-    installed = installed_versions(server)
-    assert len(installed) >= 2, installed
+    installed = two_versions(server)
     oldest, newest = installed[0], installed[-1]
     set_code(page, CODE)
     page.fill("#args", "(jnp.arange(3.0),)")
@@ -95,8 +109,7 @@ def test_across_versions_shows_where_each_output_changed_and_the_times(
 def test_screenshots_across_versions(page: Any, server: Server, tmp_path: Path) -> None:
     """docs/screenshots/across.png: an example on the oldest and newest installed JAX,
     where each output first changed, the diff at that step and the times table."""
-    installed = installed_versions(server)
-    assert len(installed) >= 2, installed
+    installed = two_versions(server)
     out = screenshots_dir(tmp_path)
     page.select_option("#examples", "grad-loss")
     assert wait_done(page) == "ok"
@@ -121,18 +134,22 @@ def test_a_cached_answer_says_its_age_and_re_runs_fresh(
     # code of its own, so no other test's runs made this entry
     code = CODE + f"# {uuid.uuid4().hex}\n"
 
-    def run_in(pg: Any) -> list[dict[str, Any]]:
+    def frames(pg: Any) -> list[dict[str, Any]]:
+        """What the page sends (listened to before it loads: it opens its WebSocket then)."""
         sent: list[dict[str, Any]] = []
         pg.on(
             "websocket",
             lambda ws: ws.on("framesent", lambda payload: sent.append(json.loads(payload))),
         )
+        return sent
+
+    def run_in(pg: Any) -> None:
         set_code(pg, code)
         pg.click("#run")
         assert wait_done(pg) == "ok"
-        return sent
 
-    # the first run leaves a candidate, another client's agreeing run confirms it ...
+    # the first run leaves a candidate; another client asking makes the server's
+    # pristine run, which confirms it, and that client is served it ...
     run_in(page)
     assert page.locator("[data-testid=cached]").count() == 0
     contexts = [
@@ -142,11 +159,11 @@ def test_a_cached_answer_says_its_age_and_re_runs_fresh(
     try:
         for context in contexts:
             pg = context.new_page()
+            sent = frames(pg)
             pg.goto("/")
             pg.wait_for_selector("[data-testid=code]")
-            sent = run_in(pg)
-            cached = pg.locator("[data-testid=cached]").count()
-            assert cached == (1 if context is contexts[1] else 0)
+            run_in(pg)
+            assert pg.locator("[data-testid=cached]").count() == 1
         # ... and from then on it is served, with its age
         note = pg.locator("[data-testid=cached]")
         assert note.inner_text().startswith("cached, less than a minute ago")

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from backend.app import create_app
 from backend.app.storage import (
+    PRISTINE,
     CacheLimits,
     ResultRecord,
     Storage,
@@ -67,33 +68,51 @@ def test_snippet_ids_extend_until_unique_and_survive_reopening(url: str) -> None
 
 
 def test_the_result_cache_rule_and_trim(url: str) -> None:
-    """A candidate is confirmed only by another tenant's equal run, never replaced,
-    made unstable for good by a different one; every write trims to the budgets."""
+    """A candidate is confirmed only by a pristine run's equal one (whose body is then
+    kept), never by another tenant's, never replaced, made unstable for good by a
+    different one; every write trims candidates first, a group to its quota, unstable
+    markers to theirs (the same statements on SQLite and PostgreSQL)."""
 
     async def go() -> None:
         store = await opened(url)
         roomy = CacheLimits(max_entries=100, max_bytes=1 << 20)
 
-        async def put(key: str, digest: str, tenant: str, body: str = "b", limits: CacheLimits = roomy) -> str:  # fmt: skip
-            return await store.record_result(key, ResultRecord(digest, tenant, body), limits)
+        async def put(key: str, digest: str, tenant: str, body: str = "b", limits: CacheLimits = roomy, group: str = "g") -> str:  # fmt: skip
+            state, _ = await store.record_result(key, ResultRecord(digest, tenant, body, group=group), limits)  # fmt: skip
+            return state
 
         assert await put("k", "same", "a", body="first") == "candidate"
         assert await put("k", "same", "a") == "candidate"
-        assert await put("k", "same", "b", body="second") == "confirmed"
+        assert await put("k", "same", "b", body="second") == "candidate"  # a tenant: no
+        assert await put("k", "same", PRISTINE, body="pristine") == "confirmed"
         found = await store.get_result("k")
-        assert found is not None and found.state == "confirmed" and found.body == "first"
-        assert await put("k", "other", "c") == "unstable"
-        assert await put("k", "same", "d") == "unstable"
+        assert found is not None and found.state == "confirmed" and found.body == "pristine"
+        assert await put("k", "other", "c") == "confirmed"  # a tenant's word alone: no
+        assert await put("k", "other", PRISTINE) == "unstable"
+        assert await put("k", "same", PRISTINE) == "unstable"
         found = await store.get_result("k")
         assert found is not None and (found.state, found.body) == ("unstable", "")
         assert await store.get_result("missing") is None
         # Every write trims: at most 10 entries, and at most 8 KiB of them.
         tight = CacheLimits(max_entries=10, max_bytes=8 * 1024)
         for i in range(30):
-            await put(f"r{i:03}", "d", "a", body="x" * 1000, limits=tight)
+            await put(f"r{i:03}", "d", "a", body="x" * 1000, limits=tight, group=f"g{i}")
         kept = [await store.get_result(f"r{i:03}") for i in range(30)]
         assert kept[-1] is not None and kept[0] is None
         assert sum(v is not None for v in kept) <= 6  # 8 KiB / (1000 + 256) bytes
+        # A group keeps at most its quota of candidates, its oldest going first.
+        quota = CacheLimits(max_entries=100, max_bytes=1 << 20, candidates_per_group=3)
+        for i in range(6):
+            await put(f"q{i}", "d", "a", limits=quota, group="flooder")
+        held = [await store.get_result(f"q{i}") for i in range(6)]
+        assert [h is not None for h in held] == [False] * 3 + [True] * 3
+        # Unstable markers are kept to their own cap, oldest going first.
+        few = CacheLimits(max_entries=100, max_bytes=1 << 20, max_unstable=2)
+        for i in range(4):
+            await put(f"u{i}", "d", "a", limits=few)
+            await put(f"u{i}", "e", "a", limits=few)
+        marks = [await store.get_result(f"u{i}") for i in range(4)]
+        assert [m.state if m else None for m in marks][1:] == [None, "unstable", "unstable"]
         await store.close()
 
     run(go)
@@ -128,7 +147,9 @@ def test_the_app_keeps_snippets_and_results_in_it(url: str, tmp_path: Path) -> N
 
     def client() -> tuple[TestClient, FakePool]:
         pool = FakePool(max_concurrent=4)
-        settings = make_settings(tmp_path, database_url=url, api_tokens=tokens)
+        settings = make_settings(
+            tmp_path, database_url=url, api_tokens=tokens, pristine_concurrency=1
+        )
         app = create_app(settings, pool=pool, pool_name="fake")
         return TestClient(app), pool
 
@@ -137,9 +158,11 @@ def test_the_app_keeps_snippets_and_results_in_it(url: str, tmp_path: Path) -> N
         created = c1.post("/api/v1/snippets", json=body)
         assert created.status_code == 201, created.text
         first = c1.post("/api/v1/runs", json=body, headers=a).json()["events"]
-        c1.post("/api/v1/runs", json=body, headers=b)  # another tenant agrees
+        # another tenant asks: the server's pristine run confirms it, b is served it
+        second = c1.post("/api/v1/runs", json=body, headers=b).json()["events"]
         third = c1.post("/api/v1/runs", json=body).json()["events"]
-        assert pool1.total == 2 and third[0]["cached"] is True
+        assert pool1.total == 2 and pool1.pristine == [False, True]
+        assert second[0]["cached"] is True and third[0]["cached"] is True
         assert [e["type"] for e in third] == [e["type"] for e in first if e["type"] != "stage"]
     c2, pool2 = client()  # another replica, or the same after a restart
     with c2:
@@ -177,7 +200,7 @@ def test_migrations_run_once_even_when_replicas_start_together(pg_url: str) -> N
                 "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
             ).fetchall()
         }
-    assert rows == [(1, "initial"), (2, "agreeing_cache")]
+    assert rows == [(1, "initial"), (2, "agreeing_cache"), (3, "pristine_cache")]
     assert {"snippets", "cache_results", "jaxplay_migrations"} <= tables
     assert "results" not in tables  # the old cache (format 1) is dropped
 
