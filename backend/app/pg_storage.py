@@ -194,9 +194,7 @@ class PgStorage:
                     cur = await conn.execute(sql, param)
                     gone = [str(k) for (k,) in await cur.fetchall()]
                     if gone:
-                        await conn.execute(
-                            "DELETE FROM cache_results WHERE key = ANY(%s)", (gone,)
-                        )
+                        await conn.execute("DELETE FROM cache_results WHERE key = ANY(%s)", (gone,))
                 cur = await conn.execute(RESULT_TOTALS)
                 count, total = await cur.fetchone() or (0, 0)
                 trim = Trim(count, total, limits)

@@ -68,7 +68,17 @@ class ResultRecord:
     def upsert_params(self, key: str) -> tuple[Any, ...]:
         """RESULT_UPSERT's parameters, in its order, for this record under ``key``."""
         now = time.time()
-        return (key, self.state, self.digest, self.tenant, self.body, self.size, now, self.group, now)
+        return (
+            key,
+            self.state,
+            self.digest,
+            self.tenant,
+            self.body,
+            self.size,
+            now,
+            self.group,
+            now,
+        )
 
 
 @dataclass(frozen=True)
@@ -394,7 +404,9 @@ class SqliteStorage:
     def _mark_served(self, key: str, now: float) -> None:
         self._conn().execute(RESULT_SERVED, (now, key, now - SERVED_RESOLUTION_S))
 
-    def _record_result(self, key: str, record: ResultRecord, limits: CacheLimits) -> tuple[str, str]:
+    def _record_result(
+        self, key: str, record: ResultRecord, limits: CacheLimits
+    ) -> tuple[str, str]:
         db = self._conn()
         # A cache row is evidence, not a promise made to a client (a snippet is): its
         # commit is not flushed to the disk on its own (WAL, synchronous=NORMAL: it
