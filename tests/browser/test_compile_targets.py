@@ -74,6 +74,7 @@ def test_compile_for_h100_shows_its_ptx_and_no_value(offered_page: Any) -> None:
     page.click("#run")
     assert wait_done(page, 120_000) == "ok", page.inner_text(".progress")
     page.click("#tab-asm")
+    page.wait_for_selector("[data-testid=asm-code]")
     ptx = "\n".join(page.locator("[data-testid=asm-code]").all_inner_texts())
     # PTX, NVIDIA's virtual ISA: each kernel's entry point and its global-memory loads
     assert ".visible .entry" in ptx and "ld.global" in ptx, ptx[:2000]
@@ -113,4 +114,5 @@ def test_compile_for_a_tpu_topology_shows_memory_against_its_hbm(offered_page: A
     capacity = page.inner_text("[data-testid=memory-capacity]")
     assert "GiB" in capacity and "TPU v5" in capacity and "fits in its memory" in capacity, capacity
     page.click("#tab-sharding")
+    page.wait_for_selector(".panel-sharding svg")  # the pane's code loads on first use
     assert page.locator(".panel-sharding svg").count() >= 1

@@ -13,6 +13,7 @@ def test_a_2d_sharded_layer_shows_its_grids_and_all_reduce_at_its_line(page: Any
     status = wait_done(page)
     assert status == "ok", page.locator(".progress").inner_text()
     page.click("#tab-sharding")
+    page.wait_for_selector(".sharding-array")  # the pane's code loads on first use
     figures = page.locator(".sharding-array")
     assert figures.count() == 3  # x, w and the output
     # x over the 2 x 2 mesh: four blocks, one device each, each in its own colour
@@ -50,6 +51,7 @@ def test_the_mesh_builder_says_what_is_missing_and_a_run_uses_it(page: Any) -> N
     page.click("#run")
     assert wait_done(page) == "ok"
     page.click("#tab-sharding")
+    page.wait_for_selector(".sharding-array")  # the pane's code loads on first use
     assert "P('x', None)" in page.locator(".sharding-array").first.inner_text()
 
 
@@ -63,4 +65,5 @@ def test_pmap_becomes_its_shard_map_form_in_one_click(page: Any) -> None:
     page.click("#run")
     assert wait_done(page) == "ok"
     page.click("#tab-sharding")
+    page.wait_for_selector(".sharding-array")  # the pane's code loads on first use
     assert page.locator(".sharding-array").count() == 2

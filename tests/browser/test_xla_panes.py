@@ -33,6 +33,7 @@ def test_what_xla_did_panes(page: Any) -> None:
     assert wait_done(page) == "ok", page.inner_text(".progress")
 
     page.click("#tab-passes")
+    page.wait_for_selector(".pass-list li")  # the pane's code loads on first use
     items = page.locator(".pass-list li")
     assert items.count() >= 3
     names = items.locator(".pass-name").all_inner_texts()
