@@ -93,6 +93,57 @@ def events_body(accepted: dict[str, Any], shown_text: str) -> str:
     return '{"events":[' + _canonical(accepted) + ("," + inner if inner else "") + "]}"
 
 
+def approx_size(value: Any, limit: int) -> int:
+    """A cheap upper estimate of ``value``'s JSON size, counting no further than
+    ``limit`` (what a run's events cost to keep, without encoding them)."""
+    if isinstance(value, str):
+        return len(value) + 2
+    if isinstance(value, dict):
+        total = 2
+        for k, v in value.items():
+            total += len(k) + 4 + approx_size(v, limit - total)
+            if total > limit:
+                break
+        return total
+    if isinstance(value, list | tuple):
+        total = 2
+        for v in value:
+            total += 1 + approx_size(v, limit - total)
+            if total > limit:
+                break
+        return total
+    return 24
+
+
+class KeptEvents:
+    """What the cache may use of one run's events, kept as they pass: ``accepted``,
+    the shown outputs and ``done``. Nothing once the run showed an ``error`` or went
+    past ``limit`` bytes (it is then no evidence): the server holds a run's outputs
+    only as long as it can use them."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._size = 0
+        self._events: list[dict[str, Any]] | None = []
+
+    def add(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if self._events is None or (kind not in CACHED_TYPES and kind not in ("accepted", "done")):
+            if kind == "error":
+                self._events = None
+            return
+        if kind != "done":
+            self._size += approx_size(event, self._limit - self._size + 1)
+            if self._size > self._limit:
+                self._events = None
+                return
+        self._events.append(event)
+
+    def events(self) -> list[dict[str, Any]] | None:
+        """The kept events, or None when the run is no evidence."""
+        return self._events
+
+
 def _hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.app.admission import Admission
-from backend.app.cache import CACHED_TYPES, ResultCache
+from backend.app.cache import KeptEvents, ResultCache
 from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
 from backend.app.settings import Settings
@@ -42,28 +42,6 @@ log = get_logger("confirm")
 PRISTINE_TENANT = "jaxplay:pristine"
 #: How long to wait before asking a busy pool again.
 RETRY_S = 0.5
-
-
-def approx_size(value: Any, limit: int) -> int:
-    """A cheap upper estimate of ``value``'s JSON size, counting no further than
-    ``limit`` (what a run's events cost to keep, without encoding them)."""
-    if isinstance(value, str):
-        return len(value) + 2
-    if isinstance(value, dict):
-        total = 2
-        for k, v in value.items():
-            total += len(k) + 4 + approx_size(v, limit - total)
-            if total > limit:
-                break
-        return total
-    if isinstance(value, list | tuple):
-        total = 2
-        for v in value:
-            total += 1 + approx_size(v, limit - total)
-            if total > limit:
-                break
-        return total
-    return 24
 
 
 @dataclass
@@ -101,7 +79,7 @@ class Confirmer:
         self._tasks: list[asyncio.Task[None]] = []
         #: counts for stats(): runs made, and what they did
         self.counts: collections.Counter[str] = collections.Counter()
-        self.cpu_s = 0.0  # this process's view: wall time of pristine runs, summed
+        self.wall_s = 0.0  # the pristine runs' wall time, summed
 
     # --- lifecycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -157,7 +135,7 @@ class Confirmer:
             "enabled": self.enabled,
             "waiting": len(self._waiting),
             "running": len(self._running),
-            "wall_s": round(self.cpu_s, 3),
+            "wall_s": round(self.wall_s, 3),
             **self.counts,
         }
 
@@ -203,12 +181,12 @@ class Confirmer:
     async def _run(self, job: _Job) -> bool:
         """One pristine run and its evidence; False when the pool had no place."""
         try:
-            handle = await self.pool.submit(job.request, PRISTINE_TENANT, pristine=True)  #
+            handle = await self.pool.submit(job.request, PRISTINE_TENANT, pristine=True)
         except PoolFull:
             return False
         started = time.monotonic()
         events = await self._collect(handle, job.request)
-        self.cpu_s += time.monotonic() - started
+        self.wall_s += time.monotonic() - started
         self.counts["runs"] += 1
         if events is None:
             self.counts["no_evidence"] += 1
@@ -222,32 +200,18 @@ class Confirmer:
         return True
 
     async def _collect(self, handle: Any, request: RunRequest) -> list[dict[str, Any]] | None:
-        """The run's accepted, shown events and done, or None past the cache's entry
-        limit (it could not be kept anyway) or past the run's own deadline."""
-        limit = self._cache.max_entry_bytes
-        kept: list[dict[str, Any]] = []
-        size = 0
-        over = False
-        deadline = request.timeout_s + self._settings.run_grace_s
+        """The run's accepted, shown events and done, or None when it is no evidence
+        (``KeptEvents``) or went past its own deadline."""
+        kept = KeptEvents(self._cache.max_entry_bytes)
         try:
-            async with asyncio.timeout(deadline):
+            async with asyncio.timeout(request.timeout_s + self._settings.run_grace_s):
                 async for item in handle.events():
                     event = item if type(item) is ValidEvent else validate_event(item)
-                    kind = event["type"]
-                    if kind not in CACHED_TYPES and kind not in ("accepted", "done", "error"):
-                        continue
-                    if over and kind != "done":
-                        continue
-                    size += approx_size(event, limit - size + 1)
-                    if size > limit and kind != "done":
-                        over = True
-                        kept.clear()
-                        continue
-                    kept.append(event)
-                    if kind == "done":
+                    kept.add(event)
+                    if event["type"] == "done":
                         break
         except (TimeoutError, BadEvent):
             with contextlib.suppress(Exception):
                 await handle.cancel()
             return None
-        return None if over else kept
+        return kept.events()

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.app.admission import Admission, Ticket
-from backend.app.cache import CACHED_TYPES, Hit, ResultCache
-from backend.app.confirm import Confirmer, approx_size
+from backend.app.cache import Hit, KeptEvents, ResultCache
+from backend.app.confirm import Confirmer
 from backend.app.errors import ApiError, log_internal
 from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
@@ -284,10 +284,11 @@ class RunStream:
         self._hit = hit
         self._cached = hit.events if hit is not None else None
         # Every fresh run is evidence for the cache, a cache: false one too.
-        self._store = hit is None and service.cache.enabled
-        #: what the kept events cost, and whether the run went past what may be kept
-        self._kept_bytes = 0
-        self._store_over = False
+        self._kept = (
+            KeptEvents(service.cache.max_entry_bytes)
+            if hit is None and service.cache.enabled
+            else None
+        )
         self._cancelled: str | None = None
         #: when the run was cancelled (loop time), and why the server did it itself
         self._cancelled_at: float | None = None
@@ -323,7 +324,6 @@ class RunStream:
     async def events(self) -> AsyncGenerator[dict[str, Any], None]:
         self._iterated = True
         status = "abandoned"  # until a done is relayed: the consumer left first
-        kept: list[dict[str, Any]] = []
         try:
             if self._cached is not None:
                 for event in self._replay():
@@ -339,17 +339,17 @@ class RunStream:
             async with contextlib.aclosing(self._relay(self._handle, only)) as relayed:
                 async for event in relayed:
                     self._observe(event)
+                    if self._kept is not None:
+                        self._kept.add(event)
                     if event["type"] != "done":
-                        if self._store:
-                            self._keep(kept, event)
                         yield event
                         continue
                     status = str(event.get("status"))
                     if self._cached is not None:
                         event = dict(event, cached=True)  # the results came from the cache
-                    if self._store and status == "ok":
-                        await self._evidence([*kept, event])
-                    kept.clear()
+                    if self._kept is not None and status == "ok":
+                        await self._evidence(self._kept.events())
+                    self._kept = None  # nothing more to keep: the server lets it go
                     self._svc._resolve(self.leader_key)
                     self.leader_key = None
                     yield event
@@ -358,28 +358,11 @@ class RunStream:
             await self.close()
             self._record(status)
 
-    def _keep(self, kept: list[dict[str, Any]], event: dict[str, Any]) -> None:
-        """Keep what the cache would keep of ``event``, and stop keeping anything once
-        the run is past the cache's entry limit (it is then no evidence): the server
-        holds a run's outputs only as long as it can use them."""
-        if self._store_over or (event["type"] not in CACHED_TYPES and event["type"] != "accepted"):
-            if event["type"] == "error":
-                self._store_over = True  # a run with an error is no evidence either
-                kept.clear()
-            return
-        limit = self._svc.cache.max_entry_bytes
-        self._kept_bytes += approx_size(event, limit - self._kept_bytes + 1)
-        if self._kept_bytes > limit:
-            self._store_over = True
-            kept.clear()
-            return
-        kept.append(event)
-
-    async def _evidence(self, events: list[dict[str, Any]]) -> None:
-        """The run's evidence to the cache. A confirmed answer this run contradicted
-        asks for a pristine re-check (a candidate waits until someone else asks for it,
-        or its snippet is shared: ``RunService.confirm_soon``)."""
-        if self._store_over:
+    async def _evidence(self, events: list[dict[str, Any]] | None) -> None:
+        """The run's evidence to the cache (None: it is none). A confirmed answer this
+        run contradicted asks for a pristine re-check (a candidate waits until someone
+        else asks for it, or its snippet is shared: ``RunService.confirm_soon``)."""
+        if events is None:
             return
         recorded = await self._svc.cache.record(
             self._request, self._caller.tenant, self.run_id, events

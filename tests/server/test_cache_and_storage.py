@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app.cache import _canonical, events_body
+from backend.app.cache import KeptEvents, _canonical, events_body
 from backend.app.confirm import PRISTINE_TENANT
 from backend.app.storage import (
     MIN_ID_LENGTH,
@@ -596,3 +596,24 @@ def test_sharing_a_snippet_confirms_its_answer_before_anyone_opens_it(make_clien
     assert r.status_code == 201, r.text
     assert settle(client)["confirmed"] == 1 and pool.pristine == [False, True]
     assert events(client, body, CAROL)[0]["cached"] is True
+
+
+def test_a_run_s_evidence_is_kept_only_while_it_can_be_used() -> None:
+    """KeptEvents (the relay's and the pristine runs' one keeper): accepted, the shown
+    outputs and done; nothing once past the entry limit or after an error."""
+    accepted = {"type": "accepted", "pipeline": "main", "run_id": "r", "worker": {}}
+    jaxpr = {"type": "jaxpr", "pipeline": "main", "text": "x" * 1000, "sources": []}
+    stage = {"type": "stage", "pipeline": "main", "stage": "trace", "ms": 1.0}
+    done = {"type": "done", "status": "ok", "ms": 1.0, "reason": ""}
+    kept = KeptEvents(limit=4096)
+    for event in (accepted, stage, jaxpr, done):
+        kept.add(event)
+    assert kept.events() == [accepted, jaxpr, done]
+    over = KeptEvents(limit=4096)
+    for event in (accepted, *[jaxpr] * 5, done):
+        over.add(event)
+    assert over.events() is None  # ~5 KB of outputs against 4 KiB: no evidence, none held
+    failed = KeptEvents(limit=4096)
+    for event in (accepted, {"type": "error", "stage": "exec", "kind": "E", "message": "m"}, jaxpr):
+        failed.add(event)
+    assert failed.events() is None
