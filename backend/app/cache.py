@@ -264,8 +264,9 @@ class ResultCache:
         worker = self._worker_for(request)
         if worker is None:
             return "unknown", None
+        key = self.key(request, worker)
         try:
-            found = await self._storage.get_result(self.key(request, worker))
+            found = await self._storage.get_result(key)
         except Exception as exc:
             log.warning("cache.read_failed", extra=fields(error=type(exc).__name__))
             return "missing", None
@@ -279,7 +280,7 @@ class ResultCache:
         # Belt and braces: the entry must be for this very worker.
         if not events or events[0].get("type") != "accepted" or events[0].get("worker") != worker:
             return "missing", None
-        await self._served(self.key(request, worker))
+        await self._served(key)
         return "hit", Hit(events, found.created)
 
     async def _served(self, key: str) -> None:
