@@ -24,14 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.protocol import (
-    OUTPUT_TABLE,
-    OUTPUTS,
-    WORKER_DONE_REASONS,
-    BadEvent,
-    RunRequest,
-    parse_event_line,
-)
+from sandbox.protocol.events import OUTPUTS, WORKER_DONE_REASONS
+from sandbox.protocol.lines import BadEvent, parse_event_line
+from sandbox.protocol.output_table import OUTPUT_TABLE
+from sandbox.protocol.requests import RunRequest
 
 #: Refused lines after which the run is ended (a run jaxplay made has none).
 MAX_REFUSED_LINES = 100

@@ -30,13 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.event_gate import MAX_REFUSED_LINES, EventGate
-from sandbox.protocol import (
-    MAX_EVENT_BYTES,
-    PROTOCOL_VERSION,
-    TAMPERED_REASON,
-    RunRequest,
-    done_event,
-)
+from sandbox.protocol.events import TAMPERED_REASON, done_event
+from sandbox.protocol.limits import MAX_EVENT_BYTES, PROTOCOL_VERSION
+from sandbox.protocol.requests import RunRequest
 
 __all__ = ["MAX_EVENT_BYTES", "OutputLimits", "RunSupervisor", "SupervisedRun"]
 

@@ -270,7 +270,7 @@ def test_a_dotted_entry_that_does_not_resolve_says_which_part(run) -> None:
 def test_an_entry_that_is_not_a_dotted_name_is_refused(entry) -> None:
     from pydantic import ValidationError
 
-    from sandbox.protocol import RunRequest
+    from sandbox.protocol.requests import RunRequest
 
     with pytest.raises(ValidationError, match="dotted path of names"):
         RunRequest.model_validate({"code": "", "entry": entry})

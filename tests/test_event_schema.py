@@ -1,6 +1,6 @@
 """Events typed once: the bounded parser, the run's gate, and the generated copies
 (docs/events.schema.json and the page's frontend/src/generated/events.ts) that CI
-keeps in step with sandbox/protocol.py."""
+keeps in step with sandbox/protocol/."""
 
 from __future__ import annotations
 
@@ -14,15 +14,10 @@ import pytest
 
 from backend.app.wire import RunBody
 from sandbox.event_gate import EventGate, allowed_stages
-from sandbox.protocol import (
-    EVENT_FIELDS,
-    EVENT_MODELS,
-    MAX_EVENT_BYTES,
-    BadEvent,
-    RunRequest,
-    parse_event_line,
-    validate_event,
-)
+from sandbox.protocol.events import EVENT_FIELDS, EVENT_MODELS
+from sandbox.protocol.limits import MAX_EVENT_BYTES
+from sandbox.protocol.lines import BadEvent, parse_event_line, validate_event
+from sandbox.protocol.requests import RunRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 

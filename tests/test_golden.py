@@ -34,13 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sandbox.protocol import (  # noqa: E402
-    _ABSENT_UNLESS_SET,
-    ERROR_STAGES,
-    EVENT_FIELDS,
-    STAGES,
-    RunRequest,
-)
+from sandbox.protocol.events import ERROR_STAGES, EVENT_FIELDS, STAGES  # noqa: E402
+from sandbox.protocol.lines import _ABSENT_UNLESS_SET  # noqa: E402
+from sandbox.protocol.requests import RunRequest  # noqa: E402
 from tests.golden import (  # noqa: E402
     case_names,
     load_case,

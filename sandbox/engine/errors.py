@@ -13,7 +13,7 @@ import traceback as tb_module
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.protocol import SNIPPET_FILENAME
+from sandbox.protocol.requests import SNIPPET_FILENAME
 
 MAX_MESSAGE = 8 * 1024
 #: an exception class's name as the event carries it (user code names its classes)

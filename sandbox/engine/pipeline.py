@@ -16,7 +16,7 @@ import jax
 
 from sandbox.engine import sharding
 from sandbox.engine.program import as_python, evaluate
-from sandbox.protocol import Transform
+from sandbox.protocol.requests import Transform
 
 Rule = Callable[[Callable[..., Any], dict[str, Any], dict[str, Any]], Callable[..., Any]]
 

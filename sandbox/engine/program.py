@@ -7,7 +7,7 @@ import sys
 import types
 from typing import Any
 
-from sandbox.protocol import SNIPPET_FILENAME
+from sandbox.protocol.requests import SNIPPET_FILENAME
 
 ARGS_FILENAME = "<args>"
 MODULE_NAME = "snippet"

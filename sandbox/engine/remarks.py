@@ -22,7 +22,8 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from sandbox.protocol import MAX_MESSAGE_CHARS, MAX_REMARKS, SNIPPET_FILENAME
+from sandbox.protocol.limits import MAX_MESSAGE_CHARS, MAX_REMARKS
+from sandbox.protocol.requests import SNIPPET_FILENAME
 
 _LINE = re.compile(re.escape(SNIPPET_FILENAME) + r":(\d+)")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from sandbox.engine.compat import out_info
 from sandbox.engine.sources import hlo_sources
-from sandbox.protocol import MAX_COLLECTIVES, MAX_SHARD_BLOCKS
+from sandbox.protocol.limits import MAX_COLLECTIVES, MAX_SHARD_BLOCKS
 from sandbox.sharding_request import MeshSpec
 
 #: the collectives of XLA's HLO; ``-start`` forms (async) count as their op

@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from sandbox.engine.compat import user_frames
-from sandbox.protocol import SNIPPET_FILENAME
+from sandbox.protocol.requests import SNIPPET_FILENAME
 
 Source = dict[str, int]
 

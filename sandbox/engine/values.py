@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from sandbox.engine.compat import cost_analysis
-from sandbox.protocol import MAX_LABEL_CHARS, MAX_LEAF_DATA, MAX_LEAVES, MAX_VALUE_DATA
+from sandbox.protocol.limits import MAX_LABEL_CHARS, MAX_LEAF_DATA, MAX_LEAVES, MAX_VALUE_DATA
 
 #: Leaves with at most this many elements carry their values in ``data``.
 DATA_MAX_ELEMENTS = MAX_LEAF_DATA
@@ -83,7 +83,7 @@ def value_event(output: Any) -> dict[str, Any]:
     text = repr(output)
     if len(text) > MAX_REPR:
         text = text[:MAX_REPR] + f"\n… ({len(text) - MAX_REPR} more characters)"
-    # The event's bounds (sandbox/protocol.py): the first MAX_LEAVES leaves are
+    # The event's bounds (sandbox/protocol/limits.py): the first MAX_LEAVES leaves are
     # described (``repr`` shows the rest), and their data stops at MAX_VALUE_DATA.
     tree, budget = [], MAX_VALUE_DATA
     for p, leaf in leaves[:MAX_LEAVES]:

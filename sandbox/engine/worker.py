@@ -25,15 +25,9 @@ from sandbox.engine import persistent_cache
 from sandbox.engine.compat import set_cpu_device_count, stablehlo_with_locations
 from sandbox.engine.emitter import CapturedStream, Emitter
 from sandbox.engine.sharding import mesh_context
-from sandbox.protocol import (
-    MAX_LABEL_CHARS,
-    MAX_MESSAGE_CHARS,
-    MAX_SOURCES,
-    MAX_TEXT_CHARS,
-    SNIPPET_FILENAME,
-    RunRequest,
-    done_event,
-)
+from sandbox.protocol.events import done_event
+from sandbox.protocol.limits import MAX_LABEL_CHARS, MAX_MESSAGE_CHARS, MAX_SOURCES, MAX_TEXT_CHARS
+from sandbox.protocol.requests import SNIPPET_FILENAME, RunRequest
 
 T = TypeVar("T")
 MAX_MESSAGE_BYTES = 1024 * 1024

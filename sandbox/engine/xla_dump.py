@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.engine.sources import hlo_sources
-from sandbox.protocol import (
+from sandbox.protocol.limits import (
     MAX_BUFFERS,
     MAX_KERNELS,
     MAX_PASS_ITEMS,

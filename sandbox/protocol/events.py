@@ -1,0 +1,491 @@
+"""The events of a run: one model per event type, every field typed and bounded.
+
+A worker's line is checked on its raw bytes first (size, JSON values, depth:
+``sandbox.protocol.lines``), so that a line of a million ``{}`` costs nothing, then
+validated against these models; undeclared fields are dropped. The JSON Schema of
+the union (``event_json_schema``) is committed as docs/events.schema.json, and the
+page's types are generated from it (scripts/gen_event_types.py). ``done_event`` is
+the one maker of a run's last event, ``done``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from sandbox.protocol.limits import (
+    MAX_BUFFERS,
+    MAX_COLLECTIVES,
+    MAX_COMPARE,
+    MAX_KERNELS,
+    MAX_LABEL_CHARS,
+    MAX_LEAF_DATA,
+    MAX_LEAVES,
+    MAX_MESSAGE_CHARS,
+    MAX_NOTES,
+    MAX_PASS_ITEMS,
+    MAX_PASSES_CHARS,
+    MAX_REMARKS,
+    MAX_REPR_CHARS,
+    MAX_SHARD_BLOCKS,
+    MAX_SOURCES,
+    MAX_STREAM_CHARS,
+    MAX_TEXT_CHARS,
+    MAX_TIMING_ROWS,
+    MAX_VALUE_DATA,
+    PROTOCOL_VERSION,
+)
+
+#: Every output a request may name; what each one is (its event, the stages it
+#: needs, whether a request gets it by default, whether the cache may keep it) is
+#: ``OUTPUT_TABLE`` below, the one place an output is declared in this layer.
+Output = Literal[
+    "jaxpr", "stablehlo", "hlo", "value", "cost", "timing", "passes", "asm", "memory", "remarks",
+    "sharding",
+]  # fmt: skip
+OUTPUTS: tuple[Output, ...] = Output.__args__  # type: ignore[attr-defined]
+#: what ``stage`` events name, in the order they happen (SPEC §2's five, plus
+#: ``args``, evaluating the example arguments, and ``timing``, the comparison)
+STAGES = ("exec", "args", "trace", "lower", "compile", "execute", "timing")
+#: what ``error`` events may name besides: before exec (``request``, ``config``),
+#: building the pipeline from its options (``transform``), and jaxplay's own failure
+ERROR_STAGES = ("request", "config", *STAGES[:2], "transform", *STAGES[2:], "engine")
+
+#: Where an error's ``doc_url`` may point: JAX's documentation (and Python's, for a
+#: syntax error); anything else is not an event jaxplay made.
+DOC_URL_PREFIXES = (
+    "https://docs.jax.dev/",
+    "https://jax.readthedocs.io/",
+    "https://docs.python.org/3/",
+)
+DONE_STATUSES = ("ok", "error", "timeout", "killed", "cancelled", "tampered")
+#: ``tampered``: the run's event channel carried lines the engine did not write (the
+#: gate refused them; ``dropped`` counts them). Its outputs are never cache evidence.
+TAMPERED_REASON = "this run's code wrote to jaxplay's output channel; what it shows may be forged"
+#: The reasons a worker's own ``done`` gives (anything else is not the engine's)
+WORKER_DONE_REASONS = ("", "the code raised an error", "invalid request")
+
+_EVENT_CONFIG = ConfigDict(extra="ignore", allow_inf_nan=False, frozen=True)
+_RUN_ID = r"^[A-Za-z0-9_-]{1,64}$"
+_DOC_URL = "^(" + "|".join(re.escape(p) for p in DOC_URL_PREFIXES) + r")[^\s\"'<>\\]*$"
+
+PipelineId = Literal["main", "0", "1", "2", "3"]
+assert PipelineId.__args__ == ("main", *map(str, range(MAX_COMPARE)))  # type: ignore[attr-defined]
+StageName = Literal["exec", "args", "trace", "lower", "compile", "execute", "timing"]
+ErrorStage = Literal[
+    "request", "config", "exec", "args", "transform", "trace", "lower", "compile", "execute",
+    "timing", "engine",
+]  # fmt: skip
+DoneStatus = Literal["ok", "error", "timeout", "killed", "cancelled", "tampered"]
+Ms = Annotated[float, Field(ge=0, le=1e9)]
+#: counts and sizes: what a JavaScript number holds exactly
+Count = Annotated[int, Field(ge=0, le=2**53 - 1)]
+Line = Annotated[int, Field(ge=1, le=10_000_000)]
+#: A measured number: finite, or named when it is not (the engine writes NaN and
+#: infinities as these strings: they are not JSON)
+NonFinite = Literal["nan", "inf", "-inf"]
+Measure = Annotated[float, Field(allow_inf_nan=False)] | NonFinite
+Short = Annotated[str, Field(max_length=256)]
+
+
+def _text(limit: int, description: str = "") -> Any:
+    return Field(max_length=limit, description=description or None)
+
+
+class _Event(BaseModel):
+    model_config = _EVENT_CONFIG
+
+
+class _PipelineEvent(_Event):
+    pipeline: PipelineId = Field(
+        "main", description='The pipeline: "main", or the index of a `compare` entry.'
+    )
+
+
+class WorkerIdentity(_Event):
+    backend: Short
+    platform: Short
+    device_kind: Short
+    devices: Annotated[int, Field(ge=1, le=65_536)]
+    jax_version: Annotated[str, Field(max_length=64)]
+    jaxlib_version: Annotated[str, Field(max_length=64)]
+
+
+class AcceptedEvent(_PipelineEvent):
+    """A worker took the run. Made by jaxplay before user code runs; the server
+    adds ``cached``, ``cached_at`` and ``age_s`` when the result cache answered."""
+
+    type: Literal["accepted"]
+    run_id: Annotated[str, Field(pattern=_RUN_ID)]
+    worker: WorkerIdentity
+    cached: Literal[True] | None = None
+    cached_at: Annotated[str, Field(max_length=32, pattern=r"^[0-9T:+Z-]+$")] | None = Field(
+        None, description="When the cached answer was made (ISO 8601, UTC)."
+    )
+    age_s: Ms | None = Field(None, description="How old the cached answer is, in seconds.")
+
+
+class StdoutEvent(_PipelineEvent):
+    type: Literal["stdout"]
+    text: str = _text(MAX_STREAM_CHARS)
+    stage: ErrorStage | None = None
+
+
+class StderrEvent(_PipelineEvent):
+    type: Literal["stderr"]
+    text: str = _text(MAX_STREAM_CHARS)
+    stage: ErrorStage | None = None
+
+
+class StageEvent(_PipelineEvent):
+    type: Literal["stage"]
+    stage: StageName
+    ms: Ms
+
+
+class SourceLine(_Event):
+    out_line: Line
+    line: Line
+    eqn: Count | None = None
+
+
+Sources = Annotated[list[SourceLine], Field(max_length=MAX_SOURCES)]
+
+
+class JaxprEvent(_PipelineEvent):
+    type: Literal["jaxpr"]
+    text: str = _text(MAX_TEXT_CHARS)
+    sources: Sources = Field(default_factory=list)
+
+
+class StablehloEvent(_PipelineEvent):
+    type: Literal["stablehlo"]
+    text: str = _text(MAX_TEXT_CHARS)
+    sources: Sources = Field(default_factory=list)
+
+
+class HloEvent(_PipelineEvent):
+    type: Literal["hlo"]
+    text: str = _text(MAX_TEXT_CHARS)
+    sources: Sources = Field(default_factory=list)
+
+
+class Summary(_Event):
+    min: Measure
+    max: Measure
+    mean: Measure
+    nan_count: Count
+    inf_count: Count
+
+
+#: One element of a leaf's data: a number (a complex one as ``[re, im]``), a bool,
+#: NaN or an infinity by name, or the text of an exotic dtype's element
+Scalar = (
+    bool
+    | Annotated[int, Field(ge=-(2**64), le=2**64)]
+    | Measure
+    | Annotated[list[Measure], Field(min_length=2, max_length=2)]
+    | Short
+)
+
+
+class Leaf(_Event):
+    path: str = _text(MAX_LABEL_CHARS)
+    shape: Annotated[list[Count], Field(max_length=64)]
+    dtype: Short
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    summary: Summary | None = None
+    data: Annotated[list[Scalar], Field(max_length=MAX_LEAF_DATA)] | None = None
+
+
+class ValueEvent(_PipelineEvent):
+    type: Literal["value"]
+    repr: str = _text(MAX_REPR_CHARS)
+    tree: Annotated[list[Leaf], Field(max_length=MAX_LEAVES)]
+
+    @model_validator(mode="after")
+    def _data_budget(self) -> ValueEvent:
+        if sum(len(leaf.data or ()) for leaf in self.tree) > MAX_VALUE_DATA:
+            raise ValueError(f"over {MAX_VALUE_DATA} elements of data")
+        return self
+
+
+Notes = Annotated[list[Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]], Field(max_length=MAX_NOTES)]  # fmt: skip
+
+
+class CostFigures(_Event):
+    flops: Measure | None = None
+    transcendentals: Measure | None = None
+    bytes_accessed: Measure | None = None
+
+
+class CostEvent(_PipelineEvent):
+    """XLA's cost analysis of the optimised module (``flops``...), the same figures
+    of the module before optimisation (``before``, ``Lowered.cost_analysis``), and
+    ``notes`` where XLA's figures are known to be partial."""
+
+    type: Literal["cost"]
+    flops: Measure | None = None
+    transcendentals: Measure | None = None
+    bytes_accessed: Measure | None = None
+    memory: Annotated[
+        dict[Annotated[str, Field(pattern=r"^[a-z_]{1,32}$")], Count | None], Field(max_length=16)
+    ] = Field(default_factory=dict)
+    before: CostFigures | None = Field(
+        None, description="The same figures before optimisation (null where JAX has none)."
+    )
+    notes: Notes = Field(default_factory=list)
+
+
+class TimingRow(_Event):
+    label: str = _text(MAX_LABEL_CHARS)
+    pipeline: PipelineId
+    compile_ms: Ms | None = None
+    runs: Count
+    batches: Count
+    median_ms: Ms
+    min_ms: Ms
+    iqr_ms: Ms
+
+
+class TimingEvent(_PipelineEvent):
+    type: Literal["timing"]
+    rows: Annotated[list[TimingRow], Field(max_length=MAX_TIMING_ROWS)]
+    notes: Notes = Field(default_factory=list)
+
+
+HloName = Annotated[str, Field(max_length=MAX_LABEL_CHARS)]
+
+
+class PassItem(_Event):
+    """The module after one HLO pass that changed it: its whole ``text``, or a
+    unified ``diff`` from the item before (the first and last items carry text)."""
+
+    model_config = ConfigDict(**_EVENT_CONFIG, populate_by_name=True)
+
+    pipeline: HloName = Field(description="XLA's pass pipeline (not the run's pipeline).")
+    pass_: HloName = Field(alias="pass")
+    text: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = None
+    diff: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = None
+    sources: Sources = Field(
+        default_factory=list, description="The user's lines of ``text``'s lines (as ``hlo``'s)."
+    )
+
+
+class PassesEvent(_PipelineEvent):
+    """Every HLO pass that changed the module, in order: first the module before
+    optimisation, last exactly the ``hlo`` output's text."""
+
+    type: Literal["passes"]
+    items: Annotated[list[PassItem], Field(max_length=MAX_PASS_ITEMS)]
+    notes: Notes = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _chars_budget(self) -> PassesEvent:
+        if sum(len(i.text or "") + len(i.diff or "") for i in self.items) > MAX_PASSES_CHARS:
+            raise ValueError(f"over {MAX_PASSES_CHARS} characters of pass text")
+        return self
+
+
+class Kernel(_Event):
+    name: HloName
+    fusion: HloName | None = Field(None, description="The HLO instruction it computes.")
+    llvm_ir: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = Field(
+        None, description="Its LLVM IR after LLVM's optimisation (null where XLA dumps none)."
+    )
+    llvm_ir_before: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = Field(
+        None, description="Its LLVM IR as XLA emitted it, before LLVM's optimisation."
+    )
+    asm: str = _text(MAX_TEXT_CHARS)
+    lines: Annotated[list[Line], Field(max_length=256)] = Field(default_factory=list)
+
+
+class AsmEvent(_PipelineEvent):
+    type: Literal["asm"]
+    kernels: Annotated[list[Kernel], Field(max_length=MAX_KERNELS)]
+    notes: Notes = Field(default_factory=list)
+
+
+class Buffer(_Event):
+    bytes: Count
+    shape: Annotated[list[Count], Field(max_length=64)]
+    dtype: Short
+    kind: Literal["argument", "output", "temp", "constant"]
+    line: Line | None = None
+    name: HloName = ""
+
+
+class MemoryEvent(_PipelineEvent):
+    """A static memory view of the compiled module: its peak, the buffers XLA
+    assigned, and the figures of ``Compiled.memory_analysis()``."""
+
+    type: Literal["memory"]
+    peak_bytes: Count | None = None
+    buffers: Annotated[list[Buffer], Field(max_length=MAX_BUFFERS)]
+    analysis: Annotated[
+        dict[Annotated[str, Field(pattern=r"^[a-z_]{1,48}$")], Count | None], Field(max_length=32)
+    ] = Field(default_factory=dict)
+    notes: Notes = Field(default_factory=list)
+    device_kind: Short | None = Field(
+        None,
+        description="A `tpu_topology` or `gpu_target` compile's device (`TPU v5 lite`, "
+        "`NVIDIA H100 80GB HBM3`).",
+    )
+    capacity_bytes: Count | None = Field(
+        None,
+        description="A `tpu_topology` compile's HBM per device, as libtpu's compiler counts "
+        "it: the program compiled, so `peak_bytes` fit under it. A `gpu_target` compile's "
+        "GPU memory as its target file states it: XLA compiles a program over it all the "
+        "same, and a note says so.",
+    )
+
+
+class Remark(_Event):
+    kind: Short
+    line: Line | None = None
+    message: str = _text(MAX_MESSAGE_CHARS)
+
+
+class RemarksEvent(_PipelineEvent):
+    type: Literal["remarks"]
+    items: Annotated[list[Remark], Field(max_length=MAX_REMARKS)]
+
+
+class ShardBlock(_Event):
+    """One block of an array: its index range per dimension and who holds it."""
+
+    start: Annotated[list[Count], Field(max_length=64)]
+    stop: Annotated[list[Count], Field(max_length=64)]
+    devices: Annotated[list[Annotated[int, Field(ge=0, le=2**31)]], Field(max_length=65_536)]
+
+
+class ShardedArray(_Event):
+    path: str = _text(MAX_LABEL_CHARS)
+    shape: Annotated[list[Count], Field(max_length=64)]
+    dtype: Short
+    spec: Annotated[list[Short | Annotated[list[Short], Field(max_length=8)] | None], Field(max_length=64)] | None = Field(
+        None, description="Its PartitionSpec (null: not a NamedSharding)."
+    )  # fmt: skip
+    sharding: Short = Field(description="The sharding's class (NamedSharding, ...).")
+    grid: Annotated[list[ShardBlock], Field(max_length=MAX_SHARD_BLOCKS)]
+
+
+CollectiveKind = Literal[
+    "all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute"
+]  # fmt: skip
+
+
+class Collective(_Event):
+    kind: CollectiveKind
+    bytes: Count = Field(description="Bytes of its result on one device.")
+    shape: Short
+    replica_groups: Annotated[list[Annotated[list[int], Field(max_length=65_536)]], Field(max_length=65_536)] | None = Field(
+        None,
+        description="Groups of device ids (logical, in the mesh's order) that take part "
+        "together; a collective-permute's [source, target] pairs; null: not parsed.",
+    )  # fmt: skip
+    groups_text: Short = Field(description="The groups as the HLO spells them.")
+    line: Line | None = Field(None, description="The user's line that caused it.")
+    hlo_line: Line = Field(description="Its line in the per-device HLO text.")
+
+
+class ShardingEvent(_PipelineEvent):
+    """How the compiled program is laid out over the devices (sandbox/engine/sharding.py)."""
+
+    type: Literal["sharding"]
+    devices: Annotated[int, Field(ge=1, le=65_536)]
+    arguments: Annotated[list[ShardedArray], Field(max_length=MAX_LEAVES)]
+    outputs: Annotated[list[ShardedArray], Field(max_length=MAX_LEAVES)]
+    collectives: Annotated[list[Collective], Field(max_length=MAX_COLLECTIVES)]
+
+
+class ErrorEvent(_PipelineEvent):
+    type: Literal["error"]
+    stage: ErrorStage
+    kind: Short
+    message: str = _text(MAX_MESSAGE_CHARS)
+    line: Line | None = None
+    hint: Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)] | None = None
+    doc_url: Annotated[str, Field(max_length=512, pattern=_DOC_URL)] | None = Field(
+        None, description="A page of JAX's (or Python's) documentation; no other host."
+    )
+
+
+class DoneEvent(_Event):
+    """Always last. ``dropped``: event lines of the run's worker that were refused
+    (malformed, or not events jaxplay would send; a run that would have ended ``ok`` or
+    ``error`` with any ends ``tampered``); ``cached``: the cache answered."""
+
+    type: Literal["done"]
+    status: DoneStatus
+    ms: Ms
+    reason: str = _text(2000)
+    dropped: Count | None = None
+    cached: Literal[True] | None = None
+
+
+EVENT_MODELS: dict[str, type[_Event]] = {
+    "accepted": AcceptedEvent,
+    "stdout": StdoutEvent,
+    "stderr": StderrEvent,
+    "stage": StageEvent,
+    "jaxpr": JaxprEvent,
+    "stablehlo": StablehloEvent,
+    "hlo": HloEvent,
+    "value": ValueEvent,
+    "cost": CostEvent,
+    "timing": TimingEvent,
+    "passes": PassesEvent,
+    "asm": AsmEvent,
+    "memory": MemoryEvent,
+    "remarks": RemarksEvent,
+    "sharding": ShardingEvent,
+    "error": ErrorEvent,
+    "done": DoneEvent,
+}
+AnyEvent = Annotated[
+    AcceptedEvent | StdoutEvent | StderrEvent | StageEvent | JaxprEvent | StablehloEvent
+    | HloEvent | ValueEvent | CostEvent | TimingEvent | PassesEvent | AsmEvent | MemoryEvent
+    | RemarksEvent | ShardingEvent | ErrorEvent | DoneEvent,
+    Field(discriminator="type"),
+]  # fmt: skip
+
+
+EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)
+
+#: Every event type and the fields it carries besides ``type`` and ``pipeline``
+#: (SPEC §2). docs/api.md is checked against this table by a test.
+EVENT_FIELDS: dict[str, tuple[str, ...]] = {
+    kind: tuple(name for name in model.model_fields if name not in ("type", "pipeline"))
+    for kind, model in EVENT_MODELS.items()
+}
+assert StageName.__args__ == STAGES and ErrorStage.__args__ == ERROR_STAGES  # type: ignore[attr-defined]
+assert DoneStatus.__args__ == DONE_STATUSES  # type: ignore[attr-defined]
+
+
+def event_json_schema() -> dict[str, Any]:
+    """The JSON Schema of every event (docs/events.schema.json is this, committed)."""
+    schema = EVENT_ADAPTER.json_schema(ref_template="#/$defs/{model}")
+    schema["title"] = "jaxplay event"
+    schema["description"] = (
+        f"One event of a run (protocol {PROTOCOL_VERSION}); generated from "
+        "sandbox/protocol/events.py by scripts/gen_event_types.py."
+    )
+    return schema
+
+
+def done_event(
+    status: str, ms: float, reason: str = "", dropped: int = 0, *, cached: bool = False
+) -> dict[str, Any]:
+    """A run's last event, ``done``: this is the only maker of one, whoever ends the run
+    (the engine, the supervisor, a pool, the queue's worker, the server, a cached
+    answer), so every ``done`` has the same fields, set the same way."""
+    assert status in DONE_STATUSES, status
+    event: dict[str, Any] = {"type": "done", "status": status, "ms": round(ms, 3), "reason": reason}
+    if dropped:
+        event["dropped"] = dropped
+    if cached:
+        event["cached"] = True
+    return event

@@ -1,0 +1,48 @@
+"""The numbers both sides of the worker protocol agree on: its version, and every
+bound of a request and of an event (a line over one is refused, whoever wrote it)."""
+
+from __future__ import annotations
+
+PROTOCOL_VERSION = 1
+
+# --- requests ---
+MAX_CODE_BYTES = 64 * 1024
+MAX_EXPR_BYTES = 8 * 1024
+MAX_TRANSFORMS = 16
+MAX_COMPARE = 4
+MAX_DEVICES = 64
+MAX_COMPILER_OPTIONS = 16
+
+# --- events ---
+#: Largest single event line accepted from a worker (an HLO text of a big program).
+MAX_EVENT_BYTES = 8 * 1024 * 1024
+#: JSON values in one event line, at most (a value event's 65,536 numbers and the
+#: source map of a long HLO text stay well under it)
+MAX_EVENT_NODES = 300_000
+#: How deep one event line may nest (the deepest real one, a complex value, is 5)
+MAX_EVENT_DEPTH = 8
+#: An IR text (the engine cuts a longer one and says so); one stdout/stderr event
+#: (the engine splits longer output)
+MAX_TEXT_CHARS = 2 * 1024 * 1024
+MAX_STREAM_CHARS = 16 * 1024
+#: An error's message (the engine cuts at 8 KiB and says so), a hint, a note
+MAX_MESSAGE_CHARS = 16 * 1024
+MAX_LABEL_CHARS = 1024
+#: Source-map entries of one IR text
+MAX_SOURCES = 65_536
+#: A value: its leaves, the elements of one leaf's data, and all leaves' data
+MAX_LEAVES = 4096
+MAX_LEAF_DATA = 256
+MAX_VALUE_DATA = 65_536
+MAX_REPR_CHARS = 80 * 1024
+MAX_TIMING_ROWS = 2 + MAX_COMPARE
+MAX_NOTES = 16
+#: blocks of one array in a sharding event, collectives in one program
+MAX_SHARD_BLOCKS = 4096
+MAX_COLLECTIVES = 4096
+#: What one passes / asm / memory / remarks event may carry
+MAX_PASS_ITEMS = 1024
+MAX_PASSES_CHARS = 6 * 1024 * 1024
+MAX_KERNELS = 256
+MAX_BUFFERS = 4096
+MAX_REMARKS = 256

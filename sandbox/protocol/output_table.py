@@ -1,0 +1,63 @@
+"""The output table: every output a request may name, what it is and what makes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sandbox.protocol.events import (
+    EVENT_MODELS,
+    OUTPUTS,
+    AsmEvent,
+    CostEvent,
+    HloEvent,
+    JaxprEvent,
+    MemoryEvent,
+    Output,
+    PassesEvent,
+    RemarksEvent,
+    ShardingEvent,
+    StablehloEvent,
+    StageName,
+    TimingEvent,
+    ValueEvent,
+    _Event,
+)
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """What this layer knows of one output. The other layers each keep one table
+    keyed by the same names (the engine's producers, sandbox/engine/outputs.py; the
+    CLI's renderers, backend/render.py; the page's panes, frontend/src/panes/
+    registry.ts), and tests check every table names every output."""
+
+    #: its event type (the output's name is the event's ``type``)
+    event: type[_Event]
+    #: the stages a run reports when it makes this output (checked by the EventGate)
+    stages: tuple[StageName, ...]
+    #: made once per pipeline (else once per run, in the main pipeline)
+    per_pipeline: bool = True
+    #: in a request's outputs when it names none
+    default: bool = True
+    #: the result cache may keep it: it is what the request and worker determine
+    #: (``timing`` is a measurement: never kept)
+    cached: bool = True
+
+
+_COMPILED: tuple[StageName, ...] = ("lower", "compile")
+OUTPUT_TABLE: dict[str, OutputSpec] = {
+    "jaxpr": OutputSpec(JaxprEvent, ("trace",)),
+    "stablehlo": OutputSpec(StablehloEvent, _COMPILED),
+    "hlo": OutputSpec(HloEvent, _COMPILED),
+    "value": OutputSpec(ValueEvent, ("execute",)),
+    "cost": OutputSpec(CostEvent, _COMPILED),
+    "timing": OutputSpec(TimingEvent, (*_COMPILED, "timing"), per_pipeline=False, cached=False),
+    "passes": OutputSpec(PassesEvent, _COMPILED, default=False),
+    "asm": OutputSpec(AsmEvent, _COMPILED, default=False),
+    "memory": OutputSpec(MemoryEvent, _COMPILED, default=False),
+    "remarks": OutputSpec(RemarksEvent, (), per_pipeline=False, default=False),
+    "sharding": OutputSpec(ShardingEvent, _COMPILED, default=False),
+}
+DEFAULT_OUTPUTS: tuple[Output, ...] = tuple(o for o in OUTPUTS if OUTPUT_TABLE[o].default)
+assert tuple(OUTPUT_TABLE) == OUTPUTS, "OUTPUT_TABLE and Output name the same outputs"
+assert all(EVENT_MODELS[name] is spec.event for name, spec in OUTPUT_TABLE.items())
