@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the page: frontend/src -> frontend/dist (committed, so `jaxplay serve` needs
 # no Node at run time). Installs the locked toolchain (npm ci) when node_modules is
-# missing or older than the lock file, type-checks, runs the unit tests, builds.
+# missing or older than the lock file, type-checks, checks for import circles (oxlint's
+# import/no-cycle, .oxlintrc.json), runs the unit tests, builds.
 #
 #   scripts/build_frontend.sh           build frontend/dist
 #   scripts/build_frontend.sh --check   build into a temporary folder and fail if it
@@ -18,6 +19,7 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
     npm ci --no-audit --no-fund --loglevel=error
 fi
 npx tsc --noEmit -p .
+npm run --silent circles
 npx vitest run --reporter=dot
 
 if [ "${1:-}" = "--check" ]; then

@@ -37,7 +37,7 @@ import type { PassesPane } from "./panes/passes";
 import { RemarksPane } from "./panes/remarks";
 import type { ShardingPane } from "./panes/sharding";
 import { MeshBuilder } from "./meshbuilder";
-import { pmapAsShardMap } from "./sharding";
+import { pmapAsShardMap } from "./pmap";
 import { entrySignature } from "./signature";
 import { ValuePane } from "./panes/value";
 import { fmtAgo } from "./format";

@@ -3,9 +3,8 @@
 
 import { Transform, TransformName } from "./generated/request";
 import { parsedOrNull } from "./narrow";
+import type { Json } from "./json";
 import { formatSpec, parseSpecList } from "./sharding";
-
-export type Json = null | boolean | number | string | Json[];
 
 /** How an option is edited and turned into JSON. */
 export type OptionKind =

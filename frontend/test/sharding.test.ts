@@ -5,11 +5,11 @@ import {
   gridCells,
   meshToJson,
   parseSpec,
-  pmapAsShardMap,
   shardingFromRequest,
   shardingRequest,
   type ShardingEvent,
 } from "../src/sharding";
+import { pmapAsShardMap } from "../src/pmap";
 import { fromRequestTransforms, toRequestTransforms, type Step } from "../src/transforms";
 
 const AXES = ["x", "y"];

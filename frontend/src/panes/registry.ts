@@ -3,7 +3,7 @@
 // both name the same), the tab that shows it and whether the page asks for it only
 // when its toggle is on (outputs that cost a dump of XLA's compile).
 import { Output } from "../generated/request";
-import type { TabId } from "../layout";
+import type { TabId } from "../app/tabtable";
 import { parsedOrNull } from "../narrow";
 import { hasTarget, outputRefusal, type Targets } from "../targets";
 
