@@ -24,17 +24,13 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from backend.app.caller import Caller
 from backend.app.errors import Overloaded
 from backend.app.metrics import Metrics
 from backend.app.settings import Settings
 from sandbox.pool.base import Pool, PoolFull, RunHandle
 from sandbox.protocol import RunRequest
-
-if TYPE_CHECKING:
-    from backend.app.runs import Caller
-
 
 #: Lookups of unknown snippets a client may make at once (then ``not_found_rate_per_minute``).
 NOT_FOUND_BURST = 20

@@ -18,6 +18,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from backend.app.admission import Admission
 from backend.app.assets import AssetFiles
 from backend.app.cache import ResultCache, engine_fingerprint
+from backend.app.caller import Caller
 from backend.app.compression import Compression
 from backend.app.confirm import Confirmer
 from backend.app.errors import install_error_handlers
@@ -33,7 +34,7 @@ from backend.app.middleware import (
 from backend.app.pools import make_pool
 from backend.app.routes import across, meta, pages, runs, snippets, watch, ws
 from backend.app.routes.docs import mount_docs
-from backend.app.runs import Caller, RunService
+from backend.app.runs import RunService
 from backend.app.services import Services
 from backend.app.settings import Settings
 from backend.app.storage import Storage, open_storage

@@ -19,6 +19,7 @@ from typing import Any
 
 from backend.app.admission import Admission, Ticket
 from backend.app.cache import Hit, KeptEvents, ResultCache
+from backend.app.caller import Caller
 from backend.app.confirm import Confirmer
 from backend.app.errors import ApiError, log_internal
 from backend.app.logs import fields, get_logger
@@ -39,19 +40,6 @@ log = get_logger("runs")
 _RESULT_TYPES = frozenset(OUTPUTS)
 #: events of the timings-only run that follows a cached answer
 _TIMING_RUN_TYPES = frozenset({"stage", "timing", "error", "done"})
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who asks (backend/app/tenancy.py): ``tenant`` owns pool workers and is who the
-    cache counts as one source of evidence; ``rate_key`` pays the rate limit;
-    ``client`` (the address, IPv6 by /64; empty for a known API token) is held to
-    ``max_runs_per_client`` and waits its turn in the queue."""
-
-    tenant: str
-    rate_key: str
-    client: str = ""
-    max_runs: int | None = None  # overrides max_runs_per_tenant
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ import secrets
 from itsdangerous import BadSignature, TimestampSigner
 from starlette.requests import HTTPConnection
 
+from backend.app.caller import Caller
 from backend.app.errors import ApiError
-from backend.app.runs import Caller
 from backend.app.settings import Settings
 
 SESSION_COOKIE = "jaxplay_session"

@@ -14,9 +14,9 @@ import pytest
 
 from backend.app import admission as admission_module
 from backend.app.admission import Admission, TenantTurns
+from backend.app.caller import Caller
 from backend.app.errors import Overloaded
 from backend.app.metrics import Metrics
-from backend.app.runs import Caller
 
 from .conftest import make_settings
 

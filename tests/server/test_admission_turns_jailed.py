@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from backend.app.admission import Admission
+from backend.app.caller import Caller
 from backend.app.errors import Overloaded
 from backend.app.metrics import Metrics
-from backend.app.runs import Caller
 from sandbox.pool.settings import PoolSettings
 from sandbox.protocol import RunRequest
 from tests.sandbox.conftest import LivePool, make_live_pool

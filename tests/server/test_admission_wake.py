@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.app.admission import Admission
+from backend.app.caller import Caller
 from backend.app.metrics import Metrics
-from backend.app.runs import Caller
 from sandbox.pool.base import PoolFull
 from sandbox.protocol import RunRequest
 

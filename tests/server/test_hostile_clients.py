@@ -23,17 +23,17 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sandbox.pool.zygote_pool import ZygotePool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.app import create_app
 from backend.app.admission import Admission, FairQueue
+from backend.app.caller import Caller
 from backend.app.logs import redact_url
 from backend.app.metrics import Metrics
 from backend.app.page import PLACEHOLDER
-from backend.app.runs import Caller
 from backend.app.tenancy import SESSION_COOKIE, client_key
 from sandbox.pool.base import PoolFull
-from sandbox.pool.zygote_pool import ZygotePool
 
 from .conftest import make_settings
 from .fakes import FakePool

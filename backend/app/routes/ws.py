@@ -35,10 +35,11 @@ from fastapi import APIRouter, WebSocket
 from pydantic import BaseModel, ValidationError
 
 from backend.app.admission import CLIENT_GONE
+from backend.app.caller import Caller
 from backend.app.errors import ApiError, validation_body
 from backend.app.logs import fields, get_logger
 from backend.app.middleware import host_allowed
-from backend.app.runs import Caller, RunStream
+from backend.app.runs import RunStream
 from backend.app.services import Services, get_services
 from backend.app.settings import Settings
 from backend.app.tenancy import caller_for
