@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from backend import serve_cli, versions_cli, worker_cli
 from backend.cli_common import validation_problems
 from backend.render import render_event
+from sandbox.pool.base import RunsVersions
 from sandbox.protocol import OUTPUTS, RunRequest
 
 app = typer.Typer(
@@ -117,16 +118,16 @@ def _build_request(
 
 
 async def _local_events(request: RunRequest) -> AsyncGenerator[dict[str, Any], None]:
-    """The run in the local jailed pool (``make_pool`` refuses to run without the jail
-    unless JAXPLAY_UNSAFE_NO_JAIL is set, and then says so loudly)."""
-    from backend.app.pools import with_versions
+    """The run in the local jailed pool: the ``auto`` pool, which refuses to run without
+    the jail unless JAXPLAY_UNSAFE_NO_JAIL is set, and then says so loudly."""
+    from backend.app.pools import make_pool
     from backend.app.settings import Settings
-    from sandbox.pool import make_pool
 
-    pool = with_versions(Settings(), make_pool())
-    resolve = getattr(pool, "resolve_version", None)
-    if resolve is not None:
-        resolve(request.jax_version)  # a version not installed: refused before any jail starts
+    local = {"pool": "auto", "queue_url": None, "pool_options": {}}
+    _, pool = make_pool(Settings().model_copy(update=local))
+    if isinstance(pool, RunsVersions):
+        # a version not installed: refused before any jail starts
+        pool.resolve_version(request.jax_version)
     await pool.start()
     try:
         handle = await pool.submit(request, tenant="cli")
@@ -249,12 +250,12 @@ def run(
         typer.echo(f"jaxplay: cannot reach {server or 'the local worker'}: {exc}", err=True)
         raise typer.Exit(1)
     except Exception as exc:
+        from backend.app.pools import PoolConfigError
         from backend.client import ServerError
-        from sandbox.jail.jail import JailUnavailable
         from sandbox.pool.versioned import VersionUnavailable
 
-        if isinstance(exc, JailUnavailable):
-            typer.echo(f"jaxplay: {exc}", err=True)
+        if isinstance(exc, PoolConfigError):  # e.g. no jail: what is missing
+            typer.echo(f"jaxplay: {exc.__cause__ or exc}", err=True)
             raise typer.Exit(1)
         if isinstance(exc, VersionUnavailable):
             typer.echo(f"jaxplay: {exc}", err=True)

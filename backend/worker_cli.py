@@ -118,9 +118,10 @@ def _log_sandbox_too(level: str) -> None:
 
 def local_pool(settings: Any) -> Any:
     """The pool this machine runs jobs on: the jailed warm pool set up for the
-    backend's devices (``auto``, ``zygote``), or another by name (tests, development)."""
-    from backend.app.pools import make_pool, with_versions
-    from sandbox.queue.devices import DeviceError, device_pool, device_setup
+    backend's devices (``auto``, ``zygote``), or another by name (tests, development),
+    built as the server builds its own (backend/app/pools.py)."""
+    from backend.app.pools import make_pool
+    from sandbox.queue.devices import DeviceError, device_setup
 
     try:
         setup = device_setup(
@@ -130,11 +131,7 @@ def local_pool(settings: Any) -> Any:
         )
     except DeviceError as exc:
         raise RuntimeError(str(exc)) from None
-    if settings.pool in ("auto", "zygote"):
-        pool = device_pool(setup, unsafe_no_jail=settings.unsafe_no_jail)
-        # other JAX versions' environments hold CPU wheels: a GPU/TPU worker runs its own
-        return with_versions(settings, pool) if settings.worker_backend == "cpu" else pool
-    _, pool = make_pool(settings.model_copy(update={"queue_url": None}))
+    _, pool = make_pool(settings.model_copy(update={"queue_url": None}), device=setup)
     return pool
 
 

@@ -29,7 +29,7 @@ from backend.app.caller import Caller
 from backend.app.errors import Overloaded
 from backend.app.metrics import Metrics
 from backend.app.settings import Settings
-from sandbox.pool.base import Pool, PoolFull, RunHandle
+from sandbox.pool.base import Pool, PoolFull, RunHandle, SignalsFree, TakesTurns
 from sandbox.protocol import RunRequest
 
 #: Lookups of unknown snippets a client may make at once (then ``not_found_rate_per_minute``).
@@ -437,9 +437,8 @@ class Admission:
         (after its events were relayed)."""
         if id(pool) in self._listened:
             return
-        on_free = getattr(pool, "on_free", None)
-        if callable(on_free):
-            on_free(self._place_freed)
+        if isinstance(pool, SignalsFree):
+            pool.on_free(self._place_freed)
         self._listened.add(id(pool))
 
     def _place_freed(self) -> None:
@@ -476,9 +475,9 @@ class Admission:
         """Refuse (503) a tenant that holds none of the pool's warm processes while
         every one belongs to a tenant using it (``TenantTurns``): serving it would evict
         a busy tenant's process and start a new jail for nearly every run."""
-        slots = getattr(pool, "tenant_slots", None)
-        if not isinstance(slots, int) or slots <= 0:
+        if not isinstance(pool, TakesTurns) or pool.tenant_slots <= 0:
             return  # a pool without a process per tenant (remote workers, a fake)
+        slots = pool.tenant_slots
         wait, turn_over = self.turns.claim(
             tenant,
             slots,
@@ -489,9 +488,7 @@ class Admission:
         if wait <= 0:
             return
         if turn_over:
-            end_turn = getattr(pool, "end_turn", None)
-            if callable(end_turn):
-                end_turn(tenant)  # its process makes room for the next tenant's now
+            pool.end_turn(tenant)  # its process makes room for the next tenant's now
             raise self._refuse(
                 "turn",
                 503,

@@ -71,7 +71,7 @@ class Confirmer:
         self.enabled = (
             cache.enabled
             and settings.pristine_concurrency > 0
-            and bool(getattr(pool, "makes_pristine_runs", False))
+            and pool.makes_pristine_runs
         )
         self._waiting: collections.OrderedDict[str, _Job] = collections.OrderedDict()
         self._running: dict[str, _Job] = {}

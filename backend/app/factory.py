@@ -221,7 +221,7 @@ async def _start_services(
 async def _pristine_pool(settings: Settings, pool: Pool) -> Pool:
     """The pool pristine runs are made in: the server's own, or, where that one cannot
     make them (Redis workers), the ``pristine_pool`` the operator names, started here."""
-    if getattr(pool, "makes_pristine_runs", False) or not settings.pristine_pool:
+    if pool.makes_pristine_runs or not settings.pristine_pool:
         return pool
     _, own = make_pool(
         settings.model_copy(update={"pool": settings.pristine_pool, "queue_url": None})

@@ -1,63 +1,42 @@
-"""The pool registry: a config key names the implementation; an unknown key stops start-up.
+"""The server's pool, built from its settings through the sandbox's one registry
+(sandbox/pool_registry.py): ``jaxplay serve``, ``run`` and ``worker`` all come here.
 
-Pools are imported only when chosen, so the server never loads what it does not use
-(and never JAX: no pool imports it in the server's process).
+The settings name the kind (``pool``, or ``redis`` when ``queue_url`` is set); this
+module fills that kind's options from them, refuses an unknown name, and refuses a
+pool without the jail unless ``unsafe_no_jail`` says so.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.app.logs import fields, get_logger
 from backend.app.settings import Settings
+from sandbox import pool_registry
 from sandbox.pool.base import Pool
+from sandbox.pool_registry import (
+    AutoOptions,
+    CustomOptions,
+    FakeOptions,
+    PoolConfigError,
+    PoolKind,
+    RedisOptions,
+    SubprocessOptions,
+    ZygoteOptions,
+)
+
+if TYPE_CHECKING:
+    from sandbox.queue.devices import DeviceSetup
+
+__all__ = ["PoolConfigError", "make_pool", "pool_spec", "with_versions"]
 
 log = get_logger("pool")
 
-#: name -> (module:factory, whether user code runs jailed)
-REGISTRY: dict[str, tuple[str, bool]] = {
-    "zygote": ("sandbox.pool.zygote_pool:ZygotePool", True),
-    "subprocess": ("sandbox.pool.subprocess_pool:SubprocessPool", False),
-    "fake": ("sandbox.pool.fake:FakePool", True),  # runs no code at all
-    # remote `jaxplay worker` machines, each running the jailed pool (needs queue_url)
-    "redis": ("sandbox.pool.redis_pool:RedisPool", True),
-}
-#: ``auto``: the sandbox's own choice (the jail, or refusal without one unless
-#: JAXPLAY_UNSAFE_NO_JAIL), when the sandbox has one
-AUTO = "sandbox.pool:make_pool"
 
-
-class PoolConfigError(Exception):
-    pass
-
-
-def _load(spec: str) -> Callable[..., Any]:
-    module_name, _, attr = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-        factory = getattr(module, attr)
-    except (ImportError, AttributeError) as exc:
-        raise PoolConfigError(f"pool {spec!r} cannot be loaded: {exc}") from exc
-    if not callable(factory):
-        raise PoolConfigError(f"pool {spec!r} is not callable")
-    return factory
-
-
-def _has(spec: str) -> bool:
-    module_name, _, attr = spec.partition(":")
-    try:
-        return hasattr(importlib.import_module(module_name), attr)
-    except ImportError:
-        return False
-
-
-def pool_spec(settings: Settings) -> tuple[str, str, bool]:
-    """(name, module:factory, jailed) of the configured pool. Refuses an unknown
-    name, and a pool without the jail unless ``unsafe_no_jail`` says so."""
+def pool_spec(settings: Settings) -> tuple[str, PoolKind[Any]]:
+    """(name, kind) of the configured pool. Refuses an unknown name, and a pool
+    without the jail unless ``unsafe_no_jail`` says so."""
     name = settings.pool
     if settings.queue_url and name in ("auto", "redis"):
         name = "redis"
@@ -68,69 +47,68 @@ def pool_spec(settings: Settings) -> tuple[str, str, bool]:
         )
     elif name == "redis":
         raise PoolConfigError("pool 'redis' needs queue_url (JAXPLAY_QUEUE_URL=redis://...)")
-    if name == "auto":
-        if _has(AUTO):
-            return "auto", AUTO, True  # the sandbox refuses or warns by itself
-        name = "zygote" if importlib.util.find_spec("sandbox.pool.zygote_pool") else "subprocess"
-    if name in REGISTRY:
-        spec, jailed = REGISTRY[name]
-    elif ":" in name:
-        spec, jailed = name, False
-    else:
-        raise PoolConfigError(
-            f"pool: unknown {name!r}; choose one of {', '.join(['auto', *REGISTRY])} or module:factory"
-        )
-    if not jailed and not settings.unsafe_no_jail:
+    chosen = pool_registry.kind(name)
+    if not chosen.jailed and not settings.unsafe_no_jail:
         raise PoolConfigError(
             f"pool {name!r} runs user code without the jail; refusing. For local development "
             "only, set JAXPLAY_UNSAFE_NO_JAIL=1 (jaxplay serve --unsafe-no-jail)."
         )
-    return name, spec, jailed
+    return name, chosen
 
 
-def redis_options(settings: Settings) -> dict[str, Any]:
-    """The Redis pool's arguments, from the server's settings."""
-    return {
-        "url": settings.queue_url,
-        "prefix": settings.queue_prefix,
-        "max_queue": settings.max_queue,
-        "queue_timeout_s": settings.queue_timeout_s,
-        "grace_s": settings.run_grace_s,
-        "dead_after_s": settings.worker_dead_after_s,
-        "events_ttl_s": settings.events_ttl_s,
-    }
+def _redis(settings: Settings, device: DeviceSetup | None) -> RedisOptions:
+    return RedisOptions(
+        url=settings.queue_url or "",
+        prefix=settings.queue_prefix,
+        max_queue=settings.max_queue,
+        queue_timeout_s=settings.queue_timeout_s,
+        grace_s=settings.run_grace_s,
+        dead_after_s=settings.worker_dead_after_s,
+        events_ttl_s=settings.events_ttl_s,
+    )
 
 
-def make_pool(settings: Settings) -> tuple[str, Pool]:
-    """The pool the settings name, constructed but not started."""
-    name, spec, jailed = pool_spec(settings)
-    if not jailed:
+#: kind -> its options, from the server's settings (a module:factory: CustomOptions)
+OPTIONS: dict[str, Callable[[Settings, DeviceSetup | None], Any]] = {
+    "auto": lambda s, device: AutoOptions(device=device, unsafe_no_jail=s.unsafe_no_jail),
+    "zygote": lambda s, device: ZygoteOptions(device=device),
+    "subprocess": lambda s, device: SubprocessOptions(max_concurrent=s.pool_capacity),
+    "fake": lambda s, device: FakeOptions(max_concurrent=s.pool_capacity),
+    "redis": _redis,
+}
+
+
+def pool_options(settings: Settings, name: str, device: DeviceSetup | None = None) -> Any:
+    """The options of the kind ``name``, from ``settings`` (``pool_options`` on top)."""
+    extra = dict(settings.pool_options)
+    if name not in OPTIONS:
+        return CustomOptions(max_concurrent=settings.pool_capacity, extra=extra)
+    return pool_registry.with_fields(OPTIONS[name](settings, device), extra)
+
+
+def make_pool(settings: Settings, *, device: DeviceSetup | None = None) -> tuple[str, Pool]:
+    """The pool the settings name, constructed but not started; ``device``: the jails'
+    devices of a worker's local pool (sandbox/queue/devices.py)."""
+    name, chosen = pool_spec(settings)
+    if not chosen.jailed:
         log.warning(
             "UNSAFE: user code runs without the jail, with this server's rights",
             extra=fields(pool=name),
         )
-    factory = _load(spec)
-    options: dict[str, Any] = dict(settings.pool_options)
+    options = pool_options(settings, name, device)
     try:
-        params = dict(inspect.signature(factory).parameters)
-    except (TypeError, ValueError):
-        params = {}
-    if "max_concurrent" in params:
-        options.setdefault("max_concurrent", settings.pool_capacity)
-    if "unsafe_no_jail" in params:
-        options.setdefault("unsafe_no_jail", settings.unsafe_no_jail)
-    if name == "redis":
-        for key, value in redis_options(settings).items():
-            options.setdefault(key, value)
-    try:
-        pool = factory(**options)
+        pool = pool_registry.build(name, options)
+    except PoolConfigError:
+        raise
     except TypeError as exc:
         raise PoolConfigError(f"pool {name!r}: bad pool_options: {exc}") from exc
     except Exception as exc:  # e.g. the jail is unavailable
         raise PoolConfigError(f"pool {name!r}: {exc}") from exc
     if name == "auto":
         name = str(pool.stats().get("kind", "auto"))
-    if name != "redis":  # remote workers pick versions in their own local pools
+    # remote workers pick versions in their own local pools; other JAX versions'
+    # environments hold CPU wheels, so a GPU/TPU worker runs only its own
+    if name != "redis" and (device is None or device.backend == "cpu"):
         pool = with_versions(settings, pool)
     return name, pool
 

@@ -25,7 +25,7 @@ from backend.app.errors import ApiError, log_internal
 from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
 from backend.app.settings import Settings
-from sandbox.pool.base import Pool, RunHandle
+from sandbox.pool.base import Pool, RunHandle, RunsVersions
 from sandbox.protocol import (
     OUTPUTS,
     BadEvent,
@@ -122,12 +122,11 @@ class RunService:
         """The request as it will run: ``timeout_s`` capped by the server's maximum; a
         ``jax_version`` the pool cannot run, or a ``tpu_topology`` or ``gpu_target`` the
         operator did not enable, is a 422 that says what to do."""
-        resolve = getattr(self.pool, "resolve_version", None)
-        if resolve is not None:
+        if isinstance(self.pool, RunsVersions):
             from sandbox.pool.versioned import VersionUnavailable
 
             try:
-                resolve(request.jax_version)
+                self.pool.resolve_version(request.jax_version)
             except VersionUnavailable as exc:
                 raise ApiError(422, "invalid_request", str(exc), field="jax_version")
         for rule in DEVICELESS_TARGETS:

@@ -23,7 +23,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sandbox.pool.base import Pool, RunHandle
+from sandbox.pool.base import (
+    ForEnvironment,
+    Pool,
+    RunHandle,
+    SharesBudget,
+    SignalsFree,
+    TakesTurns,
+    WaitsReady,
+)
 from sandbox.protocol import RunRequest
 from sandbox.versions import (
     OFFERED,
@@ -52,7 +60,7 @@ def not_installed_message(version: str) -> str:
 def pool_for_environment(base: Any, env: Environment) -> Pool:
     """A pool like ``base`` that runs ``env``'s interpreter and JAX, on ``base``'s
     machine: a warm pool takes from ``base``'s budget of places and zygotes."""
-    from sandbox.pool.zygote_pool import ZygotePool
+    from sandbox.zygote.pool import ZygotePool
 
     if isinstance(base, ZygotePool):
         from sandbox.jail.bwrap import Runtime
@@ -64,16 +72,16 @@ def pool_for_environment(base: Any, env: Environment) -> Pool:
             worker_module=base.worker_module,
             budget=base.budget,
         )
-    derive = getattr(base, "for_environment", None)
-    if derive is None:
+    if not isinstance(base, ForEnvironment):
         kind = base.stats().get("kind", type(base).__name__)
         raise VersionUnavailable(f"the {kind} pool runs only the default JAX version")
-    pool: Pool = derive(env)
-    return pool
+    return base.for_environment(env)
 
 
 class VersionedPool:
-    """Implements sandbox.pool.base.Pool over one pool per JAX version."""
+    """Implements sandbox.pool.base.Pool over one pool per JAX version, and
+    RunsVersions; the default pool's optional capabilities are its own (neutral where
+    the default lacks one: no turns, no wait, no free signal)."""
 
     def __init__(
         self,
@@ -126,17 +134,29 @@ class VersionedPool:
         self._pools.clear()
         await asyncio.gather(*(p.close() for p in pools), return_exceptions=True)
 
-    def __getattr__(self, name: str) -> Any:
-        # what a caller reaches on the default pool (ready(), jailer, ...)
-        if name == "default":
-            raise AttributeError(name)
-        return getattr(self.default, name)
+    # --- the default pool's capabilities, as this pool's -----------------------------
+    # (each version's pool is of the default's kind, and shares its budget)
+    async def ready(self, timeout_s: float = 120.0) -> None:
+        if isinstance(self.default, WaitsReady):
+            await self.default.ready(timeout_s)
+
+    def on_free(self, listener: Callable[[], None]) -> None:
+        if isinstance(self.default, SignalsFree):
+            self.default.on_free(listener)
+
+    @property
+    def tenant_slots(self) -> int:
+        return self.default.tenant_slots if isinstance(self.default, TakesTurns) else 0
+
+    def end_turn(self, tenant: str) -> None:
+        if isinstance(self.default, TakesTurns):
+            self.default.end_turn(tenant)
 
     # --- runs -----------------------------------------------------------------------
     @property
     def makes_pristine_runs(self) -> bool:
         """The default version's pool's (each version's is of the same kind)."""
-        return bool(getattr(self.default, "makes_pristine_runs", False))
+        return self.default.makes_pristine_runs
 
     async def submit(
         self, request: RunRequest, tenant: str, *, pristine: bool = False
@@ -190,8 +210,7 @@ class VersionedPool:
         stats = dict(self.default.stats())
         stats["version_pools"] = len(self._pools)  # other versions' pools up now (a metric)
         stats["jax_versions"] = {v: p.stats() for v, p in sorted(self._pools.items())}
-        budget = getattr(self.default, "budget", None)
-        if budget is not None:  # what every version's warm pool takes from (/metrics)
-            for key, value in budget.describe().items():
+        if isinstance(self.default, SharesBudget):  # what every version's pool takes from
+            for key, value in self.default.budget.describe().items():
                 stats[f"budget_{key}"] = value
         return stats

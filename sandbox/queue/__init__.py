@@ -1,7 +1,10 @@
-"""Runs over Redis Streams: the names, the job format, and the worker's loop.
+"""Runs over Redis Streams: the remote pool, the worker's loop, and what they share.
 
-The server side is ``sandbox.pool.redis_pool.RedisPool`` (a ``Pool`` like the local
-ones); the machine side is ``sandbox.queue.worker.QueueWorker`` (what
-``jaxplay worker`` runs around a local jailed pool). They share only what is here
-and the worker protocol. Nothing in this package imports JAX or the server.
+All of jaxplay's Redis transport is here. The server side is
+``client_pool.RedisPool`` (a ``Pool`` like the local ones, registered as ``redis``);
+the machine side is ``worker.QueueWorker`` (what ``jaxplay worker`` runs around a
+local jailed pool). They share ``keys`` (names, the job format), ``transport`` (the
+client and stream helpers) and the worker protocol. This package builds on
+``sandbox.pool`` (the interface), never the other way round; nothing in it imports
+JAX or the server.
 """

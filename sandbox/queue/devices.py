@@ -20,7 +20,12 @@ import inspect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sandbox.jail.settings import JailConfig, JailLimits
+    from sandbox.pool.base import Pool
+    from sandbox.pool.settings import PoolSettings
 
 #: NVIDIA's control nodes; each one present is bound (``nvidia-uvm`` is needed for
 #: CUDA's unified memory, the others by some driver versions).
@@ -112,13 +117,19 @@ def jail_supports_devices() -> bool:
     return "devices" in inspect.signature(bwrap.bwrap_argv).parameters
 
 
-def device_pool(setup: DeviceSetup, *, unsafe_no_jail: bool = False) -> Any:
-    """The jailed warm pool (as ``sandbox.pool.make_pool``), its jails set up for the
-    backend: device nodes, driver paths, environment."""
+def device_pool(
+    setup: DeviceSetup,
+    *,
+    limits: JailLimits | None = None,
+    jail: JailConfig | None = None,
+    pool: PoolSettings | None = None,
+) -> Pool:
+    """The jailed warm pool, its jails set up for the backend: device nodes, driver
+    paths, environment (the registry's ``zygote`` and ``auto`` with a ``device``).
+    ``JailUnavailable`` without a usable jail, or one that cannot bind the devices."""
     from sandbox.jail.jail import Jail, Jailer, JailUnavailable
-    from sandbox.pool import make_pool
     from sandbox.pool.settings import PoolSettings
-    from sandbox.pool.zygote_pool import ZygotePool
+    from sandbox.zygote.pool import ZygotePool
 
     class DeviceJail(Jail):
         async def start(self, command: Any, *, env: Any = None, **kwargs: Any) -> Any:
@@ -126,7 +137,7 @@ def device_pool(setup: DeviceSetup, *, unsafe_no_jail: bool = False) -> Any:
 
     class DeviceJailer(Jailer):
         def __init__(self) -> None:
-            super().__init__()
+            super().__init__(limits, jail)
             if setup.ro_paths:
                 paths = tuple(dict.fromkeys((*self.runtime.ro_paths, *setup.ro_paths)))
                 self.runtime = dataclasses.replace(self.runtime, ro_paths=paths)
@@ -135,7 +146,7 @@ def device_pool(setup: DeviceSetup, *, unsafe_no_jail: bool = False) -> Any:
         def jail(self) -> Jail:
             return DeviceJail(self)
 
-    settings = PoolSettings.from_env()
+    settings = pool or PoolSettings.from_env()
     if setup.runs and not settings.pool_running:
         settings = dataclasses.replace(
             settings, pool_running=setup.runs, pool_size=settings.pool_size or setup.runs + 1
@@ -145,9 +156,4 @@ def device_pool(setup: DeviceSetup, *, unsafe_no_jail: bool = False) -> Any:
             f"this build's jail cannot bind device nodes yet ({', '.join(setup.devices)}); "
             f"a {setup.backend} worker needs it"
         )
-    try:
-        return ZygotePool(DeviceJailer(), settings)
-    except JailUnavailable:
-        if not unsafe_no_jail or setup.devices:
-            raise
-        return make_pool(unsafe_no_jail=True)
+    return ZygotePool(DeviceJailer(), settings)

@@ -40,8 +40,7 @@ from typing import Any
 
 from redis.exceptions import RedisError, ResponseError
 
-from sandbox.pool.base import Pool, PoolFull, RunHandle
-from sandbox.pool.redis_pool import RedisClient, connect, publish, still_wanted, stream_entries
+from sandbox.pool.base import Pool, PoolFull, RunHandle, WaitsReady
 from sandbox.protocol import PROTOCOL_VERSION, RunRequest, done_event
 from sandbox.queue.keys import (
     GROUP,
@@ -52,6 +51,7 @@ from sandbox.queue.keys import (
     decode_event,
     entry_ms,
 )
+from sandbox.queue.transport import RedisClient, connect, publish, still_wanted, stream_entries
 from sandbox.redact import redact_url
 from sandbox.supervisor import human_bytes
 
@@ -150,9 +150,8 @@ class QueueWorker:
         await self.pool.start()
         loops: list[asyncio.Task[None]] = []
         try:
-            ready = getattr(self.pool, "ready", None)
-            if ready is not None:
-                await ready()
+            if isinstance(self.pool, WaitsReady):
+                await self.pool.ready()
             await self._probe()
             if not self.capacity:
                 self.capacity = int(self.pool.stats().get("capacity") or 1)

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from sandbox import pool_registry
 from sandbox.jail.bwrap import BASE_ENV, LAUNCH_ENV, Runtime, bwrap_argv
 from sandbox.jail.jail import Jailer, JailUnavailable
 from sandbox.jail.run import JailedRun, jail_returncode
 from sandbox.jail.seccomp import filter_bpf
 from sandbox.jail.settings import GiB, JailConfig, JailLimits, MiB, describe, parse_bytes
-from sandbox.pool import make_pool
 from sandbox.pool.settings import PoolSettings
 from sandbox.pool.subprocess_pool import SubprocessPool
+from sandbox.pool_registry import AutoOptions
 from sandbox.protocol import RunRequest
 from tests.sandbox.conftest import TEST_LIMITS, needs_bwrap
 
@@ -83,9 +84,9 @@ def test_bwrap_signal_status() -> None:
 def test_no_jail_no_run(caplog: pytest.LogCaptureFixture) -> None:
     missing = JailConfig(bwrap="/nonexistent/bwrap")
     with pytest.raises(JailUnavailable, match="JAXPLAY_UNSAFE_NO_JAIL"):
-        make_pool(config=missing)
+        pool_registry.build("auto", AutoOptions(jail=missing))
     with caplog.at_level(logging.CRITICAL):
-        pool = make_pool(config=missing, unsafe_no_jail=True)
+        pool = pool_registry.build("auto", AutoOptions(jail=missing, unsafe_no_jail=True))
     assert isinstance(pool, SubprocessPool)
     assert "UNSAFE" in caplog.text
 

@@ -16,8 +16,8 @@ import pytest
 
 from sandbox.pool.base import PoolFull
 from sandbox.pool.fake import FakePool
-from sandbox.pool.redis_pool import RedisPool
 from sandbox.protocol import RunRequest
+from sandbox.queue.client_pool import RedisPool
 from sandbox.queue.keys import GROUP, Job, Keys
 from sandbox.queue.worker import QueueWorker
 
@@ -83,7 +83,7 @@ class Cluster:
         await self._tasks[i]
 
     def redis(self) -> Any:
-        from sandbox.pool.redis_pool import connect
+        from sandbox.queue.transport import connect
 
         return connect(self.url)
 
@@ -478,8 +478,8 @@ def test_streams_are_trimmed_and_keys_expire(redis_server: RedisServer, prefix: 
             assert 0 < await redis.ttl(keys.run(run_id)) <= 5 + 5 + 5 + 30 + 60
             assert 0 < await redis.pttl(keys.worker(c.workers[0].id)) <= DEAD_AFTER_S * 1000
             # events past the cap are trimmed (approximately)
-            from sandbox.pool.redis_pool import publish
             from sandbox.queue.keys import EVENTS_MAXLEN
+            from sandbox.queue.transport import publish
 
             for _ in range(3):  # a run that writes 1.5 x the cap, as publish() writes
                 async with redis.pipeline(transaction=False) as pipe:

@@ -13,6 +13,7 @@ from backend.app.errors import ApiError
 from backend.app.runs import DEVICELESS_TARGETS
 from backend.app.services import Services, ServicesDep
 from backend.app.wire import BackendsAnswer, Health, VersionInfo, WorkerInfo
+from sandbox.pool.base import RunsVersions
 
 router = APIRouter(tags=["server"])
 
@@ -66,8 +67,7 @@ def _pools(services: Services) -> list[WorkerInfo]:
 def _versions(pool: Any, seen: str | None) -> list[VersionInfo]:
     """Each JAX version the local pool can run or could install; for a pool that runs
     one version (remote workers), the one its workers reported."""
-    listing = getattr(pool, "versions", None)
-    if listing is None:
+    if not isinstance(pool, RunsVersions):
         return (
             [VersionInfo(version=seen, installed=True, default=True, running=True)] if seen else []
         )
@@ -79,7 +79,7 @@ def _versions(pool: Any, seen: str | None) -> list[VersionInfo]:
             default=row.default,
             running=row.version in running,
         )
-        for row in listing()
+        for row in pool.versions()
     ]
 
 

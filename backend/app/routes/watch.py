@@ -20,6 +20,7 @@ from fastapi.responses import StreamingResponse
 from backend.app.errors import ApiError, log_internal
 from backend.app.services import ServicesDep
 from backend.app.wire import ERROR_RESPONSES, ErrorBody
+from sandbox.pool.base import WatchesRuns
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])
 
@@ -41,13 +42,13 @@ NDJSON = "application/x-ndjson"
 )
 async def watch_run(run_id: str, services: ServicesDep) -> StreamingResponse:
     """Replay and follow a run's events (remote workers only; see docs/deploy.md)."""
-    watch = getattr(services.pool, "watch", None)
-    if watch is None:
+    pool = services.pool
+    if not isinstance(pool, WatchesRuns):
         raise ApiError(
             404, "not_found", "this server's pool keeps no shared record of runs", field="run_id"
         )
     try:
-        handle = await watch(run_id)
+        handle = await pool.watch(run_id)
     except Exception as exc:
         log_internal("pool.watch", exc)
         raise ApiError(503, "pool_unavailable", "the run queue failed; try again", retry_after_s=5)
