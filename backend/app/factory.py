@@ -37,7 +37,8 @@ from backend.app.routes.docs import mount_docs
 from backend.app.runs import RunService
 from backend.app.services import Services
 from backend.app.settings import Settings
-from backend.app.storage import Storage, open_storage
+from backend.app.storage import Storage
+from backend.app.storage_url import open_storage
 from backend.app.tenancy import Sessions
 from sandbox.pool.base import Pool
 from sandbox.protocol import PROTOCOL_VERSION, RunRequest

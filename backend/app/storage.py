@@ -5,7 +5,8 @@ the shortest prefix (at least ``MIN_ID_LENGTH``) of the base32 SHA-256 of
 ``"jaxplay-snippet-v<FORMAT>\\n" + canonical JSON`` that no other snippet has; the
 same content always gets the same id. SQLite (WAL) is the implementation here;
 PostgreSQL (``pg_storage.PgStorage``, shared by server replicas) has the same schema
-and behaviour behind the same ``Storage`` protocol; ``open_storage`` picks by URL.
+and behaviour behind the same ``Storage`` protocol; ``storage_url.open_storage`` picks
+one by URL.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from sandbox.protocol import RunRequest
+from sandbox.protocol.requests import RunRequest
 
 SNIPPET_FORMAT = 1
 MIN_ID_LENGTH = 8
@@ -439,15 +440,3 @@ class SqliteStorage:
         finally:
             db.execute("PRAGMA synchronous=FULL")
         return str(row[0]), str(row[1])
-
-
-def open_storage(url: str) -> Storage:
-    if url.startswith("sqlite:///"):
-        return SqliteStorage.from_url(url)
-    if url.startswith(("postgresql://", "postgres://")):
-        from backend.app.pg_storage import PgStorage
-
-        return PgStorage(url)
-    raise ValueError(
-        f"database_url: unsupported {url.split(':', 1)[0]!r}; use sqlite:///PATH or postgresql://..."
-    )

@@ -20,9 +20,9 @@ from backend.app.storage import (
     ResultRecord,
     Storage,
     canonical_json,
-    open_storage,
     snippet_digest,
 )
+from backend.app.storage_url import open_storage
 from sandbox.protocol import RunRequest
 from tests.server.conftest import make_settings
 from tests.server.fakes import FakePool
