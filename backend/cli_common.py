@@ -19,15 +19,32 @@ def validation_problems(exc: ValidationError, root: str) -> str:
     )
 
 
+def settings_problems(exc: ValidationError, flags: dict[str, Any]) -> str:
+    """Each bad setting named as the user wrote it: ``--port 'x'`` or
+    ``JAXPLAY_PORT='x'``, then what is wrong with it."""
+    problems = []
+    for e in exc.errors():
+        message = e["msg"].removeprefix("Value error, ")
+        if not e["loc"]:  # a sandbox setting (its message names it) or two together
+            problems.append(message)
+            continue
+        name = str(e["loc"][0])
+        if flags.get(name) is not None:
+            where = f"--{name.replace('_', '-')} {flags[name]!r}"
+        else:
+            where = f"JAXPLAY_{name.upper()}={e['input']!r}"
+        problems.append(f"{where}: {message}")
+    return "; ".join(problems)
+
+
 def settings_from_flags(command: str, overrides: dict[str, Any]) -> Settings:
-    """The settings: ``JAXPLAY_*`` with the flags that were given on top; bad ones end
-    the command with exit status 2 and the reason."""
+    """The program's settings, read once at start-up: ``JAXPLAY_*`` with the flags
+    that were given on top; bad ones end the command with exit status 2 and the reason."""
     from backend.app.settings import Settings
 
+    flags = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        return Settings(**flags)
     except ValidationError as exc:
-        typer.echo(
-            f"jaxplay {command}: bad settings: {validation_problems(exc, 'settings')}", err=True
-        )
+        typer.echo(f"jaxplay {command}: bad settings: {settings_problems(exc, flags)}", err=True)
         raise typer.Exit(2)

@@ -1,4 +1,4 @@
-"""``python -m backend.app``: print the settings table that docs/server.md holds."""
+"""``python -m backend.app``: print the settings tables that docs/settings.md holds."""
 
 from backend.app.settings import settings_table
 

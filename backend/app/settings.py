@@ -1,22 +1,34 @@
-"""The server's settings: one typed class, every field an environment variable.
+"""The program's settings: one typed object, every field an environment variable.
 
-Each setting is ``JAXPLAY_<NAME>`` (e.g. ``JAXPLAY_PORT=9000``) and carries a
-description; docs/server.md holds the table made from this class
-(``python -m backend.app`` prints it), and a test keeps the two in step. Nothing is
-read at import time: ``Settings()`` reads the environment when it is called.
+Each setting is ``JAXPLAY_<NAME>`` (e.g. ``JAXPLAY_PORT=9000``) with a type, a default
+and a description. The server's own are this class's fields; the sandbox's (the
+jail's limits, how jails are made, the warm pool's sizes) are declared in
+sandbox/settings.py and held here as ``settings.sandbox``, read from the same
+environment, so one object carries them all. ``Settings()`` reads the environment
+when it is called, never at import time; a command calls it once at start-up
+(backend/cli_common.py, flags on top) and passes it down. ``declarations()`` lists
+every setting: ``jaxplay settings`` prints them with their values and sources, and
+scripts/gen_settings_doc.py writes docs/settings.md from them.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, InstanceOf, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sandbox.gpu_target_request import GPU_TARGETS
+from sandbox.jail.settings import GiB, KiB, MiB
+from sandbox.settings import OWNER, SandboxSettings, SettingInfo
+from sandbox.settings import declarations as sandbox_declarations
 from sandbox.sharding_request import TPU_TOPOLOGY_PATTERN
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -176,12 +188,6 @@ class Settings(BaseSettings):
     pool_options: dict[str, object] = Field(
         default_factory=dict,
         description="Extra keyword arguments for the pool's constructor (JSON object).",
-    )
-    unsafe_no_jail: bool = Field(
-        default=False,
-        description="Allow user code to run without the jail (the `subprocess` pool, or "
-        "`auto` where bubblewrap is missing): it then runs with the server's rights. "
-        "For local development only; logged loudly.",
     )
     probe_on_start: bool = Field(
         default=True,
@@ -473,6 +479,35 @@ class Settings(BaseSettings):
         default="json", description="`json`: one JSON object per line; `text`: for a terminal."
     )
 
+    # --- the sandbox: its settings are declared in sandbox/settings.py -----------
+    sandbox: InstanceOf[SandboxSettings] = Field(
+        default_factory=SandboxSettings,
+        description="The sandbox's settings (the jail's limits, how jails are made, the "
+        "warm pool's sizes), each its own `JAXPLAY_*` variable (sandbox/settings.py).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sandbox_part(cls, data: Any) -> Any:
+        """The sandbox's settings from the same environment, and any given by name
+        (``Settings(unsafe_no_jail=True)``, a flag) on top."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        given = {k: data.pop(k) for k in list(data) if k in OWNER}
+        given = {k: v for k, v in given.items() if v is not None}
+        base = data.get("sandbox")
+        if base is None:
+            base = SandboxSettings.read(overrides=given)
+        elif given:
+            base = base.replace(**given)
+        data["sandbox"] = base
+        return data
+
+    @property
+    def unsafe_no_jail(self) -> bool:
+        return self.sandbox.jail.unsafe_no_jail
+
     @field_validator("tpu_topologies")
     @classmethod
     def _topology_names(cls, names: list[str]) -> list[str]:
@@ -519,13 +554,125 @@ class Settings(BaseSettings):
         return self
 
 
+#: the fields of ``Settings`` that are not settings of their own
+_NOT_SETTINGS = {"sandbox"}
+#: settings whose values are secrets: ``jaxplay settings`` never prints them
+SECRET = {"session_secret", "api_tokens"}
+#: settings that are sizes in bytes (``2G``)
+SIZES = {info.name for info in sandbox_declarations() if info.kind == "bytes"}
+#: settings that are URLs: a password in one is hidden when printed
+URLS = {"database_url", "queue_url", "public_url"}
+
+
+def _kind(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return re.sub(r"\b[a-z_]+\.", "", str(annotation))  # typing.Literal -> Literal
+
+
+def _shown_default(default: Any) -> Any:
+    if isinstance(default, Path) and default.is_relative_to(_REPO):
+        return default.relative_to(_REPO)
+    return default
+
+
+def declarations() -> list[SettingInfo]:
+    """Every setting of the program: the server's, then the sandbox's."""
+    server = [
+        SettingInfo(
+            name,
+            "server",
+            _kind(field.annotation),
+            _shown_default(field.get_default(call_default_factory=True)),
+            field.description or "",
+        )
+        for name, field in Settings.model_fields.items()
+        if name not in _NOT_SETTINGS
+    ]
+    return server + sandbox_declarations()
+
+
+def setting_sources(
+    flags: Mapping[str, object] | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Setting name -> where its value came from: ``flag``, ``environment`` or ``default``."""
+    env = {k.upper() for k in (os.environ if environ is None else environ)}
+    given = {k for k, v in (flags or {}).items() if v is not None}
+    return {
+        info.name: "flag"
+        if info.name in given
+        else "environment"
+        if info.variable in env
+        else "default"
+        for info in declarations()
+    }
+
+
+def setting_values(settings: Settings) -> dict[str, Any]:
+    """Setting name -> its value in ``settings``, every setting's."""
+    server = {n: getattr(settings, n) for n in Settings.model_fields if n not in _NOT_SETTINGS}
+    return {**server, **settings.sandbox.values()}
+
+
+def _hide_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _size(value: int) -> str:
+    for unit, size in (("G", GiB), ("M", MiB), ("K", KiB)):
+        if value and value % size == 0:
+            return f"{value // size}{unit}"
+    return str(value)
+
+
+def show_value(name: str, value: Any) -> str:
+    """A setting's value as it would be written in the environment (JSON for lists,
+    ``2G`` for sizes), secrets hidden."""
+    if value is None:
+        return ""
+    if name in SIZES and isinstance(value, int):
+        return _size(value)
+    if name in SECRET:
+        return "(hidden)" if value else ("[]" if isinstance(value, list) else "")
+    if name in URLS and isinstance(value, str):
+        return _hide_password(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+#: the headings of docs/settings.md's tables, one per part
+PART_TITLES = {
+    "server": "The server (`jaxplay serve`, `jaxplay worker`)",
+    "limits": "The jail's limits",
+    "jail": "How jails are made",
+    "pool": "The warm pool",
+}
+
+
 def settings_table() -> str:
-    """The settings as a Markdown table (for docs/server.md)."""
-    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
-    for name, field in Settings.model_fields.items():
-        default = field.get_default(call_default_factory=True)
-        if isinstance(default, Path) and default.is_relative_to(_REPO):
-            default = str(default.relative_to(_REPO))
-        shown = "" if default is None else f"`{default!s}`".replace("|", "\\|")
-        rows.append(f"| `JAXPLAY_{name.upper()}` | {shown} | {field.description} |")
-    return "\n".join(rows) + "\n"
+    """Every setting as Markdown tables, one per part (docs/settings.md)."""
+    out: list[str] = []
+    for part, title in PART_TITLES.items():
+        out += [
+            f"### {title}",
+            "",
+            "| variable | type | default | meaning |",
+            "| --- | --- | --- | --- |",
+        ]
+        for info in declarations():
+            if info.part != part:
+                continue
+            shown = show_value(info.name, info.default).replace("|", "\\|")
+            cell = f"`{shown}`" if shown else ""
+            doc = info.doc.replace("|", "\\|")
+            kind = info.kind.replace("|", "\\|")
+            out.append(f"| `{info.variable}` | {kind} | {cell} | {doc} |")
+        out.append("")
+    return "\n".join(out)

@@ -1,8 +1,9 @@
 """The jail's settings: every limit is one field with a default and a line of help.
 
-Each field is read from ``JAXPLAY_<FIELD>`` by ``from_env()``; docs/sandbox.md lists
-them all (a test checks it). The server may wrap these in pydantic-settings; this
-module stays dependency-free so the sandbox can be used on its own.
+Each field is ``JAXPLAY_<FIELD>``. The program reads them once at start-up
+(sandbox/settings.py composes every part of the sandbox; the server's settings hold
+that) and passes them down; ``from_env()`` is for the sandbox used on its own. This
+module stays dependency-free: the jail's runtime has no pydantic to count on.
 """
 
 from __future__ import annotations
@@ -34,29 +35,60 @@ def setting(default: Any, help: str, *, size: bool = False) -> Any:
 
 T = TypeVar("T")
 
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
-def read_env(cls: type[T], environ: Mapping[str, str] | None, prefix: str = "JAXPLAY_") -> T:
+
+def parse_value(f: dataclasses.Field[Any], raw: object) -> Any:
+    """A field's value from its text (the environment) or a typed value (a flag):
+    sizes take ``2G``; booleans only the usual words; anything else is refused."""
+    kind = type(f.default)
+    if f.metadata.get("size"):
+        value = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+        value = parse_bytes(str(raw)) if value is None else value
+        if value < 0:
+            raise ValueError("a size cannot be negative")
+        return value
+    if kind is bool:
+        if isinstance(raw, bool):
+            return raw
+        word = str(raw).strip().lower()
+        if word not in _TRUE + _FALSE:
+            raise ValueError("not a boolean (write 1, true, yes, on or 0, false, no, off)")
+        return word in _TRUE
+    if kind is int:
+        if isinstance(raw, (float, bool)):
+            raise ValueError("not an integer")
+        return int(raw)  # type: ignore[call-overload]
+    if kind is float:
+        if isinstance(raw, bool):
+            raise ValueError("not a number")
+        return float(raw)  # type: ignore[arg-type]
+    return str(raw)
+
+
+def read_env(
+    cls: type[T],
+    environ: Mapping[str, str] | None,
+    prefix: str = "JAXPLAY_",
+    overrides: Mapping[str, object] | None = None,
+) -> T:
+    """``cls`` from ``JAXPLAY_<FIELD>`` variables, ``overrides`` (by field name: flags)
+    on top. A bad value raises ``ValueError`` naming the variable and the value."""
     env = os.environ if environ is None else environ
+    given = overrides or {}
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         name = prefix + f.name.upper()
-        if name not in env:
+        if f.name in given:
+            raw, where = given[f.name], f"{f.name} (flag)"
+        elif name in env:
+            raw, where = env[name], name
+        else:
             continue
-        raw = env[name]
-        kind = type(f.default)
         try:
-            if f.metadata.get("size"):
-                values[f.name] = parse_bytes(raw)
-            elif kind is bool:
-                values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
-            elif kind is int:
-                values[f.name] = int(raw)
-            elif kind is float:
-                values[f.name] = float(raw)
-            else:
-                values[f.name] = raw
-        except ValueError as exc:
-            raise ValueError(f"{name}={raw!r}: {exc}") from None
+            values[f.name] = parse_value(f, raw)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}={raw!r}: {exc}") from None
     return cls(**values)
 
 
@@ -172,8 +204,9 @@ class JailConfig:
     )
     unsafe_no_jail: bool = setting(
         False,
-        "Development only: run user code WITHOUT a jail when bubblewrap is missing "
-        "or unusable. Logs a loud warning. Never on a server others can reach.",
+        "Development only: allow user code to run WITHOUT a jail (the `subprocess` pool, "
+        "or `auto` where bubblewrap is missing or unusable): it then runs with the "
+        "server's rights. Logged loudly. Never on a server others can reach.",
     )
 
     @classmethod

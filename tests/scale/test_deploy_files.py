@@ -16,9 +16,8 @@ from typing import Any
 
 import pytest
 
-from backend.app.settings import Settings
-from sandbox.jail.settings import JailConfig, JailLimits, describe
-from sandbox.pool.settings import PoolSettings
+from backend.app.settings import declarations
+from sandbox.jail.settings import JailConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -31,10 +30,7 @@ def compose() -> dict[str, Any]:
 
 
 def known_settings() -> set[str]:
-    names = {f"JAXPLAY_{name.upper()}" for name in Settings.model_fields}
-    for cls in (JailLimits, JailConfig, PoolSettings):
-        names |= {name for name, _, _ in describe(cls)}
-    return names
+    return {info.variable for info in declarations()}
 
 
 def test_the_compose_topology_is_the_tested_one() -> None:
