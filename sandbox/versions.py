@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sandbox
+from sandbox import libraries
 from sandbox.protocol import JAX_VERSION_PATTERN
 
 _VERSION = re.compile(JAX_VERSION_PATTERN)
@@ -424,6 +425,7 @@ def install(
         raise InstallError(unknown_version_message(version))
     if (env := environment(root, version)) is not None:
         say(f"jax {version}: already installed ({env.prefix})")
+        _install_libraries(env, locks, say, pip_output, _Deadline(version, timeout_s))
         return env
     python, python_version, pinned = _locked_python(release, locks)
     deadline = _Deadline(version, timeout_s)
@@ -483,8 +485,40 @@ def install(
     (prefix / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
     env = environment(root, version)
     assert env is not None
+    _install_libraries(env, locks, say, pip_output, deadline)
     say(f"jax {version}: installed ({_size(prefix)})")
     return env
+
+
+def _install_libraries(
+    env: Environment,
+    locks: Path,
+    say: Callable[[str], None],
+    pip_output: int | None,
+    deadline: _Deadline,
+) -> None:
+    """Install the library set its committed library lock pins (sandbox/libraries.py),
+    once: the stamp names the lock it installed. Without a library lock, none."""
+    pinned = libraries.lock_path(env.version, env.python_version, locks)
+    stamp_path = Path(env.prefix) / STAMP
+    stamp = json.loads(stamp_path.read_text())
+    if not pinned.is_file() or stamp.get("libraries_lock") == pinned.name:
+        return
+    say(f"jax {env.version}: the libraries: pip install --require-hashes -r {pinned}")
+    _check_call(
+        [
+            env.python, "-m", "pip", "install", "--disable-pip-version-check",
+            "--require-hashes", "--no-deps", "--only-binary=:all:", "-r", str(pinned),
+        ],
+        pip_output,
+        deadline,
+    )  # fmt: skip
+    stamp["libraries_lock"] = pinned.name
+    stamp["libraries"] = libraries.installed(env.prefix)
+    stamp_path.write_text(json.dumps(stamp, indent=1) + "\n")
+    say(
+        f"jax {env.version}: libraries {' '.join(f'{k}=={v}' for k, v in stamp['libraries'].items())}"
+    )
 
 
 def _check_call(argv: list[str], output: int | None, deadline: _Deadline) -> None:
