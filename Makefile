@@ -18,10 +18,11 @@ example: setup  ## run an example through the engine from the command line
 test: setup  ## run the whole test suite
 	$(VENV)/python -m pytest -q
 
-lint: setup  ## ruff lint + format check + mypy
+lint: setup  ## ruff lint + format check + mypy + generated docs in step
 	$(VENV)/ruff check .
 	$(VENV)/ruff format --check .
 	$(VENV)/mypy
+	$(VENV)/python scripts/gen_settings_doc.py --check
 
 format: setup  ## apply ruff's formatting and fixes
 	$(VENV)/ruff format .

@@ -79,7 +79,6 @@ def add(
 ) -> None:
     """Install JAX versions, each in its own environment with an interpreter it supports,
     exactly as its committed lock pins them (`jaxplay versions lock` makes one)."""
-    from sandbox.jail.settings import JailConfig
     from sandbox.versions import InstallError, default_version, grant_jail_access, install
 
     settings = _settings()
@@ -99,7 +98,7 @@ def add(
             typer.echo(f"jaxplay: {exc}", err=True)
             failed += 1
             continue
-        for path in grant_jail_access(env, JailConfig.from_env().jail_user):
+        for path in grant_jail_access(env, settings.sandbox.jail.jail_user):
             typer.echo(f"jax {v}: granted the jail's group search (x) on {path}")
     raise typer.Exit(1 if failed else 0)
 

@@ -84,7 +84,7 @@ def worker(
         "log_level": log_level,
         "log_format": log_format,
     }
-    settings = settings_from_flags("worker", overrides)
+    settings = settings_from_flags("worker", overrides, FLAGS)
     if not settings.queue_url:
         typer.echo(
             "jaxplay worker: give --queue redis://HOST:6379/0 (or JAXPLAY_QUEUE_URL)", err=True
@@ -102,6 +102,17 @@ def worker(
     except RuntimeError as exc:  # WorkerStartError, a failed pool start
         typer.echo(f"jaxplay worker: {exc}", err=True)
         raise typer.Exit(1)
+
+
+#: setting -> the flag that gives it, where the two are not spelled alike
+FLAGS = {
+    "queue_url": "--queue",
+    "worker_backend": "--backend",
+    "worker_runs": "--runs",
+    "worker_devices": "--devices",
+    "worker_id": "--id",
+    "queue_prefix": "--prefix",
+}
 
 
 def _log_sandbox_too(level: str) -> None:
@@ -136,7 +147,6 @@ def local_pool(settings: Any) -> Any:
 
 
 async def serve_queue(settings: Any, pool: Any) -> None:
-    from sandbox.jail.settings import JailLimits
     from sandbox.queue.worker import QueueWorker
 
     stop = asyncio.Event()
@@ -155,7 +165,7 @@ async def serve_queue(settings: Any, pool: Any) -> None:
         events_ttl_s=settings.events_ttl_s,
         drain_s=settings.worker_drain_s,
         # the jail's own cap on one run's events, again where they go into Redis
-        max_event_bytes=JailLimits.from_env().event_bytes,
+        max_event_bytes=settings.sandbox.limits.event_bytes,
     )
     await worker.run(stop)
 

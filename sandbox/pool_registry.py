@@ -71,7 +71,8 @@ class ZygoteOptions:
     #: device nodes, driver paths and environment for every jail (a GPU/TPU worker's,
     #: sandbox/queue/devices.py); None: the plain CPU jail
     device: DeviceSetup | None = None
-    #: the jail's limits and config and the pool's sizes; None: read from JAXPLAY_*
+    #: the jail's limits and config and the pool's sizes, read at start-up
+    #: (sandbox/settings.py); None: their declared defaults
     limits: JailLimits | None = None
     jail: JailConfig | None = None
     pool: PoolSettings | None = None

@@ -105,8 +105,10 @@ def test_every_command_flag_is_a_declared_setting() -> None:
     import inspect
 
     names = {info.name for info in declarations()}
-    renamed = {"queue": "queue_url", "backend": "worker_backend", "runs": "worker_runs",
-               "devices": "worker_devices", "prefix": "queue_prefix"}  # fmt: skip
+    from backend.worker_cli import FLAGS
+
+    renamed = {flag.removeprefix("--").replace("-", "_"): name for name, flag in FLAGS.items()}
+    renamed["worker_id"] = "worker_id"  # its flag is --id; the parameter keeps the name
     for command in (serve, worker):
         for flag in inspect.signature(command).parameters:
             assert renamed.get(flag, flag) in names, f"{command.__name__} --{flag}"
@@ -134,7 +136,10 @@ def test_a_bad_value_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPa
 def test_a_bad_flag_is_refused_naming_the_flag() -> None:
     result = runner.invoke(app, ["serve", "--log-level", "loud"])
     assert result.exit_code == 2
-    assert "--log-level 'loud'" in result.output
+    assert "--log-level 'loud' (log_level)" in result.output
+    result = runner.invoke(app, ["worker", "--queue", "redis://127.0.0.1:1/0", "--runs", "-1"])
+    assert result.exit_code == 2
+    assert "jaxplay worker: bad settings: --runs -1 (worker_runs)" in result.output
 
 
 def test_jaxplay_settings_prints_every_setting_with_its_source(

@@ -70,8 +70,16 @@ def _redis(settings: Settings, device: DeviceSetup | None) -> RedisOptions:
 
 #: kind -> its options, from the server's settings (a module:factory: CustomOptions)
 OPTIONS: dict[str, Callable[[Settings, DeviceSetup | None], Any]] = {
-    "auto": lambda s, device: AutoOptions(device=device, unsafe_no_jail=s.unsafe_no_jail),
-    "zygote": lambda s, device: ZygoteOptions(device=device),
+    "auto": lambda s, device: AutoOptions(
+        device=device,
+        limits=s.sandbox.limits,
+        jail=s.sandbox.jail,
+        pool=s.sandbox.pool,
+        unsafe_no_jail=s.unsafe_no_jail,
+    ),
+    "zygote": lambda s, device: ZygoteOptions(
+        device=device, limits=s.sandbox.limits, jail=s.sandbox.jail, pool=s.sandbox.pool
+    ),
     "subprocess": lambda s, device: SubprocessOptions(max_concurrent=s.pool_capacity),
     "fake": lambda s, device: FakeOptions(max_concurrent=s.pool_capacity),
     "redis": _redis,
@@ -117,14 +125,13 @@ def with_versions(settings: Settings, pool: Pool) -> Pool:
     """The local pool, able to run every installed JAX version (a pool per version,
     started on demand: sandbox/pool/versioned.py). Unchanged where this environment
     has no JAX (a server-only install), as there is then no default version."""
-    from sandbox.jail.settings import JailConfig
     from sandbox.pool.versioned import VersionedPool
     from sandbox.versions import default_version, grant_jail_access
 
     version = default_version()
     if version is None:
         return pool
-    jail_user = JailConfig.from_env().jail_user
+    jail_user = settings.sandbox.jail.jail_user
     return VersionedPool(
         pool,
         default_version=version,

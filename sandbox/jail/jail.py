@@ -101,8 +101,10 @@ class Jailer:
         config: JailConfig | None = None,
         hardening: Hardening | None = None,
     ) -> None:
-        self.limits = limits or JailLimits.from_env()
-        self.config = config or JailConfig.from_env()
+        # the settings are read once, at start-up, and passed in (sandbox/settings.py);
+        # without them, the declared defaults
+        self.limits = limits or JailLimits()
+        self.config = config or JailConfig()
         self.hardening = hardening or Hardening()
         bwrap = shutil.which(self.config.bwrap)
         if bwrap is None:

@@ -146,7 +146,7 @@ def device_pool(
         def jail(self) -> Jail:
             return DeviceJail(self)
 
-    settings = pool or PoolSettings.from_env()
+    settings = pool or PoolSettings()
     if setup.runs and not settings.pool_running:
         settings = dataclasses.replace(
             settings, pool_running=setup.runs, pool_size=settings.pool_size or setup.runs + 1
