@@ -123,7 +123,7 @@ async def _local_events(request: RunRequest) -> AsyncGenerator[dict[str, Any], N
     from backend.app.pools import make_pool
     from backend.app.settings import Settings
 
-    local = {"pool": "auto", "queue_url": None, "pool_options": {}}
+    local: dict[str, Any] = {"pool": "auto", "queue_url": None, "pool_options": {}}
     _, pool = make_pool(Settings().model_copy(update=local))
     if isinstance(pool, RunsVersions):
         # a version not installed: refused before any jail starts
