@@ -192,3 +192,51 @@ def test_values_are_shown_as_the_environment_takes_them() -> None:
     assert show_value("cache_enabled", False) == "false"
     assert show_value("allowed_hosts", ["a"]) == '["a"]'
     assert show_value("session_secret", None) == ""
+
+
+#: the only modules of the program that may touch the process environment, and why
+READS_ENVIRONMENT = {
+    # the settings' readers, called once at start-up
+    "backend/app/settings.py": "the program's settings",
+    "sandbox/settings.py": "the sandbox's settings",
+    "sandbox/jail/settings.py": "the jail's settings (the sandbox used on its own)",
+    "sandbox/pool/settings.py": "the pool's settings (the sandbox used on its own)",
+    # not settings: JAX's and XLA's own variables, inside a jail
+    "sandbox/engine/compat.py": "XLA_FLAGS",
+    "sandbox/engine/gpu_target.py": "JAX_SKIP_CUDA_CONSTRAINTS_CHECK",
+    "sandbox/engine/tpu_topology.py": "libtpu's variables",
+    "sandbox/zygote/main.py": "JAX_PLATFORMS, reported in the zygote's hello",
+    "sandbox/zygote/watch.py": "the environment as part of a process's state",
+    # installing a JAX version: where an interpreter of each Python is (setup time)
+    "sandbox/versions.py": "JAXPLAY_PYTHON_3_x, PYENV_ROOT",
+}
+
+
+def test_nothing_below_start_up_reads_the_environment() -> None:
+    """Settings are read once and passed down: no constructor calls ``from_env()`` or
+    looks at ``os.environ`` (outside the modules above)."""
+    offenders = []
+    for path in sorted([*ROOT.glob("backend/**/*.py"), *ROOT.glob("sandbox/**/*.py")]):
+        name = path.relative_to(ROOT).as_posix()
+        if name in READS_ENVIRONMENT:
+            continue
+        text = path.read_text()
+        if "from_env(" in text:
+            offenders.append(f"{name}: from_env()")
+        if any(word in text for word in ("os.environ", "getenv(", "environ.get(")):
+            offenders.append(f"{name}: the environment")
+    assert offenders == []
+
+
+def test_the_server_passes_the_sandbox_its_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from backend.app.pools import pool_options
+
+    monkeypatch.setenv("JAXPLAY_PIDS", "77")
+    monkeypatch.setenv("JAXPLAY_POOL_SPARES", "5")
+    monkeypatch.setenv("JAXPLAY_JAIL_USER", "someone")
+    settings = Settings(unsafe_no_jail=True)
+    for kind in ("auto", "zygote"):
+        options = pool_options(settings, kind)
+        assert options.limits.pids == 77 and options.pool.pool_spares == 5
+        assert options.jail.jail_user == "someone"
+    assert pool_options(settings, "auto").unsafe_no_jail is True
