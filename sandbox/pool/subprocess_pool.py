@@ -17,7 +17,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sandbox.pool.base import PoolFull
+from sandbox.pool.base import PoolFull, RunHandle
 from sandbox.protocol import RunRequest
 from sandbox.supervisor import OutputLimits, SupervisedRun
 
@@ -55,14 +55,14 @@ class SubprocessPool:
 
     async def submit(
         self, request: RunRequest, tenant: str, *, pristine: bool = False
-    ) -> SupervisedRun:
+    ) -> RunHandle:
         if self._running >= self._max:
             raise PoolFull(f"{self._running} runs in progress", retry_after_s=1.0)
         run = SupervisedRun(
             self._argv, request, uuid.uuid4().hex, limits=self._limits, pristine=pristine
         )
         self._pristine += pristine
-        return _Counted(run, self)  # type: ignore[return-value]
+        return _Counted(run, self)
 
     def stats(self) -> dict[str, Any]:
         return {
