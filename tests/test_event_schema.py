@@ -4,6 +4,7 @@ keeps in step with sandbox/protocol/."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import time
@@ -13,11 +14,11 @@ from typing import Any, Literal
 import pytest
 
 from backend.app.wire import RunBody
-from sandbox.event_gate import EventGate, allowed_stages
 from sandbox.protocol.events import EVENT_FIELDS, EVENT_MODELS
 from sandbox.protocol.limits import MAX_EVENT_BYTES
 from sandbox.protocol.lines import BadEvent, parse_event_line, validate_event
 from sandbox.protocol.requests import RunRequest
+from sandbox.supervisor.event_gate import EventGate, allowed_stages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -178,3 +179,44 @@ def test_the_stages_a_request_has() -> None:
     assert allowed_stages(RunRequest(code="", outputs=["value", "timing"])) == {
         "exec", "args", "lower", "compile", "execute", "timing",
     }  # fmt: skip
+
+
+# --- done: one maker -------------------------------------------------------------------
+
+DONE_MAKER = ROOT / "sandbox" / "protocol" / "events.py"
+
+
+def _done_made_by_hand(path: Path) -> list[int]:
+    """Lines of ``path`` that build a ``done`` event themselves (a dict or ``dict()``
+    with type "done", or a ``["type"] = "done"`` / ``["cached"] = ...`` assignment)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Dict):
+            pairs = zip(node.keys, node.values, strict=True)
+            if any(_const(k) == "type" and _const(v) == "done" for k, v in pairs):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Call):
+            if any(k.arg == "type" and _const(k.value) == "done" for k in node.keywords):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and (
+                    _const(target.slice) == "cached"
+                    or (_const(target.slice) == "type" and _const(node.value) == "done")
+                ):
+                    lines.append(node.lineno)
+    return lines
+
+
+def _const(node: ast.AST | None) -> object:
+    return node.value if isinstance(node, ast.Constant) else None
+
+
+def test_done_has_one_maker() -> None:
+    """Every ``done`` (the engine's, the supervisor's, a pool's, the queue's, the
+    server's, a cached answer's) is made by ``done_event``: none is built by hand."""
+    files = sorted([*(ROOT / "backend").rglob("*.py"), *(ROOT / "sandbox").rglob("*.py")])
+    assert DONE_MAKER in files and len(files) > 50
+    assert _done_made_by_hand(DONE_MAKER), "the check finds the maker's own dict"
+    made = {str(p.relative_to(ROOT)): _done_made_by_hand(p) for p in files if p != DONE_MAKER}
+    assert {path: lines for path, lines in made.items() if lines} == {}

@@ -9,10 +9,10 @@ from pathlib import Path
 from backend.app.cache import CACHED_TYPES
 from backend.render import RENDERERS
 from sandbox.engine.outputs import PRODUCERS
-from sandbox.event_gate import allowed_stages
 from sandbox.protocol.events import EVENT_MODELS, OUTPUTS
 from sandbox.protocol.output_table import DEFAULT_OUTPUTS, OUTPUT_TABLE
 from sandbox.protocol.requests import RunRequest
+from sandbox.supervisor.event_gate import allowed_stages
 
 ROOT = Path(__file__).resolve().parents[1]
 

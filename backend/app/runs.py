@@ -333,7 +333,14 @@ class RunStream:
                         continue
                     status = str(event.get("status"))
                     if self._cached is not None:
-                        event = dict(event, cached=True)  # the results came from the cache
+                        # the results came from the cache
+                        event = done_event(
+                            event["status"],
+                            event["ms"],
+                            event["reason"],
+                            event.get("dropped", 0),
+                            cached=True,
+                        )
                     if self._kept is not None and status == "ok":
                         await self._evidence(self._kept.events())
                     self._kept = None  # nothing more to keep: the server lets it go
@@ -393,10 +400,7 @@ class RunStream:
         return self._hit.replay(self.run_id)
 
     def _done(self, status: str, reason: str, *, cached: bool = False) -> dict[str, Any]:
-        event = done_event(status, (time.monotonic() - self._started) * 1000, reason)
-        if cached:
-            event["cached"] = True
-        return event
+        return done_event(status, (time.monotonic() - self._started) * 1000, reason, cached=cached)
 
     def _give_up_at(self) -> float | None:
         """When the relay stops waiting for the pool: ``cancel_grace_s`` after a

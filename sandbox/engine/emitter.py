@@ -42,7 +42,7 @@ class Emitter:
 
     ``tag``: the run's token from the worker message (known to the supervisor and the
     engine only): every line is written as ``TAG SPACE JSON``, and the supervisor's
-    gate refuses, counts and flags a line without it (sandbox/event_gate.py). User
+    gate refuses, counts and flags a line without it (sandbox/supervisor/event_gate.py). User
     code that writes to the event pipe on its own does not know it, so what it forges
     is told apart from what the engine writes. It is a tell, not a boundary: code in
     the process could find the token in memory; what crosses tenants is decided by

@@ -10,9 +10,15 @@ None): they need all of them.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from sandbox.engine import sources
+from sandbox.engine.compat import stablehlo_with_locations
+from sandbox.engine.sources import mlir_sources
+from sandbox.protocol.limits import MAX_SOURCES, MAX_TEXT_CHARS
 
 Needs = Literal["traced", "lowered", "compiled", "executed", "run"]
 
@@ -41,22 +47,14 @@ class Producer:
 
 
 def _jaxpr(r: Results) -> dict[str, Any]:
-    from sandbox.engine import sources
-    from sandbox.engine.worker import _text_event
-
     return _text_event("jaxpr", str(r.closed), sources.jaxpr_sources, r.closed)
 
 
 def _stablehlo(r: Results) -> dict[str, Any]:
-    from sandbox.engine.worker import _stablehlo_event
-
     return _stablehlo_event(r.lowered)
 
 
 def _hlo(r: Results) -> dict[str, Any]:
-    from sandbox.engine import sources
-    from sandbox.engine.worker import _text_event
-
     return _text_event("hlo", r.compiled.as_text(), sources.hlo_sources)
 
 
@@ -96,6 +94,41 @@ def _sharding(r: Results) -> dict[str, Any]:
     from sandbox.engine import sharding
 
     return sharding.sharding_event(r.compiled, r.lowered)
+
+
+def _text_event(
+    kind: str, text: str, mapper: Callable[..., list[dict[str, int]]], *extra: Any
+) -> dict[str, Any]:
+    return _ir_event(kind, text, _safe_sources(mapper, *extra, text))
+
+
+def _ir_event(kind: str, text: str, sources: list[dict[str, int]]) -> dict[str, Any]:
+    """An IR text within the event's bound: past MAX_TEXT_CHARS it is cut at a line's
+    end and says so (the source map keeps the lines shown)."""
+    if len(text) > MAX_TEXT_CHARS:
+        cut = text.rfind("\n", 0, MAX_TEXT_CHARS - 200) + 1
+        shown = text[:cut].count("\n")
+        text = text[:cut] + f"… ({len(text) - cut} more characters not shown)\n"
+        sources = [s for s in sources if s["out_line"] <= shown]
+    return {"type": kind, "text": text, "sources": sources}
+
+
+def _stablehlo_event(lowered: Any) -> dict[str, Any]:
+    text = lowered.as_text()
+
+    def mapper(plain: str) -> list[dict[str, int]]:
+        return mlir_sources(plain, stablehlo_with_locations(lowered))
+
+    return _ir_event("stablehlo", text, _safe_sources(mapper, text))
+
+
+def _safe_sources(mapper: Callable[..., list[dict[str, int]]], *args: Any) -> list[dict[str, int]]:
+    # A mapping that fails is left empty: the text itself is still exact.
+    try:
+        return mapper(*args)[:MAX_SOURCES]
+    except Exception as exc:
+        print(f"jaxplay: source mapping failed: {type(exc).__name__}: {exc}", file=sys.__stderr__)
+        return []
 
 
 #: One producer per output, in OUTPUT_TABLE's order (tests check both name the same).

@@ -109,8 +109,7 @@ async def initial_answer(
     if hit is None:
         return None
     events = hit.replay(uuid.uuid4().hex)
-    done = done_event("ok", (time.monotonic() - started) * 1000)
-    done["cached"] = True
+    done = done_event("ok", (time.monotonic() - started) * 1000, cached=True)
     log.info("page.initial", extra=fields(snippet_id=snippet_id, events=len(events) + 1))
     return {
         "snippet_id": snippet_id,

@@ -29,10 +29,10 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.event_gate import MAX_REFUSED_LINES, EventGate
 from sandbox.protocol.events import TAMPERED_REASON, done_event
 from sandbox.protocol.limits import MAX_EVENT_BYTES, PROTOCOL_VERSION
 from sandbox.protocol.requests import RunRequest
+from sandbox.supervisor.event_gate import MAX_REFUSED_LINES, EventGate
 
 __all__ = ["MAX_EVENT_BYTES", "OutputLimits", "RunSupervisor", "SupervisedRun"]
 

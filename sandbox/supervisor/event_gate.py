@@ -16,7 +16,7 @@ message carries it, sandbox/engine/emitter.py): a line without it is refused bef
 anything else, so what user code writes to the pipe on its own is told apart from
 the engine's, and the engine's own jaxpr is shown rather than a forged one written
 first. The ``worker`` of ``accepted`` is the pool's (``identify``), never the line's.
-Any refused line makes the run ``tampered`` (sandbox/supervisor.py).
+Any refused line makes the run ``tampered`` (sandbox/supervisor/relay.py).
 """
 
 from __future__ import annotations
