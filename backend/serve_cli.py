@@ -11,32 +11,22 @@ from typing import Annotated, Any
 
 import typer
 
+from backend.app.settings import flag_help
+from backend.cli_common import SET_HELP
+
 
 def serve(
-    host: Annotated[
-        str | None, typer.Option(help="Address to bind (JAXPLAY_HOST; default 127.0.0.1).")
-    ] = None,
-    port: Annotated[int | None, typer.Option(help="Port (JAXPLAY_PORT; default 8000).")] = None,
-    pool: Annotated[
-        str | None,
-        typer.Option(help="zygote, subprocess, fake, auto or module:factory (JAXPLAY_POOL)."),
-    ] = None,
-    database_url: Annotated[
-        str | None,
-        typer.Option(help="sqlite:///PATH for snippets and cached results (JAXPLAY_DATABASE_URL)."),
-    ] = None,
-    frontend_dist: Annotated[
-        Path | None, typer.Option(help="The built page to serve (JAXPLAY_FRONTEND_DIST).")
-    ] = None,
+    host: Annotated[str | None, typer.Option(help=flag_help("host"))] = None,
+    port: Annotated[int | None, typer.Option(help=flag_help("port"))] = None,
+    pool: Annotated[str | None, typer.Option(help=flag_help("pool"))] = None,
+    database_url: Annotated[str | None, typer.Option(help=flag_help("database_url"))] = None,
+    frontend_dist: Annotated[Path | None, typer.Option(help=flag_help("frontend_dist"))] = None,
     unsafe_no_jail: Annotated[
-        bool | None,
-        typer.Option(
-            "--unsafe-no-jail",
-            help="Allow running user code without the jail (local development only).",
-        ),
+        bool | None, typer.Option("--unsafe-no-jail", help=flag_help("unsafe_no_jail"))
     ] = None,
-    log_level: Annotated[str | None, typer.Option(help="debug, info, warning or error.")] = None,
-    log_format: Annotated[str | None, typer.Option(help="json or text.")] = None,
+    log_level: Annotated[str | None, typer.Option(help=flag_help("log_level"))] = None,
+    log_format: Annotated[str | None, typer.Option(help=flag_help("log_format"))] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
 ) -> None:
     """Serve the playground page and the API (SPEC §3) with a local worker pool."""
     import uvicorn
@@ -56,7 +46,7 @@ def serve(
         "log_level": log_level,
         "log_format": log_format,
     }
-    settings = settings_from_flags("serve", overrides)
+    settings = settings_from_flags("serve", overrides, sets=set_)
     configure_logging(settings.log_level, settings.log_format)
     try:
         pool_name, the_pool = make_pool(settings)  # refuse a bad pool before binding the port

@@ -19,53 +19,24 @@ from typing import Annotated, Any
 
 import typer
 
+from backend.app.settings import flag_help
+from backend.cli_common import SET_HELP
+
 
 def worker(
-    queue: Annotated[
-        str | None,
-        typer.Option(help="The Redis the servers use: redis://HOST:6379/0 (JAXPLAY_QUEUE_URL)."),
-    ] = None,
-    backend: Annotated[
-        str | None,
-        typer.Option(
-            help="cpu, gpu or tpu: the runs this machine serves (JAXPLAY_WORKER_BACKEND)."
-        ),
-    ] = None,
-    pool: Annotated[
-        str | None,
-        typer.Option(
-            help="The local pool: auto (jailed), zygote, subprocess, fake or module:factory "
-            "(JAXPLAY_POOL)."
-        ),
-    ] = None,
-    runs: Annotated[
-        int | None,
-        typer.Option(help="Runs taken at once; 0: what the local pool runs (JAXPLAY_WORKER_RUNS)."),
-    ] = None,
-    devices: Annotated[
-        str | None,
-        typer.Option(
-            help="gpu/tpu: the devices its jails get, e.g. 0 or 0,1 (JAXPLAY_WORKER_DEVICES)."
-        ),
-    ] = None,
-    worker_id: Annotated[
-        str | None,
-        typer.Option(
-            "--id", help="Its name in the queue (JAXPLAY_WORKER_ID; default host-pid-random)."
-        ),
-    ] = None,
-    prefix: Annotated[
-        str | None, typer.Option(help="Redis key prefix, as the servers' (JAXPLAY_QUEUE_PREFIX).")
-    ] = None,
+    queue: Annotated[str | None, typer.Option(help=flag_help("queue_url"))] = None,
+    backend: Annotated[str | None, typer.Option(help=flag_help("worker_backend"))] = None,
+    pool: Annotated[str | None, typer.Option(help=flag_help("pool"))] = None,
+    runs: Annotated[int | None, typer.Option(help=flag_help("worker_runs"))] = None,
+    devices: Annotated[str | None, typer.Option(help=flag_help("worker_devices"))] = None,
+    worker_id: Annotated[str | None, typer.Option("--id", help=flag_help("worker_id"))] = None,
+    prefix: Annotated[str | None, typer.Option(help=flag_help("queue_prefix"))] = None,
     unsafe_no_jail: Annotated[
-        bool | None,
-        typer.Option(
-            "--unsafe-no-jail",
-            help="Allow running user code without the jail (local development only).",
-        ),
+        bool | None, typer.Option("--unsafe-no-jail", help=flag_help("unsafe_no_jail"))
     ] = None,
-    log_level: Annotated[str | None, typer.Option(help="debug, info, warning or error.")] = None,
-    log_format: Annotated[str | None, typer.Option(help="json or text.")] = None,
+    log_level: Annotated[str | None, typer.Option(help=flag_help("log_level"))] = None,
+    log_format: Annotated[str | None, typer.Option(help=flag_help("log_format"))] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
 ) -> None:
     """Run one backend's jobs from the Redis queue on this machine (SPEC §4)."""
     from backend.app.logs import configure_logging
@@ -84,7 +55,7 @@ def worker(
         "log_level": log_level,
         "log_format": log_format,
     }
-    settings = settings_from_flags("worker", overrides, FLAGS)
+    settings = settings_from_flags("worker", overrides, FLAGS, sets=set_)
     if not settings.queue_url:
         typer.echo(
             "jaxplay worker: give --queue redis://HOST:6379/0 (or JAXPLAY_QUEUE_URL)", err=True

@@ -111,7 +111,8 @@ def test_every_command_flag_is_a_declared_setting() -> None:
     renamed["worker_id"] = "worker_id"  # its flag is --id; the parameter keeps the name
     for command in (serve, worker):
         for flag in inspect.signature(command).parameters:
-            assert renamed.get(flag, flag) in names, f"{command.__name__} --{flag}"
+            if flag != "set_":  # --set NAME=VALUE: any setting
+                assert renamed.get(flag, flag) in names, f"{command.__name__} --{flag}"
 
 
 def test_a_bad_value_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -131,6 +132,33 @@ def test_a_bad_value_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPa
     assert "JAXPLAY_UNSAFE_NO_JAIL='perhaps': not a boolean" in result.output
     with pytest.raises(ValueError, match="JAXPLAY_MEMORY_BYTES='lots'"):
         SandboxSettings.read({"JAXPLAY_MEMORY_BYTES": "lots"})
+
+
+def test_any_setting_is_a_flag_with_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    from backend.cli_common import settings_from_flags
+
+    monkeypatch.setenv("JAXPLAY_PORT", "9001")
+    settings = settings_from_flags(
+        "serve",
+        {"host": "0.0.0.0"},
+        sets=["port=9003", "JAXPLAY_MEMORY_BYTES=1G", 'api_tokens=["t"]'],
+    )
+    assert (settings.host, settings.port, settings.api_tokens) == ("0.0.0.0", 9003, ["t"])
+    assert settings.sandbox.limits.memory_bytes == 1024 * MiB
+    # a command's own flag over its --set
+    assert settings_from_flags("serve", {"port": 9004}, sets=["port=9003"]).port == 9004
+    result = runner.invoke(app, ["serve", "--set", "max_queue=lots"])
+    assert result.exit_code == 2
+    assert "--set max_queue='lots'" in result.output
+    result = runner.invoke(app, ["worker", "--set", "pids=many"])
+    assert result.exit_code == 2
+    assert "pids (flag)='many'" in result.output
+
+
+def test_flag_help_is_the_declaration_s() -> None:
+    result = runner.invoke(app, ["serve", "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0
+    assert "Port `jaxplay serve` listens on. (JAXPLAY_PORT; default 8000)" in result.output
 
 
 def test_a_bad_flag_is_refused_naming_the_flag() -> None:

@@ -676,3 +676,12 @@ def settings_table() -> str:
             out.append(f"| `{info.variable}` | {kind} | {cell} | {doc} |")
         out.append("")
     return "\n".join(out)
+
+
+def flag_help(name: str) -> str:
+    """A command's flag help for the setting ``name``: its description and variable,
+    so a flag never restates (or contradicts) the declaration."""
+    info = next(i for i in declarations() if i.name == name)
+    default = show_value(name, info.default)
+    shown = f"; default {default}" if default else ""
+    return f"{info.doc} ({info.variable}{shown})"
