@@ -106,32 +106,35 @@ class JailLimits:
 
     max_wall_s: float = setting(
         60.0,
-        "Upper bound on a run's wall clock; a request's timeout_s is capped by it. "
-        "At the end the whole jail is SIGKILLed.",
+        "Upper bound on a run's wall clock; a request's `timeout_s` is capped by it. At "
+        "the end the whole jail is SIGKILLed (an infinite `lax.while_loop` under `jit` "
+        "ignores every other signal) and `done` says `timeout`, `wall clock N s`.",
     )
     memory_bytes: int = setting(
         2 * GiB,
-        "Memory of one jail (its zygote and the run together): cgroup memory.max "
-        "(v2) or memory.limit_in_bytes (v1). Swap is capped at 0 where the host allows.",
+        "Memory of one jail (its zygote and the run together): cgroup `memory.max` (v2) "
+        "or `memory.limit_in_bytes` (v1); swap capped at 0 where the host allows. Tmpfs "
+        "files count. The OOM killer's work is reported as `done` `killed`, `memory 2 GiB`.",
         size=True,
     )
     data_bytes: int = setting(
         2 * GiB,
-        "RLIMIT_DATA of every process in the jail: the second line behind the "
-        "cgroup, giving a clean MemoryError / RESOURCE_EXHAUSTED. (RLIMIT_AS is never set: "
-        "XLA reserves ~1.5 GiB of address space and aborts under it.)",
+        "RLIMIT_DATA of every process in the jail: the second line behind the cgroup, "
+        "which gives a clean `MemoryError` / `RESOURCE_EXHAUSTED`. **RLIMIT_AS is never "
+        "set**: XLA reserves about 1.5 GiB of address space and aborts uncatchably under it.",
         size=True,
     )
     pids: int = setting(
         128,
-        "cgroup pids.max of one jail: processes and threads together. XLA starts about "
-        "9 + 4 x CPUs threads; 16 crashes it.",
+        "cgroup `pids.max` of one jail: processes and threads together. XLA starts about "
+        "9 + 4×CPUs threads; 16 crashes it.",
     )
     nproc: int = setting(
         4096,
-        "RLIMIT_NPROC: processes and threads counted per host uid: per jail when each "
-        "jail has its own uid (JAXPLAY_JAIL_SLOTS), else across all jails. The pids "
-        "cgroup is the finer per-jail limit.",
+        "RLIMIT_NPROC: processes and threads per host uid — per jail when each jail has "
+        "its own uid (`JAXPLAY_JAIL_SLOTS`), else over all jails. The finer per-jail "
+        "limit is the pids cgroup; without cgroups this is the fork bound (lower it "
+        "towards `JAXPLAY_PIDS` there).",
     )
     fsize_bytes: int = setting(
         16 * MiB, "RLIMIT_FSIZE: the largest file a run may write.", size=True
@@ -143,24 +146,31 @@ class JailLimits:
         "seconds of one process, all threads summed. The zygote counts its own too.",
     )
     cpus: int = setting(
-        1, "CPUs one jail may use: its affinity, cpuset and CPU quota. 0 = all of them, no quota."
+        1,
+        "CPUs one jail may use: its affinity (`taskset`; XLA sizes its thread pools by "
+        "it), its cpuset and its CPU quota. A jail starts on the next CPUs in turn; before "
+        "each run the pool moves it (its cpuset: every thread at once) to CPUs no other "
+        "run is using, so two runs never share a CPU while another idles. 0: all CPUs, "
+        "no quota.",
     )
-    tmp_bytes: int = setting(64 * MiB, "Size of the jail's private /tmp (tmpfs).", size=True)
-    shm_bytes: int = setting(8 * MiB, "Size of the jail's /dev/shm (tmpfs).", size=True)
+    tmp_bytes: int = setting(64 * MiB, "Size of the jail's private `/tmp` (tmpfs).", size=True)
+    shm_bytes: int = setting(8 * MiB, "Size of the jail's `/dev/shm` (tmpfs).", size=True)
     compile_cache_bytes: int = setting(
         32 * MiB,
-        "Size of the tenant's compilation cache (a tmpfs of the jail's own, kept between "
-        "its runs). 0 = no cache.",
+        "Size of the tenant's compilation cache, a tmpfs of the jail's own at "
+        "`/var/cache/jaxplay-xla`, kept between its runs; 0 = none (docs/sandbox.md, Cost).",
         size=True,
     )
     output_bytes: int = setting(
         1 * MiB,
-        "User output (stdout + stderr) of one run, after which the run is killed and done says so.",
+        "User output (stdout + stderr) of one run; past it the run is killed and `done` "
+        "says `killed`, `output 1 MiB`.",
         size=True,
     )
     event_bytes: int = setting(
         64 * MiB,
-        "All events of one run (jaxprs, HLO, values...) after which it is killed.",
+        "All events of one run (texts of jaxprs, HLO, values); past it the run is killed "
+        "(`results over 64 MiB`). A single event line over 16 MiB is refused the same way.",
         size=True,
     )
 
@@ -176,36 +186,41 @@ class JailConfig:
     bwrap: str = setting("bwrap", "The bubblewrap executable.")
     jail_user: str = setting(
         "jaxplay-sandbox",
-        "When jaxplay may switch uids (root, or CAP_SETUID, CAP_SETGID and CAP_KILL: "
-        "a worker container), the name of the unprivileged jail users (created by "
-        "scripts/setup.sh). Without those capabilities jails run as jaxplay's own uid.",
+        "When jaxplay may switch uids (root, or CAP_SETUID, CAP_SETGID and CAP_KILL: a "
+        "worker container): the group of the jail users, and their names' stem "
+        "(`jaxplay-sandbox-0`...), created by `scripts/setup.sh`. Without those "
+        "capabilities jails run as jaxplay's own uid.",
     )
     jail_slots: int = setting(
         64,
-        "When jaxplay may switch uids: how many jails may exist at once, each launched as "
-        "its own uid: the user <JAXPLAY_JAIL_USER>-0 ... -<N-1> (created by "
-        "scripts/setup.sh), or JAXPLAY_JAIL_UID_BASE + 0 ... N-1, so that per-uid kernel "
-        "counters (processes, inotify instances, pending signals) are per jail. The pool "
-        "never holds more zygotes. 0: every jail runs as JAXPLAY_JAIL_USER (or the uid "
-        "JAXPLAY_JAIL_UID_BASE) itself, sharing those counters.",
+        "When jaxplay may switch uids: how many jails may exist at once on this host, each "
+        "launched as its own uid, so that per-uid kernel counters (processes, inotify "
+        "instances, pending signals) are per jail: the user `JAXPLAY_JAIL_USER-N` (created "
+        "by `scripts/setup.sh`, which reads the same variable), or "
+        "`JAXPLAY_JAIL_UID_BASE + N`. The pool holds no more zygotes. 0: every jail runs "
+        "as `JAXPLAY_JAIL_USER` (or the uid `JAXPLAY_JAIL_UID_BASE`), sharing the per-uid "
+        "counters.",
     )
     jail_uid_base: int = setting(
         0,
-        "When jaxplay may switch uids: numeric jail uids (and gids) JAXPLAY_JAIL_UID_BASE "
-        "... + JAXPLAY_JAIL_SLOTS - 1 instead of the named users, none of which may be a "
-        "user of the system. A worker container's (its image has no slot users): each "
-        "worker on a host needs a range of its own (docker/compose.yaml). 0: the named users.",
+        "When jaxplay may switch uids: numeric jail uids `JAXPLAY_JAIL_UID_BASE` … "
+        "`+ JAXPLAY_JAIL_SLOTS - 1` instead of the named users; none may be a user of the "
+        "system (checked), and nothing else on the host may use them (not checkable from a "
+        "container: reserve the range). Their gid is the group `JAXPLAY_JAIL_USER` where "
+        "it exists, else each uid's own number. A worker container's way (its image has no "
+        "slot users); every worker on one host needs a range of its own "
+        "(docker/compose.yaml, docs/sandbox.md). 0: the named users.",
     )
     cgroup_root: str = setting(
         "",
-        "Where per-jail cgroups are made. Empty: cgroup v2 -> /sys/fs/cgroup/jaxplay "
-        "(needs root or a delegated subtree); v1 -> <own cgroup>/jaxplay in each "
-        "controller; 'none' -> rlimits only (degraded).",
+        "Where per-jail cgroups are made. Empty: cgroup v2 → `/sys/fs/cgroup/jaxplay` "
+        "(root or a delegated subtree); v1 → `<own cgroup>/jaxplay` in each controller; "
+        "`none` → rlimits only (degraded).",
     )
     unsafe_no_jail: bool = setting(
         False,
-        "Development only: allow user code to run WITHOUT a jail (the `subprocess` pool, "
-        "or `auto` where bubblewrap is missing or unusable): it then runs with the "
+        "Development only: allow user code to run **without** a jail (the `subprocess` "
+        "pool, or `auto` where bubblewrap is missing or unusable): it then runs with the "
         "server's rights. Logged loudly. Never on a server others can reach.",
     )
 

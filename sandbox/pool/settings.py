@@ -24,17 +24,17 @@ class PoolSettings:
     pool_size: int = setting(
         0,
         "Most zygotes alive at once (spares and tenants', every JAX version's pool "
-        "together: sandbox/pool/budget.py). 0: from the "
-        "machine, min(4 x CPUs, half the memory / 256 MiB), at least 2.",
+        "together: one budget, sandbox/pool/budget.py). 0: from the machine, "
+        "min(4 × CPUs, half the memory / 256 MiB), at least 2.",
     )
     pool_running: int = setting(
         0,
-        "Most runs at once, of every JAX version together; more get PoolFull (HTTP 429). "
-        "0: from the machine, "
-        "min(CPUs, 3/4 of the memory / JAXPLAY_MEMORY_BYTES), at least 1.",
+        "Most runs at once, of every JAX version together; more get `PoolFull` (HTTP "
+        "429). 0: from the machine, min(CPUs, ¾ of the memory / `JAXPLAY_MEMORY_BYTES`), "
+        "at least 1.",
     )
     pool_spares: int = setting(
-        1, "Zygotes kept ready for tenants not seen yet, so none waits for import jax."
+        1, "Zygotes kept ready for tenants not seen yet, so none waits for `import jax`."
     )
     pool_per_tenant: int = setting(2, "Most zygotes one tenant may hold (its concurrent runs).")
     pool_idle_s: float = setting(300.0, "A tenant's zygote retires after this long unused.")
@@ -46,7 +46,7 @@ class PoolSettings:
     pool_reuse_runs: int = setting(
         500,
         "Runs one process may serve for its tenant, one after another, while nothing it "
-        "relies on changed (docs/sandbox.md, issue 11); 0 or 1: a fresh process per run.",
+        "relies on changed (docs/sandbox.md); 0 or 1: a fresh process per run.",
     )
     pool_reuse_rss_bytes: int = setting(
         1024 * MiB,
