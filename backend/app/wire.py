@@ -111,6 +111,11 @@ class SnippetCreated(BaseModel):
     url: str = Field(description="The playground page with the snippet loaded.")
 
 
+class LibraryInfo(BaseModel):
+    name: str = Field(description="The library as pip names it (`flax`, `dm-haiku`).")
+    version: str = Field(description="Its version with this JAX version.")
+
+
 class VersionInfo(BaseModel):
     version: str = Field(description="A JAX version, as a request's `jax_version` names it.")
     installed: bool = Field(
@@ -120,6 +125,11 @@ class VersionInfo(BaseModel):
     default: bool = Field(description="Whether runs that name no `jax_version` get it.")
     running: bool = Field(
         default=False, description="Whether its warm pool is up now (the default's always is)."
+    )
+    libraries: list[LibraryInfo] = Field(
+        default_factory=list,
+        description="The libraries a run on this version may import (Flax, Optax, Equinox...),"
+        " at the versions its committed library lock pins; one it does not offer is absent.",
     )
 
 

@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from backend.app.cache import ResultCache
 from backend.app.storage import SqliteStorage, canonical_json, snippet_digest
+from sandbox import libraries
 from sandbox.pool.versioned import VersionedPool
 from sandbox.protocol import RunRequest
 from sandbox.versions import STAMP
@@ -60,6 +61,7 @@ def test_backends_list_every_version_installed_or_offered(
     run(client, {"code": CODE, "outputs": NO_TIMING})  # the server learns its worker
     backend = client.get("/api/v1/backends").json()["backends"][0]
     rows = {v["version"]: v for v in backend["versions"]}
+    libs = {v: {lib["name"]: lib["version"] for lib in rows[v].pop("libraries")} for v in rows}
     assert rows[DEFAULT] == {
         "version": DEFAULT,
         "installed": True,
@@ -72,6 +74,12 @@ def test_backends_list_every_version_installed_or_offered(
         "default": False,
         "running": False,
     }
+    # each version's libraries, as its committed library lock pins them
+    for version in ("0.10.2", "0.4.38"):
+        assert libs[version] == libraries.offered(version), version
+        assert {"flax", "optax", "equinox"} <= set(libs[version])
+    assert libs["0.4.38"]["flax"] != libs["0.10.2"]["flax"]  # matched to its JAX
+    assert libs[DEFAULT] == {}  # the fake's default has no lock: it offers none
     assert rows["0.7.2"]["installed"] is False and rows["0.4.38"]["installed"] is False
     assert backend["versions"][0]["version"] == "0.4.38"  # oldest first
 

@@ -12,7 +12,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from backend.app.errors import ApiError
 from backend.app.runs import DEVICELESS_TARGETS
 from backend.app.services import Services, ServicesDep
-from backend.app.wire import BackendsAnswer, Health, VersionInfo, WorkerInfo
+from backend.app.wire import BackendsAnswer, Health, LibraryInfo, VersionInfo, WorkerInfo
+from sandbox import libraries
 from sandbox.pool.base import RunsVersions
 
 router = APIRouter(tags=["server"])
@@ -69,7 +70,17 @@ def _versions(pool: Any, seen: str | None) -> list[VersionInfo]:
     one version (remote workers), the one its workers reported."""
     if not isinstance(pool, RunsVersions):
         return (
-            [VersionInfo(version=seen, installed=True, default=True, running=True)] if seen else []
+            [
+                VersionInfo(
+                    version=seen,
+                    installed=True,
+                    default=True,
+                    running=True,
+                    libraries=_libraries(seen),
+                )
+            ]
+            if seen
+            else []
         )
     running = set(pool.running_versions())
     return [
@@ -78,8 +89,18 @@ def _versions(pool: Any, seen: str | None) -> list[VersionInfo]:
             installed=row.installed,
             default=row.default,
             running=row.version in running,
+            libraries=_libraries(row.version, row.python),
         )
         for row in pool.versions()
+    ]
+
+
+def _libraries(version: str, python: str = "") -> list[LibraryInfo]:
+    """What the version's committed library lock offers, for the interpreter it runs
+    (``python``: "3.13.0", "3.12.1 (would use)"): read from the lock, nothing imported."""
+    return [
+        LibraryInfo(name=name, version=v)
+        for name, v in libraries.offered(version, python.partition(" ")[0] or None).items()
     ]
 
 
