@@ -16,7 +16,8 @@ Each visit reports, from the page's own Performance API: the bytes on the wire
 for what came from the browser's cache, a few hundred bytes for a 304), the encoded
 and decoded body bytes, the time from navigation to the first ``run`` message sent on
 the WebSocket and to the jaxpr on screen (the frame after the jaxpr pane first holds
-a jaxpr). Medians over ``--repeat`` rounds, and the encodings the server answered with.
+a jaxpr); and where the time to the run goes: navigation to the page's script having
+run (its WebSocket made, the last thing main.ts does) and to the WebSocket open. Medians over ``--repeat`` rounds, and the encodings the server answered with.
 WebSocket frames are not counted in the bytes.
 
     .venv/bin/python benchmarks/page_delivery.py [--repeat 5] [--pool zygote|fake]
@@ -56,6 +57,16 @@ PROBE = """
     if (window.__runSentAt === undefined && typeof data === "string"
         && /"type"\\s*:\\s*"run"/.test(data)) window.__runSentAt = performance.now();
     return send.call(this, data);
+  };
+  const Native = window.WebSocket;
+  window.WebSocket = class extends Native {
+    constructor(...a) {
+      super(...a);
+      if (window.__wsAt === undefined) window.__wsAt = performance.now();
+      this.addEventListener("open", () => {
+        if (window.__wsOpenAt === undefined) window.__wsOpenAt = performance.now();
+      });
+    }
   };
   const shown = () => {
     const pane = document.querySelector("[data-testid=out-jaxpr]");
@@ -149,6 +160,8 @@ def visit(page: Any, url: str, encodings: Counter[str], timeout_s: float) -> dic
             encoding = response.headers.get("content-encoding", "identity")
             encodings[f"{kind}:{response.status}:{encoding}"] += 1
     result: dict[str, Any] = page.evaluate(SIZES)
+    result["script_ms"] = page.evaluate("() => window.__wsAt ?? null")
+    result["ws_open_ms"] = page.evaluate("() => window.__wsOpenAt ?? null")
     result["run_sent_ms"] = page.evaluate("() => window.__runSentAt ?? null")
     result["jaxpr_ms"] = page.evaluate("() => window.__jaxprAt")
     return result
@@ -214,7 +227,17 @@ def main() -> None:
             server.stop()
 
     print(f"page delivery, {args.repeat} rounds, pool {args.pool} (medians)")
-    head = ("visit", "wire B", "encoded B", "decoded B", "document B", "run sent ms", "jaxpr ms")
+    head = (
+        "visit",
+        "wire B",
+        "encoded B",
+        "decoded B",
+        "document B",
+        "script ran ms",
+        "socket open ms",
+        "run sent ms",
+        "jaxpr ms",
+    )
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for name, rows in results.items():
@@ -223,6 +246,8 @@ def main() -> None:
             median([r["encoded"] for r in rows]),
             median([r["decoded"] for r in rows]),
             median([r["document"] for r in rows]),
+            median([r["script_ms"] for r in rows]),
+            median([r["ws_open_ms"] for r in rows]),
             median([r["run_sent_ms"] for r in rows]),
             median([r["jaxpr_ms"] for r in rows]),
         ]

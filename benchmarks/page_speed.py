@@ -13,6 +13,9 @@ the editor. Measured in the page (performance.now(), from the key event's timest
   **page** = jaxpr - arrived + sent is what the page adds to the protocol, and
   arrived - sent (**sent→jaxpr event**) is the server's part, to compare with the
   API client's;
+- **net**: the ``run`` frame leaving the browser to the ``jaxpr`` frame reaching it, as
+  the browser's network layer stamps them (DevTools protocol), before the page's main
+  thread sees either: the server's own part, whatever the page is busy with;
 - **all**: the key press to the frame after the run's status says it ended (every
   output the run sent has arrived; panes not on show render when shown or idle).
 
@@ -115,26 +118,61 @@ def fmt(values: list[float]) -> str:
     return f"{statistics.median(values):.1f} / {pct(values, 0.95):.1f}"
 
 
+class NetTimes:
+    """The browser's own stamps of WebSocket frames (DevTools protocol, seconds): when a
+    ``run`` frame left and its first ``jaxpr`` frame came, before the page's main thread
+    handles either."""
+
+    def __init__(self, cdp: Any) -> None:
+        self.sent: dict[int, float] = {}
+        self.jaxpr: dict[int, float] = {}
+        cdp.on("Network.webSocketFrameSent", self._sent)
+        cdp.on("Network.webSocketFrameReceived", self._received)
+        cdp.send("Network.enable")
+
+    def _sent(self, params: dict[str, Any]) -> None:
+        data = params["response"]["payloadData"]
+        if '"type":"run"' in data:
+            self.sent[json.loads(data)["seq"]] = params["timestamp"]
+
+    def _received(self, params: dict[str, Any]) -> None:
+        data = params["response"]["payloadData"]
+        if '"type":"jaxpr"' in data:
+            self.jaxpr.setdefault(json.loads(data)["seq"], params["timestamp"])
+
+    def wire_ms(self, seq: int) -> float | None:
+        if seq not in self.sent or seq not in self.jaxpr:
+            return None
+        return (self.jaxpr[seq] - self.sent[seq]) * 1000
+
+
 class Api:
     """A WebSocket client of its own (its own tenant): times a run's events from the send."""
 
     def __init__(self, url: str) -> None:
+        self.url = f"{url.replace('http', 'ws', 1)}/api/v1/ws?token={TOKEN}"
+        self._stack = contextlib.ExitStack()
+        self.seq = 0
+        self._connect()
+
+    def _connect(self) -> None:
         from websockets.sync.client import connect
 
+        self._stack.close()
         self._stack = contextlib.ExitStack()
-        self.ws = self._stack.enter_context(
-            connect(
-                f"{url.replace('http', 'ws', 1)}/api/v1/ws?token={TOKEN}",
-                max_size=2**24,
-                open_timeout=30,
-            )
-        )
+        self.ws = self._stack.enter_context(connect(self.url, max_size=2**24, open_timeout=30))
         self.ws.recv(timeout=30)  # hello
-        self.seq = 0
 
     def send(self, request: dict[str, Any]) -> int:
+        from websockets.exceptions import ConnectionClosed
+
         self.seq += 1
-        self.ws.send(json.dumps({"type": "run", "seq": self.seq, "payload": request}))
+        message = json.dumps({"type": "run", "seq": self.seq, "payload": request})
+        try:
+            self.ws.send(message)
+        except ConnectionClosed:  # the server closes a socket idle for 30 s
+            self._connect()
+            self.ws.send(message)
         return self.seq
 
     def until(self, seq: int, kind: str, timeout_s: float = 120) -> tuple[float, dict[str, Any]]:
@@ -243,6 +281,7 @@ def main() -> None:
                     "websocket",
                     lambda ws: ws.on("framesent", lambda f: frames.append(json.loads(f))),
                 )
+                net = NetTimes(context.new_cdp_session(page))
                 page.goto(server.url + "/")
                 page.wait_for_selector("[data-testid=code]")
                 ids = [
@@ -260,7 +299,8 @@ def main() -> None:
                     page.wait_for_selector(final)
                     page.wait_for_timeout(300)
                     rows = page_rows.setdefault(
-                        example, {"sent": [], "wire": [], "jaxpr": [], "all": [], "page": []}
+                        example,
+                        {"sent": [], "wire": [], "net": [], "jaxpr": [], "all": [], "page": []},
                     )
                     api_row = api_rows.setdefault(example, {"jaxpr": [], "all": []})
                     # the API's tenant warms on the same request first
@@ -284,9 +324,11 @@ def main() -> None:
                             rows["jaxpr"].append(m["jaxpr"] - m["t0"])
                             rows["wire"].append(m["arrived"] - m["sent"])
                             rows["page"].append(m["jaxpr"] - m["arrived"] + m["sent"] - m["t0"])
-                        request = next(f for f in reversed(frames) if f.get("type") == "run")[
-                            "payload"
-                        ]
+                        last = next(f for f in reversed(frames) if f.get("type") == "run")
+                        request = last["payload"]
+                        wire = net.wire_ms(last["seq"])
+                        if wire is not None:
+                            rows["net"].append(wire)
                         ms_jaxpr, ms_done, _ = api.run(
                             {**request, "code": request["code"] + "\n# api\n"}
                         )
@@ -310,6 +352,7 @@ def main() -> None:
         "example",
         "key→sent",
         "sent→jaxpr event",
+        "net",
         "key→jaxpr",
         "API jaxpr",
         "page adds",
@@ -319,16 +362,17 @@ def main() -> None:
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     every: dict[str, list[float]] = {
-        k: [] for k in ("sent", "wire", "jaxpr", "api", "page", "all", "api_all")
+        k: [] for k in ("sent", "wire", "net", "jaxpr", "api", "page", "all", "api_all")
     }
     for example, r in page_rows.items():
         a = api_rows[example]
         print(
-            f"| {example} | {fmt(r['sent'])} | {fmt(r['wire'])} | {fmt(r['jaxpr'])} | {fmt(a['jaxpr'])} | {fmt(r['page'])} | {fmt(r['all'])} | {fmt(a['all'])} |"
+            f"| {example} | {fmt(r['sent'])} | {fmt(r['wire'])} | {fmt(r['net'])} | {fmt(r['jaxpr'])} | {fmt(a['jaxpr'])} | {fmt(r['page'])} | {fmt(r['all'])} | {fmt(a['all'])} |"
         )
         for k, v in (
             ("sent", r["sent"]),
             ("wire", r["wire"]),
+            ("net", r["net"]),
             ("jaxpr", r["jaxpr"]),
             ("api", a["jaxpr"]),
             ("page", r["page"]),
@@ -337,7 +381,7 @@ def main() -> None:
         ):
             every[k] += v
     print(
-        f"| **all** | {fmt(every['sent'])} | {fmt(every['wire'])} | {fmt(every['jaxpr'])} | {fmt(every['api'])} | {fmt(every['page'])} | {fmt(every['all'])} | {fmt(every['api_all'])} |"
+        f"| **all** | {fmt(every['sent'])} | {fmt(every['wire'])} | {fmt(every['net'])} | {fmt(every['jaxpr'])} | {fmt(every['api'])} | {fmt(every['page'])} | {fmt(every['all'])} | {fmt(every['api_all'])} |"
     )
     if every["jaxpr"] and every["api"]:
         print(

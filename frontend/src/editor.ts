@@ -1,11 +1,9 @@
 // The Python editor: CodeMirror 6 with Python, the run key, the colour bands and the
-// marker for the line an error points at.
-import { autocompletion, closeBrackets, closeBracketsKeymap, completionKeymap } from "@codemirror/autocomplete";
+// marker for the line an error points at. Python's parser, completion and search come
+// a moment after the editor (editor-extras.ts: out of the first screen's chunk).
 import { defaultKeymap, history, historyKeymap, indentWithTab } from "@codemirror/commands";
-import { python } from "@codemirror/lang-python";
 import { bracketMatching, foldGutter, indentOnInput } from "@codemirror/language";
-import { highlightSelectionMatches, searchKeymap } from "@codemirror/search";
-import { EditorState, RangeSetBuilder, StateEffect, StateField } from "@codemirror/state";
+import { Compartment, EditorState, RangeSetBuilder, StateEffect, StateField } from "@codemirror/state";
 import {
   Decoration,
   EditorView,
@@ -87,7 +85,9 @@ export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHook
     { key: "Mod-Enter", run: () => (hooks.onRun(), true), preventDefault: true },
     { key: "Shift-Enter", run: () => (hooks.onRun(), true), preventDefault: true },
   ]);
-  return new EditorView({
+  const before = new Compartment();
+  const after = new Compartment();
+  const view = new EditorView({
     parent,
     state: EditorState.create({
       doc,
@@ -104,16 +104,15 @@ export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHook
         drawSelection(),
         indentOnInput(),
         bracketMatching(),
-        closeBrackets(),
-        autocompletion(),
         highlightActiveLine(),
-        highlightSelectionMatches(),
-        python(),
         highlighting,
         EditorState.tabSize.of(4),
         // long lines (the examples' header comments) wrap instead of being cut
         EditorView.lineWrapping,
-        keymap.of([...closeBracketsKeymap, ...defaultKeymap, ...searchKeymap, ...historyKeymap, ...completionKeymap, indentWithTab]),
+        before.of([]),
+        keymap.of(defaultKeymap),
+        after.of([]),
+        keymap.of([...historyKeymap, indentWithTab]),
         errorField,
         editorLinking(hooks.onHover),
         EditorView.contentAttributes.of({ "aria-label": "Python code", "data-testid": "code" }),
@@ -123,6 +122,11 @@ export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHook
       ],
     }),
   });
+  void import("./editor-extras").then(({ editorExtras }) => {
+    const extras = editorExtras();
+    view.dispatch({ effects: [before.reconfigure(extras.before), after.reconfigure(extras.after)] });
+  });
+  return view;
 }
 
 /** Replaces the whole document as one undoable change. */

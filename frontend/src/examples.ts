@@ -5,7 +5,8 @@
 // menu lists, in what order, and how the page sets each up. Vite reads both at build
 // time; a file the menu names that is missing, or metadata of the wrong shape, fails
 // the build (and the unit tests) with the entry's id.
-import { z } from "zod";
+// zod/mini, as the rest of the page: the full zod would double the schemas in the entry
+import * as z from "zod/mini";
 import menu from "../../examples/menu.json";
 import { TransformName } from "./generated/request";
 import type { PlayState } from "./state";
@@ -22,26 +23,26 @@ export interface Example {
 }
 
 // a step's name is the server's TransformName (a misspelt one fails the build, naming it)
-const StepJson = z.strictObject({ name: TransformName, options: z.record(z.string(), z.union([z.string(), z.boolean()])).optional() });
+const StepJson = z.strictObject({ name: TransformName, options: z.optional(z.record(z.string(), z.union([z.string(), z.boolean()]))) });
 const MenuEntry = z.strictObject({
-  id: z.string().regex(/^[a-z0-9-]+$/),
+  id: z.string().check(z.regex(/^[a-z0-9-]+$/)),
   title: z.string(),
-  file: z.string().regex(/^[a-z0-9_]+\.py$/),
-  entry: z.string().default("f"),
+  file: z.string().check(z.regex(/^[a-z0-9_]+\.py$/)),
+  entry: z._default(z.string(), "f"),
   args: z.string(),
   steps: z.array(StepJson),
-  compare: z.array(StepJson).nullable().default(null),
-  devices: z.number().int().positive().default(1),
-  config: z.record(z.string(), z.union([z.string(), z.boolean()])).default({}),
-  sharding: z
-    .strictObject({
+  compare: z._default(z.nullable(z.array(StepJson)), null),
+  devices: z._default(z.int().check(z.positive()), 1),
+  config: z._default(z.record(z.string(), z.union([z.string(), z.boolean()])), {}),
+  sharding: z.optional(
+    z.strictObject({
       mesh: z.strictObject({ shape: z.string(), names: z.string(), types: z.array(z.enum(["auto", "explicit", "manual"])) }),
       inShardings: z.array(z.string()),
       outShardings: z.string(),
-    })
-    .optional(),
+    }),
+  ),
 });
-const Menu = z.object({ examples: z.array(MenuEntry).min(1) });
+const Menu = z.object({ examples: z.array(MenuEntry).check(z.minLength(1)) });
 
 /** examples/*.py by file name, as text (Vite inlines them). */
 export const EXAMPLE_FILES: Record<string, string> = Object.fromEntries(
@@ -51,10 +52,24 @@ export const EXAMPLE_FILES: Record<string, string> = Object.fromEntries(
   ]),
 );
 
+/** One problem of the menu's JSON, and where (zod/mini carries no messages of its own). */
+function describeIssue(issue: z.core.$ZodIssue): string {
+  const at = issue.path.map((k, i) => (typeof k === "number" ? `[${k}]` : `${i === 0 ? "" : "."}${String(k)}`)).join("");
+  const what =
+    issue.code === "unrecognized_keys"
+      ? `unknown key${issue.keys.length === 1 ? "" : "s"}: ${issue.keys.join(", ")}`
+      : issue.code === "invalid_value"
+        ? `expected one of ${issue.values.map((v) => JSON.stringify(v)).join("|")}`
+        : issue.code === "invalid_type"
+          ? `expected ${issue.expected}`
+          : issue.code;
+  return `✖ ${what}\n  → at ${at}`;
+}
+
 /** The menu: examples/menu.json with each entry's file read in. */
 export function buildExamples(json: unknown, files: Record<string, string>): Example[] {
   const parsed = Menu.safeParse(json);
-  if (!parsed.success) throw new Error(`examples/menu.json: ${z.prettifyError(parsed.error)}`);
+  if (!parsed.success) throw new Error(`examples/menu.json: ${parsed.error.issues.map(describeIssue).join("\n")}`);
   const seen = new Set<string>();
   return parsed.data.examples.map((e) => {
     if (seen.has(e.id)) throw new Error(`examples/menu.json: the id ${e.id} is used twice`);

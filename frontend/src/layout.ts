@@ -1,13 +1,11 @@
 // The page's skeleton: the top bar, the editor column, the pipeline builders, the
-// progress line and the output tabs. Behaviour lives in main.ts.
+// progress line and the output tabs (from the one tab table, app/tabtable.ts).
+// Behaviour lives in the controllers of app/, wired together by main.ts.
 import { h } from "./dom";
 import { EXAMPLES, PRESETS } from "./examples";
 import { OUTPUT_PANES } from "./panes/registry";
 import { CONFIG_TOGGLES } from "./state";
 import { startsGroup, TABS, type TabId } from "./app/tabtable";
-
-// the tab table lives in app/tabtable.ts (one table: order, title, group, opens itself)
-export { TABS, type TabId } from "./app/tabtable";
 
 export function buildLayout(root: HTMLElement) {
   const examples = h(
@@ -132,3 +130,6 @@ export function buildLayout(root: HTMLElement) {
   );
   return { topbar, examples, presets, backend, gpuTarget, gpuTargetLabel, targetNote, devices, jaxVersion, configBoxes, outputBoxes, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, banner, offer, bands, pinNote, tabs, panels };
 }
+
+/** The page's elements, as buildLayout makes them. */
+export type Layout = ReturnType<typeof buildLayout>;

@@ -1,7 +1,9 @@
 // Rendering off the critical path: an event goes at once to the panes of the tab on
-// show; the other panes get theirs when their tab is shown, or when the page is idle,
-// one pane per idle slice (a 10,000-line HLO never stands between an event and the
-// jaxpr on screen). Panes loaded on first use (lazy) are fed only when shown.
+// show; the other panes get theirs when their tab is shown, or when the page is idle
+// after the run ended, one pane per idle slice (a 10,000-line HLO never stands between
+// an event and the jaxpr on screen, and while a run goes the machine's cores are the
+// run's: on a small machine the browser and the server share them). Panes loaded on
+// first use (lazy) are fed only when shown.
 import type { RunEvent } from "../protocol";
 import type { OutputPane } from "../panes/pane";
 import type { TabId } from "./tabtable";
@@ -27,6 +29,8 @@ type Pending = { kind: "reset"; pipelines: string[]; labels: Record<string, stri
 export class PaneScheduler {
   private readonly pending = new Map<OutputPane, Pending[]>();
   private idleQueued = false;
+  /** a run is going (from its reset to its end): held panes wait for its end */
+  private live = false;
 
   constructor(
     private readonly panes: readonly ScheduledPane[],
@@ -42,6 +46,7 @@ export class PaneScheduler {
   }
 
   reset(pipelines: string[], labels: Record<string, string>): void {
+    this.live = true;
     for (const p of this.panes) {
       this.pending.set(p.pane, []); // what was held back for the old run is dropped
       this.apply(p, { kind: "reset", pipelines, labels });
@@ -53,6 +58,7 @@ export class PaneScheduler {
   }
 
   end(): void {
+    this.live = false;
     for (const p of this.panes) this.apply(p, { kind: "end" });
   }
 
@@ -74,7 +80,7 @@ export class PaneScheduler {
     }
     queue.push(item);
     this.pending.set(entry.pane, queue);
-    if (!entry.lazy) this.idleSoon();
+    if (!entry.lazy && !this.live) this.idleSoon();
   }
 
   private flush(entry: ScheduledPane): void {
@@ -98,6 +104,7 @@ export class PaneScheduler {
     this.idleQueued = true;
     this.idle(() => {
       this.idleQueued = false;
+      if (this.live) return; // a new run started: its end schedules again
       // one pane per idle slice; the next slice takes the next one
       const next = this.panes.find((p) => !p.lazy && this.holds(p.pane));
       if (!next) return;

@@ -16,6 +16,14 @@ export interface RunView {
   unreachable(message: string): void;
 }
 
+/** A run sent before the page was built (app/socket.ts: a shared link's, by the entry). */
+export interface EarlyRun {
+  /** the early run's seq when it is `request` (adopted), else null (dropped; for null: dropped) */
+  take(request: RunBody | null): Promise<number> | null;
+  /** the adopted run's events, held until the page cleared its outputs, delivered */
+  release(): void;
+}
+
 export class RunController {
   /** the request last sent or painted, as it was: re-runs start from it */
   lastRequest: RunBody | null = null;
@@ -25,20 +33,32 @@ export class RunController {
   constructor(
     private readonly conn: RunConnection,
     private readonly view: RunView,
+    private early: EarlyRun | null = null,
   ) {}
 
-  /** Sends `request`; its events reach the view through the connection's handler. */
+  /** Sends `request` (or adopts the early run of the same request); its events reach
+   * the view through the connection's handler. */
   async send(request: RunBody): Promise<void> {
     this.lastRequest = request;
     this.started++;
+    const early = this.early;
+    this.early = null;
     // sent first (at once when connected), the page cleared while it travels
-    const sent = this.conn.run(request);
+    const sent = early?.take(request) ?? this.conn.run(request);
     this.view.start(request);
+    early?.release();
     try {
       await sent;
     } catch (e) {
       this.view.unreachable((e as Error).message);
     }
+  }
+
+  /** The page's first run was not a run sent (a request that did not parse): an early
+   * run is dropped, its events with it. */
+  dropEarly(): void {
+    this.early?.take(null);
+    this.early = null;
   }
 
   /** Paints a whole run's events (a shared link's results sent with the page) at once. */

@@ -1,5 +1,6 @@
 // Share: the request stored as a snippet (POST /api/v1/snippets); the page's address
 // becomes its link, copied to the clipboard when the page may.
+import { h } from "../dom";
 import type { RunBody } from "../generated/request";
 import { ApiError, SnippetCreated } from "../protocol";
 
@@ -37,4 +38,33 @@ export async function shareRequest(request: RunBody, hooks: ShareHooks): Promise
   } catch (e) {
     return { problem: `Could not share: ${(e as Error).message}` };
   }
+}
+
+export interface ShareButtonHooks {
+  /** the request to share; null when it cannot be made */
+  request: () => RunBody | null;
+  toast: (...content: (Node | string)[]) => void;
+}
+
+/** The Share button: the link shown in a toast, selected (copied when the page may). */
+export function installShareButton(button: HTMLElement, hooks: ShareButtonHooks): void {
+  button.addEventListener("click", async () => {
+    const request = hooks.request();
+    if (request === null) {
+      hooks.toast("Fix the transform options before sharing.");
+      return;
+    }
+    const shared = await shareRequest(request, {
+      origin: location.origin,
+      setPath: (path) => history.replaceState(null, "", path),
+      copy: (text) => navigator.clipboard.writeText(text),
+    });
+    if ("problem" in shared) {
+      hooks.toast(shared.problem);
+      return;
+    }
+    const field = h("input", { class: "mono share-link", readonly: true, value: shared.url.href, "aria-label": "Link to this snippet", "data-testid": "share-link" });
+    hooks.toast(shared.copied ? "Link copied: " : "Link: ", field);
+    field.select();
+  });
 }

@@ -43,15 +43,31 @@ describe("PaneScheduler", () => {
     expect(s.holds(hlo)).toBe(true);
   });
 
-  it("renders held panes when the page is idle, one per idle slice, never the lazy ones", () => {
+  it("renders held panes when the page is idle after the run, one per idle slice, never the lazy ones", () => {
     const { s, hlo, graph, idle, feed, rendered } = setup();
     s.reset(["main"], {});
     feed(HLO);
+    expect(idle).toHaveLength(0); // while the run goes, the cores are the run's
+    s.end();
     expect(idle).toHaveLength(1);
     idle.shift()!();
-    expect(hlo.log).toEqual(["reset main", "show hlo main"]);
+    expect(hlo.log).toEqual(["reset main", "show hlo main", "end"]);
     expect(rendered).toEqual(["hlo"]);
     expect(graph.log).toEqual([]); // loaded on first use: only when its tab is shown
+  });
+
+  it("leaves an idle slice that comes after a new run started to that run's end", () => {
+    const { s, hlo, idle, feed } = setup();
+    s.reset(["main"], {});
+    feed(HLO);
+    s.end();
+    s.reset(["main"], {}); // the next run, before the page was idle
+    idle.shift()!();
+    expect(hlo.log).toEqual([]);
+    s.end();
+    expect(idle).toHaveLength(1);
+    idle.shift()!();
+    expect(hlo.log).toEqual(["reset main", "end"]);
   });
 
   it("renders a held pane when its tab is shown, newest run only", () => {

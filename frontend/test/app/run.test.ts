@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import type { RunConnection } from "../../src/connection";
 import type { RunBody } from "../../src/generated/request";
-import { RunController, withOutput, type RunView } from "../../src/app/run";
+import { RunController, withOutput, type EarlyRun, type RunView } from "../../src/app/run";
 import { installRunShortcut } from "../../src/app/shortcuts";
 import { parseEvent, type RunEvent } from "../../src/protocol";
 import { ACCEPTED, DONE, JAXPR } from "./fakes";
@@ -15,7 +15,7 @@ const ev = (raw: unknown): RunEvent => {
   return p.event;
 };
 
-function setup(fail = false) {
+function setup(fail = false, early: EarlyRun | null = null) {
   const log: string[] = [];
   const sent: RunBody[] = [];
   const conn: RunConnection = {
@@ -31,7 +31,7 @@ function setup(fail = false) {
     event: (e) => log.push(e.type),
     unreachable: (m) => log.push(`unreachable ${m}`),
   };
-  return { runs: new RunController(conn, view), log, sent };
+  return { runs: new RunController(conn, view, early), log, sent };
 }
 
 describe("RunController", () => {
@@ -39,6 +39,35 @@ describe("RunController", () => {
     const { runs, log } = setup();
     await runs.send(REQUEST);
     expect(log).toEqual(["sent", "start"]);
+  });
+
+  it("adopts the run the entry sent early for the same request, its events after the page cleared", async () => {
+    const shared: string[] = [];
+    const early: EarlyRun = {
+      take: (r) => (shared.push("take"), JSON.stringify(r) === JSON.stringify(REQUEST) ? Promise.resolve(1) : null),
+      release: () => void shared.push("release"),
+    };
+    const { runs, log, sent } = setup(false, early);
+    const view = (runs as unknown as { view: RunView }).view;
+    const start = view.start.bind(view);
+    view.start = (r, keep) => (shared.push("start"), start(r, keep));
+    await runs.send(REQUEST);
+    expect(shared).toEqual(["take", "start", "release"]);
+    expect(sent).toEqual([]); // no second run on the wire
+    await runs.send(REQUEST); // later runs go on the wire
+    expect(sent).toEqual([REQUEST]);
+    expect(log).toEqual(["start", "sent", "start"]);
+  });
+
+  it("drops an early run of another request and sends its own", async () => {
+    const taken: (RunBody | null)[] = [];
+    const { runs, sent } = setup(false, { take: (r) => (taken.push(r), null), release: () => {} });
+    const other = { ...REQUEST, args: "(2.0,)" };
+    await runs.send(other);
+    expect(taken).toEqual([other]);
+    expect(sent).toEqual([other]);
+    runs.dropEarly(); // nothing left to drop
+    expect(taken).toEqual([other]);
   });
 
   it("paints a run sent with the page without touching the connection", () => {

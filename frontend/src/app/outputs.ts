@@ -1,0 +1,267 @@
+// What a run does to the page (the RunView app/run.ts drives, and the connection's
+// problems): the outputs cleared when a run starts, each event routed to the panes
+// that consume it (app/render.ts: the pane on show at once), the progress line, the
+// error marker in the editor, the tabs (app/tabs.ts), the Errors pane, a warning on a
+// tampered run, and an opt-in output not asked for offered as one click.
+import type { EditorView } from "@codemirror/view";
+import type { ArgsFollower } from "../args";
+import { h } from "../dom";
+import { setErrorMark } from "../editor";
+import { fmtAgo } from "../format";
+import type { RunBody } from "../generated/request";
+import type { Layout } from "../layout";
+import { OUTPUT_PANES, optInOutput } from "../panes/registry";
+import { isTampered, pipelineOf, type RunEvent } from "../protocol";
+import { describeSignature, isArgCountError } from "../signature";
+import type { PlayState } from "../state";
+import { outputRefusal } from "../targets";
+import { describePipeline, type StepProblem } from "../transforms";
+import type { Panes } from "./panes";
+import type { RunController, RunView } from "./run";
+import type { PlayStore } from "./store";
+import type { TabController } from "./tabs";
+import type { TabId } from "./tabtable";
+
+/** The Errors card's title for a run that ended badly without an error event. */
+const DONE_TITLES: Record<string, string | undefined> = {
+  error: "The run ended with an error",
+  timeout: "The run took too long",
+  killed: "The run was stopped",
+};
+
+export interface OutputsDeps {
+  ui: Pick<Layout, "cancelBtn" | "banner" | "offer" | "outputBoxes">;
+  store: PlayStore;
+  panes: Panes;
+  tabs: TabController;
+  editor: () => EditorView;
+  follower: ArgsFollower;
+  /** the code lines banded follow the IR text on show */
+  refreshBands: () => void;
+  /** the hovered and pinned lines drawn again */
+  refreshLinks: () => void;
+  runs: () => RunController;
+  /** runs the state again (the offer's button, the args fix) */
+  run: () => void;
+}
+
+export class OutputsController implements RunView {
+  /** the pipelines' labels for the run on show (A, B: their transforms) */
+  private labels: Record<string, string> = {};
+
+  constructor(private readonly d: OutputsDeps) {}
+
+  /** Labels the pipelines of the run about to start from `state`. */
+  label(state: PlayState, request: RunBody): void {
+    this.labels = { main: describePipeline(state.steps, request.entry) };
+    if (state.compare) this.labels["0"] = describePipeline(state.compare, request.entry);
+  }
+
+  mark(tab: TabId, badge?: string): void {
+    this.d.tabs.mark(tab, badge);
+  }
+
+  /** A run starts (sent, or painted from the page): the outputs are cleared for it,
+   * unless it follows a painted run (`keep`): its outputs then replace the painted ones. */
+  start(request: RunBody, keep = false): void {
+    const { ui, panes } = this.d;
+    ui.cancelBtn.disabled = false;
+    document.body.classList.add("running");
+    if (keep) return;
+    panes.errors.reset();
+    this.mark("errors", "");
+    this.mark("console", "");
+    ui.banner.hidden = true;
+    ui.offer.hidden = true;
+    const pipelines = ["main", ...(request.compare ?? []).map((_, i) => String(i))];
+    panes.scheduler.reset(pipelines, this.labels);
+    panes.progress.reset(pipelines, this.labels);
+    panes.progress.setWorker("");
+    this.d.editor().dispatch({ effects: setErrorMark.of(null) });
+    this.d.refreshBands();
+    this.d.tabs.runStarts();
+  }
+
+  event(event: RunEvent): void {
+    const { panes, tabs } = this.d;
+    const p = pipelineOf(event);
+    for (const entry of panes.scheduler.consumers(event.type)) {
+      panes.scheduler.show(entry, event, p);
+      this.mark(entry.tab, panes.scheduler.holds(entry.pane) ? undefined : entry.pane.badge?.());
+      tabs.outputArrived(entry.tab);
+    }
+    switch (event.type) {
+      case "accepted": {
+        const w = event.worker;
+        if (w) panes.progress.setWorker([w.backend ?? w.platform, w.device_kind, w.devices ? `${w.devices} device${w.devices === 1 ? "" : "s"}` : "", w.jax_version ? `jax ${w.jax_version}` : ""].filter(Boolean).join(" · "));
+        if (event.cached === true) panes.progress.setNote(this.cachedNote(event.age_s, event.cached_at));
+        panes.progress.started();
+        break;
+      }
+      case "stage":
+        panes.progress.stage(p, event.stage, event.ms ?? null);
+        break;
+      case "jaxpr":
+      case "stablehlo":
+      case "hlo":
+        // the code lines banded and linked follow the text on show
+        if (tabs.active === event.type || tabs.active === "graph") {
+          this.d.refreshBands();
+          this.d.refreshLinks();
+        }
+        break;
+      case "error": {
+        panes.errors.addRunError(event, this.pipelineLabel(p));
+        if (isArgCountError(event.kind, event.message)) this.explainArgCount(event.message);
+        this.mark("errors", String(panes.errors.size()));
+        panes.progress.failed(p, event.stage);
+        if (event.line != null && event.line > 0) {
+          this.d.editor().dispatch({ effects: setErrorMark.of({ line: event.line, kind: event.kind, hint: event.hint ?? "" }) });
+        }
+        const pane = panes.activeIr();
+        if (!pane || !pane.has(p)) tabs.select("errors");
+        break;
+      }
+      case "done": {
+        const status: string = event.status;
+        panes.progress.done(status, event.ms, event.reason);
+        if (isTampered(status)) {
+          this.d.ui.banner.textContent = "⚠ this run's code wrote to jaxplay's output channel; what it shows may be forged";
+          this.d.ui.banner.hidden = false;
+        }
+        this.ended();
+        // a run that failed with no error event (its worker died, its time ran out): the
+        // reason `done` gives is all there is, said in Errors like any other failure
+        if (status !== "ok" && status !== "cancelled" && !isTampered(status) && panes.errors.size() === 0) {
+          panes.errors.addProblem(DONE_TITLES[status] ?? "The run ended with an error", event.reason || "The server gave no reason.");
+          this.mark("errors", String(panes.errors.size()));
+          const pane = panes.activeIr();
+          if (!pane || !pane.has(p)) tabs.select("errors");
+        }
+        if (panes.errors.size() === 0) tabs.runEndedClean();
+        break;
+      }
+    }
+  }
+
+  unreachable(message: string): void {
+    this.d.panes.progress.problem(`— ${message}`);
+    this.d.panes.errors.addProblem("Cannot reach the server", message);
+    this.mark("errors", String(this.d.panes.errors.size()));
+    this.ended();
+  }
+
+  /** The server refused a message (`seq` -1: not a run's). */
+  problem(seq: number, message: string, status: number | null | undefined, field: string | null | undefined): void {
+    const { panes } = this.d;
+    const title = status === 422 ? "The server refused the request" : status === 429 || status === 503 ? "The server is busy" : "Server problem";
+    panes.errors.addProblem(title, field ? `${message} (field: ${field})` : message);
+    this.mark("errors", String(panes.errors.size()));
+    if (seq !== -1) {
+      panes.progress.problem(status ? `(${status})` : "");
+      this.ended();
+      this.d.tabs.select("errors");
+    }
+  }
+
+  /** The connection dropped the run on show. */
+  dropped(why: string): void {
+    this.d.panes.progress.problem(`— ${why}`);
+    this.d.panes.errors.addProblem("Connection lost", why);
+    this.ended();
+  }
+
+  /** The request could not be made (a transform option, the mesh): said in Errors. */
+  showProblems(problems: StepProblem[]): void {
+    const { panes } = this.d;
+    panes.errors.reset();
+    this.mark("console", "");
+    const title = (pr: StepProblem): string => (pr.step >= 0 ? "A transform option does not parse" : pr.option === "compile for" ? "The run does not go with what it compiles for" : "The mesh or a PartitionSpec does not parse");
+    for (const pr of problems) panes.errors.addProblem(title(pr), pr.step < 0 ? `${pr.option}: ${pr.message}` : `step ${pr.step + 1}, ${pr.option}: ${pr.message}`);
+    this.mark("errors", String(problems.length));
+    panes.progress.problem("— fix the transform options first");
+    this.d.tabs.select("errors");
+  }
+
+  /** The Errors and Console badges cleared (an across run: its view says the rest). */
+  clearErrors(): void {
+    this.d.panes.errors.reset();
+    this.mark("errors", "");
+    this.mark("console", "");
+  }
+
+  /** The run on show is over (however it ended). */
+  ended(): void {
+    this.d.ui.cancelBtn.disabled = true;
+    document.body.classList.remove("running");
+    this.d.panes.scheduler.end();
+    this.showOffer();
+  }
+
+  /** An opt-in output the last run did not ask for, on show: one click runs again with it. */
+  showOffer(): void {
+    const { ui, store, panes } = this.d;
+    const name = optInOutput(this.d.tabs.active);
+    const request = this.d.runs().lastRequest;
+    const asked = request?.outputs?.includes(name!) ?? false;
+    const refused = name === null ? null : outputRefusal(name, { gpuTarget: store.state.gpuTarget, tpuTopology: store.state.tpuTopology });
+    if (name === null || request === null || asked || refused !== null || panes.progress.isLive()) {
+      ui.offer.hidden = true;
+      return;
+    }
+    const label = OUTPUT_PANES[name].optIn?.label ?? name;
+    const button = h("button", { type: "button", class: "primary", "data-testid": `rerun-with-${name}` }, `Run again with ${label}`);
+    button.addEventListener("click", () => {
+      store.state.outputs = [...(store.state.outputs ?? []).filter((o) => o !== name), name];
+      for (const box of ui.outputBoxes) if (box.dataset.output === name) box.checked = true;
+      store.changed();
+      this.d.run();
+    });
+    ui.offer.replaceChildren(h("span", {}, `This run did not ask for ${label} (${OUTPUT_PANES[name].optIn?.help ?? ""}). `), button);
+    ui.offer.hidden = false;
+  }
+
+  private pipelineLabel(p: string): string | null {
+    if (this.d.store.state.compare === null && p === "main") return null;
+    return p === "main" ? "A" : "B";
+  }
+
+  /** An argument-count TypeError about the entry: say it is the args box, offer the fix. */
+  private explainArgCount(message: string): void {
+    const { store, follower, panes } = this.d;
+    const entry = store.state.entry.trim() || "f";
+    if (!message.includes(`${entry.split(".").pop()}()`)) return; // some other call inside f
+    const sig = follower.signature();
+    follower.blame();
+    const said = `Python said: ${message.split("\n")[0]}`;
+    if (!sig) {
+      panes.errors.addArgsFix(`The \`args\` box (under the code, beside \`entry\`) holds the arguments \`${entry}\` is called with: a tuple, one value per parameter. ${said}`, null, () => {});
+      return;
+    }
+    const n = sig.params.length;
+    panes.errors.addArgsFix(
+      `The \`args\` box (under the code) gives \`${store.state.args.trim() || "()"}\`, but \`${describeSignature(sig)}\` takes ${n} positional argument${n === 1 ? "" : "s"}. ${said}`,
+      `Fill args from ${describeSignature(sig)} and run`,
+      () => {
+        follower.fill(sig);
+        this.d.run();
+      },
+    );
+  }
+
+  /** "cached, 3 min ago" and a button that sends the same request again, past the cache. */
+  private cachedNote(ageS: number | null | undefined, at: string | null | undefined): HTMLElement {
+    const fresh = h("button", { type: "button", class: "linklike", "data-testid": "rerun-fresh", title: "run it again now, not answered from the cache (\"cache\": false)" }, "re-run fresh");
+    fresh.addEventListener("click", () => {
+      void this.d.runs().fresh();
+    });
+    const age = ageS == null ? "cached" : `cached, ${fmtAgo(ageS)}`;
+    return h(
+      "span",
+      { class: "cached-note", "data-testid": "cached", title: `outputs from the server's cache${at ? ` (made ${at})` : ""}: two runs by different clients agreed on them; timings are measured fresh` },
+      age,
+      " · ",
+      fresh,
+    );
+  }
+}

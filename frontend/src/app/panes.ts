@@ -1,0 +1,99 @@
+// The output panes, one per tab that shows run outputs, and the scheduler that feeds
+// them (app/render.ts). The Graph (elkjs layout), Passes (its diff: @codemirror/merge)
+// and Sharding panes are loaded when their tab is first shown (app/lazy.ts).
+import type { EditorView } from "@codemirror/view";
+import { IR_TYPES, type IrType } from "../protocol";
+import { AsmPane } from "../panes/asm";
+import { ConsolePane } from "../panes/console";
+import { CostPane } from "../panes/cost";
+import { ErrorsPane } from "../panes/errors";
+import type { GraphPane } from "../panes/graph";
+import { IrPane } from "../panes/ir";
+import { MemoryPane } from "../panes/memory";
+import type { PassesPane } from "../panes/passes";
+import { Progress } from "../panes/progress";
+import { RemarksPane } from "../panes/remarks";
+import type { ShardingPane } from "../panes/sharding";
+import { TimingPane } from "../panes/timing";
+import { ValuePane } from "../panes/value";
+import { LazyPane } from "./lazy";
+import { PaneScheduler, type ScheduledPane } from "./render";
+import type { TabId } from "./tabtable";
+
+export interface PaneHooks {
+  /** the pointer is on a line linked to `codeLine` (null: off every line) */
+  hover: (codeLine: number | null, from: EditorView | null) => void;
+  /** a click on a linked line */
+  pin: (codeLine: number) => void;
+  /** scrolls the editor to a code line */
+  reveal: (codeLine: number) => void;
+  /** the graph was drawn: the code lines it links are banded */
+  drawn: () => void;
+  /** the entry's parameter names (the sharding pane's rows) */
+  params: () => string[];
+  /** the tab on show */
+  active: () => TabId;
+  /** a pane rendered what it held back: its tab's badge follows */
+  rendered: (entry: ScheduledPane) => void;
+}
+
+export class Panes {
+  readonly ir = {} as Record<IrType, IrPane>;
+  readonly graph: LazyPane<GraphPane>;
+  readonly passes: LazyPane<PassesPane>;
+  readonly sharding: LazyPane<ShardingPane>;
+  readonly errors: ErrorsPane;
+  readonly progress: Progress;
+  readonly scheduler: PaneScheduler;
+
+  constructor(panels: Record<TabId, HTMLElement>, progress: HTMLElement, private readonly hooks: PaneHooks) {
+    for (const kind of IR_TYPES) this.ir[kind] = new IrPane(kind, panels[kind], hooks.hover, hooks.pin);
+    const hoverCode = (line: number | null): void => hooks.hover(line, null);
+    this.graph = new LazyPane<GraphPane>(["jaxpr", "hlo"], async () => {
+      const { GraphPane } = await import("../panes/graph");
+      return new GraphPane(panels.graph, hoverCode, hooks.pin, hooks.drawn);
+    });
+    this.sharding = new LazyPane<ShardingPane>(["sharding"], async () => {
+      const { ShardingPane } = await import("../panes/sharding");
+      return new ShardingPane(panels.sharding, hooks.reveal, hooks.params);
+    });
+    this.passes = new LazyPane<PassesPane>(["passes"], async () => {
+      const { PassesPane } = await import("../panes/passes");
+      return new PassesPane(panels.passes, hooks.hover, hooks.pin);
+    });
+    this.errors = new ErrorsPane(panels.errors, hooks.reveal);
+    this.progress = new Progress(progress);
+    /** every output pane with its tab; events go to the panes that consume them */
+    const all: ScheduledPane[] = [
+      ...IR_TYPES.map((k): ScheduledPane => ({ tab: k, pane: this.ir[k] })),
+      { tab: "graph", pane: this.graph, lazy: true },
+      { tab: "value", pane: new ValuePane(panels.value) },
+      { tab: "cost", pane: new CostPane(panels.cost) },
+      { tab: "timing", pane: new TimingPane(panels.timing) },
+      { tab: "passes", pane: this.passes, lazy: true },
+      { tab: "asm", pane: new AsmPane(panels.asm, hoverCode) },
+      { tab: "memory", pane: new MemoryPane(panels.memory, hoverCode) },
+      { tab: "remarks", pane: new RemarksPane(panels.remarks, hooks.reveal) },
+      { tab: "sharding", pane: this.sharding, lazy: true },
+      { tab: "console", pane: new ConsolePane(panels.console) },
+    ];
+    this.scheduler = new PaneScheduler(all, hooks.active, undefined, hooks.rendered);
+  }
+
+  /** The IR pane on show, if an IR tab is. */
+  activeIr(): IrPane | null {
+    const tab = this.hooks.active();
+    return (IR_TYPES as readonly string[]).includes(tab) ? this.ir[tab as IrType] : null;
+  }
+
+  /** The text views whose lines link to the code: the IR pane's or the passes'. */
+  linkedViews(): EditorView[] {
+    return this.hooks.active() === "passes" ? (this.passes.get()?.views() ?? []) : (this.activeIr()?.views() ?? []);
+  }
+
+  /** The code lines to band: the IR text on show (the Graph tab: the text it draws). */
+  bandLines(): Set<number> {
+    const pane = this.hooks.active() === "graph" ? this.ir[this.graph.get()?.source ?? "jaxpr"] : this.activeIr();
+    return pane?.codeLines() ?? new Set();
+  }
+}
