@@ -1,6 +1,7 @@
 """The jail: bubblewrap, seccomp, cgroups and rlimits around every run of user code.
 
 See docs/sandbox.md. ``Jailer`` holds what all jails on a host share; ``Jail`` is one;
-``JailedRun`` runs one request in a fresh jail; the zygote (``zygote.py``) is what the
+one supervised run in a fresh jail is
+sandbox/supervisor/jailed.py's ``JailedRun``; the zygote (``zygote.py``) is what the
 warm pool runs inside each jail.
 """

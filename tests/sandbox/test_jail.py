@@ -15,13 +15,14 @@ import pytest
 from sandbox import pool_registry
 from sandbox.jail.bwrap import BASE_ENV, LAUNCH_ENV, Runtime, bwrap_argv
 from sandbox.jail.jail import Jailer, JailUnavailable
-from sandbox.jail.run import JailedRun, jail_returncode
+from sandbox.jail.run import jail_returncode
 from sandbox.jail.seccomp import filter_bpf
 from sandbox.jail.settings import GiB, JailConfig, JailLimits, MiB, describe, parse_bytes
 from sandbox.pool.settings import PoolSettings
 from sandbox.pool.subprocess_pool import SubprocessPool
 from sandbox.pool_registry import AutoOptions
 from sandbox.protocol import RunRequest
+from sandbox.supervisor.jailed import JailedRun
 from tests.sandbox.conftest import TEST_LIMITS, needs_bwrap
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "sandbox.md"
