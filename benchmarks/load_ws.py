@@ -190,7 +190,7 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-ZYGOTE_MARK = b"sandbox.jail.zygote"
+ZYGOTE_MARK = b"sandbox.zygote.main"
 
 
 class TreeCPU:

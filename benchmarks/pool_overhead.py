@@ -92,11 +92,11 @@ def _request(case: str, edit: int) -> RunRequest:
 
 def floor_main(repeat: int) -> None:
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
-    from sandbox.engine import worker
-    from sandbox.jail import zygote
+    from sandbox.engine import api, worker
+    from sandbox.zygote import child
 
-    worker.prepare(thorough=True)  # as a zygote prepares (main() in zygote.py)
-    zygote._warm_backend_discovery()
+    api.prepare()  # as a zygote prepares (sandbox/zygote/main.py)
+    api.discover_backends()
     gc.collect()
     gc.freeze()
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -114,7 +114,7 @@ def floor_main(repeat: int) -> None:
             pid = os.fork()
             if pid == 0:
                 mine.close()
-                zygote._warm_up(worker, its)  # as a warm child: stops when the run comes
+                child.warm_up(api, its)  # as a warm child: stops when the run comes
                 its.recv(16)
                 worker.run_message(message, devnull)
                 os._exit(0)
@@ -174,7 +174,7 @@ async def measure_pools(repeat: int, fresh_repeat: int, pause_s: float) -> dict[
     from sandbox.jail.jail import Jailer
     from sandbox.pool.settings import PoolSettings
     from sandbox.pool.subprocess_pool import SubprocessPool
-    from sandbox.pool.zygote_pool import ZygotePool
+    from sandbox.zygote.pool import ZygotePool
 
     pool = ZygotePool(Jailer(), PoolSettings(pool_spares=1))
     await pool.start()
@@ -182,7 +182,8 @@ async def measure_pools(repeat: int, fresh_repeat: int, pause_s: float) -> dict[
     spare = next(z for z in pool.zygotes if z.state == "idle")
     while not spare.warm_child:
         await asyncio.sleep(0.05)
-    idle_rss_kib = spare.info["rss_kib"]
+    assert spare.info is not None
+    idle_rss_kib = spare.info.rss_kib
     idle_jail_bytes = spare.jail.cgroup.memory_bytes() if spare.jail.cgroup else 0
     idle_memory = _jail_memory(spare.jail.cgroup.pids()) if spare.jail.cgroup else {}
     warm: dict[str, list[float]] = {c: [] for c in CASES}

@@ -1,15 +1,15 @@
 """What keeping a process across runs costs per run: the check after each run.
 
 In one warm process (no jail; the zygote's warm child does the same), the baseline of
-sandbox/jail/reuse.py is taken once, then the edit-loop cases (benchmarks/edit_loop.py)
+sandbox/zygote/watch.py is taken once, then the edit-loop cases (benchmarks/edit_loop.py)
 run one after another through the engine, and after each: the engine's things put
 back and the run's garbage collected (``Watch.reset``, ``gc.collect``, ``gc.freeze``),
 the in-process check (``Watch.changes``) and the kernel's view from /proc (what the zygote
 reads, ``kernel_view`` and ``busy_threads``). Prints medians and the largest, in ms,
 and what the check found (it must be nothing: these runs change nothing).
 
-Which implementation compared the namespaces is printed (``reuse.IDENTITY_CHECK``: the
-C extension sandbox/jail/_identity.c, or Python where it is not built), and beside it,
+Which implementation compared the namespaces is printed (``state_watch.IDENTITY_CHECK``: the
+C extension sandbox/zygote/_identity.c, or Python where it is not built), and beside it,
 after the same runs, that comparison alone by each implementation.
 
     .venv/bin/python benchmarks/reuse_check.py [--rounds 3] [--python]
@@ -40,11 +40,12 @@ def main() -> None:
     args = parser.parse_args()
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # as a jail: one CPU
     from sandbox.engine import worker
-    from sandbox.jail import reuse
     from sandbox.protocol import RunRequest
+    from sandbox.zygote import kernel_view
+    from sandbox.zygote import watch as state_watch
 
     if args.python:
-        reuse._identity, reuse.IDENTITY_CHECK = None, "python"  # type: ignore[assignment]
+        state_watch._identity, state_watch.IDENTITY_CHECK = None, "python"  # type: ignore[assignment]
     load = os.getloadavg()[0]
     worker.prepare(thorough=True)
     for step in worker.warm_backend():
@@ -53,12 +54,12 @@ def main() -> None:
     gc.freeze()
     devnull = os.open(os.devnull, os.O_WRONLY)
     started = time.perf_counter()
-    watch = reuse.Watch()
+    watch = state_watch.Watch()
     baseline_ms = (time.perf_counter() - started) * 1000
-    kernel = reuse.kernel_view(os.getpid())
+    kernel = kernel_view.kernel_view(os.getpid())
     parts: dict[str, list[float]] = {"reset+gc": [], "process check": [], "kernel view": []}
     # the namespaces' comparison alone, by each implementation, on the same state
-    compare = ["python"] + (["c"] if reuse._identity is not None else [])
+    compare = ["python"] + (["c"] if state_watch._identity is not None else [])
     alone: dict[str, list[float]] = {implementation: [] for implementation in compare}
     found: list[str] = []
     for edit in range(args.rounds):
@@ -73,8 +74,8 @@ def main() -> None:
             t1 = time.perf_counter()
             found += watch.changes()
             t2 = time.perf_counter()
-            found += reuse.kernel_changes(kernel, reuse.kernel_view(os.getpid()))
-            reuse.busy_threads(os.getpid())
+            found += kernel_view.kernel_changes(kernel, kernel_view.kernel_view(os.getpid()))
+            kernel_view.busy_threads(os.getpid())
             t3 = time.perf_counter()
             for part, ms in zip(parts, (t1 - t0, t2 - t1, t3 - t2), strict=True):
                 parts[part].append(ms * 1000)
@@ -83,17 +84,19 @@ def main() -> None:
                 # the C one takes the modules and classes (all of them here), packed
                 t4 = time.perf_counter()
                 if implementation == "c":
-                    assert reuse._identity is not None and watch._native is not None
-                    at = [watch._native_at[i] for i in reuse._identity.differing(watch._native)]
+                    assert state_watch._identity is not None and watch._native is not None
+                    at = [
+                        watch._native_at[i] for i in state_watch._identity.differing(watch._native)
+                    ]
                 else:
-                    at = reuse._differing(entries)
+                    at = state_watch._differing(entries)
                 alone[implementation].append((time.perf_counter() - t4) * 1000)
                 found += [f"{implementation}: {watch._names[i]}" for i in at]
     sys.stdout = sys.__stdout__
     print(f"load average {load:.1f} at the start, one CPU, {args.rounds} rounds of {len(CASES)}")
     print(f"baseline (once per process, while it warms up): {baseline_ms:.1f} ms")
     print(
-        f"namespaces compared by: {reuse.IDENTITY_CHECK} ({len(watch.namespaces)} namespaces,"
+        f"namespaces compared by: {state_watch.IDENTITY_CHECK} ({len(watch.namespaces)} namespaces,"
         f" {sum(len(ns.keys) for ns in watch.namespaces.values())} attributes;"
         f" {len(watch._other)} of them compared in Python)"
     )

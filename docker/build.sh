@@ -86,7 +86,7 @@ debian_image() {
     printf -v "$var" %s "$tag"
 }
 debian_image base BASE_TAG "${BASE_PACKAGES[@]}"
-# The workers' C extension (sandbox/jail/_identity.c) is compiled in a stage of its
+# The workers' C extension (sandbox/zygote/_identity.c) is compiled in a stage of its
 # own, FROM this: no image that runs keeps a compiler.
 debian_image builder BUILDER_TAG "${BUILDER_PACKAGES[@]}"
 

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # bubblewrap + libseccomp2: the jail; acl: setfacl, to let the jail's uid reach the
 # Python runtime when it lives under a private directory (see below and docs/sandbox.md).
 # binutils: objdump, which the engine's asm output runs (inside the jail, from /usr).
-# gcc + libc6-dev: the install builds a small C extension (sandbox/jail/_identity.c).
+# gcc + libc6-dev: the install builds a small C extension (sandbox/zygote/_identity.c).
 APT_PACKAGES=(bubblewrap libseccomp2 acl chromium fonts-dejavu-core redis-server postgresql binutils gcc libc6-dev)
 
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
@@ -30,16 +30,16 @@ fi
 # shellcheck source=scripts/venv_python.sh
 source scripts/venv_python.sh
 stamp=.venv/.jaxplay-installed
-# The install also builds the C extension sandbox/jail/_identity.abi3.so in place
+# The install also builds the C extension sandbox/zygote/_identity.abi3.so in place
 # (pyproject.toml, ext-modules): again when its source changed.
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ sandbox/jail/_identity.c -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ sandbox/zygote/_identity.c -nt "$stamp" ]; then
     echo "setup: installing jaxplay and its development tools into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q -e '.[dev]'
     touch "$stamp"
     # optional for the install (pip -q hides its failure): say it here
-    if [ ! -f sandbox/jail/_identity.abi3.so ]; then
-        echo "setup: sandbox/jail/_identity.c was not built (no C compiler or Python headers?):" \
+    if [ ! -f sandbox/zygote/_identity.abi3.so ]; then
+        echo "setup: sandbox/zygote/_identity.c was not built (no C compiler or Python headers?):" \
             "a kept process's check runs in Python, ~5-10 ms a run more" >&2
     fi
 fi

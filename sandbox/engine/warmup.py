@@ -206,6 +206,6 @@ def _warm_dot() -> None:
 def describe() -> dict[str, Any]:
     """What this process runs on, as ``accepted`` says it for a CPU run of one device:
     a zygote's warm child calls it after its warm-up, before any run, and the zygote
-    says it in its hello (sandbox/jail/zygote.py). The pool relays that, never what a
-    run's own ``accepted`` claims (sandbox/pool/zygote_pool.py)."""
+    says it in its hello (sandbox/zygote/main.py). The pool relays that, never what a
+    run's own ``accepted`` claims (sandbox/zygote/handle.py)."""
     return worker_info(RunRequest.model_validate(WARM_REQUEST))

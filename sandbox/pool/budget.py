@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sandbox.pool.zygote_pool import Zygote, ZygotePool
+    from sandbox.zygote.handle import Zygote
+    from sandbox.zygote.pool import ZygotePool
 
 
 class Budget:

@@ -69,7 +69,6 @@ def pool_for_environment(base: Any, env: Environment) -> Pool:
         return ZygotePool(
             base.jailer.with_runtime(runtime),
             base.settings,
-            worker_module=base.worker_module,
             budget=base.budget,
         )
     if not isinstance(base, ForEnvironment):

@@ -18,8 +18,9 @@ from sandbox.jail import seccomp
 from sandbox.jail.jail import Hardening, Jailer, JailUnavailable
 from sandbox.jail.procstate import jail_command_pid, processes_by_uid
 from sandbox.jail.settings import JailConfig
-from sandbox.pool.zygote_pool import Zygote, ZygotePool
 from sandbox.protocol import RunRequest
+from sandbox.zygote.handle import Zygote
+from sandbox.zygote.pool import ZygotePool
 from tests.sandbox.conftest import (
     TEST_LIMITS,
     TEST_POOL,
@@ -101,7 +102,7 @@ def test_a_zygote_whose_limits_or_scheduling_changed_retires(
     tenant = f"changer-{what}"
     first = open_pool.run(_code(CONFIGURED), tenant=tenant)
     assert first.status == "ok" and "LEAK" not in first.out, first.out
-    with caplog.at_level(logging.INFO, logger="sandbox.pool.zygote_pool"):
+    with caplog.at_level(logging.INFO, logger="sandbox.zygote.handle"):
         attack = open_pool.run(_code(ATTACKS[what]), tenant=tenant)
     assert attack.status == "ok", attack.out
     assert attack.zygote == first.zygote
@@ -216,7 +217,7 @@ def test_the_log_reader_takes_any_bytes_and_attributes_them(
         reader.feed_eof()
         await Zygote._read_log(SimpleNamespace(id="z1"), reader, "says")  # type: ignore[arg-type]
 
-    with caplog.at_level(logging.INFO, logger="sandbox.pool.zygote_pool"):
+    with caplog.at_level(logging.INFO, logger="sandbox.zygote.handle"):
         asyncio.run(go())
     messages = [r.getMessage() for r in caplog.records]
     assert messages and all(m.startswith("z1 says: ") for m in messages)
@@ -245,7 +246,7 @@ def test_a_run_cannot_write_to_the_zygote_log(
             if target.startswith('pipe:'):  # the zygote's log is a pipe; /dev/null is not
                 probe(f'reopen {pid}:{fd} {target}', lambda: open(f'/proc/{pid}/fd/{fd}', 'wb').write(line))
     """)
-    with caplog.at_level(logging.INFO, logger="sandbox.pool.zygote_pool"):
+    with caplog.at_level(logging.INFO, logger="sandbox.zygote.handle"):
         r = live_pool.run(forge, tenant="forger")
         after = live_pool.run("print('alive')", tenant="forger")
     # It wrote to its own event channel too: the run says so (tampered), and nothing

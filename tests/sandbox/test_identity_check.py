@@ -1,5 +1,5 @@
-"""The identity comparison of a kept process's check (sandbox/jail/reuse.py): the C
-extension sandbox/jail/_identity.c and the same comparison in Python find the same
+"""The identity comparison of a kept process's check (sandbox/zygote/watch.py): the C
+extension sandbox/zygote/_identity.c and the same comparison in Python find the same
 changes, by identity only (a replacement that compares equal is a change), without
 running any code of the objects they compare; the extension is built (in CI a
 missing build fails) and loads in every interpreter jaxplay runs."""
@@ -17,36 +17,36 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sandbox.jail import reuse
 from sandbox.versions import installed
+from sandbox.zygote import watch as state_watch
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSIONS_DIR = Path(os.environ.get("JAXPLAY_JAX_VERSIONS_DIR") or ROOT / ".jaxplay" / "versions")
-NOT_BUILT = "sandbox/jail/_identity.abi3.so is not built (make setup, with a C compiler)"
+NOT_BUILT = "sandbox/zygote/_identity.abi3.so is not built (make setup, with a C compiler)"
 
 
 class Implementation:
-    """One way to take a baseline entry (reuse._Namespace's) and to compare entries."""
+    """One way to take a baseline entry (state_watch._Namespace's) and to compare entries."""
 
     def __init__(self, native: bool) -> None:
-        if native and reuse._identity is None:
+        if native and state_watch._identity is None:
             pytest.skip(NOT_BUILT)
         self.native = native
 
-    def entry(self, obj: Any) -> reuse.Entry:
+    def entry(self, obj: Any) -> state_watch.Entry:
         if self.native:
-            assert reuse._identity is not None
-            d = reuse._identity.namespace(obj)
+            assert state_watch._identity is not None
+            d = state_watch._identity.namespace(obj)
             assert type(d) is dict
         else:
             d = vars(obj)
         return (obj, type(obj), d, tuple(d), tuple(d.values()))
 
-    def differing(self, entries: list[reuse.Entry]) -> list[int]:
+    def differing(self, entries: list[state_watch.Entry]) -> list[int]:
         if self.native:
-            assert reuse._identity is not None
-            return reuse._identity.differing(reuse._identity.pack(entries))
-        return reuse._differing(entries)
+            assert state_watch._identity is not None
+            return state_watch._identity.differing(state_watch._identity.pack(entries))
+        return state_watch._differing(entries)
 
 
 @pytest.fixture(params=["c", "python"])
@@ -55,7 +55,7 @@ def impl(request: pytest.FixtureRequest) -> Implementation:
 
 
 def test_the_extension_is_built() -> None:
-    if reuse.IDENTITY_CHECK != "c":
+    if state_watch.IDENTITY_CHECK != "c":
         if os.environ.get("CI"):
             pytest.fail(f"{NOT_BUILT}: CI must build it (pyproject.toml, ext-modules)")
         pytest.skip(NOT_BUILT)
@@ -63,7 +63,7 @@ def test_the_extension_is_built() -> None:
 
 def test_one_build_loads_in_every_interpreter() -> None:
     """The JAX versions' environments run other Pythons (3.11, 3.12) on this source tree."""
-    if reuse.IDENTITY_CHECK != "c":
+    if state_watch.IDENTITY_CHECK != "c":
         pytest.skip(NOT_BUILT)
     pythons = {sys.executable}
     for env in installed(VERSIONS_DIR).values():
@@ -81,8 +81,8 @@ def test_one_build_loads_in_every_interpreter() -> None:
 LOADS = """
 import sys
 sys.path.insert(0, ".")
-from sandbox.jail import _identity, reuse
-assert reuse.IDENTITY_CHECK == "c" and _identity.__file__.endswith("_identity.abi3.so")
+from sandbox.zygote import _identity, watch as state_watch
+assert state_watch.IDENTITY_CHECK == "c" and _identity.__file__.endswith("_identity.abi3.so")
 m, c = type(sys)("m"), type("C", (), {"x": 1})
 m.x = 1
 entries = [(o, type(o), _identity.namespace(o), tuple(vars(o)), tuple(vars(o).values()))
@@ -190,10 +190,10 @@ def test_a_changed_entry_of_another_kind_is_found(impl: Implementation) -> None:
     assert impl.differing([(m, type, d, keys, values), entry]) == [0]  # another type
     assert impl.differing([(m, kind, d, (*keys[:-1], "b"), values), entry]) == [0]
     if impl.native:  # a baseline the comparison could not read right is refused
-        assert reuse._identity is not None
+        assert state_watch._identity is not None
         for bad in [(m, kind, d, keys, (*values, 2)), (m, kind, vars(int), keys, values)]:
             with pytest.raises(TypeError):
-                reuse._identity.pack([entry, bad])
+                state_watch._identity.pack([entry, bad])
     else:
         assert impl.differing([(m, kind, d, keys, (*values, 2)), entry]) == [0]
 
@@ -263,8 +263,8 @@ def test_the_c_comparison_runs_no_python_code() -> None:
             (event, frame.f_code.co_name if event == "call" else getattr(arg, "__name__", ""))
         )
 
-    assert reuse._identity is not None
-    namespace, dicts = reuse._identity.namespace, []
+    assert state_watch._identity is not None
+    namespace, dicts = state_watch._identity.namespace, []
     sys.setprofile(profile)
     try:
         for x in (m, cls, odd, changed, m_changed):
@@ -285,7 +285,7 @@ def test_the_c_comparison_runs_no_python_code() -> None:
     _Recording.calls.clear()
     events.clear()
 
-    differing, baseline = reuse._identity.differing, reuse._identity.pack(entries)
+    differing, baseline = state_watch._identity.differing, state_watch._identity.pack(entries)
     sys.setprofile(profile)
     try:
         found = differing(baseline)
@@ -310,7 +310,7 @@ def test_a_module_class_swap_is_a_change_of_the_watch() -> None:
 WATCH = """
 import types
 import jax, jax.numpy as jnp
-from sandbox.jail import reuse
+from sandbox.zygote import watch as state_watch
 
 
 class Lying(types.ModuleType):
@@ -320,8 +320,8 @@ class Lying(types.ModuleType):
 
 def main(native):
     jnp.sum(jnp.ones(3)).block_until_ready()  # the backend started before the baseline
-    reuse._identity = native
-    watch = reuse.Watch()
+    state_watch._identity = native
+    watch = state_watch.Watch()
     assert watch.changes() == [], watch.changes()
     jnp.__class__ = Lying
     assert jnp.sum(jnp.ones(3)) == 42
@@ -334,7 +334,7 @@ def main(native):
     assert "the attributes of jax.numpy" in watch.changes(), watch.changes()
 
 
-native = reuse._identity
+native = state_watch._identity
 main(None)
 if native is not None:
     main(native)
@@ -345,7 +345,7 @@ print("checked")
 def test_c_and_python_agree_on_a_jax_process() -> None:
     """In a real JAX process (its ~2,600 namespaces after a jit, a grad and a vmap),
     the two implementations find nothing, then the same changes."""
-    if reuse.IDENTITY_CHECK != "c":
+    if state_watch.IDENTITY_CHECK != "c":
         pytest.skip(NOT_BUILT)
     done = subprocess.run(
         [sys.executable, "-c", AGREE], capture_output=True, text=True, timeout=180, cwd=ROOT
@@ -356,24 +356,24 @@ def test_c_and_python_agree_on_a_jax_process() -> None:
 AGREE = """
 import jax, jax.numpy as jnp, numpy as np
 from jax._src import array
-from sandbox.jail import reuse
+from sandbox.zygote import watch as state_watch
 
 
 def main():  # its names are not __main__'s, which is watched too
     f = jax.jit(jax.grad(lambda x: jnp.sum(jnp.tanh(x) ** 2)))
     f(jnp.ones(3)).block_until_ready()
     jax.vmap(jnp.sin)(jnp.ones((2, 3))).block_until_ready()
-    watch = reuse.Watch()
+    watch = state_watch.Watch()
     entries = [ns.entry for ns in watch.namespaces.values()]
     assert len(entries) > 1000 and watch._other == [], (len(entries), len(watch._other))
     # as the fallback takes them: vars(obj), a mappingproxy for a class
     py_entries = [(o, k, vars(o), keys, values) for o, k, _, keys, values in entries]
     assert sum(type(e[2]) is not dict for e in py_entries) > 500
 
-    baseline = reuse._identity.pack(entries)
+    baseline = state_watch._identity.pack(entries)
 
     def both():
-        c, py = reuse._identity.differing(baseline), reuse._differing(py_entries)
+        c, py = state_watch._identity.differing(baseline), state_watch._differing(py_entries)
         assert c == py, (c, py)
         return sorted(watch._names[i] for i in c)
 
@@ -398,19 +398,19 @@ def test_without_the_extension_the_same_check_runs_in_python_and_says_so() -> No
         [sys.executable, "-c", FALLBACK], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
     assert done.returncode == 0 and "checked" in done.stdout, done.stderr[-3000:]
-    assert done.stderr.count("sandbox.jail._identity is not built") == 1, done.stderr
+    assert done.stderr.count("sandbox.zygote._identity is not built") == 1, done.stderr
 
 
 FALLBACK = """
 import sys
-sys.modules["sandbox.jail._identity"] = None  # as where it was not built: ImportError
+sys.modules["sandbox.zygote._identity"] = None  # as where it was not built: ImportError
 import json
-from sandbox.jail import reuse
+from sandbox.zygote import watch as state_watch
 
 
 def main():
-    assert reuse.IDENTITY_CHECK == "python" and reuse._identity is None
-    watch = reuse.Watch()
+    assert state_watch.IDENTITY_CHECK == "python" and state_watch._identity is None
+    watch = state_watch.Watch()
     assert watch.changes() == [], watch.changes()
     saved, json.dumps = json.dumps, lambda *a, **k: "{}"
     assert "the attributes of json" in watch.changes(), watch.changes()

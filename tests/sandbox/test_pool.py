@@ -45,8 +45,9 @@ def test_zygotes_are_warm_and_single_threaded(live_pool: LivePool) -> None:
     spares = [z for z in live_pool.pool.zygotes if z.tenant is None and z.state == "idle"]
     assert spares, live_pool.pool.zygotes
     for z in spares:
-        assert z.info["threads"] == 1  # forking is safe only with one thread
-        assert z.info["rss_kib"] < 250 * 1024  # an idle warm worker stays under 250 MB
+        assert z.info is not None
+        assert z.info.threads == 1  # forking is safe only with one thread
+        assert z.info.rss_kib < 250 * 1024  # an idle warm worker stays under 250 MB
 
 
 def test_a_new_tenant_gets_a_ready_spare(live_pool: LivePool) -> None:
@@ -157,9 +158,9 @@ def test_stats(live_pool: LivePool) -> None:
         assert key in stats
     assert stats["jail"]["uid"] != 0
     # the zygotes said how their kept processes check themselves: in C where built
-    from sandbox.jail import reuse
+    from sandbox.zygote import watch as state_watch
 
-    assert stats["identity_check"] == reuse.IDENTITY_CHECK
+    assert stats["identity_check"] == state_watch.IDENTITY_CHECK
 
 
 def test_retire_after_max_runs(small_pool: LivePool) -> None:
@@ -207,7 +208,7 @@ def test_a_runtime_under_tmp_survives_the_wipe() -> None:
     on the way to it, and the zygote stays warm."""
     from sandbox.jail.jail import Jailer
     from sandbox.jail.settings import JailConfig
-    from sandbox.pool.zygote_pool import ZygotePool
+    from sandbox.zygote.pool import ZygotePool
     from tests.sandbox.conftest import TEST_LIMITS
 
     base = Path(tempfile.mkdtemp(prefix="jaxplay-runtime-"))  # the jail user must reach it

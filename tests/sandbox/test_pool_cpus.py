@@ -1,6 +1,6 @@
 """Runs and CPUs: the pool starts a run on a CPU no other run is using, moving the
 tenant's whole jail there first (its cpuset), and a process kept across runs stays
-kept through such a move (sandbox/pool/zygote_pool.py ``_place``)."""
+kept through such a move (sandbox/zygote/pool.py ``_place``)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from dataclasses import replace
 
 import pytest
 
-from sandbox.jail import reuse
-from sandbox.pool.zygote_pool import Zygote
 from sandbox.protocol import RunRequest
+from sandbox.zygote import kernel_view
+from sandbox.zygote.handle import Zygote
 from tests.sandbox.conftest import TEST_POOL, LivePool, make_live_pool, needs_bwrap
 
 pytestmark = [needs_bwrap, pytest.mark.slow]
@@ -115,11 +115,11 @@ def test_the_kept_process_cpus_are_compared_with_the_zygotes_own() -> None:
     child = subprocess.Popen(["sleep", "30"])
     try:
         os.sched_setaffinity(child.pid, mine[:1])
-        narrowed = reuse.kernel_view(child.pid)["Cpus_allowed_list"]
+        narrowed = kernel_view.kernel_view(child.pid)["Cpus_allowed_list"]
         assert narrowed == str(mine[0])
         os.sched_setaffinity(0, mine[:1])  # the reader moved too: as a pool's move does
         try:
-            assert reuse.kernel_view(child.pid)["Cpus_allowed_list"] == "as the reader's"
+            assert kernel_view.kernel_view(child.pid)["Cpus_allowed_list"] == "as the reader's"
         finally:
             os.sched_setaffinity(0, mine)
     finally:

@@ -12,8 +12,9 @@ from typing import Any
 
 from sandbox.jail.compile_cache import CACHE_DIR
 from sandbox.pool.base import PoolFull
-from sandbox.pool.zygote_pool import PRISTINE, Zygote, ZygoteRun
 from sandbox.protocol import TAMPERED_REASON, RunRequest
+from sandbox.zygote.handle import PRISTINE, Zygote
+from sandbox.zygote.run import ZygoteRun
 from tests.sandbox.conftest import LivePool, Result
 from tests.sandbox.test_reuse import run as tenant_run
 
@@ -226,7 +227,8 @@ def test_the_accepted_worker_is_the_zygote_s_whatever_a_kept_process_was_made_to
     assert "FORGED True" in second.result.out  # the patch is still there...
     accepted = second.result.of("accepted")[0]
     zygote = next(z for z in live_pool.pool.zygotes if z.id == second.result.zygote)
-    hello = zygote.info["worker"]
+    assert zygote.info is not None and zygote.info.worker is not None
+    hello = zygote.info.worker
     assert hello["platform"] == "cpu" and hello["device_kind"] == "cpu", hello
     # ...but the worker relayed is what the zygote said before any run
     assert accepted["worker"] == dict(hello, devices=1), accepted

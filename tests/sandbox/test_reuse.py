@@ -1,4 +1,4 @@
-"""A tenant's process kept across its runs (sandbox/jail/reuse.py, issue 11): a normal
+"""A tenant's process kept across its runs (sandbox/zygote/watch.py, issue 11): a normal
 run's process serves the tenant's next run; a run that changes anything jaxplay or a
 later run relies on is the last of its process, and the next run shows exactly what a
 fresh tenant's shows. Real jail, real JAX."""
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.jail import reuse
 from sandbox.protocol import RunRequest
+from sandbox.zygote import watch as state_watch
 from tests.sandbox.conftest import LivePool, Result
 from tests.sandbox.test_compile_cache import SHOWN, VOLATILE
 
@@ -257,11 +257,11 @@ def test_a_process_serves_at_most_its_runs_under_its_memory_bound(
 #: The in-process check on its own, in a process of its own (it installs an audit hook).
 CHECK = """
 import threading, jax, jax.numpy as jnp
-from sandbox.jail import reuse
+from sandbox.zygote import watch as state_watch
 
 
 def main():  # its names are not __main__'s, which is watched too
-    watch = reuse.Watch()
+    watch = state_watch.Watch()
     assert watch.changes() == [], watch.changes()
     saved, jnp.sum = jnp.sum, (lambda *a, **k: 42)
     assert "the attributes of jax.numpy" in watch.changes(), watch.changes()
@@ -298,8 +298,8 @@ def test_the_jailed_process_checks_with_the_same_implementation(live_pool: LiveP
     """The jail binds the source tree with the built extension: a kept process's check
     is the C one wherever it is built here (tests/sandbox/test_identity_check.py
     fails in CI where it is not), and the process is kept."""
-    code = "import sys\nprint(sys.modules['sandbox.jail.reuse'].IDENTITY_CHECK)\n"
+    code = "import sys\nprint(sys.modules['sandbox.zygote.watch'].IDENTITY_CHECK)\n"
     runs = [run(live_pool, code, "reuse-identity") for _ in range(3)]
     assert all(r.result.status == "ok" for r in runs), runs[-1].result.events
-    assert [r.result.out.strip() for r in runs] == [reuse.IDENTITY_CHECK] * 3
+    assert [r.result.out.strip() for r in runs] == [state_watch.IDENTITY_CHECK] * 3
     assert max(r.reused for r in runs) >= 1  # a cold first child is never kept

@@ -1,8 +1,8 @@
 """A new tenant's first run in a warm child shows exactly what a fresh process shows.
 
 A warm child has run the zygote's warm-ups before its first run (the worker's
-``WARM_REQUEST``, its further steps, the heap frozen: ``zygote._warm_backend`` and
-``_freeze_heap``, as ``_warm_up`` runs them). What they leave in JAX's in-memory
+``WARM_REQUEST``, its further steps, the heap frozen: the engine api's
+``warm_backend`` and ``freeze_heap``, as sandbox/zygote/child.py ``warm_up`` runs them). What they leave in JAX's in-memory
 caches is reused by the run: the fill value's conversion of ``jnp.ones``/``jnp.zeros``
 (the same executable for every shape), and at the warm-up's own shape (2,) its
 broadcast and its grad's eager operations. Reused or not, every output the run shows
@@ -60,13 +60,13 @@ REQUESTS: list[dict[str, Any]] = [
 #: as the zygote runs them, then the run; its events as JSON lines on stdout.
 WARM_CHILD = """
 import json, os, sys
-from sandbox.engine import worker
-from sandbox.jail import zygote
+from sandbox.engine import api, worker
+from sandbox.zygote import child
 
-worker.prepare(thorough=True)
-for step in zygote._warm_backend(worker):
+api.prepare()
+for step in api.warm_backend():
     step()
-zygote._freeze_heap()
+child.freeze_heap()
 out = os.dup(1)
 os.dup2(2, 1)
 message = {"protocol": 1, "run_id": "first", "request": json.loads(sys.argv[1])}

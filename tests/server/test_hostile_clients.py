@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sandbox.pool.zygote_pool import ZygotePool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.app import create_app
@@ -34,6 +33,7 @@ from backend.app.metrics import Metrics
 from backend.app.page import PLACEHOLDER
 from backend.app.tenancy import SESSION_COOKIE, client_key
 from sandbox.pool.base import PoolFull
+from sandbox.zygote.pool import ZygotePool
 
 from .conftest import make_settings
 from .fakes import FakePool

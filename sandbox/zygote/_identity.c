@@ -1,4 +1,4 @@
-/* The hot loop of sandbox/jail/reuse.py's check after each run, in C: whether the
+/* The hot loop of sandbox/zygote/watch.py's check after each run, in C: whether the
  * namespaces of modules and classes still hold exactly the keys and values of their
  * baseline, by pointer identity, in order.
  *
@@ -87,7 +87,7 @@ namespace(PyObject *module, PyObject *obj)
  * from would be ~6,000 separate reads from memory that a run has since evicted).
  * Per entry: obj, its type, its dict, n, then n (key, value) pairs. The pointers
  * are kept valid by the capsule's context: a tuple of the entries themselves. */
-#define BASELINE "sandbox.jail._identity.Baseline"
+#define BASELINE "sandbox.zygote._identity.Baseline"
 
 typedef struct {
     Py_ssize_t count; /* entries */
@@ -280,8 +280,8 @@ find_slots(PyObject *module)
 
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "sandbox.jail._identity",
-    .m_doc = "Identity comparison of module and class namespaces (sandbox/jail/reuse.py).",
+    .m_name = "sandbox.zygote._identity",
+    .m_doc = "Identity comparison of module and class namespaces (sandbox/zygote/watch.py).",
     .m_size = -1,
     .m_methods = methods,
 };

@@ -1,6 +1,6 @@
 """A process kept across one tenant's runs, and the checks that let it be kept.
 
-A zygote's warm child (sandbox/jail/zygote.py) that ran a run to a normal end may
+A zygote's warm child (child.py) that ran a run to a normal end may
 serve the same tenant's next run instead of exiting: its JAX keeps its in-memory
 caches, so eager operations, tracing and lowering cost what they cost in a warm
 notebook. It is kept only while nothing jaxplay or the next run relies on has
@@ -20,7 +20,7 @@ changed. Two checks, each against a baseline taken before the process's first ru
   of that: a new audit hook, ``ctypes``, ``gc.get_objects``/``get_referrers``/
   ``get_referents``, ``sys.monitoring`` tools, and setting or deleting an attribute
   of a watched class or function;
-- ``kernel_view`` (read by the zygote from ``/proc/PID``, outside the process's
+- ``kernel_view`` (kernel_view.py: read by the zygote from ``/proc/PID``, outside the process's
   control): its threads, signal masks and dispositions, pending signals, umask,
   capabilities, seccomp filters, rlimits, nice and scheduling, cwd, open
   descriptors, POSIX timers, name, session.
@@ -45,7 +45,7 @@ boundary.** Code in the process can always undo or deceive a check made in that
 process. What crosses tenants (the result cache's answers, shared links, embeds) is
 decided by pristine runs alone: a fresh child of a zygote that never ran anyone's
 code, in a jail that never served a tenant, JAX's persistent cache off, retired
-afterwards (sandbox/pool/zygote_pool.py; docs/server.md, the trust model).
+afterwards (pool.py; docs/server.md, the trust model).
 """
 
 from __future__ import annotations
@@ -67,18 +67,18 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 try:  # built by the install (pyproject.toml, ext-modules); see IDENTITY_CHECK
-    from sandbox.jail import _identity
+    from sandbox.zygote import _identity
 except ImportError as exc:
     _identity = None  # type: ignore[assignment]
     _IDENTITY_MISSING = f"{type(exc).__name__}: {exc}"
 
 #: Which implementation compares the namespaces of modules and classes after each
-#: run: "c" (sandbox/jail/_identity.c, ~1 ms a run in a JAX process) or "python"
+#: run: "c" (sandbox/zygote/_identity.c, ~1 ms a run in a JAX process) or "python"
 #: (the same comparison, where the extension was not built: ~5-10 ms a run).
 IDENTITY_CHECK = "c" if _identity is not None else "python"
 if _identity is None:
     logging.getLogger(__name__).warning(
-        "sandbox.jail._identity is not built (%s): a kept process checks its namespaces"
+        "sandbox.zygote._identity is not built (%s): a kept process checks its namespaces"
         " in Python, ~5-10 ms a run more (reinstall jaxplay with a C compiler:"
         " make setup)",
         _IDENTITY_MISSING,
@@ -105,105 +105,6 @@ CLASS_FAMILIES = frozenset(
     {"jax", "jaxlib", "numpy", "ml_dtypes", "opt_einsum", "builtins", "sys", "sandbox"}
 )
 _ATTRIBUTE_EVENTS = frozenset({"object.__setattr__", "object.__delattr__"})
-
-#: Threads that XLA's CPU client starts when it first needs them (its compile,
-#: execute, Eigen and LLVM pools): their number may grow between runs. Every other
-#: thread (Python's, or made by any other means) is counted, and must not change.
-XLA_THREADS = ("tf_", "llvm-worker-")
-
-#: /proc/PID/status lines compared by ``kernel_view``.
-_STATUS_FIELDS = (
-    "Umask",
-    "SigPnd",
-    "ShdPnd",
-    "SigBlk",
-    "SigIgn",
-    "SigCgt",
-    "CapInh",
-    "CapPrm",
-    "CapEff",
-    "CapBnd",
-    "CapAmb",
-    "NoNewPrivs",
-    "Seccomp",
-    "Seccomp_filters",
-    "Cpus_allowed_list",
-    "Mems_allowed_list",
-)
-#: Compared with the reader's own (the zygote's) rather than with the baseline: the
-#: pool moves the whole jail to a free CPU before a run (sandbox/pool/zygote_pool.py).
-_OWN_FIELDS = ("Cpus_allowed_list", "Mems_allowed_list")
-
-
-def _read(path: str) -> str:
-    with open(path) as f:
-        return f.read()
-
-
-def kernel_view(pid: int) -> dict[str, str]:
-    """What the kernel holds for process ``pid`` that a run could change and that
-    would outlive the run (read from /proc by the zygote; OSError if it is gone)."""
-    view: dict[str, str] = {}
-    for line in _read(f"/proc/{pid}/status").splitlines():
-        name, _, value = line.partition(":")
-        if name in _STATUS_FIELDS:
-            view[name] = value.strip()
-    for line in _read("/proc/self/status").splitlines():
-        name, _, value = line.partition(":")
-        if name in _OWN_FIELDS:
-            view[name] = "as the reader's" if view.get(name) == value.strip() else view[name]
-    stat = _read(f"/proc/{pid}/stat")
-    rest = stat[stat.rindex(")") + 2 :].split()
-    # session, nice, real-time priority, policy (proc(5): fields 6, 19, 40, 41)
-    view["stat"] = " ".join((rest[3], rest[16], rest[37], rest[38]))
-    view["limits"] = _read(f"/proc/{pid}/limits")
-    view["cwd"] = os.readlink(f"/proc/{pid}/cwd")
-    view["comm"] = _read(f"/proc/{pid}/comm")
-    view["timers"] = _read(f"/proc/{pid}/timers")
-    fds = {}
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            fds[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            fds[int(fd)] = "?"
-    view["fds"] = repr(sorted(fds.items()))
-    names = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            name = _read(f"/proc/{pid}/task/{tid}/comm").strip()
-        except OSError:  # gone meanwhile
-            continue
-        if not name.startswith(XLA_THREADS):
-            names.append(name)
-    view["threads"] = repr(sorted(names))
-    return view
-
-
-def kernel_changes(before: dict[str, str], now: dict[str, str]) -> list[str]:
-    return [name for name in before if before[name] != now.get(name)]
-
-
-def busy_threads(pid: int) -> int:
-    """Threads of ``pid``, but its main one, running now (XLA still computing what a
-    run dispatched and never waited for)."""
-    busy = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        if int(tid) == pid:
-            continue
-        try:
-            stat = _read(f"/proc/{pid}/task/{tid}/stat")
-        except OSError:  # gone meanwhile
-            continue
-        busy += stat[stat.rindex(")") + 2] == "R"
-    return busy
-
-
-def rss_kib(pid: int) -> int:
-    for line in _read(f"/proc/{pid}/status").splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
 
 Entry = tuple[Any, type, Any, tuple[Any, ...], tuple[Any, ...]]
 
@@ -540,19 +441,6 @@ def _set_random_states(states: tuple[Any, Any]) -> None:
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None and states[1] is not None:
         numpy_random.set_state(states[1])
-
-
-def reap_children() -> None:
-    """Reap our exited children without waiting (a run's, in the kept process; what
-    came back to the zygote, its subreaper, in its cleanup): zombies would count as
-    processes left."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def first_differences(items: Iterable[str], n: int = 6) -> list[str]:

@@ -1,4 +1,4 @@
-# The C extension sandbox/jail/_identity.c (built by the install; reuse.py falls back
+# The C extension sandbox/zygote/_identity.c (built by the install; watch.py falls back
 # to the same check in Python without it).
 from typing import Any
 

@@ -1,0 +1,59 @@
+"""What a zygote calls in the engine, and nothing else (sandbox/zygote/).
+
+The zygote imports this module once, calls ``prepare`` and ``discover_backends``
+before it forks, and in its children ``warm_backend`` and ``describe`` (a warm
+child, before any run) and ``run_message`` (each run). ``Engine`` states the same
+functions as a type: this module is one, structurally, and a test may pass another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from sandbox.engine import run, warmup
+
+
+class Engine(Protocol):
+    def prepare(self) -> None: ...
+
+    def discover_backends(self) -> None: ...
+
+    def warm_backend(self) -> list[Callable[[], Any]]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def run_message(self, message: dict[str, Any], event_fd: int) -> int: ...
+
+
+def prepare() -> None:
+    """Import JAX and warm its tracing paths, thoroughly (once per zygote), without
+    starting a backend: the zygote forks after it."""
+    warmup.prepare(thorough=True)
+
+
+def discover_backends() -> None:
+    """Find JAX's PJRT plugins now (an entry-point scan, ~10 ms) rather than in every
+    child. It registers factories and creates no backend and no thread."""
+    try:
+        from jax._src import xla_bridge
+
+        xla_bridge._discover_and_register_pjrt_plugins()
+    except Exception:  # a private API: if it moves, each child does it itself
+        pass
+
+
+def warm_backend() -> list[Callable[[], Any]]:
+    """Start the CPU backend as a run asks for it (one device) and run the engine's
+    one warm-up request (``warmup.WARM_REQUEST``); returns further warm-up steps."""
+    return warmup.warm_backend()
+
+
+def describe() -> dict[str, Any]:
+    """What this process runs on, as ``accepted`` says it for a CPU run of one device."""
+    return warmup.describe()
+
+
+def run_message(message: dict[str, Any], event_fd: int) -> int:
+    """One run: the worker message in, events written to ``event_fd``; the exit code."""
+    return run.run_message(message, event_fd)

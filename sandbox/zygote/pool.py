@@ -1,0 +1,383 @@
+"""The warm pool: jailed zygotes that imported JAX once; a run gets a forked child.
+
+A zygote (main.py) lives in its own jail and serves one tenant only. Spares, bound
+to no tenant yet, are kept ready so a new tenant never waits for ``import jax``.
+Per run the pool reserves a zygote (handle.py) and returns its run's supervisor
+(run.py). The zygote forks, the child runs the engine, and when it is gone the
+zygote kills what it left and empties /tmp before it takes the next run. A child
+whose run ended well and changed nothing it relies on may be kept for the tenant's
+next run (``JAXPLAY_POOL_REUSE_RUNS``; watch.py).
+
+A timeout, an output or event cap, the OOM killer, a zygote that dies or a cleanup
+that fails: each kills the whole jail (SIGKILL from outside, cgroup emptied) and the
+zygote is retired. A cancel only kills the run's child (the zygote stays), unless
+that takes longer than a second. Zygotes also retire on idle time, run count and age.
+
+A pristine run (``submit(..., pristine=True)``, issue 20) takes a ready spare that
+never had a tenant, marks it ``PRISTINE``, runs in a fresh child with JAX's
+persistent cache off, and retires the zygote and its jail after. Every run's
+``accepted`` carries the worker its zygote described in its hello, before any run
+(``Zygote.known_worker``), never the one the run's line claims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from sandbox.jail.jail import Jailer
+from sandbox.pool.base import PoolFull
+from sandbox.pool.budget import Budget
+from sandbox.pool.settings import PoolSettings
+from sandbox.protocol import RunRequest
+from sandbox.supervisor import OutputLimits
+from sandbox.zygote.handle import PRISTINE, Zygote
+from sandbox.zygote.run import ZygoteRun
+
+log = logging.getLogger(__name__)
+
+
+def tenant_group(tenant: str) -> str:
+    """The client a tenant belongs to: tenants are ``GROUP|NAME`` (or just ``GROUP``),
+    as the server names them (backend/app/tenancy.py)."""
+    return tenant.split("|", 1)[0]
+
+
+class ZygotePool:
+    """Jailed warm zygotes on this machine; implements sandbox.pool.base.Pool."""
+
+    def __init__(
+        self,
+        jailer: Jailer | None = None,
+        settings: PoolSettings | None = None,
+        *,
+        budget: Budget | None = None,
+    ) -> None:
+        self.jailer = jailer or Jailer()
+        self.settings = settings or PoolSettings()  # read at start-up and passed in
+        self.size, self.max_running = self.settings.sizes(self.jailer.limits.memory_bytes)
+        per_run = self.jailer.limits.cpus
+        if not self.settings.pool_running and 0 < per_run < len(self.jailer.cpus):
+            # pinned jails of several CPUs: as many runs as fit side by side
+            self.max_running = max(1, min(self.max_running, len(self.jailer.cpus) // per_run))
+        slots = self.jailer.slots
+        if slots is not None and self.size > slots:  # each zygote's jail holds a jail uid
+            log.warning("pool size %d capped at JAXPLAY_JAIL_SLOTS=%d jail uids", self.size, slots)
+            self.size, self.max_running = slots, min(self.max_running, slots)
+        #: the machine's places and zygotes, shared with the pools of other JAX
+        #: versions (sandbox/pool/budget.py); this pool's own sizes make a new one
+        self.budget = budget if budget is not None else Budget(self.max_running, self.size)
+        self.size, self.max_running = self.budget.zygotes, self.budget.places
+        self.zygotes: list[Zygote] = []
+        self.total_runs = 0
+        self.retired = 0
+        self.reused = 0  # runs served by a process kept from an earlier run
+        self.moved = 0  # runs whose jail was moved to a free CPU first (_place)
+        self.pristine_runs = 0  # runs made pristine (submit), each in a retired spare
+        #: what the first zygote said its jail runs on (Zygote.known_worker's fallback)
+        self.worker: dict[str, Any] | None = None
+        self._listeners: list[Callable[[], None]] = []
+        #: how kept processes check themselves (note_check); None until a zygote said
+        self.identity_check: str | None = None
+        self._seq = 0
+        self._refiller: asyncio.Task[None] | None = None
+        self._maintainer: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._retiring: set[Zygote] = set()
+        self._starting: set[asyncio.Task[None]] = set()
+
+    # --- lifecycle ----------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.jailer.check()
+        self.budget.join(self)
+        self._maintainer = asyncio.create_task(self._maintain())
+        self.changed()
+
+    async def close(self) -> None:
+        self._closing = True
+        self.changed()
+        tasks = [t for t in (self._maintainer, self._refiller) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for z in list(self.zygotes):
+            z.retire("the pool is closing")
+        await asyncio.gather(*tasks, *self._starting, return_exceptions=True)
+        self.budget.leave(self)
+        await self.drain()
+
+    async def drain(self) -> None:
+        """Wait until every retired jail is gone (its processes and cgroup)."""
+        while self._retiring:
+            await asyncio.gather(
+                *(z.closed() for z in list(self._retiring)), return_exceptions=True
+            )
+
+    async def ready(self, timeout_s: float = 120.0) -> None:
+        """Wait until the spares are up (tests and the benchmark use this)."""
+        deadline = time.monotonic() + timeout_s
+        while self._spares(ready_only=True) < min(self.settings.pool_spares, self.size):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the pool's spares did not start")
+            await asyncio.sleep(0.05)
+
+    # --- runs ---------------------------------------------------------------------
+
+    #: pristine runs: a ready spare, a fresh child, the persistent cache off, retired
+    makes_pristine_runs = True
+
+    async def submit(
+        self, request: RunRequest, tenant: str, *, pristine: bool = False
+    ) -> ZygoteRun:
+        if self._closing:
+            raise PoolFull("the pool is closing", retry_after_s=5.0)
+        running = self.budget.running()  # every JAX version's: one machine's places
+        if len(running) >= self.budget.places:
+            raise PoolFull(f"{len(running)} runs in progress", retry_after_s=1.0)
+        z = self._pick_pristine() if pristine else self._pick(tenant)
+        self._place(z, running)
+        jl = self.jailer.limits
+        run = ZygoteRun(
+            z,
+            request,
+            uuid.uuid4().hex,
+            wall_s=min(request.timeout_s, jl.max_wall_s),
+            limits=OutputLimits(output_bytes=jl.output_bytes, event_bytes=jl.event_bytes),
+            pristine=pristine,
+        )
+        self.pristine_runs += pristine
+        z.reserve(run)
+        self.changed()
+        return run
+
+    def _place(self, z: Zygote, running: list[Zygote]) -> None:
+        """Put ``z``'s jail on CPUs no other run is using: jails are pinned (one CPU
+        each by default) when they start, and two runs on one CPU would each go at half
+        speed, with timings to match, while another CPU idles. Among the free CPUs,
+        those where no other jail is starting or checking its kept process come first,
+        then the jail's own. A jail that is starting (past the point where taskset
+        still has to run) or has no cpuset stays where it is."""
+        own = z.jail.cpus
+        if own is None or (z.state == "starting" and z.jail.cgroup is not None):
+            return
+        taken = {c for o in running if o is not z for c in o.jail.cpus or ()}
+        free = [c for c in self.jailer.cpus if c not in taken]
+        if len(free) < len(own):
+            return
+        noisy = collections.Counter(
+            c
+            for o in self.budget.all_zygotes()
+            if o is not z and (o.state == "starting" or o.judging)
+            for c in o.jail.cpus or ()
+        )
+        best = sorted(free, key=lambda c: (noisy[c], c not in own, c))[: len(own)]
+        if sorted(best) != sorted(own) and z.jail.move_to(best):
+            self.moved += 1
+
+    def _pick_pristine(self) -> Zygote:
+        """A ready spare for a pristine run: a zygote that never had a tenant (its warm
+        child ran jaxplay's warm-up only), in a jail that never served one. It is
+        marked PRISTINE, which no tenant can be, and retires after the run. None
+        ready: PoolFull (the server retries later); never a spare still starting, never
+        a new one waited for. Where none is even starting because every place is held
+        by tenants, the least recently used idle one gives its place up for a spare
+        (as it would for a new client): else a busy pool would never confirm anything."""
+        spares = [z for z in self.zygotes if z.tenant is None and z.run is None]
+        ready = [z for z in spares if z.state == "idle" and z.runs == 0]
+        if not ready:
+            if not spares and not self.budget.has_room():
+                victim = self.budget.victim(self, PRISTINE)
+                if victim is not None:
+                    victim.retire("its place goes to a spare for a pristine run")
+                    self.changed()  # the refiller starts that spare
+            raise PoolFull("no spare sandbox is ready for a pristine run", retry_after_s=2.0)
+        z = min(ready, key=lambda z: z.born)
+        z.take_for(PRISTINE)
+        self.changed()  # the refiller starts a spare in its place
+        return z
+
+    def _pick(self, tenant: str) -> Zygote:
+        mine = [z for z in self.zygotes if z.tenant == tenant]
+        idle = [z for z in mine if z.state == "idle" and z.run is None]
+        if idle:
+            return max(idle, key=lambda z: z.last_used)
+        if len(mine) >= self.settings.pool_per_tenant:
+            raise PoolFull(f"{len(mine)} runs of this client in progress", retry_after_s=1.0)
+        spares = [z for z in self.zygotes if z.tenant is None and z.run is None]
+        if spares:
+            z = min(spares, key=lambda z: (z.state != "idle", z.born))  # ready ones first
+            z.take_for(tenant)
+            return z
+        if not self.budget.has_room():
+            victim = self.budget.victim(self, tenant)
+            if victim is None:
+                raise PoolFull("every sandbox is busy", retry_after_s=1.0)
+            victim.retire("evicted for a new client")
+        return self._spawn(tenant)
+
+    def _victim(self, tenant: str) -> Zygote | None:
+        """The idle zygote a full pool gives up for ``tenant``, fairly between client
+        groups (a tenant ``GROUP|NAME``: the server's client address or token; see
+        ``tenant_group``): a group at its share (the pool's size over the groups
+        holding zygotes) evicts only its own; otherwise the least recently used of
+        a group over its share goes. So one client opening sessions without end takes
+        its share of warm zygotes, never everyone's."""
+        mine = tenant_group(tenant)
+        held: dict[str, int] = {}
+        for z in self.zygotes:
+            if z.tenant is not None:
+                held[tenant_group(z.tenant)] = held.get(tenant_group(z.tenant), 0) + 1
+        share = max(1, self.size // len(held.keys() | {mine}))
+        idle = [z for z in self.zygotes if z.state == "idle" and z.run is None and z.tenant]
+        if held.get(mine, 0) >= share:
+            idle = [z for z in idle if tenant_group(z.tenant or "") == mine]
+        else:
+            idle = [z for z in idle if held[tenant_group(z.tenant or "")] > share] or [
+                z for z in idle if tenant_group(z.tenant or "") != mine
+            ]
+        return min(idle, key=lambda z: z.last_used) if idle else None
+
+    @property
+    def tenant_slots(self) -> int:
+        """How many tenants can hold a zygote at once: the server refuses a new tenant
+        beyond it while they all use theirs (backend/app/admission.py, TenantTurns)."""
+        return self.size
+
+    def end_turn(self, tenant: str) -> None:
+        """``tenant``'s turn at the pool is over while others wait: its idle zygotes
+        retire now, so a spare starts for the next tenant (a busy one goes when a new
+        tenant needs it, as the least recently used)."""
+        for z in list(self.zygotes):
+            if z.tenant == tenant and z.state == "idle" and z.run is None:
+                z.retire("its tenant's turn is over and others are waiting")
+
+    # --- zygotes ------------------------------------------------------------------
+
+    def _spawn(self, tenant: str | None) -> Zygote:
+        self._seq += 1
+        z = Zygote(self, self._seq, tenant)
+        self.zygotes.append(z)
+        task = asyncio.create_task(z.start())
+        self._starting.add(task)
+        task.add_done_callback(self._started)
+        return z
+
+    def _started(self, task: asyncio.Task[None]) -> None:
+        self._starting.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved; a failed start was logged by retire()
+
+    def forget(self, z: Zygote) -> None:
+        if z in self.zygotes:
+            self.zygotes.remove(z)
+            self.retired += 1
+            self._retiring.add(z)
+            assert z._closed is not None
+            z._closed.add_done_callback(lambda _: self._retiring.discard(z))
+        self.changed()
+        self.budget.changed()  # room for another version's spare
+
+    def changed(self) -> None:
+        self._wake.set()
+
+    def note_check(self, kind: object) -> None:
+        """Which implementation a zygote's kept processes check themselves with
+        (watch.py): "c", or "python" (~10 ms more per run) where the
+        extension was not built; said once in the log when it is not "c"."""
+        kind = str(kind)[:16]
+        if kind != self.identity_check and kind != "c":
+            log.warning(
+                "the kept processes' check runs in Python (%s): the C extension "
+                "sandbox/zygote/_identity was not built (make setup builds it)",
+                kind,
+            )
+        self.identity_check = kind
+
+    def note_worker(self, worker: dict[str, Any]) -> None:
+        """A zygote's hello said what its jail runs on: the pool's fallback for
+        zygotes whose first warm child did not say it in time."""
+        if self.worker is None:
+            self.worker = worker
+
+    def on_free(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever a run's place frees (its run ended), so that a
+        run waiting for one (the server's queue) starts at once, not when the ended
+        run's events have all been relayed."""
+        self._listeners.append(listener)
+
+    def freed(self) -> None:
+        self.budget.freed()  # a place of the machine's: runs of any version may wait
+        if self not in self.budget.pools:  # closed (left the budget) as its run ended
+            self.notify_free()
+
+    def notify_free(self) -> None:
+        loop = asyncio.get_running_loop()
+        for listener in self._listeners:
+            loop.call_soon(listener)
+
+    def _spares(self, ready_only: bool = False) -> int:
+        return sum(
+            1
+            for z in self.zygotes
+            if z.tenant is None and z.run is None and (z.state == "idle" or not ready_only)
+        )
+
+    async def _maintain(self) -> None:
+        # Ends on _closing rather than on cancellation alone: Python 3.11's wait_for
+        # may swallow a cancel that arrives as the event fires.
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 1.0)
+            self._wake.clear()
+            if self._closing:
+                return
+            now = time.monotonic()
+            s = self.settings
+            for z in list(self.zygotes):
+                if z.state != "idle" or z.run is not None:
+                    continue
+                if now - z.born > s.pool_max_age_s:
+                    z.retire(f"age over {s.pool_max_age_s:g} s")
+                elif z.tenant is not None and now - z.last_used > s.pool_idle_s:
+                    z.retire(f"idle over {s.pool_idle_s:g} s")
+            if self._refiller is None or self._refiller.done():
+                self._refiller = asyncio.create_task(self._refill())
+
+    async def _refill(self) -> None:
+        """Start spares one at a time (each import of JAX takes a core for a second)."""
+        while (
+            not self._closing
+            and self._spares() < self.settings.pool_spares
+            and self.budget.has_room()
+        ):
+            z = self._spawn(None)
+            with contextlib.suppress(Exception):
+                await z.ready
+            if z.state == "retired" and not z.info:  # failed to start: do not spin
+                await asyncio.sleep(5.0)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "kind": "zygote",
+            "zygotes": len(self.zygotes),
+            "size": self.size,
+            "spares": self._spares(ready_only=True),
+            "warm_children": sum(1 for z in self.zygotes if z.warm_child),
+            "tenants": len({z.tenant for z in self.zygotes if z.tenant not in (None, PRISTINE)}),
+            "running": sum(1 for z in self.zygotes if z.run is not None),
+            "capacity": self.max_running,
+            "runs": self.total_runs,
+            "reused": self.reused,
+            "moved": self.moved,
+            "pristine_runs": self.pristine_runs,
+            "identity_check": self.identity_check,
+            "retired": self.retired,
+            "jail": self.jailer.describe(),
+        }
