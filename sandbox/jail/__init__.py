@@ -2,6 +2,6 @@
 
 See docs/sandbox.md. ``Jailer`` holds what all jails on a host share; ``Jail`` is one;
 one supervised run in a fresh jail is
-sandbox/supervisor/jailed.py's ``JailedRun``; the zygote (``zygote.py``) is what the
-warm pool runs inside each jail.
+sandbox/supervisor/jailed.py's ``JailedRun``. What runs inside a warm pool's jail
+(the zygote) is sandbox/zygote/.
 """
