@@ -18,11 +18,12 @@ example: setup  ## run an example through the engine from the command line
 test: setup  ## run the whole test suite
 	$(VENV)/python -m pytest -q
 
-lint: setup  ## ruff lint + format check + mypy + generated docs in step
+lint: setup  ## ruff lint + format check + mypy + generated docs in step + import contracts
 	$(VENV)/ruff check .
 	$(VENV)/ruff format --check .
 	$(VENV)/mypy
 	$(VENV)/python scripts/gen_settings_doc.py --check
+	$(VENV)/lint-imports --no-cache
 
 format: setup  ## apply ruff's formatting and fixes
 	$(VENV)/ruff format .
