@@ -49,7 +49,7 @@ _VERSION = re.compile(JAX_VERSION_PATTERN)
 STAMP = ".jaxplay-version.json"
 #: puts this checkout (the ``sandbox`` package) on an environment's sys.path
 PTH_NAME = "jaxplay-sandbox.pth"
-#: what the engine imports besides JAX (sandbox/protocol.py)
+#: what the engine imports besides JAX (sandbox/protocol/)
 ENGINE_REQUIREMENTS = ("pydantic>=2.6",)
 #: the committed locks: every package of a version's environment, pinned with its hash
 LOCKS = Path(__file__).resolve().parent / "version_locks"

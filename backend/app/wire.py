@@ -98,7 +98,7 @@ class RunBody(SnippetBody):
 
 
 #: One event of a run (SPEC §2): the protocol's typed union, one model per type
-#: (sandbox/protocol.py; its JSON Schema is docs/events.schema.json).
+#: (sandbox/protocol/events.py; its JSON Schema is docs/events.schema.json).
 Event = AnyEvent
 
 

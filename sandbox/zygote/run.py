@@ -2,7 +2,7 @@
 
 Per run the supervisor makes two pipes (events, stderr) and a memfd with the worker
 message, has its zygote (handle.py) send them to the zygote process, and reads the
-pipes itself, with the same caps as every run (sandbox/supervisor.py). A cancel
+pipes itself, with the same caps as every run (sandbox/supervisor/relay.py). A cancel
 only kills the run's child (the zygote stays), unless that takes longer than
 CANCEL_S; anything else that ends a run early retires the whole zygote.
 """

@@ -31,7 +31,7 @@ made and the engine owns (its module ``snippet``, its lines in ``linecache``, th
 ``sys.stdout``/``stderr``/``stdin`` it was given, the global random states of
 ``random`` and ``numpy.random``) is put back before the check, by ``Watch.reset``;
 the engine seeds both generators from the OS at the start of every run anyway
-(sandbox/engine/worker.py ``fresh_randomness``), kept process or fresh fork alike.
+(sandbox/engine/run.py ``fresh_randomness``), kept process or fresh fork alike.
 
 What neither check can see: a change deep inside an object (an item of a dict or
 list that some module holds, an attribute of an instance, a method of a class
