@@ -29,6 +29,7 @@ from sandbox.pool.base import Pool, RunHandle, RunsVersions
 from sandbox.protocol import (
     OUTPUTS,
     BadEvent,
+    DoneStatus,
     RunRequest,
     ValidEvent,
     done_event,
@@ -318,8 +319,9 @@ class RunStream:
                     if self._cancelled is not None:
                         break
             if self._handle is None:
-                status = "cancelled" if self._cancelled else "ok"
-                yield self._done(status, self._cancelled or "", cached=True)
+                ended: DoneStatus = "cancelled" if self._cancelled else "ok"
+                status = ended
+                yield self._done(ended, self._cancelled or "", cached=True)
                 return
             # Iterated even when cancelled already, so the pool sees the run end.
             only = _TIMING_RUN_TYPES if self._cached is not None else None
@@ -399,7 +401,7 @@ class RunStream:
         assert self._hit is not None
         return self._hit.replay(self.run_id)
 
-    def _done(self, status: str, reason: str, *, cached: bool = False) -> dict[str, Any]:
+    def _done(self, status: DoneStatus, reason: str, *, cached: bool = False) -> dict[str, Any]:
         return done_event(status, (time.monotonic() - self._started) * 1000, reason, cached=cached)
 
     def _give_up_at(self) -> float | None:
@@ -442,7 +444,7 @@ class RunStream:
                     item = None
                 except Exception as exc:
                     if waiting.expired():  # cancelled, and the pool did not end in time
-                        status = "cancelled" if self._forced is None else "killed"
+                        status: DoneStatus = "cancelled" if self._forced is None else "killed"
                         overdue.cancel()
                         yield self._done(status, self._forced or self._cancelled or "cancelled")
                         return

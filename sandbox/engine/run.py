@@ -22,7 +22,7 @@ from sandbox.engine.compat import set_cpu_device_count
 from sandbox.engine.emitter import CapturedStream, Emitter
 from sandbox.engine.outputs import Results, wanted
 from sandbox.engine.sharding import mesh_context
-from sandbox.protocol.events import done_event
+from sandbox.protocol.events import DoneStatus, done_event
 from sandbox.protocol.limits import MAX_LABEL_CHARS, MAX_MESSAGE_CHARS
 from sandbox.protocol.requests import SNIPPET_FILENAME, RunRequest
 
@@ -158,7 +158,7 @@ class Run:
             event["line"] = self.entry_line
         self.emit(event)
 
-    def execute(self) -> str:
+    def execute(self) -> DoneStatus:
         from sandbox.engine.remarks import Remarks
 
         if "remarks" not in self.request.outputs:
@@ -173,7 +173,7 @@ class Run:
             self.emitter.pipeline = "main"
             self.render("collecting JAX's remarks", remarks.event)
 
-    def _execute(self) -> str:
+    def _execute(self) -> DoneStatus:
         from sandbox.engine import program
 
         request = self.request

@@ -477,7 +477,7 @@ def event_json_schema() -> dict[str, Any]:
 
 
 def done_event(
-    status: str, ms: float, reason: str = "", dropped: int = 0, *, cached: bool = False
+    status: DoneStatus, ms: float, reason: str = "", dropped: int = 0, *, cached: bool = False
 ) -> dict[str, Any]:
     """A run's last event, ``done``: this is the only maker of one, whoever ends the run
     (the engine, the supervisor, a pool, the queue's worker, the server, a cached

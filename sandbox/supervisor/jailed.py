@@ -11,6 +11,7 @@ import asyncio
 
 from sandbox.jail.jail import Jail, Jailer
 from sandbox.jail.run import jail_returncode
+from sandbox.protocol.events import DoneStatus
 from sandbox.protocol.requests import RunRequest
 from sandbox.supervisor.relay import MAX_EVENT_BYTES, OutputLimits, SupervisedRun, human_bytes
 
@@ -48,7 +49,7 @@ class JailedRun(SupervisedRun):
     def _kill(self) -> None:
         self._jail.kill()
 
-    def _limit_hit(self) -> tuple[str, str] | None:
+    def _limit_hit(self) -> tuple[DoneStatus, str] | None:
         if self._jail.oom_killed():
             return ("killed", f"memory {human_bytes(self._jailer.limits.memory_bytes)}")
         return None

@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.protocol.events import TAMPERED_REASON, done_event
+from sandbox.protocol.events import TAMPERED_REASON, DoneStatus, done_event
 from sandbox.protocol.limits import MAX_EVENT_BYTES, PROTOCOL_VERSION
 from sandbox.protocol.requests import RunRequest
 from sandbox.supervisor.event_gate import MAX_REFUSED_LINES, EventGate
@@ -114,7 +114,7 @@ class RunSupervisor:
         self.token = secrets.token_hex(16)
         self._wall_s = request.timeout_s if wall_s is None else wall_s
         self._limits = limits or OutputLimits()
-        self._end: tuple[str, str] | None = None  # (status, reason) decided by us
+        self._end: tuple[DoneStatus, str] | None = None  # (status, reason) decided by us
         self._queue: asyncio.Queue[tuple[dict[str, Any], int] | None] = asyncio.Queue(QUEUE_EVENTS)
         self._queued_bytes = 0
         self._room = asyncio.Event()
@@ -138,7 +138,7 @@ class RunSupervisor:
     async def _finish(self) -> None:
         """After the stream ended (normally or not); the worker is dead or done."""
 
-    def _limit_hit(self) -> tuple[str, str] | None:
+    def _limit_hit(self) -> tuple[DoneStatus, str] | None:
         """A limit the worker died of that only the host can see (e.g. memory)."""
         return None
 
@@ -158,7 +158,7 @@ class RunSupervisor:
     async def cancel(self) -> None:
         self._stop("cancelled", "cancelled by the client")
 
-    def _stop(self, status: str, reason: str) -> None:
+    def _stop(self, status: DoneStatus, reason: str) -> None:
         if self._end is None:
             self._end = (status, reason)
         self._kill()
@@ -272,7 +272,7 @@ class RunSupervisor:
         done = gate.worker_done
         if done is not None and done["status"] in ("ok", "error"):
             # "ok" only if no error event passed: the status is checked, not taken
-            status = "error" if gate.errors else done["status"]
+            status: DoneStatus = "error" if gate.errors else done["status"]
             reason = "the code raised an error" if gate.errors else done["reason"]
             if gate.dropped:  # lines the engine did not write: what it shows may be forged
                 return done_event("tampered", ms, self._tampered(reason), gate.dropped)

@@ -13,7 +13,7 @@ import asyncio
 import os
 from typing import Any
 
-from sandbox.protocol import RunRequest
+from sandbox.protocol import DoneStatus, RunRequest
 from sandbox.supervisor import MAX_EVENT_BYTES, RunSupervisor, WorkerStartError, human_bytes
 from sandbox.zygote.handle import Zygote
 from sandbox.zygote.pipes import pipe_reader_transport
@@ -120,7 +120,7 @@ class ZygoteRun(RunSupervisor):
             return f"memory {human_bytes(self._zygote.pool.jailer.limits.memory_bytes)}"
         return None
 
-    def _limit_hit(self) -> tuple[str, str] | None:
+    def _limit_hit(self) -> tuple[DoneStatus, str] | None:
         reason = self._limit_reason()
         return ("killed", reason) if reason else None
 
