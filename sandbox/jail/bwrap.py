@@ -160,3 +160,9 @@ def python_command(runtime: Runtime, *args: str) -> list[str]:
     """The interpreter in isolated mode (no PYTHON* variables, no user site, no cwd on
     sys.path) and without writing bytecode (everything it can see is read-only)."""
     return [runtime.python, "-I", "-B", *args]
+
+
+def jail_returncode(returncode: int) -> int:
+    """A jailed command's exit status, read as the command's own: bubblewrap reports a
+    command killed by signal N as status 128 + N."""
+    return -(returncode - 128) if 128 < returncode < 128 + 65 else returncode

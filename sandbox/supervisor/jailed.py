@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
+from sandbox.jail.bwrap import jail_returncode
 from sandbox.jail.jail import Jail, Jailer
-from sandbox.jail.run import jail_returncode
 from sandbox.protocol.events import DoneStatus
 from sandbox.protocol.requests import RunRequest
 from sandbox.supervisor.relay import MAX_EVENT_BYTES, OutputLimits, SupervisedRun, human_bytes

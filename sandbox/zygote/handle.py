@@ -24,9 +24,9 @@ import socket
 import time
 from typing import Any, Protocol
 
+from sandbox.jail.bwrap import jail_returncode
 from sandbox.jail.jail import Jailer
 from sandbox.jail.procstate import ProcState, jail_command_pid, read_state
-from sandbox.jail.run import jail_returncode
 from sandbox.jail.seccomp import ZYGOTE_PID, run_filter_fd
 from sandbox.protocol import RunRequest
 from sandbox.supervisor import WorkerStartError

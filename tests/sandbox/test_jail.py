@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from sandbox import pool_registry
-from sandbox.jail.bwrap import BASE_ENV, LAUNCH_ENV, Runtime, bwrap_argv
+from sandbox.jail.bwrap import BASE_ENV, LAUNCH_ENV, Runtime, bwrap_argv, jail_returncode
 from sandbox.jail.jail import Jailer, JailUnavailable
-from sandbox.jail.run import jail_returncode
 from sandbox.jail.seccomp import filter_bpf
 from sandbox.jail.settings import GiB, JailConfig, JailLimits, MiB, describe, parse_bytes
 from sandbox.pool.settings import PoolSettings
