@@ -40,7 +40,7 @@ from sandbox.protocol.limits import (
 
 #: Every output a request may name; what each one is (its event, the stages it
 #: needs, whether a request gets it by default, whether the cache may keep it) is
-#: ``OUTPUT_TABLE`` below, the one place an output is declared in this layer.
+#: ``OUTPUT_TABLE`` (output_table.py), the one place an output is declared in this layer.
 Output = Literal[
     "jaxpr", "stablehlo", "hlo", "value", "cost", "timing", "passes", "asm", "memory", "remarks",
     "sharding",

@@ -80,7 +80,7 @@ _ABSENT_UNLESS_SET = ("cached", "cached_at", "age_s", "dropped")
 
 class ValidEvent(dict[str, Any]):
     """An event as ``parse_event_line`` or ``validate_event`` made it from a model of
-    this module (typed, bounded, its declared fields only). Only they make one (a
+    events.py (typed, bounded, its declared fields only). Only they make one (a
     worker writes bytes), so a reader in the same process that gets one unchanged
     need not validate it again (backend/app/runs.py); any other dict it validates."""
 
