@@ -187,8 +187,6 @@ class Zygote:
         except TimeoutError:
             self.retire(f"not ready after {self.pool.settings.pool_start_s:g} s")
             raise
-        if self.state == "starting":
-            self.state = "busy" if self.run is not None else "idle"
         log.debug(
             "%s ready in %.0f ms, %s KiB RSS",
             self.id,
@@ -222,8 +220,11 @@ class Zygote:
                 self.pool.note_worker(report.worker)
             self.pool.note_check(report.identity_check)
             self.info = report
-            self._record_start_state()
-            self.ready.set_result(report)
+            self._record_start_state()  # may retire it
+            if self.state == "starting":
+                self.state = "busy" if self.run is not None else "idle"
+            if not self.ready.done():  # retired meanwhile: its start failed already
+                self.ready.set_result(report)
         elif isinstance(report, Exited) and self.run is not None:
             run = self.run
             self._judged = run if report.judging else None
