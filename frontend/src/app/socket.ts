@@ -30,7 +30,9 @@ export function route(handlers: ConnectionHandlers): void {
 /** Sends `request` before the page is built; its events are held for the page. */
 export function sendEarly(request: RunBody): void {
   holding = true;
-  early = { request, sent: conn.run(request) };
+  const sent = conn.run(request);
+  sent.catch(() => {}); // not reachable: said when the page adopts the run (app/run.ts)
+  early = { request, sent };
 }
 
 /** The early run when it is `request` (its events stay held until `release`); null
