@@ -135,7 +135,7 @@ def test_a_run_streams_accepted_first_and_exactly_one_done_last(
     async def scenario() -> None:
         async with started(kind, request) as pool:
             for code, status in ((OK, "ok"), (FAILS, "error")):
-                handle = await pool.submit(RunRequest(code=code), "contract")
+                handle = await pool.submit(RunRequest.model_validate({"code": code}), "contract")
                 events = [e async for e in handle.events()]
                 assert events[0]["type"] == "accepted", events[:3]
                 assert len(dones(events)) == 1 and events[-1]["type"] == "done", events[-3:]
@@ -151,7 +151,9 @@ def test_a_cancelled_run_ends_cancelled_within_the_grace(
 ) -> None:
     async def scenario() -> None:
         async with started(kind, request) as pool:
-            handle = await pool.submit(RunRequest(code=HANGS, timeout_s=30), "contract")
+            handle = await pool.submit(
+                RunRequest.model_validate({"code": HANGS, "timeout_s": 30}), "contract"
+            )
             stream = handle.events()
             first = await anext(stream)
             assert first["type"] == "accepted", first
