@@ -412,11 +412,17 @@ class RunStream:
         at = self._cancelled_at + self._svc.settings.cancel_grace_s
         return at if self._forced is not None else min(at, self._deadline)
 
-    def _overdue(self) -> None:
-        """The pool missed its own wall clock: ask it to stop (it has ``cancel_grace_s``)."""
+    def _overdue(self, started: bool) -> None:
+        """The pool missed its own wall clock (``started``: after the worker accepted the
+        run; else its sandbox never started it): ask it to stop (it has ``cancel_grace_s``)."""
         if self._cancelled is None:
             s = self._svc.settings
-            self._forced = f"the pool gave no result within {self._request.timeout_s:g} s + {s.run_grace_s:g} s"
+            run = f"{self._request.timeout_s:g} s + {s.run_grace_s:g} s"
+            self._forced = (
+                f"the pool gave no result within {run}"
+                if started
+                else f"no sandbox started the run within {s.queue_timeout_s:g} s + {run}"
+            )
             self._overdue_cancel = asyncio.get_running_loop().create_task(self.cancel(self._forced))
 
     async def _relay(
@@ -431,8 +437,16 @@ class RunStream:
         worker's pipe). The wait for its next event gives up at ``_give_up_at`` (a
         timeout that ``cancel`` sets); the deadline itself only asks the pool to stop."""
         loop = asyncio.get_running_loop()
-        self._deadline = loop.time() + self._request.timeout_s + self._svc.settings.run_grace_s
-        overdue = loop.call_at(self._deadline, self._overdue)
+        settings = self._svc.settings
+        run_s = self._request.timeout_s + settings.run_grace_s
+        # Until the worker accepts the run, its sandbox may still be starting (a zygote
+        # warming up, on a busy machine tens of seconds): that wait is bounded like a
+        # wait in the queue, and the run's own clock starts at `accepted`. Counting the
+        # start against the run would kill it, and the run's kill retires the sandbox
+        # still starting for it, so that on a loaded machine no run would ever start.
+        self._deadline = loop.time() + settings.queue_timeout_s + run_s
+        overdue = loop.call_at(self._deadline, self._overdue, False)
+        accepted = False
         pool_events = aiter(handle.events())
         try:
             while True:
@@ -471,6 +485,11 @@ class RunStream:
                         continue
                 for word in ("cached", "cached_at", "age_s"):  # the server's, never a pool's
                     item.pop(word, None)
+                if item["type"] == "accepted" and not accepted and self._forced is None:
+                    accepted = True
+                    overdue.cancel()
+                    self._deadline = loop.time() + run_s
+                    overdue = loop.call_at(self._deadline, self._overdue, True)
                 if only is not None and item["type"] not in only:
                     continue
                 if item["type"] == "done":

@@ -3,7 +3,8 @@
 By default each run streams ``accepted``, a ``stage``, a ``jaxpr``, a ``value`` and
 ``done ok``. A test may pass its own ``script`` (a list of events, or a function of
 the request returning one). Markers in the request's code steer a run:
-``# fake: slow=0.2`` waits that long before each event; ``# fake: hang`` never
+``# fake: slow=0.2`` waits that long before each event; ``# fake: start=1`` that long
+before ``accepted`` (a sandbox still starting); ``# fake: hang`` never
 finishes until cancelled; ``# fake: error`` ends with an error; ``# fake: nodone``
 ends without ``done`` (a broken pool, for the server's own guard);
 ``# fake: ignore-cancel`` does not react to cancel (a worker that does not answer).
@@ -84,6 +85,9 @@ class FakeRun:
             events = script(self) if callable(script) else list(script)
             slow = float(self._marker("slow") or 0)
             worker = dict(self.pool.worker, devices=self.request.devices)
+            if await self._wait(float(self._marker("start") or 0)):  # a sandbox starting
+                yield done_event("cancelled", 0.0, "cancelled by the client")
+                return
             yield {"type": "accepted", "run_id": self.run_id, "worker": worker, "pipeline": "main"}
             for event in events:
                 if await self._wait(slow):

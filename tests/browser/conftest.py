@@ -78,7 +78,9 @@ class Server:
         env = {
             **os.environ,
             "JAXPLAY_LOG_FORMAT": "text",
-            "JAXPLAY_LOG_LEVEL": "warning",
+            # info: a failing test's report carries the server's run lines (test_page.py)
+            "JAXPLAY_LOG_LEVEL": "info",
+            "JAXPLAY_METRICS_PUBLIC": "true",
             "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0",
             # a request waits for the pristine run it asks for: generously, when busy
             "JAXPLAY_CACHE_JOIN_WAIT_S": "120",
@@ -166,6 +168,7 @@ def open_page(browser: Any, server: Server) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=server.url)
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
     pg = context.new_page()
+    pg.jaxplay_server_log = server.log  # for wait_done's report of a run that never ended
     pg.set_default_timeout(30_000)
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))

@@ -36,8 +36,28 @@ def add_step(page: Any, transform: str, name: str = "A") -> None:
 
 
 def wait_done(page: Any, timeout_ms: int = 60_000) -> str:
-    page.wait_for_selector(f".run-status:is({FINAL})", timeout=timeout_ms)
+    try:
+        page.wait_for_selector(f".run-status:is({FINAL})", timeout=timeout_ms)
+    except Exception as exc:  # a run that never ended: the failure says where it stopped
+        raise AssertionError(f"the run did not end: {stuck_run_report(page)}") from exc
     return str(page.get_attribute(".run-status", "data-status"))
+
+
+def stuck_run_report(page: Any) -> str:
+    """What the page shows, how many runs it sent, the server's pool figures and the
+    end of its log: for a run that never ended (a CI failure must say where it stopped)."""
+    progress = page.inner_text(".progress")
+    sent = page.evaluate("() => window.jaxplay.runsSent()")
+    metrics = page.request.get("/metrics")
+    figures = [
+        line
+        for line in metrics.text().splitlines()
+        if line.startswith(("jaxplay_pool", "jaxplay_runs_in_flight", "jaxplay_queue_length"))
+    ]
+    log = getattr(page, "jaxplay_server_log", None)
+    tail = log.read_text(errors="replace").splitlines()[-20:] if log is not None else []
+    head = f"progress {progress!r}; runs sent {sent}; /metrics {metrics.status}"
+    return "\n".join([head, *figures, "server log:", *tail])
 
 
 def output_text(page: Any, kind: str, pipeline: str = "main") -> str:

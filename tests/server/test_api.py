@@ -233,6 +233,22 @@ def test_a_pool_that_ignores_its_wall_clock_is_ended_by_the_server(
     assert pool.total - pool.finished == 0  # the pool saw the run end
 
 
+def test_a_sandbox_slow_to_start_does_not_eat_the_runs_own_time(
+    make_client: Callable[..., tuple[TestClient, FakePool]],
+) -> None:
+    # The run's clock starts when the worker accepts it: a sandbox that takes longer to
+    # start than the run's whole allowance (a zygote warming up on a busy machine) is
+    # waited for, within the queue's bound; one that never starts is ended, saying so.
+    client, _ = make_client(run_grace_s=0.2, cancel_grace_s=0.2, queue_timeout_s=2.0)
+    slow = run_body(code=CODE + "# fake: start=0.8\n", timeout_s=0.3, cache=False)
+    events = client.post("/api/v1/runs", json=slow).json()["events"]
+    assert events[-1]["status"] == "ok", events[-1]
+    never = run_body(code=CODE + "# fake: start=30\n# fake: ignore-cancel\n", timeout_s=0.3)
+    events = client.post("/api/v1/runs", json=never).json()["events"]
+    assert events[-1]["status"] == "killed"
+    assert "no sandbox started the run within 2 s" in events[-1]["reason"]
+
+
 # --- snippets ---------------------------------------------------------------------------
 
 
