@@ -38,10 +38,16 @@ class Library:
 
     #: pip's name for it (the distribution)
     name: str
-    #: the modules the zygote imports before it forks (empty: none)
+    #: its modules that a run imports (``from flax import nnx``): the ones the zygote
+    #: imports before it forks when ``preload`` (empty: none)
     imports: tuple[str, ...]
     #: what it is, for people
     what: str
+    #: imported by every zygote before it forks, so that a run's import costs nothing;
+    #: else by the first run that imports it (its kept process keeps it). The zygote's
+    #: start pays the import (CPU) and every jail its memory: measured in
+    #: benchmarks/libraries.py
+    preload: bool = True
     #: a PEP 440 specifier of the JAX versions that may offer it ("": the resolver
     #: alone decides, from the library's own declared requirements)
     jax: str = ""
@@ -56,17 +62,30 @@ LIBRARIES: tuple[Library, ...] = (
     Library("jaxtyping", ("jaxtyping",), "shape and dtype annotations for arrays"),
     Library("beartype", ("beartype",), "the runtime type checker jaxtyping works with"),
     Library("einops", ("einops",), "readable tensor rearrangements"),
-    Library("diffrax", ("diffrax",), "differential equation solvers"),
-    Library("lineax", ("lineax",), "linear solvers"),
-    Library("optimistix", ("optimistix",), "root finding, minimisation, least squares"),
-    Library("numpyro", ("numpyro", "numpyro.distributions"), "probabilistic programming"),
-    Library("distrax", (), "probability distributions (TensorFlow Probability's JAX substrate)"),
-    Library("dm-haiku", (), "neural networks, the older Haiku API"),
+    Library("diffrax", ("diffrax",), "differential equation solvers", preload=False),
+    Library("lineax", ("lineax",), "linear solvers", preload=False),
+    Library(
+        "optimistix", ("optimistix",), "root finding, minimisation, least squares", preload=False
+    ),
+    Library(
+        "numpyro", ("numpyro", "numpyro.distributions"), "probabilistic programming", preload=False
+    ),
+    Library(
+        "distrax",
+        ("distrax",),
+        "probability distributions (TensorFlow Probability's JAX substrate)",
+        preload=False,
+    ),
+    Library("dm-haiku", ("haiku",), "neural networks, the older Haiku API", preload=False),
     Library("treescope", ("treescope",), "pytree and array display"),
-    Library("penzai", (), "neural networks built for display with treescope"),
+    Library(
+        "penzai", ("penzai",), "neural networks built for display with treescope", preload=False
+    ),
     Library("ml_dtypes", ("ml_dtypes",), "bfloat16, float8 and int4 dtypes for NumPy"),
 )
 BY_NAME: dict[str, Library] = {lib.name: lib for lib in LIBRARIES}
+#: What every zygote imports before it forks.
+PRELOADED: tuple[str, ...] = tuple(m for lib in LIBRARIES if lib.preload for m in lib.imports)
 
 #: The top-level packages of the table's modules: the kept process's check compares
 #: their classes' attributes as it does JAX's (sandbox/zygote/watch.py).
@@ -207,8 +226,8 @@ class Preimported:
 
 
 def preimport(modules: Iterable[str] | None = None) -> Preimported:
-    """Import the table's modules (or ``modules``) that this environment has, before a
-    zygote forks, so that a run's own import of them finds them in ``sys.modules``.
+    """Import the table's preloaded modules (or ``modules``) that this environment has,
+    before a zygote forks, so that a run's own import of them finds them in ``sys.modules``.
 
     A library missing here (a JAX version that does not offer it) is skipped, and so is
     one whose import fails. Raises ``RuntimeError`` if an import started a JAX backend:
@@ -216,7 +235,7 @@ def preimport(modules: Iterable[str] | None = None) -> Preimported:
     done = Preimported()
     threads = (threading.active_count(), _os_threads())
     started = time.monotonic()
-    wanted = list(modules) if modules is not None else [m for lib in LIBRARIES for m in lib.imports]
+    wanted = list(modules) if modules is not None else list(PRELOADED)
     for module in wanted:
         try:
             importlib.import_module(module)

@@ -66,6 +66,8 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from sandbox import libraries
+
 try:  # built by the install (pyproject.toml, ext-modules); see IDENTITY_CHECK
     from sandbox.zygote import _identity
 except ImportError as exc:
@@ -100,9 +102,11 @@ _TAINTING = frozenset(
     }
 )
 #: Packages whose classes' attributes are compared too (those of every other module
-#: are not: ~10 ms more per run for the whole process).
-CLASS_FAMILIES = frozenset(
-    {"jax", "jaxlib", "numpy", "ml_dtypes", "opt_einsum", "builtins", "sys", "sandbox"}
+#: are not: ~10 ms more per run for the whole process), the libraries the zygote
+#: imports (sandbox/libraries.py) among them.
+CLASS_FAMILIES = (
+    frozenset({"jax", "jaxlib", "numpy", "ml_dtypes", "opt_einsum", "builtins", "sys", "sandbox"})
+    | libraries.PACKAGES
 )
 _ATTRIBUTE_EVENTS = frozenset({"object.__setattr__", "object.__delattr__"})
 
