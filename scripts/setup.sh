@@ -44,6 +44,17 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ sandbox/zygote/_ide
     fi
 fi
 
+# The JAX libraries runs may import (Flax, Optax, Equinox...: sandbox/libraries.py,
+# docs/sandbox.md "Libraries"), exactly as the default version's committed library
+# lock pins them, every wheel by its sha256; again when the lock changed. The jail runs
+# .venv's interpreter; the server never imports them.
+liblock=$(.venv/bin/python -c 'import sys, importlib.metadata as m; from sandbox import libraries; print(libraries.lock_path(m.version("jax"), "%d.%d" % sys.version_info[:2]))')
+if [ -f "$liblock" ] && ! cmp -s "$liblock" .venv/.jaxplay-libraries; then
+    echo "setup: installing the JAX libraries of $liblock into .venv"
+    .venv/bin/python -m pip install -q --require-hashes --no-deps --only-binary=:all: -r "$liblock"
+    cp "$liblock" .venv/.jaxplay-libraries
+fi
+
 # JAX's TPU extra (libtpu), only when asked for: deviceless TPU compiles (docs/api.md,
 # "Deviceless TPU compiles"). It is Google's binary under Google Cloud's terms, not an
 # open-source licence; it goes into .venv/libtpu-extra, off sys.path (sandbox/tpu_extra.py).
