@@ -18,6 +18,11 @@ example: setup  ## run an example through the engine from the command line
 test: setup  ## run the whole test suite
 	$(VENV)/python -m pytest -q
 
+# The edit loop's suite: no browser, no Redis or PostgreSQL, no jail, nothing slow
+# (the markers: pyproject.toml, tests/conftest.py). `make test` before a commit.
+test-fast:  ## the quick tests, for an edit loop (minutes; no browser, services, jail or slow)
+	$(VENV)/python -m pytest -q -p no:cacheprovider -m "not (browser or redis or postgres or jail or slow)"
+
 lint: setup  ## ruff lint + format check + mypy + generated docs in step + import contracts
 	$(VENV)/ruff check .
 	$(VENV)/ruff format --check .
@@ -47,4 +52,4 @@ bench: setup  ## run the benchmarks (timing agreement, warm pool overhead, serve
 	$(VENV)/python benchmarks/load_ws.py
 	$(VENV)/python benchmarks/versions.py
 
-.PHONY: help setup play test lint format golden frontend screenshots example bench deploy-check
+.PHONY: help setup play test test-fast lint format golden frontend screenshots example bench deploy-check

@@ -185,7 +185,7 @@ def measure_in_process(mode: str, repeat: int) -> dict[str, Any]:
 
 
 def start_server(workdir: Path, tokens: list[str]) -> Any:
-    from tests.server.live import LiveServer
+    from tests.support.live_server import LiveServer
 
     env = {
         "JAXPLAY_API_TOKENS": json.dumps(tokens),

@@ -48,7 +48,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.server.live import LiveServer  # noqa: E402
+from tests.support.live_server import LiveServer  # noqa: E402
 
 STALL_S = 3.0
 FORGE = """

@@ -1,6 +1,6 @@
 """What a deviceless GPU compile (``gpu_target``) costs beside a CPU compile.
 
-The engine runs tests/test_gpu_target.py's ``jit(grad(f))`` (a 64x64 matmul with
+The engine runs tests/engine/test_gpu_target.py's ``jit(grad(f))`` (a 64x64 matmul with
 tanh, sin and exp: four GPU kernels) in a fresh worker process per run, alternating:
 on CPU, and for each GPU target, each with outputs ``hlo`` and ``hlo, asm``. Printed:
 the median (min, max) ``compile`` stage time of each. Needs JAX's CUDA plugin
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sandbox.gpu_target_request import GPU_TARGETS  # noqa: E402
-from tests.test_gpu_target import ARGS, CODE, engine  # noqa: E402
+from tests.engine.test_gpu_target import ARGS, CODE, engine  # noqa: E402
 
 
 def compile_ms(**fields: Any) -> float:

@@ -6,7 +6,7 @@ what the machine can do (issue 11), side by side in one run.
    in ONE warm process (a child, so this one never imports JAX); its median CPU
    seconds per run (every thread of the process) give capacity = CPUs / CPU-s.
 2. ``--clients`` WebSocket clients (each its own API token, so its own tenant) against
-   a real ``jaxplay serve`` (tests.server.live.LiveServer), each sending its next run
+   a real ``jaxplay serve`` (tests.support.live_server.LiveServer), each sending its next run
    as soon as the last one ended, for ``--duration`` seconds. A run refused with
    429/503 is not a failure: the client waits its ``Retry-After`` (capped at the time
    left) and sends again. A failure is anything else (a dropped connection, a missing
@@ -50,7 +50,7 @@ import websockets
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.server.live import LiveServer  # noqa: E402
+from tests.support.live_server import LiveServer  # noqa: E402
 
 OUTPUTS = ["jaxpr", "stablehlo", "hlo", "value", "cost"]
 

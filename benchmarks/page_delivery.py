@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
-from tests.server.live import LiveServer  # noqa: E402
+from tests.support.live_server import LiveServer  # noqa: E402
 
 TOKENS = ["page-delivery-a-0123456789", "page-delivery-b-0123456789"]
 CODE = "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.tanh(x) ** 2) * {c}\n"

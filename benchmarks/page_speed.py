@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
-from tests.server.live import LiveServer  # noqa: E402
+from tests.support.live_server import LiveServer  # noqa: E402
 
 TOKEN = "page-speed-api"
 FINAL = ("ok", "error", "timeout", "killed", "cancelled", "tampered")

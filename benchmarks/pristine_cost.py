@@ -39,7 +39,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.server.live import LiveServer  # noqa: E402
+from tests.support.live_server import LiveServer  # noqa: E402
 
 EXAMPLE = (ROOT / "examples" / "grad_of_loss.py").read_text()
 REQUEST: dict[str, Any] = {

@@ -5,7 +5,7 @@
                                                 frontend/src/generated/request.ts
     python scripts/gen_event_types.py --check   fail (exit 1) if either differs from
                                                 what the models generate (CI: the test
-                                                tests/test_event_schema.py runs this)
+                                                tests/protocol/test_event_schema.py runs this)
 
 The page validates every event with zod (``zod/mini``); its schemas are made here
 from the JSON Schema, so the page's idea of an event is the server's, bounds and

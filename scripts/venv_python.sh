@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Chooses the interpreter of .venv and (re)creates .venv with it; sourced by
-# scripts/setup.sh, run alone by tests/test_setup_python.py (in the directory whose
+# scripts/setup.sh, run alone by tests/deploy/test_setup_python.py (in the directory whose
 # .venv it manages).
 #
 # The interpreter of .venv. Its JAX is the default version workers run, so it should

@@ -1,18 +1,59 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sandbox.protocol import RunRequest
-from tests.gates import check_jail_gate
+from tests.gates import check_jail_gate, needs_jail
+
+# The services' fixtures, for every test that asks for one (tests/support/fixtures.py).
+from tests.support.fixtures import pg_url, postgres, prefix, redis_server  # noqa: F401
+
+TESTS = Path(__file__).resolve().parent
+#: fixtures that bring up a service: a test using one (directly or through another
+#: fixture) carries the service's marker
+SERVICE_FIXTURES = {"redis_server": "redis", "prefix": "redis", "postgres": "postgres"}
+#: what makes a fixture a jail's: it starts one through the jail gate
+JAIL_GATE_NAMES = {"skip_without_jail", "make_live_pool"}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """The jail gate (tests/gates.py): where the jail is demanded (CI=true,
     JAXPLAY_JAIL_TESTS=require) and missing, no test runs."""
     check_jail_gate()
+
+
+def _uses_a_jail(item: pytest.Item) -> bool:
+    if any(mark == needs_jail.mark for mark in item.iter_markers("skipif")):
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in info.name2fixturedefs.values() if info else ():
+        for fixturedef in defs:
+            code = getattr(fixturedef.func, "__code__", None)
+            if code is not None and JAIL_GATE_NAMES & set(code.co_names):
+                return True
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The markers (pyproject.toml), given by what a test needs: ``browser`` to everything
+    in tests/browser, ``redis`` / ``postgres`` to a test that uses the service's fixture,
+    ``jail`` to one that needs the jail (tests/gates.py's needs_jail, or a fixture that
+    starts a jail). ``make test-fast`` leaves them out."""
+    browser = TESTS / "browser"
+    for item in items:
+        if browser in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.browser)
+        for fixture, marker in SERVICE_FIXTURES.items():
+            if fixture in item.fixturenames:
+                item.add_marker(getattr(pytest.mark, marker))
+        if "pg_url" in item.fixturenames:
+            item.add_marker(pytest.mark.postgres)
+        if _uses_a_jail(item):
+            item.add_marker(pytest.mark.jail)
 
 
 def run_events(request: dict[str, Any] | RunRequest) -> list[dict[str, Any]]:

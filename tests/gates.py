@@ -11,8 +11,9 @@ fallback to something weaker.
 - the browser tests (Chromium, Playwright, the built page): demanded by
   ``JAXPLAY_BROWSER_TESTS=require``; checked when tests/browser is collected
   (``tests/browser/conftest.py``).
-- the scale tests' services (redis-server, PostgreSQL): ``JAXPLAY_SCALE_TESTS=require``
-  (``tests/scale/conftest.py``).
+- the services (redis-server, PostgreSQL, their Python clients): demanded by
+  ``JAXPLAY_SCALE_TESTS=require`` or ``CI=true``; checked when a test asks for one
+  (``tests/support/fixtures.py``).
 
 ``tests/test_gates.py`` runs pytest with each requirement missing and checks that it
 fails with the gate's message.
@@ -64,3 +65,22 @@ def skip_without_jail() -> None:
     if (why := jail_missing()) is not None:
         check_jail_gate()  # demanded: a failure, never a skip
         pytest.skip(why)
+
+
+SERVICES_GATE = "JAXPLAY_SCALE_TESTS"
+
+
+def services_required(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether Redis and PostgreSQL must be there (JAXPLAY_SCALE_TESTS=require, or CI=true)."""
+    env = os.environ if environ is None else environ
+    return env.get(SERVICES_GATE, "") == "require" or env.get("CI", "").lower() == "true"
+
+
+def skip_without_services(why: str | None) -> None:
+    """In a service's fixture: ``why`` it is missing (None: it is there) skips the test on
+    a developer's machine and fails it where the services are demanded."""
+    if why is None:
+        return
+    if services_required():
+        pytest.fail(f"{SERVICES_GATE}=require (or CI=true), but {why}", pytrace=False)
+    pytest.skip(why)

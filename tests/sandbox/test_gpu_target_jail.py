@@ -5,8 +5,8 @@ the run's output."""
 
 from __future__ import annotations
 
+from tests.engine.test_gpu_target import ARGS, BODY, CODE, needs_plugin
 from tests.sandbox.conftest import LivePool, needs_bwrap
-from tests.test_gpu_target import ARGS, BODY, CODE, needs_plugin
 
 pytestmark = [needs_bwrap, needs_plugin]
 

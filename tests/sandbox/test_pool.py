@@ -15,7 +15,8 @@ import pytest
 from sandbox.pool.base import PoolFull
 from sandbox.protocol import RunRequest
 from tests.sandbox.conftest import TEST_LIMITS, TEST_POOL, LivePool, make_live_pool, needs_bwrap
-from tests.scale.services import alive, descendants, wait_for
+from tests.support.ports import wait_for
+from tests.support.processes import alive, descendants
 
 pytestmark = [needs_bwrap, pytest.mark.slow]
 

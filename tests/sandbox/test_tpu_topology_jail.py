@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from sandbox import tpu_extra
 from sandbox.jail.bwrap import Runtime
+from tests.engine.test_tpu_topology import MESH, needs_extra
 from tests.sandbox.conftest import LivePool, needs_bwrap
-from tests.test_tpu_topology import MESH, needs_extra
 
 pytestmark = [needs_bwrap, needs_extra]
 

@@ -17,8 +17,7 @@ import httpx
 import pytest
 
 from backend.app.tenancy import SESSION_COOKIE
-
-from .live import LiveServer
+from tests.support.live_server import LiveServer
 
 TURN_S = 5.0
 SESSIONS = 12  # page sessions per attacking address

@@ -2,7 +2,7 @@
 (JAXPLAY_GPU_TARGETS, JAXPLAY_TPU_TOPOLOGIES): the server refuses any other before a
 worker sees it, by one rule for both (``DEVICELESS_TARGETS`` in backend/app/runs.py;
 docs/api.md, "Deviceless GPU compiles" and "Deviceless TPU compiles"). Against the
-fake pool; the compiles themselves: tests/test_gpu_target.py, tests/test_tpu_topology.py."""
+fake pool; the compiles themselves: tests/engine/test_gpu_target.py, tests/engine/test_tpu_topology.py."""
 
 from __future__ import annotations
 

@@ -17,8 +17,7 @@ import httpx
 import pytest
 
 from tests.gates import skip_without_jail
-
-from .live import LiveServer
+from tests.support.live_server import LiveServer
 
 pytestmark = pytest.mark.slow
 

@@ -26,8 +26,7 @@ import httpx
 import pytest
 
 from sandbox.protocol import TAMPERED_REASON
-
-from .live import LiveServer
+from tests.support.live_server import LiveServer
 
 pytestmark = [
     pytest.mark.slow,
@@ -336,7 +335,7 @@ def test_a_client_that_stops_reading(server: LiveServer, transport: str) -> None
 
 
 def test_the_metrics_port_and_the_public_switch(tmp_path: Path) -> None:
-    from .live import free_port
+    from tests.support.ports import free_port
 
     port = free_port()
     env = {"JAXPLAY_METRICS_PUBLIC": "false", "JAXPLAY_METRICS_PORT": str(port)}

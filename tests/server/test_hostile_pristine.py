@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .live import LiveServer
+from tests.support.live_server import LiveServer
 
 pytestmark = pytest.mark.slow
 

@@ -21,8 +21,7 @@ import websockets
 
 from backend.app.wire import SERVER_MESSAGE
 from backend.client import ServerError, stream_run
-
-from .live import LiveServer
+from tests.support.live_server import LiveServer
 
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,7 @@ from fastapi.testclient import TestClient
 
 from backend.app.middleware import host_allowed
 from backend.app.settings import Settings
-
-from .live import LiveServer
+from tests.support.live_server import LiveServer
 
 Make = Callable[..., tuple[TestClient, Any]]
 CODE = "def f(x):\n    return x * 2\n"

@@ -14,7 +14,7 @@ from sandbox.protocol.output_table import DEFAULT_OUTPUTS, OUTPUT_TABLE
 from sandbox.protocol.requests import RunRequest
 from sandbox.supervisor.event_gate import allowed_stages
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_layer_names_every_output_in_order() -> None:

@@ -1,13 +1,13 @@
-"""The scale tests' services: a private redis-server and PostgreSQL for the session.
+"""The services' fixtures (tests/conftest.py offers them to every test): a private
+redis-server and PostgreSQL for the session, a Redis key prefix and a database per
+test, so that tests share the servers but nothing else.
 
-Without the binaries these tests skip, saying what to install; with
-``JAXPLAY_SCALE_TESTS=require`` (CI) they fail instead. Each test gets its own Redis
-key prefix and its own database, so tests share the servers but nothing else.
-"""
+Without the binaries or their Python clients these tests skip, saying what to
+install; where they are demanded (JAXPLAY_SCALE_TESTS=require, or CI=true) they fail
+instead (tests/gates.py)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import uuid
@@ -16,15 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from .services import Postgres, RedisServer
-
-REQUIRE = os.environ.get("JAXPLAY_SCALE_TESTS", "") == "require"
-
-
-def unavailable(reason: str) -> None:
-    if REQUIRE:
-        pytest.fail(f"JAXPLAY_SCALE_TESTS=require, but {reason}", pytrace=False)
-    pytest.skip(reason)
+from tests.gates import skip_without_services
+from tests.support.services import Postgres, RedisServer
 
 
 def _missing_python() -> str | None:
@@ -38,9 +31,7 @@ def _missing_python() -> str | None:
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
-    reason = _missing_python() or RedisServer.missing()
-    if reason:
-        unavailable(reason)
+    skip_without_services(_missing_python() or RedisServer.missing())
     directory = Path(tempfile.mkdtemp(prefix="jaxplay-redis-"))
     server = RedisServer(directory).start()
     yield server
@@ -50,9 +41,7 @@ def redis_server() -> Iterator[RedisServer]:
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
-    reason = _missing_python() or Postgres.missing()
-    if reason:
-        unavailable(reason)
+    skip_without_services(_missing_python() or Postgres.missing())
     server = Postgres()
     try:
         server.start()

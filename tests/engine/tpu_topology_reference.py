@@ -1,9 +1,9 @@
 """What JAX itself compiles for a TPU topology, without a TPU: the reference the
-engine's ``tpu_topology`` runs are held to (tests/test_tpu_topology.py).
+engine's ``tpu_topology`` runs are held to (tests/engine/test_tpu_topology.py).
 
 Run in a fresh process, with the request as JSON::
 
-    python tests/tpu_topology_reference.py '{"code": ..., "tpu_topology": "v5e:2x2", ...}'
+    python tests/engine/tpu_topology_reference.py '{"code": ..., "tpu_topology": "v5e:2x2", ...}'
 
 It prints one JSON object: the StableHLO and HLO texts, ``memory_analysis()``'s
 figures, and the collectives of the HLO, or ``{"error": ...}`` when the compile

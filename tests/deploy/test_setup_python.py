@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "venv_python.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "venv_python.sh"
 PYENV = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
 
 

@@ -1,6 +1,6 @@
 """The golden corpus on every installed JAX version besides the default.
 
-tests/test_golden.py holds the default version to its golden files byte for byte.
+tests/engine/test_golden.py holds the default version to its golden files byte for byte.
 On the other installed versions (``jaxplay versions add``; CI installs one) the texts
 are that version's own, so what is checked is what must hold on every version: each
 case ends as its expectations say (``ok``, or the same error kind at the same stage
@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

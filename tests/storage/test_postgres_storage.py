@@ -26,8 +26,7 @@ from backend.app.storage_url import open_storage
 from sandbox.protocol import RunRequest
 from tests.server.conftest import make_settings
 from tests.server.fakes import FakePool
-
-from .services import Postgres
+from tests.support.services import Postgres
 
 pytestmark = pytest.mark.timeout(120)
 

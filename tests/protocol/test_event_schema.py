@@ -20,7 +20,7 @@ from sandbox.protocol.lines import BadEvent, parse_event_line, validate_event
 from sandbox.protocol.requests import RunRequest
 from sandbox.supervisor.event_gate import EventGate, allowed_stages
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _generator() -> Any:

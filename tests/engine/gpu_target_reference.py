@@ -1,9 +1,9 @@
 """What JAX itself compiles for a GPU target, without a GPU: the reference the
-engine's ``gpu_target`` runs are held to (tests/test_gpu_target.py).
+engine's ``gpu_target`` runs are held to (tests/engine/test_gpu_target.py).
 
 Run in a fresh process, with the request as JSON::
 
-    python tests/gpu_target_reference.py '{"code": ..., "args": ..., "gpu_target": "h100"}'
+    python tests/engine/gpu_target_reference.py '{"code": ..., "args": ..., "gpu_target": "h100"}'
 
 It prints one JSON object: the HLO text and the PTX of each kernel (by name) and
 the ``.target`` line, compiled as ``jit(grad(f))``. Written plainly with JAX's
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 SNIPPET_FILENAME = "snippet.py"
-TARGETS = Path(__file__).resolve().parents[1] / "sandbox" / "engine" / "gpu_targets"
+TARGETS = Path(__file__).resolve().parents[2] / "sandbox" / "engine" / "gpu_targets"
 ENTRY = re.compile(r"^(?:\.visible )?\.entry (\w+)\(.*?^\}", re.M | re.S)
 
 

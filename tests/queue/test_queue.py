@@ -20,8 +20,7 @@ from sandbox.protocol import RunRequest
 from sandbox.queue.client_pool import RedisPool
 from sandbox.queue.keys import GROUP, Job, Keys
 from sandbox.queue.worker import QueueWorker
-
-from .services import RedisServer
+from tests.support.services import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

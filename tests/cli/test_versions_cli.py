@@ -20,7 +20,7 @@ from sandbox.versions import OFFERED, STAMP, default_version, environment
 from tests.gates import jail_required
 
 JAXPLAY = [sys.executable, "-c", "from backend.cli import main; main()"]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def jaxplay(*args: str, versions_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:

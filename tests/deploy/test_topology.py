@@ -1,6 +1,6 @@
 """The compose topology, as processes on this machine: two ``jaxplay serve`` replicas
 sharing Redis and PostgreSQL, and ``jaxplay worker`` processes (the fake pool here:
-no JAX, so what is measured is the plumbing; tests/scale/test_jax.py runs real JAX
+no JAX, so what is measured is the plumbing; tests/deploy/test_jax_workers.py runs real JAX
 through the same path). Workers are dead after 2 s without a heartbeat."""
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from .services import SCALE_TOKENS, Postgres, RedisServer, Server, Worker, wait_for
+from tests.support.ports import wait_for
+from tests.support.processes import SCALE_TOKENS, QueueServer, Worker
+from tests.support.services import Postgres, RedisServer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,7 +31,7 @@ class Topology:
     def __init__(self, redis: RedisServer, database_url: str, log_dir: Path) -> None:
         self.redis, self.database_url, self.log_dir = redis, database_url, log_dir
         self.prefix = f"topo{uuid.uuid4().hex[:6]}"
-        self.servers: list[Server] = []
+        self.servers: list[QueueServer] = []
         self.workers: list[Worker] = []
 
     def add_worker(self, name: str, **kwargs: Any) -> Worker:
@@ -37,8 +39,10 @@ class Topology:
         self.workers.append(w)
         return w
 
-    def add_server(self, **env: str) -> Server:
-        s = Server(self.redis.url, self.prefix, self.database_url, self.log_dir, env=env).start()
+    def add_server(self, **env: str) -> QueueServer:
+        s = QueueServer(
+            self.redis.url, self.prefix, self.database_url, self.log_dir, env=env
+        ).launch()
         self.servers.append(s)
         return s
 
@@ -82,7 +86,7 @@ def code(marker: str = "") -> str:
 
 
 def run(
-    server: Server, body: dict[str, Any], timeout_s: float = 30, token: str | None = None
+    server: QueueServer, body: dict[str, Any], timeout_s: float = 30, token: str | None = None
 ) -> list[dict[str, Any]]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     r = httpx.post(server.url + "/api/v1/runs", json=body, timeout=timeout_s, headers=headers)
@@ -90,7 +94,9 @@ def run(
     return list(r.json()["events"])
 
 
-def stream(server: Server, body: dict[str, Any]) -> Iterator[tuple[httpx.Response, dict[str, Any]]]:
+def stream(
+    server: QueueServer, body: dict[str, Any]
+) -> Iterator[tuple[httpx.Response, dict[str, Any]]]:
     with httpx.stream(
         "POST", server.url + "/api/v1/runs", json=body, headers=NDJSON, timeout=30
     ) as r:
@@ -103,7 +109,7 @@ def test_runs_through_both_replicas_reach_both_workers(topology: Topology) -> No
     s1, s2 = topology.servers
     results: list[list[dict[str, Any]]] = []
 
-    def one(server: Server) -> None:
+    def one(server: QueueServer) -> None:
         results.append(run(server, {"code": code("# fake: slow=0.1\n"), "outputs": ["jaxpr"]}))
 
     threads = [threading.Thread(target=one, args=(s,)) for s in [s1, s2] * 4]
@@ -254,7 +260,7 @@ def test_back_pressure_when_the_queue_is_full(topology: Topology) -> None:
     assert run(s1, {"code": code()})[-1]["status"] == "ok"
 
 
-def _backend(server: Server) -> dict[str, Any]:
+def _backend(server: QueueServer) -> dict[str, Any]:
     rows = httpx.get(server.url + "/api/v1/backends").json()["backends"]
     return dict(rows[0]) if rows else {"queue_length": 0, "running": 0}
 

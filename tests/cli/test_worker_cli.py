@@ -13,6 +13,7 @@ import pytest
 from backend.app.pools import PoolConfigError, pool_spec
 from backend.app.settings import Settings
 from sandbox.queue.devices import DeviceError, DeviceSetup, device_setup
+from tests.gates import needs_jail
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,14 +68,12 @@ def test_the_cpu_twin_binds_nothing_and_pins_the_platform(tmp_path: Path) -> Non
     )
 
 
+@needs_jail
 def test_the_cpu_twin_runs_through_the_device_jail() -> None:
     """The path a GPU worker takes (DeviceJailer: environment, driver paths), with the
     CPU's setup, for real: the jailed warm pool starts and runs."""
     import asyncio
-    import shutil
 
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed")
     from sandbox.protocol import RunRequest
     from sandbox.queue.devices import device_pool
 

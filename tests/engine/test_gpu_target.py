@@ -1,5 +1,5 @@
 """Deviceless GPU compiles (``gpu_target``): the request, and the engine's PTX held to
-JAX compiling for the same target directly (tests/gpu_target_reference.py, a fresh
+JAX compiling for the same target directly (tests/engine/gpu_target_reference.py, a fresh
 process).
 
 The compiles need JAX's CUDA plugin, which setup installs only when asked
@@ -26,8 +26,8 @@ from sandbox.gpu_target_request import GPU_TARGETS
 from sandbox.protocol import RunRequest
 from tests.conftest import run_events
 
-ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "tests" / "gpu_target_reference.py"
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT / "tests" / "engine" / "gpu_target_reference.py"
 CODE = """import jax
 import jax.numpy as jnp
 

@@ -1,6 +1,6 @@
 """Deviceless TPU compiles (``tpu_topology``): the request, and the engine's TPU HLO,
 memory and collectives held to JAX compiling for the same topology directly
-(tests/tpu_topology_reference.py, a fresh process with the same libtpu and variables).
+(tests/engine/tpu_topology_reference.py, a fresh process with the same libtpu and variables).
 
 The compiles need JAX's TPU extra (libtpu, under Google's terms), which setup
 installs only when asked (``JAXPLAY_TPU_EXTRA=1 make setup``; CI does): without it

@@ -19,8 +19,9 @@ import pytest
 
 from tests.conftest import run_events
 from tests.gates import needs_jail
-
-from .services import Postgres, RedisServer, Server, Worker, alive, descendants, wait_for
+from tests.support.ports import wait_for
+from tests.support.processes import QueueServer, Worker, alive, descendants
+from tests.support.services import Postgres, RedisServer
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow, needs_jail]
 
@@ -40,7 +41,7 @@ REQUEST: dict[str, Any] = {
 
 
 class Cluster:
-    def __init__(self, workers: list[Worker], server: Server) -> None:
+    def __init__(self, workers: list[Worker], server: QueueServer) -> None:
         self.workers, self.server = workers, server
 
 
@@ -57,9 +58,9 @@ def cluster(
         Worker(redis_server.url, prefix, name, log_dir, pool="auto", env=env).start()
         for name in ("jw1", "jw2")
     ]
-    server = Server(
+    server = QueueServer(
         redis_server.url, prefix, postgres.create_database(f"j{uuid.uuid4().hex[:8]}"), log_dir
-    ).start()
+    ).launch()
     try:
         for w in workers:
             w.wait_registered(120)

@@ -1,0 +1,167 @@
+"""A real ``jaxplay serve`` in a child process, on a free loopback port: the one
+server starter of the suite (the server, browser and queue tests, the benchmarks)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Self
+
+import httpx
+
+from tests.support.ports import free_port, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+#: the server as a module run from the checkout: ``--pool tests.server.fakes:...`` loads
+MODULE = [sys.executable, "-m", "backend.serve_cli"]
+
+
+def serve_command() -> list[str]:
+    """``jaxplay serve`` as a user starts it (the module when the script is not installed)."""
+    script = Path(sys.executable).with_name("jaxplay")
+    return [str(script), "serve"] if script.exists() else MODULE
+
+
+class LiveServer:
+    """``database``: a SQLite file (a Path) or a database URL. ``args``: more flags;
+    ``env``: JAXPLAY_* settings over the test defaults; ``as_user``: started as the
+    ``jaxplay serve`` script (else as the module, which can load the tests' fake
+    pools). ``launch()`` starts it, ``wait_ready()`` waits for /healthz, ``start()``
+    does both."""
+
+    def __init__(
+        self,
+        database: Path | str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        port: int | None = None,
+        log: Path | None = None,
+        new_session: bool = False,
+        as_user: bool = False,
+    ) -> None:
+        self.database = database
+        self.database_url = f"sqlite:///{database}" if isinstance(database, Path) else str(database)
+        self.args = args
+        self.env = {
+            **os.environ,
+            "JAXPLAY_LOG_FORMAT": "text",
+            "JAXPLAY_LOG_LEVEL": "warning",
+            "JAXPLAY_METRICS_PUBLIC": "true",  # off by default; tests and benchmarks read it
+            **(env or {}),
+        }
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        if log is None:
+            assert isinstance(database, Path), "a server on a database URL names its log"
+            log = database.with_suffix(f".{self.port}.log")
+        self.log = log
+        #: its own process group (the queue tests kill a server's whole tree)
+        self.new_session = new_session
+        self.command = serve_command() if as_user else MODULE
+
+    def launch(self) -> Self:
+        argv = [
+            *self.command,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--database-url",
+            self.database_url,
+            *self.args,
+        ]
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=log,
+                start_new_session=self.new_session,
+            )
+        return self
+
+    def wait_ready(self, timeout_s: float = 60.0) -> Self:
+        def healthy() -> bool:
+            if not self.alive():
+                code = None if self.proc is None else self.proc.returncode
+                raise RuntimeError(f"the server exited {code}: {self.tail()}")
+            try:
+                return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        try:
+            wait_for(healthy, timeout_s, f"the server did not start: {self.tail()}", every_s=0.1)
+        except TimeoutError:
+            self.stop()
+            raise
+        return self
+
+    def start(self, timeout_s: float = 60.0) -> Self:
+        return self.launch().wait_ready(timeout_s)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def tail(self, n: int = 3000) -> str:
+        try:
+            return self.log.read_text()[-n:]
+        except OSError:
+            return ""
+
+    def rss_bytes(self) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def descendants(self) -> dict[int, tuple[int, str]]:
+        """Every process under the server: pid -> (depth, command line)."""
+        children: dict[int, list[tuple[int, str]]] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append((int(entry.name), cmdline))
+        found: dict[int, tuple[int, str]] = {}
+        todo = [(self.pid, 0)]
+        while todo:
+            parent, depth = todo.pop()
+            for pid, cmdline in children.get(parent, []):
+                found[pid] = (depth + 1, cmdline)
+                todo.append((pid, depth + 1))
+        return found
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 20.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                if self.new_session:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                else:
+                    self.proc.kill()
+                self.proc.wait()
+        code = self.proc.returncode
+        self.proc = None
+        return code
