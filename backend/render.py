@@ -142,7 +142,7 @@ def _sharding(event: dict[str, Any]) -> str:
 
 
 #: How the CLI shows each output (sandbox.protocol.OUTPUT_TABLE names them all;
-#: tests/test_outputs_registry.py checks this table does too).
+#: tests/protocol/test_outputs_registry.py checks this table does too).
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "jaxpr": _ir_text,
     "stablehlo": _ir_text,

@@ -3,7 +3,7 @@
 # without Docker (docs/deploy.md), from Debian's packages (apt-get install
 # redis-server postgresql). They live in $JAXPLAY_SERVICES_DIR (default
 # /tmp/jaxplay-services), listen on loopback only, and touch no system-wide instance.
-# The scale tests (tests/scale) start instances of their own and do not need this.
+# The tests (tests/support/services.py) start instances of their own and do not need this.
 #
 #   scripts/services.sh start    # start both; print the JAXPLAY_* settings to use
 #   scripts/services.sh env      # print them again (eval "$(scripts/services.sh env)")

@@ -1,5 +1,5 @@
 // The page's table of outputs: for each output a request may name (the same names
-// as sandbox/protocol.py's OUTPUT_TABLE; tests/test_outputs_registry.py checks
+// as sandbox/protocol.py's OUTPUT_TABLE; tests/protocol/test_outputs_registry.py checks
 // both name the same), the tab that shows it and whether the page asks for it only
 // when its toggle is on (outputs that cost a dump of XLA's compile).
 import { Output } from "../generated/request";
