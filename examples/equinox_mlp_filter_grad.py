@@ -4,7 +4,7 @@
 # arrays only. The value is a model-shaped pytree of gradients.
 #
 # Try:
-#   jaxplay run examples/equinox_mlp_filter_grad.py --args "(params, jnp.ones((5, 2)))" --transform jit
+#   jaxplay run examples/equinox_mlp_filter_grad.py --args "(params, jnp.ones((5, 2)))" --transform jit --timeout 60
 #     -> ok
 
 import equinox as eqx

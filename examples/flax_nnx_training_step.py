@@ -4,7 +4,7 @@
 # jit compiles the step; the value is the new parameters, an nnx.State.
 #
 # Try:
-#   jaxplay run examples/flax_nnx_training_step.py --args "(params, jnp.ones((4, 3)), jnp.zeros((4, 1)))" --transform jit
+#   jaxplay run examples/flax_nnx_training_step.py --args "(params, jnp.ones((4, 3)), jnp.zeros((4, 1)))" --transform jit --timeout 60
 #     -> ok
 # The jaxpr shows the forward pass, its gradient and Adam's update, fused by jit.
 
