@@ -5,6 +5,7 @@
     jaxplay versions add --configured  # those JAXPLAY_JAX_VERSIONS lists (scripts/setup.sh)
     jaxplay versions lock 0.10.2     # pin a version's packages by hash (review, commit)
     jaxplay versions remove 0.10.2
+    jaxplay versions libraries       # the libraries (Flax, Optax...) each version offers
 
 Environments live under ``JAXPLAY_JAX_VERSIONS_DIR`` (sandbox/versions.py says what
 each holds). Installing is the operator's act, here: a run never installs anything.
@@ -142,6 +143,29 @@ def remove(
             )
             missing += 1
     raise typer.Exit(1 if missing else 0)
+
+
+@versions_app.command("libraries")
+def list_libraries(
+    version: Annotated[
+        list[str] | None, typer.Argument(help="Versions to show (default: every one).")
+    ] = None,
+) -> None:
+    """The JAX libraries (Flax, Optax, Equinox...) each version offers, as its committed
+    library lock pins them (sandbox/libraries.py; scripts/lock_libraries.py makes them)."""
+    from sandbox import libraries
+    from sandbox.versions import OFFERED, version_key
+
+    for v in sorted(version or OFFERED, key=version_key):
+        paths = libraries.locks_of(v)
+        if not paths:
+            typer.echo(f"jax {v}: no library lock (scripts/lock_libraries.py {v} makes one)")
+            continue
+        lock = libraries.read_lock(paths[0])
+        offered = " ".join(f"{name}=={ver}" for name, ver in lock.offered().items())
+        typer.echo(f"jax {v}: {offered}")
+        for name, why in lock.not_offered.items():
+            typer.echo(f"  not offered: {name}: {why}")
 
 
 def register(app: typer.Typer) -> None:

@@ -98,3 +98,17 @@ def test_preimport_imports_the_set_and_starts_no_backend() -> None:
     assert result["imported"] == result["in_modules"] == list(libraries.PRELOADED)
     assert result["backends"] == 0
     assert result["threads"] == 1
+
+
+def test_jaxplay_versions_libraries_lists_each_version_s_set() -> None:
+    from typer.testing import CliRunner
+
+    from backend.versions_cli import versions_app
+
+    out = CliRunner().invoke(versions_app, ["libraries", "0.12.0.1", "0.4.38"])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    for line, version in zip(lines, ("0.4.38", "0.12.0.1"), strict=True):  # oldest first
+        pinned = " ".join(f"{k}=={v}" for k, v in libraries.offered(version).items())
+        assert line == f"jax {version}: {pinned}"
+        assert "flax==" in line and "optax==" in line
