@@ -17,7 +17,9 @@ Installing is an operator's act (``jaxplay versions add``), never a run's: what 
 installs is pinned, every wheel by its sha256, in a lock committed with jaxplay
 (``sandbox/version_locks/jax-<version>-py<minor>-<machine>.txt``, made by ``jaxplay
 versions lock``, read by ``pip install --require-hashes``), and each of its steps has
-a time limit (``install``'s ``timeout_s``).
+a time limit (``install``'s ``timeout_s``). The JAX libraries runs may import (Flax,
+Optax, Equinox...: sandbox/libraries.py) come from a second lock beside it,
+``libraries-jax-<version>-...``, installed after it the same way.
 
 This module never imports JAX: the server reads versions from package metadata.
 """
