@@ -69,9 +69,7 @@ class Confirmer:
         self._admission = admission
         self._metrics = metrics
         self.enabled = (
-            cache.enabled
-            and settings.pristine_concurrency > 0
-            and pool.makes_pristine_runs
+            cache.enabled and settings.pristine_concurrency > 0 and pool.makes_pristine_runs
         )
         self._waiting: collections.OrderedDict[str, _Job] = collections.OrderedDict()
         self._running: dict[str, _Job] = {}
