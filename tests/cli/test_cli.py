@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+#: a real run through the CLI (a pool, a jail when bubblewrap is there): tens of seconds
+#: on a loaded machine, so out of make test-fast
+real_run = pytest.mark.slow
 EXAMPLES = ROOT / "examples"
 SCRIPT = Path(sys.executable).parent / "jaxplay"
 
@@ -59,6 +62,7 @@ def snippet(tmp_path: Path) -> Path:
 # --- running a file -------------------------------------------------------------
 
 
+@real_run
 def test_json_lines_parse_and_end_with_done(snippet: Path) -> None:
     proc = jaxplay(
         "run", str(snippet), "--args", "jnp.arange(3.0)", "--transform", "grad",
@@ -80,6 +84,7 @@ def test_json_lines_parse_and_end_with_done(snippet: Path) -> None:
     assert value["tree"][0]["data"] == pytest.approx([math.sin(2 * x) for x in (0.0, 1.0, 2.0)])
 
 
+@real_run
 def test_human_readable_output_contains_the_jaxpr(snippet: Path) -> None:
     argv = ["run", str(snippet), "--args", "(jnp.ones((3,)),)", "--transform", "grad"]
     as_json = jaxplay(*argv, "--transform", "jit", "--output", "jaxpr", "--json")
@@ -96,6 +101,7 @@ def test_human_readable_output_contains_the_jaxpr(snippet: Path) -> None:
     assert "done" in human.stdout.splitlines()[-1]
 
 
+@real_run
 def test_output_jaxpr_only_emits_the_jaxpr(snippet: Path) -> None:
     proc = jaxplay(
         "run", str(snippet), "--args", "jnp.ones(3)", "--transform", "jit",
@@ -110,6 +116,7 @@ def test_output_jaxpr_only_emits_the_jaxpr(snippet: Path) -> None:
     assert not {"lower", "compile", "execute"} & set(stages), stages
 
 
+@real_run
 def test_entry_and_json_transform_options(tmp_path: Path) -> None:
     path = tmp_path / "model.py"
     path.write_text("def loss(w, x):\n    return (x @ w) ** 2\n")
@@ -139,6 +146,7 @@ def _request(**extra: Any) -> dict[str, Any]:
     }
 
 
+@real_run
 def test_request_from_stdin() -> None:
     proc = jaxplay("run", "--request", "-", "--json", stdin=json.dumps(_request()))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -150,6 +158,7 @@ def test_request_from_stdin() -> None:
     assert "jit[" not in jaxprs["main"]["text"] and "jit[" in jaxprs["0"]["text"]
 
 
+@real_run
 def test_request_from_a_file(tmp_path: Path) -> None:
     path = tmp_path / "request.json"
     path.write_text(json.dumps(_request(compare=[])))
@@ -161,6 +170,7 @@ def test_request_from_a_file(tmp_path: Path) -> None:
 # --- errors ---------------------------------------------------------------------
 
 
+@real_run
 def test_syntax_error_in_the_file(tmp_path: Path) -> None:
     path = tmp_path / "broken.py"
     path.write_text("import jax.numpy as jnp\n\n\ndef f(x)\n    return jnp.sin(x)\n")
@@ -177,6 +187,7 @@ def test_syntax_error_in_the_file(tmp_path: Path) -> None:
     assert events[-1]["type"] == "done" and events[-1]["status"] == "error"
 
 
+@real_run
 def test_a_jax_error_names_the_sharp_bit(tmp_path: Path) -> None:
     path = tmp_path / "branchy.py"
     path.write_text("def f(x):\n    if x.sum() > 0:\n        return x\n    return -x\n")
@@ -275,6 +286,7 @@ def test_every_example_suggests_a_command() -> None:
         compile(text, str(path), "exec")
 
 
+@real_run
 def test_make_example() -> None:
     """The Makefile's ``make example`` command, as written there."""
     proc = jaxplay(

@@ -59,6 +59,9 @@ PRODUCED_BY = {
 OUTPUT_TYPES = ("jaxpr", "stablehlo", "hlo", "value", "cost", "timing")
 STREAM_TYPES = ("stdout", "stderr")
 WORKERS = 2
+#: the corpus is a long battery (a reference process and a `jaxplay run` per case, all
+#: started with the first test): make test runs it, make test-fast leaves it out
+pytestmark = pytest.mark.slow
 
 
 def _expect(name: str) -> dict[str, Any]:
