@@ -9,7 +9,7 @@ fallback to something weaker.
   ``JAXPLAY_JAIL_TESTS=require`` or ``CI=true``; checked at session start
   (``tests/conftest.py``).
 - the browser tests (Chromium, Playwright, the built page): demanded by
-  ``JAXPLAY_BROWSER_TESTS=require``; checked when tests/browser is collected
+  ``JAXPLAY_BROWSER_TESTS=require`` or ``CI=true``; checked when tests/browser is collected
   (``tests/browser/conftest.py``).
 - the services (redis-server, PostgreSQL, their Python clients): demanded by
   ``JAXPLAY_SCALE_TESTS=require`` or ``CI=true``; checked when a test asks for one
@@ -85,6 +85,15 @@ def skip_without_services(why: str | None) -> None:
     if services_required():
         pytest.fail(f"{SERVICES_GATE}=require (or CI=true), but {why}", pytrace=False)
     pytest.skip(why)
+
+
+BROWSER_GATE = "JAXPLAY_BROWSER_TESTS"
+
+
+def browser_required(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the browser tests must run (JAXPLAY_BROWSER_TESTS=require, or CI=true)."""
+    env = os.environ if environ is None else environ
+    return env.get(BROWSER_GATE, "") == "require" or env.get("CI", "").lower() == "true"
 
 
 def ci_demands() -> bool:

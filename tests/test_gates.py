@@ -72,7 +72,9 @@ def test_the_browser_gate_fails_without_chromium() -> None:
     )
     out = r.stdout + r.stderr
     assert r.returncode == pytest.ExitCode.USAGE_ERROR, out[-3000:]
-    assert "JAXPLAY_BROWSER_TESTS=require, but /nonexistent/chromium is missing" in out, out[-3000:]
+    assert (
+        "JAXPLAY_BROWSER_TESTS=require (or CI=true), but /nonexistent/chromium is missing" in out
+    ), out[-3000:]
     assert "xfail" not in out
 
 
@@ -85,7 +87,8 @@ def test_the_browser_gate_fails_without_the_built_page(tmp_path: Path) -> None:
     )
     out = r.stdout + r.stderr
     assert r.returncode == pytest.ExitCode.USAGE_ERROR, out[-3000:]
-    assert "JAXPLAY_BROWSER_TESTS=require, but frontend/dist is not built" in out, out[-3000:]
+    want = "JAXPLAY_BROWSER_TESTS=require (or CI=true), but frontend/dist is not built"
+    assert want in out, out[-3000:]
 
 
 @pytest.mark.slow

@@ -3,23 +3,21 @@
 
 Needs ``/usr/bin/chromium`` (``apt-get install chromium``) and the ``playwright``
 package; no browser download. Without either, these tests are skipped with the
-reason, unless ``JAXPLAY_BROWSER_TESTS=require`` (CI): then the session fails at
+reason, unless ``JAXPLAY_BROWSER_TESTS=require`` or ``CI=true``: then the session fails at
 collection (a usage error, no test runs).
 """
 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+
+from tests.gates import browser_required
+from tests.support.live_server import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the built page; JAXPLAY_TEST_FRONTEND_DIST tries a build made elsewhere (vite --outDir)
@@ -55,29 +53,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     why = _missing() if browser else None
     if why is None:
         return
-    if os.environ.get("JAXPLAY_BROWSER_TESTS") == "require":
+    if browser_required():
         # Demanded (CI): the session fails here, before any test runs; an xfail or a
         # skip would let the browser tests silently not run (tests/gates.py).
-        raise pytest.UsageError(f"JAXPLAY_BROWSER_TESTS=require, but {why}")
+        raise pytest.UsageError(f"JAXPLAY_BROWSER_TESTS=require (or CI=true), but {why}")
     for item in browser:
         item.add_marker(pytest.mark.skip(reason=why))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+class Server(LiveServer):
+    """``jaxplay serve`` as a user starts it, serving the built page (tests/support's
+    LiveServer): started at once, ``wait()`` for it to answer."""
 
-
-class Server:
     def __init__(self, tmp: Path, settings: dict[str, str] | None = None) -> None:
         """``settings``: JAXPLAY_* variables for this server (a feature an operator turns on)."""
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tmp / "serve.log"
         env = {
-            **os.environ,
-            "JAXPLAY_LOG_FORMAT": "text",
             # info: a failing test's report carries the server's run lines (test_page.py)
             "JAXPLAY_LOG_LEVEL": "info",
             "JAXPLAY_METRICS_PUBLIC": "true",
@@ -87,50 +77,18 @@ class Server:
             "JAXPLAY_QUEUE_TIMEOUT_S": "120",
             **(settings or {}),
         }
-        # `jaxplay serve`, as a user starts it (the module when the script is not installed)
-        script = Path(sys.executable).with_name("jaxplay")
-        command = (
-            [str(script), "serve"]
-            if script.exists()
-            else [sys.executable, "-m", "backend.serve_cli"]
-        )
-        argv = [
-            *command,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--database-url",
-            f"sqlite:///{tmp / 'jaxplay.sqlite3'}",
+        super().__init__(
+            tmp / "jaxplay.sqlite3",
             "--frontend-dist",
             str(DIST),
-        ]
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=log)
+            env=env,
+            log=tmp / "serve.log",
+            as_user=True,
+        )
+        self.launch()
 
     def wait(self, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"jaxplay serve exited {self.proc.returncode}: {self.log.read_text()[-3000:]}"
-                )
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"jaxplay serve did not start: {self.log.read_text()[-3000:]}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.wait_ready(timeout_s)
 
 
 @pytest.fixture(scope="session")
