@@ -296,7 +296,7 @@ def test_the_check_sees_changes_and_adopts_runtime_modules() -> None:
 
 def test_the_jailed_process_checks_with_the_same_implementation(live_pool: LivePool) -> None:
     """The jail binds the source tree with the built extension: a kept process's check
-    is the C one wherever it is built here (tests/sandbox/test_identity_check.py
+    is the C one wherever it is built here (tests/zygote/test_identity_check.py
     fails in CI where it is not), and the process is kept."""
     code = "import sys\nprint(sys.modules['sandbox.zygote.watch'].IDENTITY_CHECK)\n"
     runs = [run(live_pool, code, "reuse-identity") for _ in range(3)]
