@@ -229,7 +229,26 @@ def listing(root: Path, default: str | None = None) -> list[Row]:
 # --- interpreters --------------------------------------------------------------------
 
 
+#: interpreter path -> (its file's mtime, its version): the server lists the versions
+#: for every page (GET /api/v1/backends), and starting each candidate interpreter
+#: there took ~1 s on its event loop; one that is replaced gets a new mtime
+_PYTHON_VERSIONS: dict[str, tuple[int, str | None]] = {}
+
+
 def _python_version(python: str) -> str | None:
+    try:
+        mtime = os.stat(python).st_mtime_ns
+    except OSError:
+        return None
+    known = _PYTHON_VERSIONS.get(python)
+    if known is not None and known[0] == mtime:
+        return known[1]
+    version = _ask_python_version(python)
+    _PYTHON_VERSIONS[python] = (mtime, version)
+    return version
+
+
+def _ask_python_version(python: str) -> str | None:
     try:
         out = subprocess.run(
             [python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
