@@ -238,10 +238,14 @@ class ZygotePool:
         idle = [z for z in self.zygotes if z.state == "idle" and z.run is None and z.tenant]
         if held.get(mine, 0) >= share:
             idle = [z for z in idle if tenant_group(z.tenant or "") == mine]
-        else:
+        elif len(held.keys() - {mine}) > 0:
             idle = [z for z in idle if held[tenant_group(z.tenant or "")] > share] or [
                 z for z in idle if tenant_group(z.tenant or "") != mine
             ]
+        # else the group is alone in the pool, under its share of the pool's size but
+        # with no room to grow (other JAX versions hold the rest of the machine's
+        # budget): its own least recently used gives way, or no session of it would
+        # ever start until those versions' pools close
         return min(idle, key=lambda z: z.last_used) if idle else None
 
     @property

@@ -50,6 +50,12 @@ def test_across_versions_shows_where_each_output_changed_and_the_times(
     assert page.get_attribute("#across", "aria-pressed") == "true"
     assert page.locator(".tabs-row").is_hidden()  # the comparison takes the outputs' place
     picks = page.locator("[data-testid=across-versions] input[type=checkbox]")
+    # the picker lists the versions once the page has the server's (GET /api/v1/backends)
+    page.wait_for_function(
+        "n => document.querySelectorAll("
+        "'[data-testid=across-versions] input[type=checkbox]').length >= n",
+        arg=len(installed),
+    )
     assert [picks.nth(i).get_attribute("value") for i in range(picks.count())] == installed
     # one version is not a comparison: said at once, nothing sent
     for i in range(picks.count()):

@@ -364,6 +364,26 @@ def test_a_new_tenant_evicts_no_more_than_its_share_of_warm_zygotes() -> None:
     assert pool._victim("addr:B|session:1") is None
 
 
+def test_a_client_alone_in_a_pool_the_budget_keeps_small_evicts_its_own() -> None:
+    """One client (the browser tests' 127.0.0.1) holds every zygote of the default
+    version's pool, under its share of the pool's size, while other JAX versions hold
+    the rest of the machine's budget: a new session of it evicts the client's least
+    recently used idle zygote (there is nobody else to be fair to), not nothing — which
+    left its runs waiting until those versions' pools closed, minutes later."""
+    pool = object.__new__(ZygotePool)
+    pool.size = 8  # the budget's zygotes; four of them are held by other versions
+
+    def zygote(tenant: str, used: float) -> SimpleNamespace:
+        return SimpleNamespace(tenant=tenant, state="idle", run=None, last_used=used)
+
+    a = [zygote(f"addr:A|session:{i}", used=i) for i in range(4)]
+    pool.zygotes = list(a)
+    assert pool._victim("addr:A|session:9") is a[0]
+    for z in a:
+        z.state = "busy"
+    assert pool._victim("addr:A|session:9") is None  # all running: it waits for one
+
+
 # --- the web ----------------------------------------------------------------------------
 
 
