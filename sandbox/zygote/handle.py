@@ -134,6 +134,8 @@ class Zygote:
         self._start_state: ProcState | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closed: asyncio.Task[None] | None = None
+        #: why it retired (None while it serves)
+        self.why: str | None = None
 
     @property
     def judging(self) -> bool:
@@ -380,6 +382,7 @@ class Zygote:
             return
         log.info("%s retires: %s", self.id, why)
         self.state = "retired"
+        self.why = why
         self.jail.kill()
         if not self.ready.done():
             self.ready.set_exception(WorkerStartError(f"the sandbox {why}"))

@@ -154,8 +154,20 @@ class ZygotePool:
         )
         self.pristine_runs += pristine
         z.reserve(run)
+        run.repick = lambda: self._repick(run, tenant, pristine)
         self.changed()
         return run
+
+    def _repick(self, run: ZygoteRun, tenant: str, pristine: bool) -> Zygote:
+        """Another zygote for ``run``, whose own went before the run was sent to it
+        (PoolFull if none is free now)."""
+        if self._closing:
+            raise PoolFull("the pool is closing", retry_after_s=5.0)
+        z = self._pick_pristine() if pristine else self._pick(tenant)
+        self._place(z, [o for o in self.budget.running() if o.run is not run])
+        z.reserve(run)
+        self.changed()
+        return z
 
     def _place(self, z: Zygote, running: list[Zygote]) -> None:
         """Put ``z``'s jail on CPUs no other run is using: jails are pinned (one CPU

@@ -10,7 +10,9 @@ CANCEL_S; anything else that ends a run early retires the whole zygote.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from sandbox.protocol import DoneStatus, RunRequest
@@ -20,6 +22,8 @@ from sandbox.zygote.pipes import pipe_reader_transport
 
 #: How long a cancelled run's child may take to be killed by its zygote.
 CANCEL_S = 1.0
+
+log = logging.getLogger(__name__)
 
 
 def fits_warm_child(request: RunRequest) -> bool:
@@ -45,6 +49,10 @@ class ZygoteRun(RunSupervisor):
         #: None until the zygote has decided, a moment after the run ended)
         self.reused = 0
         self.kept: bool | None = None
+        #: the pool's way to another zygote, once, if this one goes before the run is
+        #: sent to it (none of the run's code ran: the sandbox failing is not the run's
+        #: outcome); None: no second chance
+        self.repick: Callable[[], Zygote] | None = None
 
     @property
     def zygote_id(self) -> str:
@@ -53,11 +61,33 @@ class ZygoteRun(RunSupervisor):
     def _known_worker(self, claimed: dict[str, Any]) -> dict[str, Any]:
         return self._zygote.known_worker(self._request, claimed)
 
-    async def _start(self) -> tuple[asyncio.StreamReader, asyncio.StreamReader]:
+    async def _ready_zygote(self) -> Zygote:
         z = self._zygote
-        await z.ready
+        await z.ready  # raises WorkerStartError if it failed to start
         if z.state == "retired":
-            raise WorkerStartError("the sandbox was retired before the run could start")
+            raise WorkerStartError(f"the sandbox was retired before the run could start: {z.why}")
+        return z
+
+    async def _start(self) -> tuple[asyncio.StreamReader, asyncio.StreamReader]:
+        try:
+            z = await self._ready_zygote()
+        except WorkerStartError as exc:
+            repick, self.repick = self.repick, None
+            if repick is None or self._end is not None:
+                raise
+            old = self._zygote
+            log.warning("run %s: %s; another sandbox takes it", self.run_id, exc)
+            old.release(self)
+            if self._exit.done():  # the old jail's end, of a run never sent to it
+                self._exit = asyncio.get_running_loop().create_future()
+            try:
+                self._zygote = repick()
+            except Exception as again:  # PoolFull: nothing else free now
+                raise WorkerStartError(f"{exc} (and no other was free: {again})") from exc
+            try:
+                z = await self._ready_zygote()
+            except WorkerStartError as again:
+                raise WorkerStartError(f"{again} (the one before: {exc})") from exc
         cgroup = z.jail.cgroup
         self._oom_base = cgroup.oom_kills() if cgroup is not None else 0
         message = os.memfd_create("jaxplay-run")

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -262,3 +263,40 @@ def test_a_cancel_before_the_run_starts_ends_it_cancelled(live_pool: LivePool) -
     after = live_pool.run(SMALL, tenant="early-cancel")
     assert after.status == "ok"
     assert live_pool.strays() == []
+
+
+async def _retire(z: Any, why: str) -> None:
+    z.retire(why)
+
+
+def test_a_sandbox_gone_before_the_run_was_sent_hands_the_run_to_another(
+    live_pool: LivePool,
+) -> None:
+    # A zygote that retires between the pick and the run being sent to it (its jail
+    # died, say) ran none of the run's code: another zygote takes the run, once.
+    run = live_pool.call(live_pool.pool.submit(RunRequest(code=SMALL, args="(1.0,)"), "moved-on"))
+    first = run.zygote_id
+    live_pool.call(_retire(run._zygote, "the test killed it"))
+    events = live_pool.call(_drain(run))
+    assert events[-1]["status"] == "ok", events
+    assert run.zygote_id != first
+    assert live_pool.strays() == []
+
+
+def test_a_second_sandbox_gone_ends_the_run_with_both_reasons(live_pool: LivePool) -> None:
+    run = live_pool.call(live_pool.pool.submit(RunRequest(code=SMALL, args="(1.0,)"), "unlucky"))
+    live_pool.call(_retire(run._zygote, "the test killed the first"))
+    repick = run.repick
+    assert repick is not None
+
+    def and_kill_the_second() -> Any:
+        z = repick()
+        z.retire("the test killed the second")
+        return z
+
+    run.repick = and_kill_the_second
+    events = live_pool.call(_drain(run))
+    assert [e["type"] for e in events] == ["done"]
+    assert events[-1]["status"] == "error"
+    assert "the test killed the second" in events[-1]["reason"], events[-1]
+    assert "the test killed the first" in events[-1]["reason"], events[-1]
