@@ -141,6 +141,25 @@ def _sharding(event: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _shapes(event: dict[str, Any]) -> str:
+    """Each expression's span and shape, as ``line:col-end_col  f32[4,2]`` (columns from 1)."""
+    spans = event.get("spans", [])
+    lines = [
+        f"── shapes{_pipeline_tag(event)}: {len(spans)} expressions ({event.get('source')}) ──"
+    ]
+    for s in spans:
+        end = f"{s['end_line']}:{s['end_col']}" if s["end_line"] != s["line"] else str(s["end_col"])
+        where = f"{s['line']}:{s['col'] + 1}-{end}"
+        shape = f"{s['dtype']}[{','.join(map(str, s['shape']))}]"
+        if s.get("batched_shape") is not None:
+            dims = s.get("batch_dims")
+            shape += f"  batched [{','.join(map(str, s['batched_shape']))}]"
+            shape += f" (batch dims {dims})" if dims is not None else ""
+        sharding = f"  {s['sharding']}" if s.get("sharding") else ""
+        lines.append(f"  {where:<14} {shape}{sharding}  {s.get('primitive', '')}")
+    return "\n".join(lines + _notes(event))
+
+
 #: How the CLI shows each output (sandbox.protocol.OUTPUT_TABLE names them all;
 #: tests/protocol/test_outputs_registry.py checks this table does too).
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -155,6 +174,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "memory": _memory,
     "remarks": _remarks,
     "sharding": _sharding,
+    "shapes": _shapes,
 }
 
 

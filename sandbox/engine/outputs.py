@@ -96,6 +96,12 @@ def _sharding(r: Results) -> dict[str, Any]:
     return sharding.sharding_event(r.compiled, r.lowered)
 
 
+def _shapes(r: Results) -> dict[str, Any]:
+    from sandbox.engine import shapes
+
+    return shapes.shapes_event(r)
+
+
 def _text_event(
     kind: str, text: str, mapper: Callable[..., list[dict[str, int]]], *extra: Any
 ) -> dict[str, Any]:
@@ -144,6 +150,7 @@ PRODUCERS: dict[str, Producer] = {
     "memory": Producer("compiled", "reading XLA's buffer assignment", _memory, dumps=True),
     "remarks": Producer("run", "collecting JAX's remarks"),
     "sharding": Producer("compiled", "describing the shardings", _sharding),
+    "shapes": Producer("traced", "finding the shape of each expression", _shapes),
 }
 
 

@@ -272,7 +272,8 @@ class Run:
         )
         if self.remarks is not None and "checkpoint" in [t.name for t in transforms]:
             self.checkpoint_residuals(f, transforms, ns, args)
-        results = Results()
+        # what outputs that trace the entry again need (sandbox/engine/shapes.py)
+        results = Results(extra={"entry": f, "args": args, "pipe": pipe, "transforms": transforms})
         if wanted(outputs, "traced"):
             results.closed = self.staged(
                 "trace", lambda: jax.make_jaxpr(pipe.fn, static_argnums=pipe.static_argnums)(*args)

@@ -29,6 +29,7 @@ from sandbox.protocol.limits import (
     MAX_PASSES_CHARS,
     MAX_REMARKS,
     MAX_REPR_CHARS,
+    MAX_SHAPE_SPANS,
     MAX_SHARD_BLOCKS,
     MAX_SOURCES,
     MAX_STREAM_CHARS,
@@ -43,7 +44,7 @@ from sandbox.protocol.limits import (
 #: ``OUTPUT_TABLE`` (output_table.py), the one place an output is declared in this layer.
 Output = Literal[
     "jaxpr", "stablehlo", "hlo", "value", "cost", "timing", "passes", "asm", "memory", "remarks",
-    "sharding",
+    "sharding", "shapes",
 ]  # fmt: skip
 OUTPUTS: tuple[Output, ...] = Output.__args__  # type: ignore[attr-defined]
 #: what ``stage`` events name, in the order they happen (SPEC §2's five, plus
@@ -401,6 +402,52 @@ class ShardingEvent(_PipelineEvent):
     collectives: Annotated[list[Collective], Field(max_length=MAX_COLLECTIVES)]
 
 
+Dims = Annotated[list[Count], Field(max_length=64)]
+
+
+class ShapeOut(_Event):
+    shape: Dims
+    dtype: Short
+
+
+class ShapeSpan(_Event):
+    """One expression of the user's code: its span (lines from 1; columns in characters
+    from 0, the end exclusive) and the shape and dtype of its value, as traced."""
+
+    line: Line
+    col: Count
+    end_line: Line
+    end_col: Count
+    shape: Dims
+    dtype: Short
+    primitive: Short = Field("", description="The equation that made the value.")
+    sharding: Short | None = Field(
+        None, description="Its PartitionSpec, traced under a mesh (`P('x', None)`)."
+    )
+    more: Annotated[list[ShapeOut], Field(max_length=16)] | None = Field(
+        None, description="The equation's other outputs (a `scan`'s, an `eigh`'s)."
+    )
+    batched_shape: Dims | None = Field(
+        None, description="Under `vmap`: the value's shape in the pipeline's (batched) jaxpr."
+    )
+    batch_dims: Annotated[list[Count], Field(max_length=16)] | None = Field(
+        None,
+        description="Under `vmap`: the positions of `batched_shape` that are batch dimensions.",
+    )
+
+
+class ShapesEvent(_PipelineEvent):
+    """The shape of each expression of the user's code (sandbox/engine/shapes.py)."""
+
+    type: Literal["shapes"]
+    source: Literal["entry", "pipeline"] = Field(
+        description="`entry`: the entry function traced on the arguments it receives in the "
+        "pipeline (per example under `vmap`); `pipeline`: the pipeline's jaxpr, forward equations."
+    )
+    spans: Annotated[list[ShapeSpan], Field(max_length=MAX_SHAPE_SPANS)]
+    notes: Notes = Field(default_factory=list)
+
+
 class ErrorEvent(_PipelineEvent):
     type: Literal["error"]
     stage: ErrorStage
@@ -442,13 +489,14 @@ EVENT_MODELS: dict[str, type[_Event]] = {
     "memory": MemoryEvent,
     "remarks": RemarksEvent,
     "sharding": ShardingEvent,
+    "shapes": ShapesEvent,
     "error": ErrorEvent,
     "done": DoneEvent,
 }
 AnyEvent = Annotated[
     AcceptedEvent | StdoutEvent | StderrEvent | StageEvent | JaxprEvent | StablehloEvent
     | HloEvent | ValueEvent | CostEvent | TimingEvent | PassesEvent | AsmEvent | MemoryEvent
-    | RemarksEvent | ShardingEvent | ErrorEvent | DoneEvent,
+    | RemarksEvent | ShardingEvent | ShapesEvent | ErrorEvent | DoneEvent,
     Field(discriminator="type"),
 ]  # fmt: skip
 

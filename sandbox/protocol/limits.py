@@ -46,3 +46,5 @@ MAX_PASSES_CHARS = 6 * 1024 * 1024
 MAX_KERNELS = 256
 MAX_BUFFERS = 4096
 MAX_REMARKS = 256
+#: Spans of the user's code a shapes event may give (one per expression traced)
+MAX_SHAPE_SPANS = 4096

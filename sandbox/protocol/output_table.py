@@ -15,6 +15,7 @@ from sandbox.protocol.events import (
     Output,
     PassesEvent,
     RemarksEvent,
+    ShapesEvent,
     ShardingEvent,
     StablehloEvent,
     StageName,
@@ -57,6 +58,7 @@ OUTPUT_TABLE: dict[str, OutputSpec] = {
     "memory": OutputSpec(MemoryEvent, _COMPILED, default=False),
     "remarks": OutputSpec(RemarksEvent, (), per_pipeline=False, default=False),
     "sharding": OutputSpec(ShardingEvent, _COMPILED, default=False),
+    "shapes": OutputSpec(ShapesEvent, ("trace",)),
 }
 DEFAULT_OUTPUTS: tuple[Output, ...] = tuple(o for o in OUTPUTS if OUTPUT_TABLE[o].default)
 assert tuple(OUTPUT_TABLE) == OUTPUTS, "OUTPUT_TABLE and Output name the same outputs"

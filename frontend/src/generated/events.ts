@@ -177,6 +177,35 @@ export const RemarksEvent = z.object({
   items: z.array(Remark).check(z.maxLength(256)),
 });
 
+export const ShapeOut = z.object({
+  shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
+  dtype: z.string().check(z.maxLength(256)),
+});
+
+/** One expression of the user's code: its span (lines from 1; columns in characters from 0, the end exclusive) and the shape and dtype of its value, as traced. */
+export const ShapeSpan = z.object({
+  line: z.int().check(z.gte(1), z.lte(10000000)),
+  col: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  end_line: z.int().check(z.gte(1), z.lte(10000000)),
+  end_col: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
+  dtype: z.string().check(z.maxLength(256)),
+  primitive: z.optional(z.string().check(z.maxLength(256))),
+  sharding: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
+  more: z.optional(z.nullable(z.array(ShapeOut).check(z.maxLength(16)))),
+  batched_shape: z.optional(z.nullable(z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)))),
+  batch_dims: z.optional(z.nullable(z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(16)))),
+});
+
+/** The shape of each expression of the user's code (sandbox/engine/shapes.py). */
+export const ShapesEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("shapes"),
+  source: z.enum(["entry", "pipeline"]),
+  spans: z.array(ShapeSpan).check(z.maxLength(4096)),
+  notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
+});
+
 /** One block of an array: its index range per dimension and who holds it. */
 export const ShardBlock = z.object({
   start: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
@@ -273,6 +302,7 @@ export const Events = {
   memory: MemoryEvent,
   remarks: RemarksEvent,
   sharding: ShardingEvent,
+  shapes: ShapesEvent,
   error: ErrorEvent,
   done: DoneEvent,
 } as const;

@@ -7,7 +7,7 @@ export const TransformName = z.enum(["jit", "grad", "value_and_grad", "vmap", "p
 export type TransformName = z.infer<typeof TransformName>;
 
 /** sandbox.protocol's `Output`. */
-export const Output = z.enum(["jaxpr", "stablehlo", "hlo", "value", "cost", "timing", "passes", "asm", "memory", "remarks", "sharding"]);
+export const Output = z.enum(["jaxpr", "stablehlo", "hlo", "value", "cost", "timing", "passes", "asm", "memory", "remarks", "sharding", "shapes"]);
 export type Output = z.infer<typeof Output>;
 
 /** sandbox.protocol's `Backend`. */
@@ -18,7 +18,7 @@ export type Backend = z.infer<typeof Backend>;
 export const NOT_FOR_GPU_TARGET: readonly Output[] = ["value", "timing"];
 
 /** sandbox/'s `TOPOLOGY_OUTPUTS`: all a `tpu_topology` run gives. */
-export const TOPOLOGY_OUTPUTS: readonly Output[] = ["cost", "hlo", "jaxpr", "memory", "sharding", "stablehlo"];
+export const TOPOLOGY_OUTPUTS: readonly Output[] = ["cost", "hlo", "jaxpr", "memory", "shapes", "sharding", "stablehlo"];
 
 /** ``jax.make_mesh(shape, axis_names, axis_types=...)`` over the run's devices. */
 export const MeshSpec = z.strictObject({

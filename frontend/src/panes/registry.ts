@@ -29,6 +29,8 @@ export const OUTPUT_PANES: Record<Output, OutputEntry> = {
   remarks: { tab: "remarks", optIn: { label: "remarks", help: "why JAX traced or compiled again (cache misses)" } },
   // asked for with every run over a mesh (state.ts), or by its toggle
   sharding: { tab: "sharding", optIn: { label: "sharding", help: "which device holds which block, and the collectives XLA inserted" } },
+  // no pane of its own: the editor shows each expression's shape (editor-shapes.ts)
+  shapes: { tab: "jaxpr" },
 };
 
 /** The outputs a page's request names: the server's defaults plus the opted-in ones,
