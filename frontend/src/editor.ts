@@ -15,6 +15,7 @@ import {
   lineNumbers,
   type DecorationSet,
 } from "@codemirror/view";
+import { editorShapes } from "./editor-shapes";
 import { highlighting } from "./highlight";
 import { h, withCode } from "./dom";
 import { editorLinking } from "./linking";
@@ -115,6 +116,7 @@ export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHook
         keymap.of([...historyKeymap, indentWithTab]),
         errorField,
         editorLinking(hooks.onHover),
+        editorShapes(),
         EditorView.contentAttributes.of({ "aria-label": "Python code", "data-testid": "code" }),
         EditorView.updateListener.of((u) => {
           if (u.docChanged) hooks.onChange(u.state.doc.toString());

@@ -7,6 +7,7 @@ import type { EditorView } from "@codemirror/view";
 import type { ArgsFollower } from "../args";
 import { h } from "../dom";
 import { setErrorMark } from "../editor";
+import { setShapes } from "../editor-shapes";
 import { fmtAgo } from "../format";
 import type { RunBody } from "../generated/request";
 import type { Layout } from "../layout";
@@ -100,6 +101,9 @@ export class OutputsController implements RunView {
       }
       case "stage":
         panes.progress.stage(p, event.stage, event.ms ?? null);
+        break;
+      case "shapes": // the editor's hovers and `# ^?` lines (editor-shapes.ts): pipeline A's
+        if (p === "main") this.d.editor().dispatch({ effects: setShapes.of(event.spans) });
         break;
       case "jaxpr":
       case "stablehlo":
