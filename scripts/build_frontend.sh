@@ -18,6 +18,13 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
     echo "build_frontend: npm ci"
     npm ci --no-audit --no-fund --loglevel=error
 fi
+# the editor's completion index of the default JAX version (scripts/gen_completions.py,
+# made by .venv's JAX): written by a build, compared with the committed one by --check
+if [ -x ../.venv/bin/python ]; then
+    ../.venv/bin/python ../scripts/gen_completions.py ${1:+"$1"}
+else
+    echo "build_frontend: no .venv: the completion index is not checked" >&2
+fi
 npx tsc --noEmit -p .
 npm run --silent circles
 npx vitest run --reporter=dot

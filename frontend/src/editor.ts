@@ -76,6 +76,8 @@ export interface EditorHooks {
   onHover: (codeLine: number | null, from: EditorView) => void;
   /** a click on a line number: pin that line's links (again: unpin) */
   onPin: (codeLine: number) => void;
+  /** the JAX version runs ask for (its completion index: completions.ts) */
+  jaxVersion?: () => string | undefined;
 }
 
 export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHooks): EditorView {
@@ -125,7 +127,7 @@ export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHook
     }),
   });
   void import("./editor-extras").then(({ editorExtras }) => {
-    const extras = editorExtras();
+    const extras = editorExtras(hooks.jaxVersion);
     view.dispatch({ effects: [before.reconfigure(extras.before), after.reconfigure(extras.after)] });
   });
   return view;

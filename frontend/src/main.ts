@@ -85,6 +85,7 @@ const editor = createEditor(ui.editorHolder, store.state.code, {
   onRun: run,
   onHover: hover,
   onPin: pin,
+  jaxVersion: () => store.state.jaxVersion,
 });
 const pipelines = new PipelinesController(ui, store, { pickTargets: (t) => targets.pick(t), toast: (m) => toast.show(m) });
 const across = new AcrossController({
