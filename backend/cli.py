@@ -19,6 +19,7 @@ from backend.cli_common import validation_problems
 from backend.render import render_event
 from sandbox.pool.base import RunsVersions
 from sandbox.protocol import OUTPUTS, RunRequest
+from sandbox.protocol.checks import CHECK_NAMES
 
 app = typer.Typer(
     help="jaxplay: see what JAX's transformations make of your function.",
@@ -202,6 +203,20 @@ def run(
         list[str] | None,
         typer.Option(help="Lower for this platform (tpu, cuda) without it: its StableHLO."),
     ] = None,
+    check: Annotated[
+        list[str] | None,
+        typer.Option(help=f"A one-click check of the pipeline: {', '.join(CHECK_NAMES)}."),
+    ] = None,
+    grad_order: Annotated[
+        list[int] | None, typer.Option(help="An order for --check grad (default 1).")
+    ] = None,
+    grad_mode: Annotated[
+        list[str] | None, typer.Option(help="A mode for --check grad: fwd, rev (default both).")
+    ] = None,
+    pallas_interpret: Annotated[
+        str | None,
+        typer.Option(help="A pallas_call without interpret= on the CPU: auto or tpu_races."),
+    ] = None,
     server: Annotated[
         str | None, typer.Option(help="Run on a jaxplay server at this URL instead of locally.")
     ] = None,
@@ -223,6 +238,10 @@ def run(
         "in_shardings": _parse_specs("--in-sharding", in_sharding),
         "out_shardings": _parse_specs("--out-sharding", out_sharding),
         "lowering_platforms": lowering_platform or None,
+        "pallas_interpret": pallas_interpret,
+        "checks": check or None,
+        "grad_orders": grad_order or None,
+        "grad_modes": grad_mode or None,
     }
     run_request = _build_request(file, request, overrides)
 

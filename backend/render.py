@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from backend.render_autodiff import autodiff_text
+from backend.render_checks import checks_text
+from backend.render_kernels import kernels_text
+from backend.render_trace_values import trace_values_text
+
 HEADINGS = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo": "HLO (optimised)"}
 
 
@@ -160,6 +165,41 @@ def _shapes(event: dict[str, Any]) -> str:
     return "\n".join(lines + _notes(event))
 
 
+def _rate(value: Any, unit: str) -> str:
+    return "-" if value is None else f"{value / 1e9:.2f} G{unit}/s"
+
+
+def _profile(event: dict[str, Any]) -> str:
+    """Per executed HLO instruction: calls, time, its HLO and source lines, roofline."""
+    rows, peaks = event.get("rows", []), event.get("peaks")
+    total = sum(r["total_us"] for r in rows)
+    lines = [
+        f"── profile{_pipeline_tag(event)}: {event['calls']} calls, {event['wall_us']:.1f} µs wall,"
+        f" {total:.1f} µs in {len(rows)} instructions ──",
+        f"  {'instruction':32} {'calls':>6} {'total µs':>10} {'hlo':>5} {'line':>5}"
+        f" {'FLOP/s':>12} {'bytes/s':>12}  bound",
+    ]
+    for r in rows:
+        lines.append(
+            f"  {r['name'][:32]:32} {r['calls']:>6} {r['total_us']:>10.1f} {r['hlo_line']:>5}"
+            f" {r.get('line') or '-':>5} {_rate(r.get('flops_per_s'), 'FLOP'):>12}"
+            f" {_rate(r.get('bytes_per_s'), 'B'):>12}  {r.get('bound') or '-'}"
+        )
+    if peaks:
+        lines.append(
+            f"  peaks ({peaks['device_kind']}): {_rate(peaks['flops_per_s'], 'FLOP')},"
+            f" {_rate(peaks['bytes_per_s'], 'B')} — {peaks['source']}"
+        )
+    passes = event.get("passes") or []
+    if passes:
+        slowest = sorted(passes, key=lambda p: -p["total_us"])[:10]
+        lines.append(
+            f"  compile: {len(passes)} HLO passes, {sum(p['total_us'] for p in passes):.0f} µs; slowest:"
+        )
+        lines += [f"    {p['pipeline']} / {p['pass']}: {p['total_us']:.0f} µs" for p in slowest]
+    return "\n".join(lines + _notes(event))
+
+
 #: How the CLI shows each output (sandbox.protocol.OUTPUT_TABLE names them all;
 #: tests/protocol/test_outputs_registry.py checks this table does too).
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -174,7 +214,12 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "memory": _memory,
     "remarks": _remarks,
     "sharding": _sharding,
+    "autodiff": autodiff_text,
     "shapes": _shapes,
+    "profile": _profile,
+    "kernels": kernels_text,
+    "checks": checks_text,
+    "trace_values": trace_values_text,
 }
 
 

@@ -102,6 +102,39 @@ def _shapes(r: Results) -> dict[str, Any]:
     return shapes.shapes_event(r)
 
 
+def _profile(r: Results) -> dict[str, Any]:
+    from sandbox.engine import profile
+
+    return profile.profile_results(r)
+
+
+def _kernels(r: Results) -> dict[str, Any]:
+    from sandbox.engine import kernels
+
+    return kernels.kernels_event(r.closed, r.extra.get("args", ()))
+
+
+def _autodiff(r: Results) -> dict[str, Any]:
+    from sandbox.engine import autodiff
+
+    x = r.extra
+    return autodiff.autodiff_event(
+        x["function"], x["entry_name"], x["steps"], x["namespace"], x["arguments"], x["mesh"]
+    )
+
+
+def _trace_values(r: Results) -> dict[str, Any]:
+    from sandbox.engine import trace_values
+
+    return trace_values.trace_values_results(r)
+
+
+def _checks(r: Results) -> dict[str, Any]:
+    from sandbox.engine import checks
+
+    return checks.checks_event(r)
+
+
 def _text_event(
     kind: str, text: str, mapper: Callable[..., list[dict[str, int]]], *extra: Any
 ) -> dict[str, Any]:
@@ -151,6 +184,11 @@ PRODUCERS: dict[str, Producer] = {
     "remarks": Producer("run", "collecting JAX's remarks"),
     "sharding": Producer("compiled", "describing the shardings", _sharding),
     "shapes": Producer("traced", "finding the shape of each expression", _shapes),
+    "profile": Producer("compiled", "profiling the compiled calls", _profile),
+    "kernels": Producer("traced", "lowering the Pallas kernels", _kernels),
+    "autodiff": Producer("traced", "showing how JAX differentiates", _autodiff),
+    "trace_values": Producer("executed", "stepping the jaxpr", _trace_values),
+    "checks": Producer("executed", "running the checks", _checks),
 }
 
 

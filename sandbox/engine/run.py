@@ -159,12 +159,15 @@ class Run:
         self.emit(event)
 
     def execute(self) -> DoneStatus:
+        from sandbox.engine.kernels import interpreting
         from sandbox.engine.remarks import Remarks
 
+        # a pallas_call runs in interpret mode on a CPU run, for this run only (kernels.py)
         if "remarks" not in self.request.outputs:
-            return self._execute()
+            with interpreting(self.request, None):
+                return self._execute()
         self.remarks = Remarks()
-        with self.remarks.catching_warnings():
+        with self.remarks.catching_warnings(), interpreting(self.request, self.remarks):
             return self._execute()
 
     def emit_remarks(self) -> None:
@@ -260,7 +263,7 @@ class Run:
         import jax
 
         from sandbox.engine import pipeline as pipelines
-        from sandbox.engine import xla_dump
+        from sandbox.engine import profile, xla_dump
 
         outputs = self.request.outputs
         pipe = self.staged(
@@ -274,6 +277,10 @@ class Run:
             self.checkpoint_residuals(f, transforms, ns, args)
         # what outputs that trace the entry again need (sandbox/engine/shapes.py)
         results = Results(extra={"entry": f, "args": args, "pipe": pipe, "transforms": transforms})
+        # what autodiff rebuilds the pipeline's steps with (sandbox/engine/autodiff.py)
+        results.extra.update(function=f, namespace=ns, mesh=self.mesh, entry_name=self.request.entry)
+        results.extra.update(steps=transforms, arguments=args)
+        results.extra["request"] = self.request  # what the checks run (sandbox/engine/checks.py)
         if wanted(outputs, "traced"):
             results.closed = self.staged(
                 "trace", lambda: jax.make_jaxpr(pipe.fn, static_argnums=pipe.static_argnums)(*args)
@@ -300,7 +307,8 @@ class Run:
                 lowered = results.lowered
                 start = time.perf_counter()
                 # What the run shows is compiled by the run (persistent_cache.py).
-                with persistent_cache.bypassed():
+                # a compile that makes ``profile`` is traced: its passes' times
+                with persistent_cache.bypassed(), profile.tracing("profile" in outputs) as trace:
                     if options:
                         compiled = self.staged(
                             "compile", lambda: xla_dump.compile_with(lowered, options)
@@ -309,6 +317,7 @@ class Run:
                         compiled = self.staged("compile", lowered.compile)
                 compile_ms = (time.perf_counter() - start) * 1000
                 results.compiled, results.dump = compiled, dump
+                results.extra["compile_trace"] = trace
                 self.make(results, "compiled")
         if abstract:
             return

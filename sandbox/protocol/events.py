@@ -15,10 +15,21 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from sandbox.protocol.checks import (
+    MAX_CHECK_RESULTS,
+    MAX_GRAD_ORDER,
+    CheckName,
+    CheckStatus,
+    GradMode,
+)
 from sandbox.protocol.limits import (
+    MAX_AUTODIFF_CHARS,
+    MAX_AUTODIFF_SOURCES,
+    MAX_AUTODIFF_STAGES,
     MAX_BUFFERS,
     MAX_COLLECTIVES,
     MAX_COMPARE,
+    MAX_GRID_POINTS,
     MAX_KERNELS,
     MAX_LABEL_CHARS,
     MAX_LEAF_DATA,
@@ -27,14 +38,23 @@ from sandbox.protocol.limits import (
     MAX_NOTES,
     MAX_PASS_ITEMS,
     MAX_PASSES_CHARS,
+    MAX_POLICIES,
+    MAX_PROFILE_PASSES,
+    MAX_PROFILE_ROWS,
     MAX_REMARKS,
     MAX_REPR_CHARS,
+    MAX_RESIDUALS,
     MAX_SHAPE_SPANS,
     MAX_SHARD_BLOCKS,
     MAX_SOURCES,
     MAX_STREAM_CHARS,
     MAX_TEXT_CHARS,
+    MAX_TIMELINE_EVENTS,
     MAX_TIMING_ROWS,
+    MAX_TRACE_GZ_BYTES,
+    MAX_TRACE_ROW_VALUES,
+    MAX_TRACE_ROWS,
+    MAX_TRACE_VALUES,
     MAX_VALUE_DATA,
     PROTOCOL_VERSION,
 )
@@ -44,7 +64,9 @@ from sandbox.protocol.limits import (
 #: ``OUTPUT_TABLE`` (output_table.py), the one place an output is declared in this layer.
 Output = Literal[
     "jaxpr", "stablehlo", "hlo", "value", "cost", "timing", "passes", "asm", "memory", "remarks",
-    "sharding", "shapes",
+    "sharding", "shapes", "profile", "kernels", "autodiff",
+    "trace_values",
+    "checks",
 ]  # fmt: skip
 OUTPUTS: tuple[Output, ...] = Output.__args__  # type: ignore[attr-defined]
 #: what ``stage`` events name, in the order they happen (SPEC §2's five, plus
@@ -448,6 +470,286 @@ class ShapesEvent(_PipelineEvent):
     notes: Notes = Field(default_factory=list)
 
 
+class ProfileRow(_Event):
+    """One executed HLO instruction (a fusion, a dot...): its time over the profiled
+    calls, its line in the ``hlo`` text, the user's line, and its roofline figures."""
+
+    name: HloName
+    opcode: Short
+    calls: Count
+    total_us: Ms
+    hlo_line: Line = Field(description="Its line in the `hlo` output's text.")
+    line: Line | None = Field(None, description="The user's line that made it.")
+    flops: Measure | None = Field(None, description="FLOPs per call (XLA's cost rules).")
+    bytes: Measure | None = Field(None, description="Bytes it reads and writes per call.")
+    flops_per_s: Measure | None = None
+    bytes_per_s: Measure | None = None
+    bound: Literal["compute", "memory"] | None = Field(
+        None, description="Its arithmetic intensity against the peaks' ridge point."
+    )
+
+
+class TimelineEvent(_Event):
+    name: HloName
+    start_us: Ms
+    dur_us: Ms
+
+
+class PassTime(_Event):
+    model_config = ConfigDict(**_EVENT_CONFIG, populate_by_name=True)
+
+    pipeline: HloName = Field(description="XLA's pass pipeline (not the run's pipeline).")
+    pass_: HloName = Field(alias="pass")
+    calls: Count
+    total_us: Ms
+
+
+class Peaks(_Event):
+    device_kind: Short
+    flops_per_s: Measure
+    bytes_per_s: Measure
+    source: str = _text(MAX_MESSAGE_CHARS)
+
+
+class ProfileEvent(_PipelineEvent):
+    """Where the compiled program's time goes (sandbox/engine/profile.py): its calls
+    run again under JAX's profiler."""
+
+    type: Literal["profile"]
+    calls: Count = Field(description="How many calls were profiled.")
+    wall_us: Ms = Field(description="Their wall time, together (µs).")
+    rows: Annotated[list[ProfileRow], Field(max_length=MAX_PROFILE_ROWS)]
+    timeline: Annotated[list[TimelineEvent], Field(max_length=MAX_TIMELINE_EVENTS)]
+    trace_gz: Annotated[str, Field(max_length=(MAX_TRACE_GZ_BYTES + 2) // 3 * 4, pattern=r"^[A-Za-z0-9+/=]*$")] | None = Field(
+        None, description="The trace: gzipped Chrome trace JSON, base64."
+    )  # fmt: skip
+    passes: Annotated[list[PassTime], Field(max_length=MAX_PROFILE_PASSES)] | None = Field(
+        None, description="The compile's leaf HLO passes and their times (null: not measured)."
+    )
+    peaks: Peaks | None = None
+    notes: Notes = Field(default_factory=list)
+
+
+class GridOperand(_Event):
+    """One operand of a pallas_call (an input, an output or a scratch buffer) and the
+    block of it each grid point reads or writes."""
+
+    origin: Short = Field(description="Which operand (`args[0]`, `outputs`).")
+    kind: Literal["in", "out", "scratch"]
+    shape: Annotated[list[Count], Field(max_length=64)]
+    dtype: Short
+    block_shape: Annotated[list[Count], Field(max_length=64)]
+    starts: Annotated[list[Annotated[list[Count], Field(max_length=64)]], Field(max_length=MAX_GRID_POINTS)] = Field(
+        default_factory=list,
+        description="Per grid point (row-major): the element offset of its block, per "
+        "dimension (its index map's block index times the block size).",
+    )  # fmt: skip
+
+
+class PallasKernel(_Event):
+    name: Short = Field(description="The kernel function and where it is defined.")
+    line: Line | None = None
+    jaxpr: str = _text(MAX_TEXT_CHARS)
+    jaxpr_sources: Sources = Field(default_factory=list)
+    mosaic: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = Field(
+        None, description="Its Mosaic-TPU module, as JAX prints it lowered for `tpu`."
+    )
+    mosaic_target: Short | None = Field(None, description="The TPU it is lowered for.")
+    mosaic_sources: Sources = Field(default_factory=list)
+    triton: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = Field(
+        None, description="Its Triton IR, as JAX prints it lowered for `triton_target`."
+    )
+    triton_target: Short | None = None
+    triton_sources: Sources = Field(default_factory=list)
+    grid: Annotated[list[Count], Field(max_length=16)]
+    points: Count = Field(description="Grid points in the map (`starts` per operand).")
+    operands: Annotated[list[GridOperand], Field(max_length=256)]
+    grid_notes: Notes = Field(default_factory=list)
+    notes: Notes = Field(default_factory=list)
+
+
+class KernelsEvent(_PipelineEvent):
+    """Each pallas_call of the traced program (sandbox/engine/kernels.py)."""
+
+    type: Literal["kernels"]
+    kernels: Annotated[list[PallasKernel], Field(max_length=MAX_KERNELS)]
+    notes: Notes = Field(default_factory=list)
+
+
+AutodiffPathName = Literal["direct", "classic"]
+
+
+class AutodiffStage(_Event):
+    """One stage of differentiation, as its own jaxpr (sandbox/engine/autodiff.py)."""
+
+    path: AutodiffPathName
+    stage: Literal["jvp", "forward", "known", "linear", "transpose"]
+    title: Short
+    text: str = _text(MAX_TEXT_CHARS)
+    sources: Sources = Field(default_factory=list)
+
+
+class Residual(_Event):
+    """A value the forward pass saves for the backward pass."""
+
+    name: Short | None = Field(None, description="Its name in the forward stage's jaxpr.")
+    shape: Annotated[list[Count], Field(max_length=64)]
+    dtype: Short
+    bytes: Count
+    line: Line | None = Field(None, description="The user's line that computed it.")
+    source: Short = Field(description="The primitive that made it, or `input N`, `constant`.")
+
+
+class AutodiffPath(_Event):
+    path: AutodiffPathName
+    status: Literal["ok", "unavailable", "failed"]
+    default: bool = Field(description="The path this JAX version takes by default.")
+    note: Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)] | None = None
+    residuals: Annotated[list[Residual], Field(max_length=MAX_RESIDUALS)]
+    residual_bytes: Count
+
+
+class PolicyRow(_Event):
+    """The residuals under one of ``jax.checkpoint_policies``."""
+
+    policy: Short
+    current: bool = Field(description="The pipeline's own checkpoint policy.")
+    residuals: Count
+    residual_bytes: Count
+    flops_backward: Measure | None = None
+    flops_recomputed: Measure | None = None
+    note: Short | None = None
+
+
+class AutodiffEvent(_PipelineEvent):
+    """How JAX differentiates the pipeline: each stage's jaxpr, per path, the residuals
+    each path saves and, with a ``checkpoint`` step, each policy's."""
+
+    type: Literal["autodiff"]
+    transform: Short | None = Field(None, description="The differentiating step (null: none).")
+    function: str = _text(MAX_LABEL_CHARS, "The function differentiated (the pipeline before it).")
+    wrt: Annotated[list[Annotated[str, Field(max_length=MAX_LABEL_CHARS)]], Field(max_length=MAX_RESIDUALS)] = Field(default_factory=list)  # fmt: skip
+    stages: Annotated[list[AutodiffStage], Field(max_length=MAX_AUTODIFF_STAGES)]
+    paths: Annotated[list[AutodiffPath], Field(max_length=2)]
+    policies: Annotated[list[PolicyRow], Field(max_length=MAX_POLICIES)] = Field(default_factory=list)  # fmt: skip
+    flops_source: Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)] | None = None
+    notes: Notes = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _budget(self) -> AutodiffEvent:
+        if sum(len(s.text) for s in self.stages) > MAX_AUTODIFF_CHARS:
+            raise ValueError(f"over {MAX_AUTODIFF_CHARS} characters of stage text")
+        if sum(len(s.sources) for s in self.stages) > MAX_AUTODIFF_SOURCES:
+            raise ValueError(f"over {MAX_AUTODIFF_SOURCES} source lines")
+        return self
+
+
+class ValueStats(_Event):
+    """One output of an equation: min, max and mean over its finite elements (a complex
+    value's by magnitude, a bool's as 0 and 1; null: none, or no numbers), and its NaN
+    and Inf counts (null: not an inexact dtype)."""
+
+    shape: Annotated[list[Count], Field(max_length=64)]
+    dtype: Short
+    min: Measure | None = None
+    max: Measure | None = None
+    mean: Measure | None = None
+    nan_count: Count | None = None
+    inf_count: Count | None = None
+
+
+class TraceValuesRow(_Event):
+    """One equation stepped (or one loop iteration of it, or every iteration summarised)."""
+
+    eqn: Short = Field(description="Its place: `3` the 4th equation, `3.0` the first in its body.")
+    primitive: Short
+    depth: Count = Field(description="How deep in bodies (0: the jaxpr's own equations).")
+    line: Line | None = Field(None, description="The user's line that made it.")
+    phase: Literal["forward", "backward"] | None = Field(
+        None, description="From JAX's name stack (`jvp`, `transpose`); null: neither named."
+    )
+    iteration: Count | None = Field(None, description="The loop iteration it is of (from 0).")
+    iterations: Count | None = Field(
+        None,
+        description="Iterations this row summarises (min of minima, max of maxima, mean of means, counts summed).",
+    )
+    outputs: Annotated[list[ValueStats], Field(max_length=MAX_TRACE_ROW_VALUES)]
+    outputs_total: Count = Field(description="Its outputs (`outputs` describes the first ones).")
+    inputs: Annotated[list[Count | None], Field(max_length=MAX_TRACE_ROW_VALUES)] = Field(
+        default_factory=list,
+        description="Per input (the first ones), the row that made it (null: an argument, a literal, a constant).",
+    )
+    made: Annotated[list[Literal["nan", "inf"]], Field(max_length=2)] = Field(
+        default_factory=list, description="What its outputs hold that its inputs did not."
+    )
+
+
+class TraceValuesEvent(_PipelineEvent):
+    """The pipeline's jaxpr stepped equation by equation on the run's arguments
+    (sandbox/engine/trace_values.py): rows in the order they were evaluated."""
+
+    type: Literal["trace_values"]
+    rows: Annotated[list[TraceValuesRow], Field(max_length=MAX_TRACE_ROWS)]
+    first_bad: Count | None = Field(
+        None, description="The first row whose outputs hold a NaN or an Inf."
+    )
+    first_nan: Count | None = None
+    first_inf: Count | None = None
+    cut: Literal["rows", "bytes", "steps", "error"] | None = Field(
+        None, description="Why stepping stopped early (the notes say where); null: it did not."
+    )
+    evaluated_bytes: Count
+    evaluated_steps: Count
+    notes: Notes = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _rows_refer_back(self) -> TraceValuesEvent:
+        n = len(self.rows)
+        if sum(len(r.outputs) for r in self.rows) > MAX_TRACE_VALUES:
+            raise ValueError(f"over {MAX_TRACE_VALUES} values described")
+        for first in (self.first_bad, self.first_nan, self.first_inf):
+            if first is not None and first >= n:
+                raise ValueError("a first bad value past the rows")
+        if any(i is not None and i >= n for r in self.rows for i in r.inputs):
+            raise ValueError("an input made by no row")
+        return self
+
+
+class CheckResult(_Event):
+    """One check's finding (sandbox/protocol/checks.py lists the checks)."""
+
+    name: CheckName
+    status: CheckStatus = Field(
+        description="`failed`: the check found a problem; `error`: it could not run (the "
+        "pipeline raised something else under it); `skipped`: not on this JAX version, or "
+        "nothing to check."
+    )
+    message: str = _text(MAX_MESSAGE_CHARS, "JAX's own words, or what passed.")
+    line: Line | None = Field(
+        None,
+        description="The user's line: the operation that made the NaN/Inf, the key's second "
+        "use, the checkify error's; for `grad`, the custom_jvp/custom_vjp rule's.",
+    )
+    hint: Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)] | None = None
+    order: Annotated[int, Field(ge=1, le=MAX_GRAD_ORDER)] | None = Field(
+        None, description="`grad`: the derivative order checked (check_grads' `order`)."
+    )
+    mode: GradMode | None = Field(None, description="`grad`: `fwd` (JVP) or `rev` (VJP).")
+    max_abs_error: Measure | None = Field(
+        None, description="`grad` failed: the max absolute difference JAX reports."
+    )
+    max_rel_error: Measure | None = Field(
+        None, description="`grad` failed: the max relative difference JAX reports."
+    )
+
+
+class ChecksEvent(_PipelineEvent):
+    """The request's ``checks``, run on the pipeline (sandbox/engine/checks.py)."""
+
+    type: Literal["checks"]
+    results: Annotated[list[CheckResult], Field(max_length=MAX_CHECK_RESULTS)]
+
+
 class ErrorEvent(_PipelineEvent):
     type: Literal["error"]
     stage: ErrorStage
@@ -490,13 +792,19 @@ EVENT_MODELS: dict[str, type[_Event]] = {
     "remarks": RemarksEvent,
     "sharding": ShardingEvent,
     "shapes": ShapesEvent,
+    "profile": ProfileEvent,
+    "kernels": KernelsEvent,
+    "autodiff": AutodiffEvent,
+    "trace_values": TraceValuesEvent,
+    "checks": ChecksEvent,
     "error": ErrorEvent,
     "done": DoneEvent,
 }
 AnyEvent = Annotated[
     AcceptedEvent | StdoutEvent | StderrEvent | StageEvent | JaxprEvent | StablehloEvent
     | HloEvent | ValueEvent | CostEvent | TimingEvent | PassesEvent | AsmEvent | MemoryEvent
-    | RemarksEvent | ShardingEvent | ShapesEvent | ErrorEvent | DoneEvent,
+    | RemarksEvent | ShardingEvent | ShapesEvent | ProfileEvent | ErrorEvent
+    | KernelsEvent | AutodiffEvent | TraceValuesEvent | ChecksEvent | DoneEvent,
     Field(discriminator="type"),
 ]  # fmt: skip
 

@@ -48,3 +48,27 @@ MAX_BUFFERS = 4096
 MAX_REMARKS = 256
 #: Spans of the user's code a shapes event may give (one per expression traced)
 MAX_SHAPE_SPANS = 4096
+#: What one profile event may carry: instruction rows, timeline events, leaf HLO
+#: passes, and its trace (gzipped Chrome trace JSON, before base64)
+MAX_PROFILE_ROWS = 1024
+MAX_TIMELINE_EVENTS = 4096
+MAX_PROFILE_PASSES = 2048
+MAX_TRACE_GZ_BYTES = 1024 * 1024
+#: Grid points of one pallas_call whose blocks the kernels output's grid map gives
+#: (each BlockSpec's index map evaluated at each; the rest are cut, and it says so)
+MAX_GRID_POINTS = 1024
+#: What one autodiff event may carry: its stages (two paths, seven at most), their
+#: texts and source maps together, the residuals listed per path, checkpoint policies
+MAX_AUTODIFF_STAGES = 8
+MAX_AUTODIFF_CHARS = 3 * 1024 * 1024
+MAX_AUTODIFF_SOURCES = 40_000
+MAX_RESIDUALS = 1024
+MAX_POLICIES = 16
+#: The trace_values output (sandbox/engine/trace_values.py): rows kept (one per equation
+#: stepped, or per loop iteration), the values they describe in all and per row, and what
+#: stepping may cost: bytes of equation outputs evaluated, equations evaluated
+MAX_TRACE_ROWS = 4096
+MAX_TRACE_VALUES = 8192
+MAX_TRACE_ROW_VALUES = 16
+MAX_TRACE_BYTES = 256 * 1024 * 1024
+MAX_TRACE_STEPS = 20_000

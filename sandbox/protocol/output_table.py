@@ -8,18 +8,23 @@ from sandbox.protocol.events import (
     EVENT_MODELS,
     OUTPUTS,
     AsmEvent,
+    AutodiffEvent,
+    ChecksEvent,
     CostEvent,
     HloEvent,
     JaxprEvent,
+    KernelsEvent,
     MemoryEvent,
     Output,
     PassesEvent,
+    ProfileEvent,
     RemarksEvent,
     ShapesEvent,
     ShardingEvent,
     StablehloEvent,
     StageName,
     TimingEvent,
+    TraceValuesEvent,
     ValueEvent,
     _Event,
 )
@@ -59,6 +64,14 @@ OUTPUT_TABLE: dict[str, OutputSpec] = {
     "remarks": OutputSpec(RemarksEvent, (), per_pipeline=False, default=False),
     "sharding": OutputSpec(ShardingEvent, _COMPILED, default=False),
     "shapes": OutputSpec(ShapesEvent, ("trace",)),
+    # a measurement (the profiled calls' times): never cached
+    "profile": OutputSpec(ProfileEvent, _COMPILED, default=False, cached=False),
+    "kernels": OutputSpec(KernelsEvent, ("trace",), default=False),
+    "autodiff": OutputSpec(AutodiffEvent, ("trace",), default=False),
+    # the jaxpr stepped on the arguments (sandbox/engine/trace_values.py), after the run
+    "trace_values": OutputSpec(TraceValuesEvent, ("execute",), default=False),
+    # made when the request names `checks` (requests.py adds it to the outputs)
+    "checks": OutputSpec(ChecksEvent, ("execute",), default=False),
 }
 DEFAULT_OUTPUTS: tuple[Output, ...] = tuple(o for o in OUTPUTS if OUTPUT_TABLE[o].default)
 assert tuple(OUTPUT_TABLE) == OUTPUTS, "OUTPUT_TABLE and Output name the same outputs"

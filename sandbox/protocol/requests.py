@@ -10,6 +10,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sandbox.gpu_target_request import GPU_TARGETS, check_gpu_target
+from sandbox.protocol.checks import (
+    CHECK_NAMES,
+    CHECKS,
+    GRAD_MODES,
+    MAX_GRAD_ORDER,
+    CheckName,
+    GradMode,
+)
 from sandbox.protocol.events import Output
 from sandbox.protocol.limits import (
     MAX_CODE_BYTES,
@@ -261,6 +269,56 @@ class RunRequest(BaseModel):
         f"{', '.join(GPU_TARGETS)}): hlo, cost, passes, asm (its PTX) and memory are that "
         "GPU's; nothing runs. Only where the operator installed JAX's CUDA plugin.",
     )
+    pallas_interpret: Literal["auto", "tpu_races"] = Field(
+        "auto",
+        description="How a `pallas_call` without `interpret=` runs on a CPU run: `auto`, "
+        "`interpret=True`; `tpu_races`, TPU-simulating interpret mode with race detection "
+        "(`pltpu.InterpretParams(detect_races=True)`, uninitialised memory NaN), its races "
+        "as remarks.",
+    )
+    checks: Annotated[list[CheckName], Field(max_length=len(CHECK_NAMES))] = Field(
+        default_factory=list,
+        description="One-click checks of each pipeline, run after its outputs: "
+        + "; ".join(f"`{name}`: {what}" for name, what in CHECKS.items())
+        + ". Their results are the `checks` output (added to `outputs` when any is named).",
+    )
+    grad_orders: Annotated[
+        list[Annotated[int, Field(ge=1, le=MAX_GRAD_ORDER)]],
+        Field(min_length=1, max_length=MAX_GRAD_ORDER),
+    ] = Field(
+        default_factory=lambda: [1],
+        description="The `grad` check's orders: each is one `check_grads(order=N)`, which "
+        "checks every order up to N.",
+    )
+    grad_modes: Annotated[list[GradMode], Field(min_length=1, max_length=2)] = Field(
+        default_factory=lambda: list(GRAD_MODES),
+        description="The `grad` check's modes (check_grads' `modes`): `fwd` (JVP), `rev` (VJP).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _checks_output(cls, data: Any) -> Any:
+        """The `checks` output is in `outputs` exactly when `checks` names any check."""
+        if not isinstance(data, dict):
+            return data
+        checks, outputs = data.get("checks"), data.get("outputs")
+        asked = isinstance(checks, list | tuple) and len(checks) > 0
+        if outputs is None and asked:
+            outputs = list(DEFAULT_OUTPUTS)
+        if not isinstance(outputs, list | tuple):
+            return data
+        kept = [o for o in outputs if o != "checks"]
+        return {**data, "outputs": [*kept, "checks"] if asked else kept}
+
+    @field_validator("checks", "grad_modes")
+    @classmethod
+    def _names_once(cls, names: list[str]) -> list[str]:
+        return list(dict.fromkeys(names))
+
+    @field_validator("grad_orders")
+    @classmethod
+    def _orders_sorted(cls, orders: list[int]) -> list[int]:
+        return sorted(set(orders))
 
     @field_validator("code")
     @classmethod

@@ -4,17 +4,21 @@
 import type { EditorView } from "@codemirror/view";
 import { IR_TYPES, type IrType } from "../protocol";
 import { AsmPane } from "../panes/asm";
+import { AutodiffPane } from "../panes/autodiff";
 import { ConsolePane } from "../panes/console";
 import { CostPane } from "../panes/cost";
 import { ErrorsPane } from "../panes/errors";
 import type { GraphPane } from "../panes/graph";
 import { IrPane } from "../panes/ir";
+import { KernelsPane } from "../panes/kernels";
 import { MemoryPane } from "../panes/memory";
 import type { PassesPane } from "../panes/passes";
+import { ProfilePane } from "../panes/profile";
 import { Progress } from "../panes/progress";
 import { RemarksPane } from "../panes/remarks";
 import type { ShardingPane } from "../panes/sharding";
 import { TimingPane } from "../panes/timing";
+import { TraceValuesPane } from "../panes/trace_values";
 import { ValuePane } from "../panes/value";
 import { LazyPane } from "./lazy";
 import { PaneScheduler, type ScheduledPane } from "./render";
@@ -43,6 +47,7 @@ export class Panes {
   readonly passes: LazyPane<PassesPane>;
   readonly sharding: LazyPane<ShardingPane>;
   readonly errors: ErrorsPane;
+  readonly autodiff: AutodiffPane;
   readonly progress: Progress;
   readonly scheduler: PaneScheduler;
 
@@ -62,11 +67,13 @@ export class Panes {
       return new PassesPane(panels.passes, hooks.hover, hooks.pin);
     });
     this.errors = new ErrorsPane(panels.errors, hooks.reveal);
+    this.autodiff = new AutodiffPane(panels.autodiff, hooks.hover, hooks.pin, hoverCode);
     this.progress = new Progress(progress);
     /** every output pane with its tab; events go to the panes that consume them */
     const all: ScheduledPane[] = [
       ...IR_TYPES.map((k): ScheduledPane => ({ tab: k, pane: this.ir[k] })),
       { tab: "graph", pane: this.graph, lazy: true },
+      { tab: "autodiff", pane: this.autodiff },
       { tab: "value", pane: new ValuePane(panels.value) },
       { tab: "cost", pane: new CostPane(panels.cost) },
       { tab: "timing", pane: new TimingPane(panels.timing) },
@@ -74,8 +81,11 @@ export class Panes {
       { tab: "asm", pane: new AsmPane(panels.asm, hoverCode) },
       { tab: "memory", pane: new MemoryPane(panels.memory, hoverCode) },
       { tab: "remarks", pane: new RemarksPane(panels.remarks, hooks.reveal) },
+      { tab: "kernels", pane: new KernelsPane(panels.kernels, hooks.reveal, hoverCode) },
+      { tab: "profile", pane: new ProfilePane(panels.profile, hoverCode) },
       { tab: "sharding", pane: this.sharding, lazy: true },
       { tab: "console", pane: new ConsolePane(panels.console) },
+      { tab: "trace_values", pane: new TraceValuesPane(panels.trace_values, hooks.reveal, hoverCode) },
     ];
     this.scheduler = new PaneScheduler(all, hooks.active, undefined, hooks.rendered);
   }
@@ -88,6 +98,7 @@ export class Panes {
 
   /** The text views whose lines link to the code: the IR pane's or the passes'. */
   linkedViews(): EditorView[] {
+    if (this.hooks.active() === "autodiff") return this.autodiff.views();
     return this.hooks.active() === "passes" ? (this.passes.get()?.views() ?? []) : (this.activeIr()?.views() ?? []);
   }
 

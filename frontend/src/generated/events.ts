@@ -41,6 +41,65 @@ export const AsmEvent = z.object({
   notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
 });
 
+export const SourceLine = z.object({
+  out_line: z.int().check(z.gte(1), z.lte(10000000)),
+  line: z.int().check(z.gte(1), z.lte(10000000)),
+  eqn: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+});
+
+/** One stage of differentiation, as its own jaxpr (sandbox/engine/autodiff.py). */
+export const AutodiffStage = z.object({
+  path: z.enum(["direct", "classic"]),
+  stage: z.enum(["jvp", "forward", "known", "linear", "transpose"]),
+  title: z.string().check(z.maxLength(256)),
+  text: z.string().check(z.maxLength(2097152)),
+  sources: z.optional(z.array(SourceLine).check(z.maxLength(65536))),
+});
+
+/** A value the forward pass saves for the backward pass. */
+export const Residual = z.object({
+  name: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
+  shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
+  dtype: z.string().check(z.maxLength(256)),
+  bytes: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  source: z.string().check(z.maxLength(256)),
+});
+
+export const AutodiffPath = z.object({
+  path: z.enum(["direct", "classic"]),
+  status: z.enum(["ok", "unavailable", "failed"]),
+  default: z.boolean(),
+  note: z.optional(z.nullable(z.string().check(z.maxLength(16384)))),
+  residuals: z.array(Residual).check(z.maxLength(1024)),
+  residual_bytes: z.int().check(z.gte(0), z.lte(9007199254740991)),
+});
+
+/** The residuals under one of ``jax.checkpoint_policies``. */
+export const PolicyRow = z.object({
+  policy: z.string().check(z.maxLength(256)),
+  current: z.boolean(),
+  residuals: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  residual_bytes: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  flops_backward: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+  flops_recomputed: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+  note: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
+});
+
+/** How JAX differentiates the pipeline: each stage's jaxpr, per path, the residuals each path saves and, with a ``checkpoint`` step, each policy's. */
+export const AutodiffEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("autodiff"),
+  transform: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
+  function: z.string().check(z.maxLength(1024)),
+  wrt: z.optional(z.array(z.string().check(z.maxLength(1024))).check(z.maxLength(1024))),
+  stages: z.array(AutodiffStage).check(z.maxLength(8)),
+  paths: z.array(AutodiffPath).check(z.maxLength(2)),
+  policies: z.optional(z.array(PolicyRow).check(z.maxLength(16))),
+  flops_source: z.optional(z.nullable(z.string().check(z.maxLength(16384)))),
+  notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
+});
+
 export const Buffer = z.object({
   bytes: z.int().check(z.gte(0), z.lte(9007199254740991)),
   shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
@@ -48,6 +107,26 @@ export const Buffer = z.object({
   kind: z.enum(["argument", "output", "temp", "constant"]),
   line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
   name: z.optional(z.string().check(z.maxLength(1024))),
+});
+
+/** One check's finding (sandbox/protocol/checks.py lists the checks). */
+export const CheckResult = z.object({
+  name: z.enum(["nans", "infs", "key_reuse", "checkify", "grad"]),
+  status: z.enum(["ok", "failed", "error", "skipped"]),
+  message: z.string().check(z.maxLength(16384)),
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  hint: z.optional(z.nullable(z.string().check(z.maxLength(16384)))),
+  order: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(3)))),
+  mode: z.optional(z.nullable(z.enum(["fwd", "rev"]))),
+  max_abs_error: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+  max_rel_error: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+});
+
+/** The request's ``checks``, run on the pipeline (sandbox/engine/checks.py). */
+export const ChecksEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("checks"),
+  results: z.array(CheckResult).check(z.maxLength(64)),
 });
 
 export const Collective = z.object({
@@ -99,10 +178,14 @@ export const ErrorEvent = z.object({
   doc_url: z.optional(z.nullable(z.string().check(z.maxLength(512), z.regex(new RegExp("^(https://docs\\.jax\\.dev/|https://jax\\.readthedocs\\.io/|https://docs\\.python\\.org/3/)[^\\s\\\"'<>\\\\]*$"))))),
 });
 
-export const SourceLine = z.object({
-  out_line: z.int().check(z.gte(1), z.lte(10000000)),
-  line: z.int().check(z.gte(1), z.lte(10000000)),
-  eqn: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+/** One operand of a pallas_call (an input, an output or a scratch buffer) and the block of it each grid point reads or writes. */
+export const GridOperand = z.object({
+  origin: z.string().check(z.maxLength(256)),
+  kind: z.enum(["in", "out", "scratch"]),
+  shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
+  dtype: z.string().check(z.maxLength(256)),
+  block_shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
+  starts: z.optional(z.array(z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64))).check(z.maxLength(1024))),
 });
 
 export const HloEvent = z.object({
@@ -117,6 +200,32 @@ export const JaxprEvent = z.object({
   type: z.literal("jaxpr"),
   text: z.string().check(z.maxLength(2097152)),
   sources: z.optional(z.array(SourceLine).check(z.maxLength(65536))),
+});
+
+export const PallasKernel = z.object({
+  name: z.string().check(z.maxLength(256)),
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  jaxpr: z.string().check(z.maxLength(2097152)),
+  jaxpr_sources: z.optional(z.array(SourceLine).check(z.maxLength(65536))),
+  mosaic: z.optional(z.nullable(z.string().check(z.maxLength(2097152)))),
+  mosaic_target: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
+  mosaic_sources: z.optional(z.array(SourceLine).check(z.maxLength(65536))),
+  triton: z.optional(z.nullable(z.string().check(z.maxLength(2097152)))),
+  triton_target: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
+  triton_sources: z.optional(z.array(SourceLine).check(z.maxLength(65536))),
+  grid: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(16)),
+  points: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  operands: z.array(GridOperand).check(z.maxLength(256)),
+  grid_notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
+  notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
+});
+
+/** Each pallas_call of the traced program (sandbox/engine/kernels.py). */
+export const KernelsEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("kernels"),
+  kernels: z.array(PallasKernel).check(z.maxLength(256)),
+  notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
 });
 
 export const Summary = z.object({
@@ -157,11 +266,60 @@ export const PassItem = z.object({
   sources: z.optional(z.array(SourceLine).check(z.maxLength(65536))),
 });
 
+export const PassTime = z.object({
+  pipeline: z.string().check(z.maxLength(1024)),
+  pass: z.string().check(z.maxLength(1024)),
+  calls: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  total_us: z.number().check(z.gte(0), z.lte(1000000000.0)),
+});
+
 /** Every HLO pass that changed the module, in order: first the module before optimisation, last exactly the ``hlo`` output's text. */
 export const PassesEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
   type: z.literal("passes"),
   items: z.array(PassItem).check(z.maxLength(1024)),
+  notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
+});
+
+export const Peaks = z.object({
+  device_kind: z.string().check(z.maxLength(256)),
+  flops_per_s: z.union([z.number(), z.enum(["nan", "inf", "-inf"])]),
+  bytes_per_s: z.union([z.number(), z.enum(["nan", "inf", "-inf"])]),
+  source: z.string().check(z.maxLength(16384)),
+});
+
+/** One executed HLO instruction (a fusion, a dot...): its time over the profiled calls, its line in the ``hlo`` text, the user's line, and its roofline figures. */
+export const ProfileRow = z.object({
+  name: z.string().check(z.maxLength(1024)),
+  opcode: z.string().check(z.maxLength(256)),
+  calls: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  total_us: z.number().check(z.gte(0), z.lte(1000000000.0)),
+  hlo_line: z.int().check(z.gte(1), z.lte(10000000)),
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  flops: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+  bytes: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+  flops_per_s: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+  bytes_per_s: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+  bound: z.optional(z.nullable(z.enum(["compute", "memory"]))),
+});
+
+export const TimelineEvent = z.object({
+  name: z.string().check(z.maxLength(1024)),
+  start_us: z.number().check(z.gte(0), z.lte(1000000000.0)),
+  dur_us: z.number().check(z.gte(0), z.lte(1000000000.0)),
+});
+
+/** Where the compiled program's time goes (sandbox/engine/profile.py): its calls run again under JAX's profiler. */
+export const ProfileEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("profile"),
+  calls: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  wall_us: z.number().check(z.gte(0), z.lte(1000000000.0)),
+  rows: z.array(ProfileRow).check(z.maxLength(1024)),
+  timeline: z.array(TimelineEvent).check(z.maxLength(4096)),
+  trace_gz: z.optional(z.nullable(z.string().check(z.maxLength(1398104), z.regex(new RegExp("^[A-Za-z0-9+/=]*$"))))),
+  passes: z.optional(z.nullable(z.array(PassTime).check(z.maxLength(2048)))),
+  peaks: z.optional(z.nullable(Peaks)),
   notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
 });
 
@@ -278,6 +436,46 @@ export const TimingEvent = z.object({
   notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
 });
 
+/** One output of an equation: min, max and mean over its finite elements (a complex value's by magnitude, a bool's as 0 and 1; null: none, or no numbers), and its NaN and Inf counts (null: not an inexact dtype). */
+export const ValueStats = z.object({
+  shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
+  dtype: z.string().check(z.maxLength(256)),
+  min: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+  max: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+  mean: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+  nan_count: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  inf_count: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+});
+
+/** One equation stepped (or one loop iteration of it, or every iteration summarised). */
+export const TraceValuesRow = z.object({
+  eqn: z.string().check(z.maxLength(256)),
+  primitive: z.string().check(z.maxLength(256)),
+  depth: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  phase: z.optional(z.nullable(z.enum(["forward", "backward"]))),
+  iteration: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  iterations: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  outputs: z.array(ValueStats).check(z.maxLength(16)),
+  outputs_total: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  inputs: z.optional(z.array(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))).check(z.maxLength(16))),
+  made: z.optional(z.array(z.enum(["nan", "inf"])).check(z.maxLength(2))),
+});
+
+/** The pipeline's jaxpr stepped equation by equation on the run's arguments (sandbox/engine/trace_values.py): rows in the order they were evaluated. */
+export const TraceValuesEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("trace_values"),
+  rows: z.array(TraceValuesRow).check(z.maxLength(4096)),
+  first_bad: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  first_nan: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  first_inf: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  cut: z.optional(z.nullable(z.enum(["rows", "bytes", "steps", "error"]))),
+  evaluated_bytes: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  evaluated_steps: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
+});
+
 export const ValueEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
   type: z.literal("value"),
@@ -303,6 +501,11 @@ export const Events = {
   remarks: RemarksEvent,
   sharding: ShardingEvent,
   shapes: ShapesEvent,
+  profile: ProfileEvent,
+  kernels: KernelsEvent,
+  autodiff: AutodiffEvent,
+  trace_values: TraceValuesEvent,
+  checks: ChecksEvent,
   error: ErrorEvent,
   done: DoneEvent,
 } as const;

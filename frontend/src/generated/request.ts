@@ -7,7 +7,7 @@ export const TransformName = z.enum(["jit", "grad", "value_and_grad", "vmap", "p
 export type TransformName = z.infer<typeof TransformName>;
 
 /** sandbox.protocol's `Output`. */
-export const Output = z.enum(["jaxpr", "stablehlo", "hlo", "value", "cost", "timing", "passes", "asm", "memory", "remarks", "sharding", "shapes"]);
+export const Output = z.enum(["jaxpr", "stablehlo", "hlo", "value", "cost", "timing", "passes", "asm", "memory", "remarks", "sharding", "shapes", "profile", "kernels", "autodiff", "trace_values", "checks"]);
 export type Output = z.infer<typeof Output>;
 
 /** sandbox.protocol's `Backend`. */
@@ -55,6 +55,10 @@ export const RunBody = z.strictObject({
   tpu_topology: z.optional(z.nullable(z.string().check(z.regex(new RegExp("^[A-Za-z0-9][A-Za-z0-9 _]{0,15}[:=_-][0-9]{1,4}(x[0-9]{1,4}){0,2}$"))))),
   jax_version: z.optional(z.nullable(z.string().check(z.regex(new RegExp("^\\d+\\.\\d+\\.\\d+(\\.\\d+)?$"))))),
   gpu_target: z.optional(z.nullable(z.string())),
+  pallas_interpret: z.optional(z.enum(["auto", "tpu_races"])),
+  checks: z.optional(z.array(z.enum(["nans", "infs", "key_reuse", "checkify", "grad"])).check(z.maxLength(5))),
+  grad_orders: z.optional(z.array(z.int().check(z.gte(1), z.lte(3))).check(z.minLength(1), z.maxLength(3))),
+  grad_modes: z.optional(z.array(z.enum(["fwd", "rev"])).check(z.minLength(1), z.maxLength(2))),
   cache: z.optional(z.boolean()),
 });
 export type RunBody = z.infer<typeof RunBody>;
@@ -80,5 +84,9 @@ export const RunRequest = z.strictObject({
   tpu_topology: z.optional(z.nullable(z.string().check(z.regex(new RegExp("^[A-Za-z0-9][A-Za-z0-9 _]{0,15}[:=_-][0-9]{1,4}(x[0-9]{1,4}){0,2}$"))))),
   jax_version: z.optional(z.nullable(z.string().check(z.regex(new RegExp("^\\d+\\.\\d+\\.\\d+(\\.\\d+)?$"))))),
   gpu_target: z.optional(z.nullable(z.string())),
+  pallas_interpret: z.optional(z.enum(["auto", "tpu_races"])),
+  checks: z.optional(z.array(z.enum(["nans", "infs", "key_reuse", "checkify", "grad"])).check(z.maxLength(5))),
+  grad_orders: z.optional(z.array(z.int().check(z.gte(1), z.lte(3))).check(z.minLength(1), z.maxLength(3))),
+  grad_modes: z.optional(z.array(z.enum(["fwd", "rev"])).check(z.minLength(1), z.maxLength(2))),
 });
 export type RunRequest = z.infer<typeof RunRequest>;

@@ -29,8 +29,14 @@ export const OUTPUT_PANES: Record<Output, OutputEntry> = {
   remarks: { tab: "remarks", optIn: { label: "remarks", help: "why JAX traced or compiled again (cache misses)" } },
   // asked for with every run over a mesh (state.ts), or by its toggle
   sharding: { tab: "sharding", optIn: { label: "sharding", help: "which device holds which block, and the collectives XLA inserted" } },
+  autodiff: { tab: "autodiff", optIn: { label: "autodiff", help: "how JAX differentiates: the JVP, linear and transposed jaxprs, the residuals saved" } },
   // no pane of its own: the editor shows each expression's shape (editor-shapes.ts)
   shapes: { tab: "jaxpr" },
+  kernels: { tab: "kernels", optIn: { label: "kernels", help: "each Pallas kernel: its grid map, jaxpr, Mosaic-TPU module and Triton IR (no TPU or GPU needed)" } },
+  profile: { tab: "profile", optIn: { label: "profile", help: "the compiled calls run again under JAX's profiler: time per HLO instruction, a roofline, the trace" } },
+  // asked for by the checks box (checks.ts): the request's `checks` makes it
+  checks: { tab: "checks" },
+  trace_values: { tab: "trace_values", optIn: { label: "values", help: "every equation stepped on the arguments: its outputs' min, max, mean, NaN and Inf counts, and the first NaN or Inf at its line" } },
 };
 
 /** The outputs a page's request names: the server's defaults plus the opted-in ones,

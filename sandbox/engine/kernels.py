@@ -1,0 +1,465 @@
+"""Pallas on the CPU worker, and the ``kernels`` output.
+
+**Interpret mode.** This CPU jaxlib lowers a ``pallas_call`` only in interpret mode
+(without ``interpret=`` it raises "Only interpret mode is supported on CPU backend").
+On a run that executes on the CPU (no ``lowering_platforms``, ``tpu_topology`` or
+``gpu_target``) and whose code names ``pallas``, ``jax.experimental.pallas.
+pallas_call`` is, for that run only, a wrapper that gives a call without
+``interpret`` one: ``True`` (the request's ``pallas_interpret`` "auto": JAX's
+interpreter, a ``jit`` of a loop over the grid) or, for "tpu_races", ``pltpu.
+InterpretParams(detect_races=True, on_race="warn", uninitialized_memory="nan")``
+(the TPU-simulating interpreter; its race reports, logged by JAX, become remarks at
+the kernel's lines). The module attribute is put back when the run ends: the check
+of a kept process (sandbox/zygote/watch.py) compares every module's attributes by
+identity, and a wrapper left behind would retire it (or, worse, reach the next run).
+
+**The kernels output.** Per ``pallas_call`` of the traced program (found in its
+jaxpr, in nested jaxprs too): the kernel's jaxpr (source-linked), the Mosaic-TPU
+module JAX prints for it lowered for ``tpu`` (``debug=True``; no libtpu needed), the
+Triton IR JAX prints for it lowered for an NVIDIA GPU that is not there (an
+``AbstractDevice`` of the request's ``gpu_target``, else H100; each ``loc`` mapped to
+the kernel's lines), and the grid map: per operand, the block each grid point
+reads or writes, from its BlockSpec's index map evaluated on every grid point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import logging
+import re
+import sys
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+from sandbox.engine import sources
+from sandbox.protocol.limits import MAX_GRID_POINTS, MAX_KERNELS, MAX_MESSAGE_CHARS
+from sandbox.protocol.requests import SNIPPET_FILENAME, RunRequest
+
+#: The GPU a Triton lowering is for when the request names no ``gpu_target``
+DEFAULT_GPU_TARGET = "h100"
+#: The TPU a Mosaic lowering is for (an ``AbstractDevice``: Mosaic's layout rules
+#: depend on the TPU generation)
+MOSAIC_TPU = ("TPU v5 lite", 1)
+_SNIPPET_LINE = re.compile(re.escape(SNIPPET_FILENAME) + r'"?:(\d+)')
+_LOC_DEF = re.compile(r"^#loc(\d+) = (.*)$")
+_LOC_REF = re.compile(r"#loc(\d+)\b")
+
+
+# --- interpret mode -------------------------------------------------------------------
+
+
+def patches(request: RunRequest) -> bool:
+    """Whether this run's ``pallas_call`` is wrapped: its code names pallas and it runs
+    on this worker's CPU (a lowering or compile for other hardware keeps JAX's own)."""
+    return (
+        "pallas" in request.code
+        and request.backend in ("cpu", "auto")
+        and not request.lowering_platforms
+        and request.tpu_topology is None
+        and request.gpu_target is None
+    )
+
+
+def _caller_line() -> int | None:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename == SNIPPET_FILENAME:
+            return frame.f_lineno
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _tpu_interpret_params() -> tuple[Any, str | None]:
+    """The TPU-simulating interpret mode with race detection, as far as this JAX
+    version has it; else ``True`` and why."""
+    try:
+        from jax.experimental.pallas import tpu as pltpu
+    except ImportError:
+        return True, "this JAX version has no Pallas TPU interpreter: interpret=True instead"
+    params_cls = getattr(pltpu, "InterpretParams", None)
+    if params_cls is None:
+        return True, "this JAX version has no pltpu.InterpretParams: interpret=True instead"
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(params_cls)}
+    wanted = {"detect_races": True, "on_race": "warn", "uninitialized_memory": "nan"}
+    missing = sorted(set(wanted) - fields)
+    note = f"this JAX version's InterpretParams lacks {missing}" if missing else None
+    return params_cls(**{k: v for k, v in wanted.items() if k in fields}), note
+
+
+class _RaceHandler(logging.Handler):
+    """JAX's race reports (logged to ``jax...`` and to the root logger): a remark at the
+    first snippet line each names, else (no remarks asked for) the run's stderr."""
+
+    def __init__(self, remarks: Any) -> None:
+        super().__init__(logging.WARNING)
+        self.remarks = remarks
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "RACE DETECTED" not in message:
+            return
+        # the vector clocks print as object addresses: not part of the report
+        kept = [t for t in message.splitlines() if not t.strip().startswith("clock:")]
+        text = "\n".join(kept)
+        if self.remarks is None:
+            print(f"jaxplay: {text}", file=sys.stderr)
+            return
+        # one remark at each line it names (the write, then the access it races with)
+        named: list[int | None] = list(dict.fromkeys(int(n) for n in _SNIPPET_LINE.findall(text)))
+        for line in named[:2] or [None]:
+            self.remarks.add("race", line, text)
+
+
+@contextlib.contextmanager
+def interpreting(request: RunRequest, remarks: Any) -> Iterator[None]:
+    """The run's ``pallas_call`` with interpret mode by default (see the docstring);
+    nothing when the run does not qualify."""
+    if not patches(request):
+        yield
+        return
+    try:
+        import jax
+        import jax.experimental.pallas as pallas
+    except ImportError:  # a JAX without Pallas: the run's own import says so
+        yield
+        return
+    original = pallas.pallas_call
+    mode = request.pallas_interpret
+    said: set[int | None] = set()
+
+    @functools.wraps(original)
+    def pallas_call(*args: Any, **kwargs: Any) -> Any:
+        if "interpret" not in kwargs and jax.default_backend() == "cpu":
+            line = _caller_line()
+            if mode == "tpu_races":
+                kwargs["interpret"], why = _tpu_interpret_params()
+                how = "TPU-simulating interpret mode with race detection"
+            else:
+                kwargs["interpret"], why = True, None
+                how = "interpret mode (interpret=True)"
+            if remarks is not None and line not in said:
+                said.add(line)
+                message = (
+                    f"pallas_call runs in {how}: this CPU worker has no TPU or GPU to "
+                    "lower it for (jaxplay added the interpret argument)"
+                )
+                remarks.add("pallas", line, message + (f"; {why}" if why else ""))
+        return original(*args, **kwargs)
+
+    # JAX's race reports, whichever interpret mode asked for them (the run's own
+    # InterpretParams too); it also keeps the root logger's logging.warning from
+    # configuring it (basicConfig) in a process that may be kept
+    handler = _RaceHandler(remarks)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    pallas.pallas_call = pallas_call
+    try:
+        yield
+    finally:
+        pallas.pallas_call = original
+        root.removeHandler(handler)
+
+
+# --- the kernels output ---------------------------------------------------------------
+
+
+def _pallas_eqns(jaxpr: Any) -> Iterator[Any]:
+    from jax._src import core
+    from jax._src.pallas.pallas_call import pallas_call_p
+
+    for eqn in jaxpr.eqns:
+        if eqn.primitive is pallas_call_p:
+            yield eqn
+            continue
+        for sub in core.jaxprs_in_params(eqn.params):
+            yield from _pallas_eqns(sub)
+
+
+def _jaxpr_of(closed: Any) -> Any:
+    return getattr(closed, "jaxpr", closed)
+
+
+def kernels_event(closed: Any, args: Any = ()) -> dict[str, Any]:
+    """The ``kernels`` event of a traced program (``args``: the pipeline's arguments,
+    on a ``gpu_target``'s device for a run that names one)."""
+    notes: list[str] = []
+    try:
+        eqns = list(_pallas_eqns(_jaxpr_of(closed)))
+    except ImportError:
+        eqns = []
+        notes.append("this JAX version has no Pallas")
+    if not eqns:
+        notes.append("no pallas_call in the traced program")
+    if len(eqns) > MAX_KERNELS:
+        notes.append(f"the first {MAX_KERNELS} of {len(eqns)} pallas_calls")
+    target = _gpu_target_of(args)
+    kernels = [_kernel(eqn, target) for eqn in eqns[:MAX_KERNELS]]
+    if kernels:
+        notes.append(
+            "Mosaic GPU (pallas.mosaic_gpu) kernels are not lowered: their lowering needs "
+            "a GPU device, which this worker does not have"
+        )
+    return {"type": "kernels", "kernels": kernels, "notes": notes}
+
+
+def _kernel(eqn: Any, target: str) -> dict[str, Any]:
+    params = eqn.params
+    jaxpr = params["jaxpr"]
+    info = jaxpr.debug_info
+    text = str(jaxpr)
+    kernel: dict[str, Any] = {
+        "name": str(getattr(info, "func_src_info", None) or getattr(info, "func_name", ""))[:256],
+        "line": _first_line(str(getattr(info, "func_src_info", ""))),
+        "jaxpr": text,
+        "jaxpr_sources": _safe(lambda: sources.jaxpr_sources(jaxpr, text), []),
+        "notes": [],
+    }
+    kernel.update(grid_map(params["grid_mapping"]))
+    avals = [v.aval for v in eqn.invars]
+    mosaic, why = _lowered_text(
+        params, avals, "tpu", MOSAIC_TPU, "The Mosaic module for pallas_call"
+    )
+    kernel["mosaic"] = mosaic
+    kernel["mosaic_target"] = MOSAIC_TPU[0]
+    kernel["mosaic_sources"] = []
+    if mosaic is None:
+        kernel["notes"].append(f"no Mosaic-TPU module: {why}")
+    else:
+        kernel["notes"].append(
+            "the Mosaic module is shown as JAX prints it, without locations: its lines are "
+            "not mapped to the kernel's"
+        )
+    device = _gpu_device(target)
+    triton, why = _lowered_text(params, avals, "cuda", device, "The Triton module for pallas_call")
+    kernel["triton"] = triton
+    kernel["triton_target"] = device[0] if device else None
+    kernel["triton_sources"] = _safe(lambda: triton_sources(triton), []) if triton else []
+    if triton is None:
+        kernel["notes"].append(f"no Triton IR: {why}")
+    kernel["notes"] = [n[:MAX_MESSAGE_CHARS] for n in kernel["notes"]]
+    return kernel
+
+
+def _first_line(where: str) -> int | None:
+    found = _SNIPPET_LINE.findall(where)
+    return int(found[0]) if found else None
+
+
+def _safe(fn: Any, default: Any) -> Any:
+    try:
+        return fn()
+    except Exception as exc:
+        print(
+            f"jaxplay: kernel source mapping failed: {type(exc).__name__}: {exc}",
+            file=sys.__stderr__,
+        )
+        return default
+
+
+def _gpu_target_of(args: Any) -> str:
+    """The GPU target the arguments are placed on (a ``gpu_target`` run's), else the
+    default one."""
+    import jax
+
+    from sandbox.gpu_target_request import GPU_TARGETS
+
+    kinds = {d[0]: name for name in GPU_TARGETS if (d := _gpu_device(name)) is not None}
+    for leaf in jax.tree_util.tree_leaves(args):
+        for device in getattr(getattr(leaf, "sharding", None), "device_set", ()):
+            if device.platform in ("cuda", "gpu") and device.device_kind in kinds:
+                return kinds[device.device_kind]
+    return DEFAULT_GPU_TARGET
+
+
+@functools.cache
+def _gpu_device(target: str) -> tuple[str, int] | None:
+    """The device kind and core count the target file states."""
+    from sandbox.engine.gpu_target import target_config
+
+    text = target_config(target)
+    kind = re.search(r'^device_description_str: "([^"]*)"', text, re.M)
+    cores = re.search(r"^\s*core_count: (\d+)", text, re.M)
+    return (kind.group(1), int(cores.group(1))) if kind and cores else None
+
+
+def _lowered_text(
+    params: dict[str, Any],
+    avals: list[Any],
+    platform: str,
+    device: tuple[str, int] | None,
+    header: str,
+) -> tuple[str | None, str]:
+    """What JAX prints after ``header`` when it lowers this one pallas_call for
+    ``platform`` with ``debug=True``, under an abstract mesh of one ``device`` (its
+    device kind and core count; no such device is here), and why not, when it cannot."""
+    import jax
+    from jax._src.pallas.pallas_call import pallas_call_p
+
+    bound = dict(params, interpret=False, debug=True)
+
+    def one(*args: Any) -> Any:
+        return pallas_call_p.bind(*args, **bound)
+
+    shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
+    printed = io.StringIO()
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(contextlib.redirect_stdout(printed))
+            stack.enter_context(warnings.catch_warnings())
+            warnings.simplefilter("ignore")  # the Triton backend's deprecation notice
+            if device is not None:
+                from jax.sharding import AbstractDevice, AbstractMesh
+
+                kind, cores = device
+                abstract = AbstractDevice(device_kind=kind, num_cores=cores, platform=platform)
+                mesh = AbstractMesh((1,), ("x",), abstract_device=abstract)
+                stack.enter_context(jax.sharding.use_abstract_mesh(mesh))
+            jax.jit(one).trace(*shapes).lower(lowering_platforms=(platform,))
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"[:2000]
+    return module_after(printed.getvalue(), header)
+
+
+def module_after(printed: str, header: str) -> tuple[str | None, str]:
+    """The module printed after the line that starts with ``header`` (to the end of
+    the print, one blank line trimmed)."""
+    start = printed.find("\n" + header)
+    if start < 0:
+        return None, "JAX printed no module"
+    body = printed[printed.index("\n", start + 1) + 1 :]
+    # the next section JAX prints (if any) starts with "\nThe "
+    end = body.find("\n\nThe ")
+    body = body if end < 0 else body[: end + 1]
+    return body.rstrip("\n") + "\n", ""
+
+
+def triton_sources(text: str) -> list[dict[str, int]]:
+    """``{out_line, line}`` for each line of a Triton module printed with pretty debug
+    info whose ``#locN`` (followed through named locations) is a snippet line."""
+    lines = text.split("\n")
+    defs: dict[str, str] = {}
+    for line in lines:
+        m = _LOC_DEF.match(line)
+        if m:
+            defs[m.group(1)] = m.group(2)
+
+    @functools.cache
+    def resolve(name: str, depth: int = 0) -> int | None:
+        body = defs.get(name, "")
+        direct = _SNIPPET_LINE.findall(body)
+        if direct:
+            return int(direct[0])
+        if depth > 32:
+            return None
+        for ref in _LOC_REF.findall(body):
+            found = resolve(ref, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    out: list[dict[str, int]] = []
+    for index, line in enumerate(lines):
+        if line.startswith("#loc"):
+            continue
+        at = _SNIPPET_LINE.findall(line)
+        found = int(at[0]) if at else None
+        for ref in _LOC_REF.findall(line) if found is None else ():
+            found = resolve(ref)
+            if found is not None:
+                break
+        if found is not None:
+            out.append({"out_line": index + 1, "line": found})
+    return out
+
+
+# --- the grid map ---------------------------------------------------------------------
+
+
+def grid_map(grid_mapping: Any) -> dict[str, Any]:
+    """The grid and, per operand, the element offsets of the block each grid point
+    reads (inputs) or writes (outputs): each BlockSpec's index map evaluated on every
+    grid point (row-major), up to MAX_GRID_POINTS of them."""
+    import itertools
+
+    grid = tuple(grid_mapping.grid)
+    result: dict[str, Any] = {"grid": [], "points": 0, "operands": [], "grid_notes": []}
+    if not all(isinstance(g, int) for g in grid):
+        result["grid_notes"].append("the grid has dynamic bounds: no grid map")
+        return result
+    result["grid"] = list(grid)
+    total = 1
+    for g in grid:
+        total *= g
+    points = list(itertools.islice(itertools.product(*(range(g) for g in grid)), MAX_GRID_POINTS))
+    result["points"] = len(points)
+    if total > len(points):
+        result["grid_notes"].append(
+            f"the grid has {total:,} points: the map shows the first {len(points):,} (row-major)"
+        )
+    if grid_mapping.num_index_operands:
+        result["grid_notes"].append(
+            "the index maps read scalar-prefetch operands (values known only when it runs): "
+            "no grid map"
+        )
+        points = []
+    num_inputs = grid_mapping.num_inputs
+    for i, bm in enumerate(grid_mapping.block_mappings):
+        kind = (
+            "in"
+            if i < num_inputs
+            else "out"
+            if i < num_inputs + grid_mapping.num_outputs
+            else "scratch"
+        )
+        block = [_block_size(d) for d in bm.block_shape]
+        operand: dict[str, Any] = {
+            "origin": str(bm.origin)[:256],
+            "kind": kind,
+            "shape": list(bm.array_aval.shape),
+            "dtype": str(bm.array_aval.dtype),
+            "block_shape": block,
+            "starts": [],
+        }
+        if points:
+            operand["starts"] = _starts(bm, points)
+        result["operands"].append(operand)
+    return result
+
+
+def _block_size(dim: Any) -> int:
+    from jax._src.pallas import core as pallas_core
+
+    return int(pallas_core.get_block_size(dim))
+
+
+def block_indices(bm: Any, points: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """``bm``'s index map at each grid point (one vectorised call over them all; the
+    values are those of calling it point by point)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax._src import core
+
+    fun = core.jaxpr_as_fun(bm.index_map_jaxpr)
+    if not points or not points[0]:  # no grid: one point, the index map of nothing
+        return [tuple(int(v) for v in fun())] * len(points)
+    columns = [jnp.asarray(c, dtype=jnp.int32) for c in zip(*points, strict=True)]
+    out = jax.vmap(lambda *idx: tuple(fun(*idx)))(*columns)
+    rows = np.stack([np.broadcast_to(np.asarray(o), (len(points),)) for o in out], axis=1)
+    return [tuple(int(v) for v in row) for row in rows]
+
+
+def _starts(bm: Any, points: list[tuple[int, ...]]) -> list[list[int]]:
+    from jax._src.pallas import core as pallas_core
+
+    indices = block_indices(bm, points)
+    scale = [
+        pallas_core.get_block_size(d) if isinstance(d, pallas_core.Blocked) else 1
+        for d in bm.block_shape
+    ]
+    return [[i * s for i, s in zip(idx, scale, strict=True)] for idx in indices]
