@@ -136,3 +136,21 @@ def test_batch_positions_are_given_only_where_one_way_fits() -> None:
     assert batch_positions([5, 5], [5], [5]) == [(0,), (1,)]  # ambiguous: left out
     assert batch_positions([5, 4, 2], [4, 3], [5]) is None
     assert batch_positions([5, 3, 4], [4], [3, 5]) == [(0, 1)]
+
+
+def test_under_a_mesh_each_value_has_its_partition_spec(run: Any) -> None:
+    from jax.sharding import PartitionSpec as P
+
+    mesh = {"shape": [2, 2], "axis_names": ["x", "y"], "axis_types": ["explicit", "explicit"]}
+    request = {
+        "code": "def f(x, w):\n    y = jnp.tanh(x @ w)\n    return y.sum(axis=1)\n",
+        "args": "(jnp.ones((8, 4)), jnp.ones((4, 2)))",
+        "backend": "cpu",
+        "devices": 4,
+        "mesh": mesh,
+        "in_shardings": [["x", None], None],
+        "outputs": ["shapes"],
+    }
+    spans = {(s["line"], s["col"]): s for s in _shapes(run(request))["spans"]}
+    assert (spans[2, 17]["shape"], spans[2, 17]["sharding"]) == ([8, 2], str(P("x", None)))
+    assert (spans[3, 11]["shape"], spans[3, 11]["sharding"]) == ([8], str(P("x")))
