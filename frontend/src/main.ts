@@ -23,6 +23,7 @@ import { saveAutosave, toRequest } from "./state";
 import { describePipeline, type StepProblem } from "./transforms";
 import { AcrossController } from "./app/across";
 import { BackendsController } from "./app/backends";
+import { checksBindings } from "./app/checks";
 import { ControlsController, fieldBindings } from "./app/controls";
 import { LinkingController } from "./app/linking";
 import { installMenus } from "./app/menus";
@@ -114,7 +115,7 @@ const controls = new ControlsController(
       pipelines.refreshSummaries();
     },
     devices: () => pipelines.mesh.refresh(),
-  }),
+  }).concat(checksBindings(ui.checks)),
   () => store.state,
   changed,
 );

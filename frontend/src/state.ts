@@ -1,6 +1,7 @@
 // What the page edits, how it becomes a run request (SPEC §1), and how it is saved
 // locally and restored from a shared snippet. Pure apart from localStorage access.
 import * as z from "zod/mini";
+import { checksFromRequest, checksFromSaved, checksRequest, type ChecksState } from "./checks";
 import { Backend, RunRequest, TransformName, type Output } from "./generated/request";
 import { parsedItems, parsedOrNull } from "./narrow";
 import { optInOutput, requestOutputs } from "./panes/registry";
@@ -36,6 +37,8 @@ export interface PlayState {
   gpuTarget?: string;
   /** compile for a TPU topology the server does not have (`tpu_topology`); empty: none */
   tpuTopology?: string;
+  /** the one-click checks ticked (checks.ts); absent or none: no checks asked */
+  checks?: ChecksState;
 }
 
 export const CONFIG_TOGGLES: { name: string; label: string; help: string }[] = [
@@ -76,6 +79,7 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
   }
   const outputs = requestOutputs(optedIn, targets);
   if (outputs) request.outputs = outputs;
+  Object.assign(request, checksRequest(state.checks));
   // XLA flags (xla.ts parses them; the server checks them against its allow-list); B's
   // replace A's for pipeline B, so the same pipeline twice compares flags A against B
   const flagsA = parseFlags(state.flags ?? "");
@@ -120,6 +124,7 @@ export function fromRequest(data: unknown, fallback: PlayState): PlayState {
     compareFlags: Array.isArray(d.compare_compiler_options) ? flagsText(d.compare_compiler_options[0]) : "",
     gpuTarget: parsedOrNull(RunRequest.shape.gpu_target, d.gpu_target) ?? "",
     tpuTopology: parsedOrNull(RunRequest.shape.tpu_topology, d.tpu_topology) ?? "",
+    checks: checksFromRequest(d),
   };
 }
 
@@ -170,6 +175,7 @@ export function loadAutosave(fallback: PlayState): PlayState | null {
       acrossVersions: parsedOrNull(z.array(Text), saved.acrossVersions) ?? fallback.acrossVersions,
       gpuTarget: parsedOrNull(Text, saved.gpuTarget) ?? fallback.gpuTarget,
       tpuTopology: parsedOrNull(Text, saved.tpuTopology) ?? fallback.tpuTopology,
+      checks: checksFromSaved(saved.checks) ?? fallback.checks,
     };
   } catch {
     return null;

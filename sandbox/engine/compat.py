@@ -68,3 +68,56 @@ def out_info(compiled: Any, lowered: Any) -> Any:
     ``Compiled.out_info`` from 0.7; before, only ``Lowered.out_info`` has them."""
     info = getattr(compiled, "out_info", None)
     return info if info is not None else lowered.out_info
+
+
+def direct_linearize() -> bool | None:
+    """Whether JAX differentiates by direct linearization by default: None where it
+    cannot (no ``LinearizeTrace``); ``jax_use_direct_linearize`` says which path
+    otherwise (off by default until 0.6, on since; 0.7 on take only that path,
+    whatever the flag says)."""
+    import jax
+    from jax._src.interpreters import ad
+
+    if not hasattr(ad, "LinearizeTrace"):
+        return None
+    return bool(jax.config.values.get("jax_use_direct_linearize", True))
+
+
+def using_direct_linearize(on: bool) -> Any:
+    """A context in which ``jax.linearize``/``jax.vjp`` take (or not) the direct path,
+    where the flag exists (0.4.3x on); elsewhere nothing."""
+    import contextlib
+
+    from jax._src import config
+
+    state = getattr(config, "use_direct_linearize", None)
+    return state(on) if state is not None else contextlib.nullcontext()
+
+
+def partial_eval_jaxpr_nounits(
+    closed: Any, unknowns: list[bool], instantiate: list[bool]
+) -> tuple[Any, Any, list[bool], list[Any]]:
+    """JAX's split of a jaxpr into its known and unknown halves (private, the same
+    signature from 0.4.x to 0.12): the known one's trailing outputs are the
+    residuals, the unknown one's leading inputs."""
+    from jax._src.interpreters import partial_eval as pe
+
+    return pe.partial_eval_jaxpr_nounits(closed, unknowns, instantiate)
+
+
+def eval_jaxpr(jaxpr: Any, consts: Any, *args: Any) -> Any:
+    from jax._src import core
+
+    return core.eval_jaxpr(jaxpr, consts, *args)
+
+
+def config_context(name: str) -> Any:
+    """The context manager of the configuration flag ``name`` (``jax.debug_nans`` for
+    ``jax_debug_nans``): it sets the flag for the ``with`` block only, in this thread.
+    None where this JAX version has no such flag (``jax_debug_key_reuse`` came after
+    ``jax_debug_nans``; 0.4.38 on have both)."""
+    import jax
+
+    if name not in jax.config.values:
+        return None
+    return getattr(jax, name.removeprefix("jax_"), None)

@@ -310,6 +310,20 @@ class RunRequest(BaseModel):
         kept = [o for o in outputs if o != "checks"]
         return {**data, "outputs": [*kept, "checks"] if asked else kept}
 
+    @model_validator(mode="after")
+    def _checks_run(self) -> RunRequest:
+        nothing_runs = {
+            "gpu_target": self.gpu_target,
+            "tpu_topology": self.tpu_topology,
+            "lowering_platforms": self.lowering_platforms,
+        }
+        named = [name for name, value in nothing_runs.items() if value]
+        if self.checks and named:
+            raise ValueError(
+                f"checks run the pipeline, and with {named[0]} nothing runs: drop one or the other"
+            )
+        return self
+
     @field_validator("checks", "grad_modes")
     @classmethod
     def _names_once(cls, names: list[str]) -> list[str]:

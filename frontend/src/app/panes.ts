@@ -4,6 +4,7 @@
 import type { EditorView } from "@codemirror/view";
 import { IR_TYPES, type IrType } from "../protocol";
 import { AsmPane } from "../panes/asm";
+import { ChecksPane } from "../panes/checks";
 import { AutodiffPane } from "../panes/autodiff";
 import { ConsolePane } from "../panes/console";
 import { CostPane } from "../panes/cost";
@@ -85,6 +86,7 @@ export class Panes {
       { tab: "profile", pane: new ProfilePane(panels.profile, hoverCode) },
       { tab: "sharding", pane: this.sharding, lazy: true },
       { tab: "console", pane: new ConsolePane(panels.console) },
+      { tab: "checks", pane: new ChecksPane(panels.checks, hooks.reveal) },
       { tab: "trace_values", pane: new TraceValuesPane(panels.trace_values, hooks.reveal, hoverCode) },
     ];
     this.scheduler = new PaneScheduler(all, hooks.active, undefined, hooks.rendered);

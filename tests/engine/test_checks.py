@@ -1,0 +1,204 @@
+"""The one-click checks (request ``checks``, sandbox/engine/checks.py) on the warm
+engine. What JAX itself says is computed in the same run, by the snippet's top-level
+code calling JAX's APIs directly and printing it: the checks must say the same."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sandbox.protocol import RunRequest
+
+
+def by_type(
+    events: list[dict[str, Any]], kind: str, pipeline: str = "main"
+) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == kind and e.get("pipeline", "main") == pipeline]
+
+
+def results(
+    events: list[dict[str, Any]], name: str, pipeline: str = "main"
+) -> list[dict[str, Any]]:
+    (event,) = by_type(events, "checks", pipeline)
+    return [r for r in event["results"] if r["name"] == name]
+
+
+def stdout(events: list[dict[str, Any]]) -> str:
+    return "".join(e["text"] for e in by_type(events, "stdout"))
+
+
+NAN_AND_KEYS = """import jax
+import jax.numpy as jnp
+
+def f(x, key):
+    a = jax.random.normal(key, x.shape)
+    b = jax.random.uniform(key, x.shape)
+    y = jnp.log(x - 1.0)
+    return a + b + y
+"""
+SECOND_KEY_USE, LOG_LINE = 6, 7
+
+
+def test_nans_and_key_reuse_at_their_lines_and_nothing_left_for_the_next_pipeline(run) -> None:
+    # the compare pipeline runs after the main one's checks: were a debug flag left
+    # on, its plain execution (a NaN, a key used twice) would raise
+    events = run(
+        {
+            "code": NAN_AND_KEYS,
+            "args": "(jnp.array([0.0, 2.0]), jax.random.key(0))",
+            "transforms": [{"name": "jit"}],
+            "compare": [[{"name": "jit"}]],
+            "outputs": ["value"],
+            "checks": ["nans", "infs", "key_reuse"],
+        }
+    )
+    (nans,) = results(events, "nans")
+    assert nans["status"] == "failed" and nans["line"] == LOG_LINE
+    assert "nan" in nans["message"].lower() and nans["hint"]
+    (infs,) = results(events, "infs")
+    assert infs["status"] == "ok", infs  # log(-1) is a NaN, not an infinity
+    (reuse,) = results(events, "key_reuse")
+    assert reuse["status"] == "failed" and reuse["line"] == SECOND_KEY_USE, reuse
+    (later,) = by_type(events, "value", "0")
+    assert later["tree"][0]["summary"]["nan_count"] == 1
+    assert by_type(events, "error") == [] and by_type(events, "error", "0") == []
+    assert events[-1]["status"] == "ok"
+
+
+def test_a_run_after_checks_lets_nans_be(run) -> None:
+    events = run({"code": NAN_AND_KEYS, "args": "(jnp.array([0.0, 2.0]), jax.random.key(0))",
+                  "outputs": ["value"]})  # fmt: skip
+    assert by_type(events, "value")[0]["tree"][0]["summary"]["nan_count"] == 1
+    assert by_type(events, "checks") == [] and events[-1]["status"] == "ok"
+
+
+CHECKIFY = """import jax
+import jax.numpy as jnp
+from jax.experimental import checkify
+
+def f(x, i, j):
+    a = x[i]
+    b = j // j
+    return a + b
+
+err, _ = checkify.checkify(f, errors=checkify.all_checks)(jnp.arange(3.0), jnp.array(5), jnp.array(1))
+print("OOB:", err.get())
+err, _ = checkify.checkify(f, errors=checkify.all_checks)(jnp.arange(3.0), jnp.array(0), jnp.array(0))
+print("DIV:", err.get())
+"""
+INDEX_LINE, DIV_LINE = 6, 7
+
+
+def test_checkify_reports_each_error_at_its_line(run) -> None:
+    events = run(
+        {
+            "code": CHECKIFY,
+            "args": "(jnp.arange(3.0), jnp.array(5), jnp.array(0))",
+            "outputs": [],
+            "checks": ["checkify"],
+        }
+    )
+    printed = dict(line.split(": ", 1) for line in stdout(events).splitlines())
+    found = {r["line"]: r for r in results(events, "checkify")}
+    assert set(found) == {INDEX_LINE, DIV_LINE}, found
+    assert all(r["status"] == "failed" for r in found.values())
+    assert found[INDEX_LINE]["message"] == printed["OOB"].strip()
+    assert found[DIV_LINE]["message"] == printed["DIV"].strip()
+
+
+CUSTOM_VJP = """import jax
+import jax.numpy as jnp
+from jax.test_util import check_grads
+
+@jax.custom_vjp
+def s(x):
+    return jnp.sin(x)
+
+def s_fwd(x):
+    return jnp.sin(x), x
+
+def s_bwd(x, g):
+    return (jnp.sin(x) * g,)  # wrong: the derivative of sin is cos
+
+s.defvjp(s_fwd, s_bwd)
+
+def f(x):
+    return jnp.sum(s(x) * x)
+
+try:
+    check_grads(f, (jnp.array([0.5, 1.0, 2.0]),), order=1, modes=["rev"])
+except AssertionError as e:
+    print(e)
+"""
+BWD_LINE = 12
+
+
+def test_grad_catches_a_wrong_custom_vjp_rule_by_how_much_and_where(run) -> None:
+    events = run(
+        {
+            "code": CUSTOM_VJP,
+            "args": "jnp.array([0.5, 1.0, 2.0])",
+            "outputs": [],
+            "checks": ["grad"],
+            "grad_orders": [1, 2],
+        }
+    )
+    said = stdout(events)
+    jax_abs = float(re.search(r"Max absolute difference[^:]*: (\S+)", said).group(1))
+    jax_rel = float(re.search(r"Max relative difference[^:]*: (\S+)", said).group(1))
+    grads = {(r["order"], r["mode"]): r for r in results(events, "grad")}
+    assert set(grads) == {(1, "fwd"), (1, "rev"), (2, "fwd"), (2, "rev")}
+    rev = grads[1, "rev"]
+    assert rev["status"] == "failed" and rev["line"] == BWD_LINE
+    assert rev["max_abs_error"] == jax_abs and rev["max_rel_error"] == jax_rel
+    assert "s_bwd" in rev["message"]
+    assert grads[2, "rev"]["status"] == "failed"
+    # JAX refuses forward mode through a custom_vjp: skipped, with its words
+    assert grads[1, "fwd"]["status"] == "skipped" and "custom_vjp" in grads[1, "fwd"]["message"]
+    assert events[-1]["status"] == "ok"
+
+
+CUSTOM_JVP = """import jax
+import jax.numpy as jnp
+
+@jax.custom_jvp
+def c(x):
+    return jnp.sin(x)
+
+@c.defjvp
+def c_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return jnp.sin(x), jnp.cos(x) * t
+
+def f(x):
+    return jnp.sum(c(x) * x)
+"""
+
+
+def test_grad_passes_a_correct_custom_jvp_rule_and_names_it(run) -> None:
+    events = run(
+        {
+            "code": CUSTOM_JVP,
+            "args": "jnp.array([0.5, 1.0, 2.0])",
+            "transforms": [{"name": "jit"}],
+            "outputs": [],
+            "checks": ["grad"],
+        }
+    )
+    grads = results(events, "grad")
+    assert [(r["order"], r["mode"], r["status"]) for r in grads] == [
+        (1, "fwd", "ok"),
+        (1, "rev", "ok"),
+    ]
+    # the rule's line: where it is defined (its decorator's line, as Python counts it)
+    assert all(r["line"] == 8 and "c_jvp" in r["message"] for r in grads), grads
+
+
+def test_checks_are_in_the_outputs_and_the_cache_key_and_unknown_ones_are_refused() -> None:
+    asked = RunRequest(code="", checks=["grad", "nans", "grad"], grad_orders=[2, 1])
+    assert asked.checks == ["grad", "nans"] and asked.grad_orders == [1, 2]
+    assert "checks" in asked.outputs
+    assert "checks" not in RunRequest(code="", outputs=["jaxpr", "checks"]).outputs
+    dumped = asked.model_dump(mode="json")
+    assert dumped["checks"] == ["grad", "nans"] and dumped["grad_orders"] == [1, 2]
+    assert RunRequest.model_validate(dumped) == asked
