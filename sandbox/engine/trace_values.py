@@ -1,0 +1,710 @@
+"""The ``trace_values`` output: the run's jaxpr stepped one equation at a time on the
+run's own arguments, each equation's outputs described (shape, dtype, min, max, mean,
+NaN and Inf counts) at the user's line that made it, and the first NaN and Inf found.
+
+An interpreter over the jaxpr, as ``jax.core.eval_jaxpr``: each equation is
+``primitive.bind(*inputs, **params)``, except that the equations holding a jaxpr are
+stepped into (``jit``, calls, ``checkpoint``, ``custom_jvp``/``custom_vjp``, the taken
+branch of ``cond``, and every iteration of ``scan`` and ``while``). The binds run under
+one ``jax.jit`` per jaxpr stepped (the run's, each loop body, each branch taken) whose
+outputs are every equation's outputs: one XLA compile per jaxpr rather than one per
+primitive dispatched eagerly (grad of a small loss: ~1 s against ~2 s on these
+machines); a loop body's compile serves all its iterations. A differentiated
+pipeline's jaxpr is the whole computation, backward pass included: JAX names the
+transposed equations' name stacks ``transpose(...)`` (the backward pass) and the
+others of a differentiation ``jvp(...)`` (the forward pass); an equation with
+neither has no ``phase``.
+
+A loop of at most ``ITERATIONS_SHOWN`` iterations has a row per iteration of each
+equation of its body; a longer one a row per equation summarising every iteration
+(min of the minima, max of the maxima, mean of the means, counts summed). What it
+costs is bounded by sandbox/protocol/limits.py: rows kept, values described, bytes
+and equations evaluated; the event says where it stopped (``cut``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sandbox.engine.sources import snippet_line
+from sandbox.protocol.limits import (
+    MAX_MESSAGE_CHARS,
+    MAX_TRACE_BYTES,
+    MAX_TRACE_ROW_VALUES,
+    MAX_TRACE_ROWS,
+    MAX_TRACE_STEPS,
+    MAX_TRACE_VALUES,
+)
+
+#: A loop of at most this many iterations shows each; a longer one is summarised.
+ITERATIONS_SHOWN = 8
+#: The parameter holding the jaxpr of each primitive stepped into like a call.
+CALL_JAXPR_PARAMS = {
+    "pjit": "jaxpr",
+    "jit": "jaxpr",
+    "closed_call": "call_jaxpr",
+    "core_call": "call_jaxpr",
+    "remat2": "jaxpr",
+    "checkpoint": "jaxpr",
+    "custom_jvp_call": "call_jaxpr",
+    "custom_vjp_call": "call_jaxpr",
+    "custom_vjp_call_jaxpr": "fun_jaxpr",
+}
+
+
+class _Cut(Exception):
+    def __init__(self, reason: str, note: str) -> None:
+        super().__init__(note)
+        self.reason, self.note = reason, note
+
+
+@dataclass(eq=False)
+class _Row:
+    eqn: str
+    primitive: str
+    depth: int
+    line: int | None
+    phase: str | None
+    outputs: list[dict[str, Any]]
+    outputs_total: int
+    inputs: list[_Row | None]
+    made: list[str]
+    iteration: int | None = None
+    iterations: int | None = None
+    #: the row a summarised loop folded this one into
+    folded_into: _Row | None = None
+
+    def resolved(self) -> _Row:
+        row = self
+        while row.folded_into is not None:
+            row = row.folded_into
+        return row
+
+
+@dataclass
+class _Value:
+    value: Any
+    row: _Row | None
+    nan: bool
+    inf: bool
+
+
+@dataclass
+class _Loop:
+    """The rows of one loop's iterations: kept per iteration while there are at most
+    ITERATIONS_SHOWN, folded into one row per body equation past that."""
+
+    stepper: Stepper
+    shown: list[list[_Row]] = field(default_factory=list)
+    summary: dict[tuple[str, int | None], _Row] | None = None
+    count: int = 0
+
+    def add(self, rows: list[_Row]) -> None:
+        self.count += 1
+        if self.summary is None and self.count <= ITERATIONS_SHOWN:
+            self.shown.append(rows)
+            return
+        if self.summary is None:
+            self.summary = {}
+            for earlier in self.shown:
+                self._fold(earlier)
+            self.shown = []
+        self._fold(rows)
+
+    def _fold(self, rows: list[_Row]) -> None:
+        assert self.summary is not None
+        for row in rows:
+            key = (row.eqn, row.iteration if row.iterations is None else None)
+            into = self.summary.get(key)
+            if into is None:
+                self.summary[key] = row
+                row.iterations = row.iterations or 1
+                row.iteration = None
+                continue
+            row.folded_into = into
+            into.iterations = (into.iterations or 1) + (row.iterations or 1)
+            into.made = sorted(set(into.made) | set(row.made))
+            into.outputs = [
+                _merge(a, b, into.iterations)
+                for a, b in zip(into.outputs, row.outputs, strict=False)
+            ]
+            self.stepper.live -= 1
+
+    def rows(self) -> list[_Row]:
+        if self.summary is not None:
+            return list(self.summary.values())
+        for n, rows in enumerate(self.shown):
+            for row in rows:  # a nested loop's rows keep their own loop's iteration
+                if row.iteration is None and row.iterations is None:
+                    row.iteration = n
+        return [row for rows in self.shown for row in rows]
+
+
+def _merge(a: dict[str, Any], b: dict[str, Any], n: int) -> dict[str, Any]:
+    """``a`` (the summary of n - 1 iterations) with one more iteration's ``b``."""
+    out = dict(a)
+    for key, pick in (("min", min), ("max", max)):
+        if b.get(key) is not None:
+            out[key] = b[key] if a.get(key) is None else pick(a[key], b[key])
+    if b.get("mean") is not None:
+        # a mean of per-iteration means: each iteration weighs the same
+        out["mean"] = (
+            b["mean"] if a.get("mean") is None else a["mean"] + (b["mean"] - a["mean"]) / n
+        )
+    for key in ("nan_count", "inf_count"):
+        if b.get(key) is not None:
+            out[key] = (a.get(key) or 0) + b[key]
+    return out
+
+
+def stats(value: Any) -> dict[str, Any]:
+    """Shape, dtype and, where they mean something, min/max/mean over the finite
+    elements and NaN/Inf counts (inexact dtypes only; a complex value by magnitude)."""
+    import jax
+
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        value = np.asarray(value)
+        dtype = value.dtype
+    described: dict[str, Any] = {"shape": list(np.shape(value)), "dtype": str(dtype)}
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended) or getattr(dtype, "itemsize", 1) == 0:
+        return described  # PRNG keys, float0: no numbers to describe
+    data = np.asarray(value)
+    if data.dtype.kind not in "biufc":  # bfloat16, float8...: numpy's float32 holds them
+        data = data.astype(np.float32)
+    inexact = data.dtype.kind in "fc"
+    if data.dtype.kind == "c":
+        data = np.abs(data)
+    elif data.dtype.kind == "b":
+        data = data.astype(np.int8)
+    finite = data
+    if inexact:
+        nan, inf = np.isnan(data), np.isinf(data)
+        described["nan_count"] = int(np.count_nonzero(nan))
+        described["inf_count"] = int(np.count_nonzero(inf))
+        if described["nan_count"] or described["inf_count"]:
+            finite = data[~(nan | inf)]
+    if finite.size:
+        described["min"] = float(finite.min())
+        described["max"] = float(finite.max())
+        described["mean"] = float(finite.mean(dtype=np.float64))
+    return described
+
+
+def _flags(value: Any) -> tuple[bool, bool]:
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return (isinstance(value, float) and math.isnan(value)), (
+            isinstance(value, float) and math.isinf(value)
+        )
+    if getattr(dtype, "kind", "") not in "fcV" or getattr(dtype, "itemsize", 1) == 0:
+        return False, False
+    try:
+        data = np.asarray(value)
+        if data.dtype.kind not in "fc":
+            data = data.astype(np.float32)
+        return bool(np.isnan(data).any()), bool(np.isinf(data).any())
+    except Exception:  # an extended dtype: no numbers
+        return False, False
+
+
+def _parts(jaxpr: Any) -> tuple[Any, list[Any]]:
+    """A jaxpr and its constants: a ClosedJaxpr's (JAX before 0.12), or a Jaxpr that
+    holds its own (0.12), or an open one (none)."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    return inner, list(getattr(jaxpr, "consts", None) or ())
+
+
+def _literal_type() -> Any:
+    import jax
+
+    try:
+        from jax._src.core import Literal  # 0.12 no longer exports it as jax.core's
+
+        return Literal
+    except ImportError:
+        return jax.core.Literal  # type: ignore[attr-defined]
+
+
+_LITERAL: Any = _literal_type()
+
+
+def _phase(name_stack: str) -> str | None:
+    if "transpose" in name_stack:
+        return "backward"
+    if "jvp" in name_stack:
+        return "forward"
+    return None
+
+
+def _aval_bytes(var: Any) -> int:
+    aval = getattr(var, "aval", None)
+    shape = getattr(aval, "shape", ())
+    itemsize = getattr(getattr(aval, "dtype", None), "itemsize", 4) or 1
+    return int(np.prod(shape, dtype=np.int64)) * int(itemsize)
+
+
+@dataclass
+class _Where:
+    path: str
+    depth: int
+    name_stack: str
+
+
+class _Full(Exception):
+    """A segment's budget is spent (raised while tracing it)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _call_jaxpr(eqn: Any) -> Any:
+    """The jaxpr an equation is stepped into like a call, or None."""
+    param = CALL_JAXPR_PARAMS.get(eqn.primitive.name)
+    return eqn.params.get(param) if param is not None else None
+
+
+def _eqn_cost(eqn: Any) -> int:
+    return sum(_aval_bytes(v) for v in eqn.outvars)
+
+
+def _static_cost(jaxpr: Any) -> tuple[int, int]:
+    """What evaluating ``jaxpr`` as one segment walks: (bytes of outputs, equations),
+    call bodies inlined (a loop counted as its one equation)."""
+    total_bytes, steps = 0, 0
+    for eqn in jaxpr.eqns:
+        sub = _call_jaxpr(eqn)
+        if sub is not None:
+            b, s = _static_cost(_parts(sub)[0])
+            total_bytes, steps = total_bytes + b, steps + s
+        total_bytes, steps = total_bytes + _eqn_cost(eqn), steps + 1
+    return total_bytes, steps
+
+
+def _bind(eqn: Any, values: list[Any]) -> list[Any]:
+    params = eqn.primitive.get_bind_params(eqn.params)
+    if isinstance(params, tuple):  # JAX before 0.5: (subfuns, params)
+        subfuns, params = params
+        values = [*subfuns, *values]
+    ctx = getattr(getattr(eqn, "ctx", None), "manager", None)
+    with ctx if ctx is not None else contextlib.nullcontext():
+        out = eqn.primitive.bind(*values, **params)
+    return list(out) if eqn.primitive.multiple_results else [out]
+
+
+def _walk(
+    jaxpr: Any, consts: list[Any], args: list[Any], out: list[Any], budget: list[int] | None
+) -> list[Any]:
+    """Evaluate ``jaxpr`` (under jit's trace), appending each walked equation's outputs
+    to ``out`` in the order the stepper reads them: a call's body equations, then the
+    call; a loop or a cond bound whole. ``budget`` ([bytes, equations]) stops it."""
+    env: dict[Any, Any] = {}
+    for var, value in zip(
+        [*getattr(jaxpr, "constvars", ()), *jaxpr.invars], [*consts, *args], strict=True
+    ):
+        env[var] = value
+
+    def read(atom: Any) -> Any:
+        return atom.val if isinstance(atom, _LITERAL) else env[atom]
+
+    for eqn in jaxpr.eqns:
+        inputs = [read(v) for v in eqn.invars]
+        sub = _call_jaxpr(eqn)
+        if sub is not None:
+            inner, inner_consts = _parts(sub)
+            outs = _walk(inner, inner_consts, inputs, out, budget)
+        if budget is not None:
+            cost = _eqn_cost(eqn)
+            if budget[1] < 1:
+                raise _Full("steps")
+            if budget[0] < cost:
+                raise _Full("bytes")
+            budget[0], budget[1] = budget[0] - cost, budget[1] - 1
+        if sub is None:
+            outs = _bind(eqn, inputs)
+        out.append(list(outs))
+        for var, value in zip(eqn.outvars, outs, strict=True):
+            env[var] = value
+    return [read(v) for v in jaxpr.outvars]
+
+
+@dataclass
+class _Segment:
+    """One jaxpr compiled whole with every walked equation's outputs as outputs: what
+    the stepper reads instead of dispatching each equation (one compile per jaxpr,
+    not one per primitive)."""
+
+    fn: Any
+    cut: str | None = None
+
+
+class Stepper:
+    """Steps one jaxpr; ``rows`` is what it recorded, ``cut`` why it stopped early."""
+
+    def __init__(
+        self,
+        *,
+        max_rows: int = MAX_TRACE_ROWS,
+        max_bytes: int = MAX_TRACE_BYTES,
+        max_steps: int = MAX_TRACE_STEPS,
+    ) -> None:
+        self.max_rows, self.max_bytes, self.max_steps = max_rows, max_bytes, max_steps
+        self.rows: list[_Row] = []
+        self.sink = self.rows
+        self.live = 0
+        self.bytes = 0
+        self.steps = 0
+        self.cut: str | None = None
+        self.notes: list[str] = []
+        #: compiled segments by jaxpr (the jaxpr kept alive with it)
+        self._segments: dict[tuple[int, bool], tuple[Any, _Segment]] = {}
+        self._costs: dict[int, tuple[int, int]] = {}
+
+    # --- running -------------------------------------------------------------------
+
+    def run(self, closed: Any, args: list[Any]) -> None:
+        inner, consts = _parts(closed)
+        try:
+            self._eval(
+                inner, consts, [_Value(a, None, *_flags(a)) for a in args], _Where("", 0, "")
+            )
+        except _Cut as cut:
+            self.cut = cut.reason
+            self.notes.append(cut.note[:MAX_MESSAGE_CHARS])
+
+    @contextlib.contextmanager
+    def _collecting(self) -> Iterator[list[_Row]]:
+        outer, self.sink = self.sink, []
+        try:
+            yield self.sink
+        finally:
+            self.sink = outer
+
+    def _cost(self, jaxpr: Any) -> tuple[int, int]:
+        if id(jaxpr) not in self._costs:
+            self._costs[id(jaxpr)] = _static_cost(jaxpr)
+        return self._costs[id(jaxpr)]
+
+    def _feed(
+        self, jaxpr: Any, consts: list[Any], args: list[Any], where: _Where
+    ) -> Iterator[list[Any]]:
+        """Each walked equation's outputs, from one compiled evaluation of ``jaxpr``;
+        within the budget left (a prefix of the equations where it is not enough)."""
+        import jax
+
+        cost_bytes, cost_steps = self._cost(jaxpr)
+        left = [self.max_bytes - self.bytes, self.max_steps - self.steps]
+        fits = cost_bytes <= left[0] and cost_steps <= left[1]
+        key = (id(jaxpr), fits)
+        if key not in self._segments or not fits:
+            segment = _Segment(None)
+
+            def evaluate(consts: list[Any], args: list[Any]) -> list[Any]:
+                out: list[Any] = []
+                try:
+                    _walk(jaxpr, consts, args, out, None if fits else list(left))
+                except _Full as full:
+                    segment.cut = full.reason
+                return out
+
+            segment.fn = jax.jit(evaluate)
+            self._segments[key] = (jaxpr, segment)
+        segment = self._segments[key][1]
+        try:
+            outs = segment.fn(consts, args)
+        except Exception as exc:
+            raise _Cut(
+                "error",
+                f"stopped at equation {where.path or '0'}…: evaluating its jaxpr raised "
+                f"{type(exc).__name__}: {exc}",
+            ) from exc
+        yield from outs
+        if segment.cut is not None:
+            limit = self.max_bytes if segment.cut == "bytes" else self.max_steps
+            what = "bytes of outputs" if segment.cut == "bytes" else "equations"
+            raise _Cut(
+                segment.cut,
+                f"stopped after {self.steps} equations: the next would take the {what} evaluated past {limit:,}",
+            )
+
+    def _eval(
+        self,
+        jaxpr: Any,
+        consts: list[Any],
+        args: list[_Value],
+        where: _Where,
+        feed: Iterator[list[Any]] | None = None,
+    ) -> list[_Value]:
+        env: dict[Any, _Value] = {}
+        constvars = list(getattr(jaxpr, "constvars", ()))
+        if len(constvars) != len(consts) or len(jaxpr.invars) != len(args):
+            raise RuntimeError(
+                f"a jaxpr of {len(constvars)} constants and {len(jaxpr.invars)} inputs given "
+                f"{len(consts)} and {len(args)}"
+            )
+        if feed is None:  # a jaxpr of its own (the run's, a loop body's, a branch)
+            feed = self._feed(jaxpr, consts, [a.value for a in args], where)
+        for var, const in zip(constvars, consts, strict=True):
+            env[var] = _Value(const, None, *_flags(const))
+        for var, arg in zip(jaxpr.invars, args, strict=True):
+            env[var] = arg
+
+        def read(atom: Any) -> _Value:
+            if isinstance(atom, _LITERAL):
+                return _Value(atom.val, None, *_flags(atom.val))
+            return env[atom]
+
+        for index, eqn in enumerate(jaxpr.eqns):
+            inputs = [read(v) for v in eqn.invars]
+            outs = self._step(eqn, inputs, where, f"{where.path}{index}", feed)
+            for var, out in zip(eqn.outvars, outs, strict=True):
+                env[var] = out
+        return [read(v) for v in jaxpr.outvars]
+
+    def _step(
+        self, eqn: Any, inputs: list[_Value], where: _Where, path: str, feed: Iterator[list[Any]]
+    ) -> list[_Value]:
+        name = eqn.primitive.name
+        own_stack = str(eqn.source_info.name_stack)
+        inner = _Where(f"{path}.", where.depth + 1, f"{where.name_stack}/{own_stack}")
+        line = snippet_line(eqn.source_info.traceback)
+        sub = _call_jaxpr(eqn)
+        if sub is not None:
+            body, consts = _parts(sub)
+            self._eval(body, consts, inputs, inner, feed)
+        outs = next(feed, None)  # past a budget, _feed raises _Cut here
+        if outs is None:
+            raise RuntimeError(f"the compiled walk made no outputs for equation {path}")
+        self.steps += 1
+        self.bytes += _eqn_cost(eqn)
+        values = [_Value(v, None, False, False) for v in outs]
+        try:
+            if name == "scan":
+                self._scan(eqn, inputs, inner)
+            elif name == "while":
+                self._while(eqn, inputs, inner)
+            elif name == "cond":
+                self._cond(eqn, inputs, inner)
+        except _Cut:
+            raise
+        except Exception as exc:
+            where_text = f" (line {line})" if line else ""
+            raise _Cut(
+                "error",
+                f"stopped at equation {path} ({name}){where_text}: {type(exc).__name__}: {exc}",
+            ) from exc
+        described = [stats(v.value) for v in values[:MAX_TRACE_ROW_VALUES]]
+        row_nan = any(d.get("nan_count") for d in described)
+        row_inf = any(d.get("inf_count") for d in described)
+        made = [
+            kind
+            for kind, out, into in (
+                ("nan", row_nan, any(i.nan for i in inputs)),
+                ("inf", row_inf, any(i.inf for i in inputs)),
+            )
+            if out and not into
+        ]
+        row = _Row(
+            eqn=path,
+            primitive=name,
+            depth=where.depth,
+            line=line,
+            phase=_phase(f"{where.name_stack}/{own_stack}"),
+            outputs=described,
+            outputs_total=len(values),
+            inputs=[i.row for i in inputs[:MAX_TRACE_ROW_VALUES]],
+            made=made,
+        )
+        self._record(row)
+        if len(values) > MAX_TRACE_ROW_VALUES:  # the rest are read only for their flags
+            flags = [_flags(v.value) for v in values[MAX_TRACE_ROW_VALUES:]]
+            row_nan = row_nan or any(n for n, _ in flags)
+            row_inf = row_inf or any(i for _, i in flags)
+        # a value's flags say what it holds; each output's own, where it was described
+        result = []
+        for k, v in enumerate(values):
+            if k < len(described):
+                nan, inf = bool(described[k].get("nan_count")), bool(described[k].get("inf_count"))
+            else:
+                nan, inf = row_nan, row_inf
+            result.append(_Value(v.value, row, nan, inf))
+        return result
+
+    def _record(self, row: _Row) -> None:
+        self.live += 1
+        if self.live > self.max_rows:
+            self.live -= 1
+            raise _Cut("rows", f"stopped after {self.max_rows} rows recorded")
+        self.sink.append(row)
+
+    # --- loops and branches: their bodies stepped again, on the host's side ----------
+
+    def _loop(self, loop: _Loop) -> contextlib.AbstractContextManager[None]:
+        """On leaving (a cut included), the loop's rows go where rows go."""
+
+        @contextlib.contextmanager
+        def flushing() -> Iterator[None]:
+            try:
+                yield
+            finally:
+                self.sink.extend(loop.rows())
+
+        return flushing()
+
+    def _iteration(
+        self, loop: _Loop, jaxpr: Any, args: list[_Value], where: _Where
+    ) -> list[_Value]:
+        sub, consts = _parts(jaxpr)
+        with self._collecting() as rows:
+            try:
+                return self._eval(sub, consts, args, where)
+            finally:
+                loop.add(rows)
+
+    def _scan(self, eqn: Any, inputs: list[_Value], where: _Where) -> None:
+        params = eqn.params
+        length, reverse = int(params["length"]), bool(params.get("reverse", False))
+        consts, carry, xs = _scan_split(params, inputs)
+        loop = _Loop(self)
+        with self._loop(loop):
+            for step in range(length):
+                i = length - 1 - step if reverse else step
+                sliced = [_Value(_index(x.value, i), x.row, x.nan, x.inf) for x in xs]
+                outs = self._iteration(loop, params["jaxpr"], [*consts, *carry, *sliced], where)
+                carry, _ = _scan_out_split(params, outs, len(carry))
+
+    def _while(self, eqn: Any, inputs: list[_Value], where: _Where) -> None:
+        import jax
+
+        params = eqn.params
+        nc, nb = int(params["cond_nconsts"]), int(params["body_nconsts"])
+        cond_consts, body_consts, carry = inputs[:nc], inputs[nc : nc + nb], inputs[nc + nb :]
+        cond, cond_own = _parts(params["cond_jaxpr"])
+        test = jax.jit(lambda *a: jax.core.eval_jaxpr(cond, cond_own, *a))
+        loop = _Loop(self)
+        with self._loop(loop):
+            while True:
+                self.steps += len(cond.eqns)
+                if self.steps > self.max_steps:
+                    raise _Cut("steps", f"stopped after {self.max_steps} equations evaluated")
+                (go,) = test(*[v.value for v in [*cond_consts, *carry]])
+                if not bool(go):
+                    break
+                carry = self._iteration(loop, params["body_jaxpr"], [*body_consts, *carry], where)
+
+    def _cond(self, eqn: Any, inputs: list[_Value], where: _Where) -> None:
+        branches = eqn.params["branches"]
+        index = min(max(int(inputs[0].value), 0), len(branches) - 1)
+        sub, consts = _parts(branches[index])
+        branch = _Where(f"{where.path}b{index}.", where.depth, where.name_stack)
+        self._eval(sub, consts, inputs[1:], branch)
+
+    # --- the event -----------------------------------------------------------------
+
+    def event(self) -> dict[str, Any]:
+        rows, values = self.rows, 0
+        for end, row in enumerate(rows):
+            values += len(row.outputs)
+            if values > MAX_TRACE_VALUES or end >= self.max_rows:
+                rows = rows[:end]
+                self.cut = self.cut or "rows"
+                self.notes.append(
+                    f"the rows past row {end} are not shown: the event holds {MAX_TRACE_VALUES} values"
+                )
+                break
+        position = {id(row): n for n, row in enumerate(rows)}
+
+        def at(row: _Row | None) -> int | None:
+            return None if row is None else position.get(id(row.resolved()))
+
+        out_rows = []
+        first: dict[str, int | None] = {"nan": None, "inf": None}
+        for n, row in enumerate(rows):
+            for kind in first:
+                if first[kind] is None and any(o.get(f"{kind}_count") for o in row.outputs):
+                    first[kind] = n
+            out_rows.append(
+                {
+                    "eqn": row.eqn,
+                    "primitive": row.primitive,
+                    "depth": row.depth,
+                    "line": row.line,
+                    "phase": row.phase,
+                    "iteration": row.iteration,
+                    "iterations": row.iterations,
+                    "outputs": row.outputs,
+                    "outputs_total": row.outputs_total,
+                    "inputs": [at(i) for i in row.inputs],
+                    "made": row.made,
+                }
+            )
+        found = [n for n in first.values() if n is not None]
+        return {
+            "type": "trace_values",
+            "rows": out_rows,
+            "first_bad": min(found) if found else None,
+            "first_nan": first["nan"],
+            "first_inf": first["inf"],
+            "cut": self.cut,
+            "evaluated_bytes": self.bytes,
+            "evaluated_steps": self.steps,
+            "notes": self.notes[:8],
+        }
+
+
+def _index(value: Any, i: int) -> Any:
+    """Row ``i`` of a scanned-over value, on the host (a JAX index would compile)."""
+    try:
+        return np.asarray(value)[i]
+    except Exception:  # an extended dtype (PRNG keys): JAX indexes it
+        return value[i]
+
+
+def _scan_split(
+    params: dict[str, Any], inputs: list[Any]
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """A scan's operands as (constants, initial carry, scanned-over): 0.12 says it in
+    ``ft_in``, earlier JAX in ``num_consts`` and ``num_carry``."""
+    if "ft_in" in params:
+        consts, carry, xs = params["ft_in"].update(inputs).unpack()
+        return list(consts), list(carry), list(xs)
+    nc, nk = int(params["num_consts"]), int(params["num_carry"])
+    return inputs[:nc], inputs[nc : nc + nk], inputs[nc + nk :]
+
+
+def _scan_out_split(
+    params: dict[str, Any], outs: list[Any], carried: int
+) -> tuple[list[Any], list[Any]]:
+    if "ft_out" in params:
+        carry, ys = params["ft_out"].update(outs).unpack()
+        return list(carry), list(ys)
+    return outs[:carried], outs[carried:]
+
+
+def trace_values_event(closed: Any, args: tuple[Any, ...]) -> dict[str, Any]:
+    """The event of ``closed`` (the pipeline's traced jaxpr) stepped on ``args`` (the
+    pipeline's non-static arguments, as traced)."""
+    import jax
+
+    stepper = Stepper()
+    stepper.run(closed, jax.tree_util.tree_leaves(args))
+    return stepper.event()
+
+
+def trace_values_results(results: Any) -> dict[str, Any]:
+    """The event of a pipeline's ``Results`` (sandbox/engine/outputs.py): its traced
+    jaxpr (traced here when no other output asked for it) on its own arguments."""
+    import jax
+
+    pipe, args = results.extra["pipe"], results.extra["args"]
+    closed = results.closed
+    if closed is None:
+        closed = jax.make_jaxpr(pipe.fn, static_argnums=pipe.static_argnums)(*args)
+    return trace_values_event(closed, pipe.dynamic_args(args))
