@@ -221,3 +221,50 @@ def test_a_lowering_for_other_hardware_is_not_patched() -> None:
     assert not patches(
         RunRequest(code=MATMUL, args=ARGS, outputs=["jaxpr"], lowering_platforms=["tpu"])
     )
+
+
+#: In a process of its own (the check installs an audit hook): after a first Pallas
+#: run (JAX's first-use state: dialects loaded, caches filled), a run in interpret
+#: mode changes nothing the kept process's check compares.
+KEPT = """
+import jax.numpy as jnp
+from sandbox.engine.kernels import interpreting
+from sandbox.protocol import RunRequest
+from sandbox.zygote import watch as state_watch
+
+CODE = {code!r}
+
+
+def run():
+    with interpreting(RunRequest(code=CODE, args="()"), None):
+        namespace = {{}}
+        exec(compile(CODE, "snippet.py", "exec"), namespace)
+        namespace["f"](jnp.ones((16, 256)), jnp.ones((256, 256))).block_until_ready()
+
+
+def main():
+    run()
+    watch = state_watch.Watch()
+    run()
+    assert watch.changes() == [], watch.changes()
+    print("kept")
+
+
+main()
+"""
+
+
+@pytest.mark.slow
+def test_a_kept_process_is_not_retired_by_the_wrapper() -> None:
+    import subprocess
+    import sys
+
+    code = (EXAMPLES / "pallas_tiled_matmul.py").read_text().replace("BLOCK = 128", "BLOCK = 8")
+    done = subprocess.run(
+        [sys.executable, "-c", KEPT.format(code=code)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=EXAMPLES.parent,
+    )
+    assert done.returncode == 0 and "kept" in done.stdout, done.stderr[-3000:]
