@@ -278,8 +278,8 @@ class Run:
         # what outputs that trace the entry again need (sandbox/engine/shapes.py)
         results = Results(extra={"entry": f, "args": args, "pipe": pipe, "transforms": transforms})
         # what autodiff rebuilds the pipeline's steps with (sandbox/engine/autodiff.py)
-        results.extra.update(function=f, namespace=ns, mesh=self.mesh, entry_name=self.request.entry)
-        results.extra.update(steps=transforms, arguments=args)
+        results.extra.update(function=f, namespace=ns, mesh=self.mesh, steps=transforms)
+        results.extra.update(entry_name=self.request.entry, arguments=args)
         results.extra["request"] = self.request  # what the checks run (sandbox/engine/checks.py)
         if wanted(outputs, "traced"):
             results.closed = self.staged(
