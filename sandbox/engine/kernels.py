@@ -221,8 +221,9 @@ def _kernel(eqn: Any, target: str) -> dict[str, Any]:
     }
     kernel.update(grid_map(params["grid_mapping"]))
     avals = [v.aval for v in eqn.invars]
+    modules: list[Any] = []
     mosaic, why = _lowered_text(
-        params, avals, "tpu", MOSAIC_TPU, "The Mosaic module for pallas_call"
+        params, avals, "tpu", MOSAIC_TPU, "The Mosaic module for pallas_call", modules
     )
     kernel["mosaic"] = mosaic
     kernel["mosaic_target"] = MOSAIC_TPU[0]
@@ -230,10 +231,10 @@ def _kernel(eqn: Any, target: str) -> dict[str, Any]:
     if mosaic is None:
         kernel["notes"].append(f"no Mosaic-TPU module: {why}")
     else:
-        kernel["notes"].append(
-            "the Mosaic module is shown as JAX prints it, without locations: its lines are "
-            "not mapped to the kernel's"
-        )
+        mapped, not_mapped = _safe(lambda: mosaic_sources(mosaic, modules), ([], "it failed"))
+        kernel["mosaic_sources"] = mapped
+        if not_mapped:
+            kernel["notes"].append(f"the Mosaic module's lines are not mapped: {not_mapped}")
     device = _gpu_device(target)
     triton, why = _lowered_text(params, avals, "cuda", device, "The Triton module for pallas_call")
     kernel["triton"] = triton
@@ -293,10 +294,12 @@ def _lowered_text(
     platform: str,
     device: tuple[str, int] | None,
     header: str,
+    modules: list[Any] | None = None,
 ) -> tuple[str | None, str]:
     """What JAX prints after ``header`` when it lowers this one pallas_call for
     ``platform`` with ``debug=True``, under an abstract mesh of one ``device`` (its
-    device kind and core count; no such device is here), and why not, when it cannot."""
+    device kind and core count; no such device is here), and why not, when it cannot.
+    ``modules``: a list that gets the Mosaic modules the lowering made."""
     import jax
     from jax._src.pallas.pallas_call import pallas_call_p
 
@@ -309,6 +312,8 @@ def _lowered_text(
     printed = io.StringIO()
     try:
         with contextlib.ExitStack() as stack:
+            if modules is not None:
+                stack.enter_context(_capturing_mosaic_modules(modules))
             stack.enter_context(contextlib.redirect_stdout(printed))
             stack.enter_context(warnings.catch_warnings())
             warnings.simplefilter("ignore")  # the Triton backend's deprecation notice
@@ -323,6 +328,54 @@ def _lowered_text(
     except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"[:2000]
     return module_after(printed.getvalue(), header)
+
+
+@contextlib.contextmanager
+def _capturing_mosaic_modules(modules: list[Any]) -> Iterator[None]:
+    """Each Mosaic module Pallas's TPU lowering makes meanwhile, appended to
+    ``modules`` (the module attribute it calls is JAX's own again afterwards)."""
+    try:
+        from jax._src.pallas.mosaic import lowering
+    except ImportError:
+        yield
+        return
+    original = getattr(lowering, "lower_jaxpr_to_pipelined_module", None)
+    if original is None:
+        yield
+        return
+
+    @functools.wraps(original)
+    def capture(*args: Any, **kwargs: Any) -> Any:
+        module = original(*args, **kwargs)
+        modules.append(module)
+        return module
+
+    lowering.lower_jaxpr_to_pipelined_module = capture
+    try:
+        yield
+    finally:
+        lowering.lower_jaxpr_to_pipelined_module = original
+
+
+def mosaic_sources(text: str, modules: list[Any]) -> tuple[list[dict[str, int]], str | None]:
+    """``{out_line, line}`` for the Mosaic module JAX printed (``text``), from the same
+    module printed with its locations (JAX prints it without); or why not."""
+    if len(modules) != 1:
+        return [], f"{len(modules)} Mosaic modules were made for one kernel"
+    op = modules[0].operation
+    if op.get_asm(use_name_loc_as_prefix=True).strip("\n") != text.strip("\n"):
+        return [], "the module printed again is not the text JAX printed"
+    located = op.get_asm(use_name_loc_as_prefix=True, enable_debug_info=True)
+    body = [i for i, t in enumerate(located.split("\n")) if not t.startswith("#loc")]
+    lines = {s["out_line"] - 1: s["line"] for s in triton_sources(located)}
+    if len(body) < len(text.strip("\n").split("\n")):
+        return [], "the module printed with its locations has other lines"
+    out = [
+        {"out_line": n + 1, "line": lines[i]}
+        for n, i in enumerate(body[: len(text.strip("\n").split("\n"))])
+        if i in lines
+    ]
+    return out, None
 
 
 def module_after(printed: str, header: str) -> tuple[str | None, str]:

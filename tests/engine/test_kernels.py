@@ -167,6 +167,10 @@ def test_mosaic_and_triton_are_what_jax_prints(matmul_run: list[dict[str, Any]])
     dot = next(n for n, t in enumerate(kernel["triton"].splitlines(), 1) if "tt.dot" in t)
     assert (dot, body) in [(s["out_line"], s["line"]) for s in kernel["triton_sources"]]
     assert {s["line"] for s in kernel["jaxpr_sources"]} == {body}
+    # Mosaic's too, from the same module printed with its locations
+    matmul = next(n for n, t in enumerate(kernel["mosaic"].splitlines(), 1) if "tpu.matmul" in t)
+    assert (matmul, body) in [(s["out_line"], s["line"]) for s in kernel["mosaic_sources"]]
+    assert {s["line"] for s in kernel["mosaic_sources"]} == {body}
 
 
 def test_the_race_example_reports_its_race_at_the_kernel_lines(warm_engine: Any) -> None:
