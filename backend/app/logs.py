@@ -53,10 +53,11 @@ class TextFormatter(logging.Formatter):
 
 
 def configure_logging(level: str = "info", fmt: str = "json") -> None:
-    """Route jaxplay's and uvicorn's logs through one handler on stderr."""
+    """Route jaxplay's, its sandbox's (the pools, zygotes and jails: why a sandbox
+    retired, what a run's jail said) and uvicorn's logs through one handler on stderr."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
-    for name in (LOGGER, "uvicorn", "uvicorn.error"):
+    for name in (LOGGER, "sandbox", "uvicorn", "uvicorn.error"):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
         logger.setLevel(level.upper())

@@ -38,6 +38,13 @@ class PoolSettings:
     )
     pool_per_tenant: int = setting(2, "Most zygotes one tenant may hold (its concurrent runs).")
     pool_idle_s: float = setting(300.0, "A tenant's zygote retires after this long unused.")
+    pool_spare_after_idle_s: float = setting(
+        30.0,
+        "When the machine's budget of zygotes is full and a spare is missing, the "
+        "least recently used tenant zygote unused for this long gives its place to a "
+        "new spare: a new client then finds one ready instead of waiting for a jail to "
+        "import JAX (a returning client whose zygote went takes a spare too).",
+    )
     pool_max_runs: int = setting(
         2000,
         "A zygote (its tenant's jail) retires after this many runs. Each new jail costs "

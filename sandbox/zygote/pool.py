@@ -367,17 +367,37 @@ class ZygotePool:
                 self._refiller = asyncio.create_task(self._refill())
 
     async def _refill(self) -> None:
-        """Start spares one at a time (each import of JAX takes a core for a second)."""
-        while (
-            not self._closing
-            and self._spares() < self.settings.pool_spares
-            and self.budget.has_room()
-        ):
+        """Start spares one at a time (each import of JAX takes a core for a second).
+        With the budget full, a tenant's zygote unused for pool_spare_after_idle_s
+        gives its place: else once the pool is full of idle tenants (a public page's
+        one-time visitors) every new client would wait for a whole jail to start."""
+        while not self._closing and self._spares() < self.settings.pool_spares:
+            if not self.budget.has_room():
+                victim = self._spare_victim()
+                if victim is None:
+                    return
+                victim.retire("its place goes to a spare for new clients")
             z = self._spawn(None)
             with contextlib.suppress(Exception):
                 await z.ready
             if z.state == "retired" and not z.info:  # failed to start: do not spin
                 await asyncio.sleep(5.0)
+
+    def _spare_victim(self) -> Zygote | None:
+        """This pool's least recently used tenant zygote, idle and unused for
+        pool_spare_after_idle_s (None: each is in use or was lately): a tenant in its
+        edit loop keeps its process."""
+        old = time.monotonic() - self.settings.pool_spare_after_idle_s
+        idle = [
+            z
+            for z in self.zygotes
+            if z.tenant not in (None, PRISTINE)
+            and z.state == "idle"
+            and z.run is None
+            and not z.judging
+            and z.last_used < old
+        ]
+        return min(idle, key=lambda z: z.last_used) if idle else None
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,81 @@
+"""A full pool keeps a spare ready for new clients (ZygotePool._refill): the least
+recently used tenant zygote unused for pool_spare_after_idle_s gives its place.
+Stand-ins for the zygotes and the budget: no jail."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from sandbox.pool.settings import PoolSettings
+from sandbox.zygote.handle import PRISTINE
+from sandbox.zygote.pool import ZygotePool
+
+
+class StandIn(SimpleNamespace):
+    def retire(self, why: str) -> None:
+        self.state = "retired"
+        self.why = why
+        self.pool.zygotes.remove(self)
+
+
+def full_pool(ages: dict[str, float], size: int) -> tuple[ZygotePool, dict[str, Any]]:
+    pool = object.__new__(ZygotePool)
+    pool.settings = PoolSettings(pool_spares=1, pool_spare_after_idle_s=30.0)
+    pool._closing = False
+    pool.zygotes = []
+    pool.budget = SimpleNamespace(has_room=lambda: len(pool.zygotes) < size)
+    now = time.monotonic()
+    made = {}
+    for tenant, age in ages.items():
+        z = StandIn(
+            pool=pool, tenant=tenant, state="idle", run=None, judging=False, last_used=now - age
+        )
+        pool.zygotes.append(z)
+        made[tenant] = z
+    spawned: list[Any] = []
+
+    def spawn(tenant: str | None) -> Any:
+        z = StandIn(pool=pool, tenant=tenant, state="idle", run=None, judging=False, info=True)
+        z.ready = asyncio.get_running_loop().create_future()
+        z.ready.set_result(None)
+        pool.zygotes.append(z)
+        spawned.append(z)
+        return z
+
+    pool._spawn = spawn  # type: ignore[method-assign]
+    made["spawned"] = spawned
+    return pool, made
+
+
+def test_a_full_pool_gives_the_oldest_idle_tenants_place_to_a_spare() -> None:
+    pool, z = full_pool({"a|1": 100.0, "a|2": 200.0, "b|1": 5.0}, size=3)
+    asyncio.run(pool._refill())
+    assert z["a|2"].state == "retired"  # the least recently used
+    assert z["a|1"].state == "idle" and z["b|1"].state == "idle"
+    assert [s.tenant for s in z["spawned"]] == [None]
+
+
+def test_tenants_in_their_edit_loop_keep_their_zygotes() -> None:
+    pool, z = full_pool({"a|1": 3.0, "b|1": 10.0, "c|1": 29.0}, size=3)
+    asyncio.run(pool._refill())
+    assert z["spawned"] == []
+    assert all(z[t].state == "idle" for t in ("a|1", "b|1", "c|1"))
+
+
+def test_busy_judging_and_pristine_zygotes_are_never_taken() -> None:
+    pool, z = full_pool({"a|1": 100.0, "b|1": 100.0, PRISTINE: 100.0}, size=3)
+    z["a|1"].run = object()
+    z["b|1"].judging = True
+    asyncio.run(pool._refill())
+    assert z["spawned"] == []
+    assert all(z[t].state == "idle" for t in ("a|1", "b|1", PRISTINE))
+
+
+def test_with_room_nothing_is_evicted() -> None:
+    pool, z = full_pool({"a|1": 100.0}, size=3)
+    asyncio.run(pool._refill())
+    assert z["a|1"].state == "idle"
+    assert [s.tenant for s in z["spawned"]] == [None]
