@@ -1,0 +1,126 @@
+"""profile: the compiled calls under JAX's profiler, on the warm engine (one run for
+the module), checked against the run's own ``hlo`` text and against JAX directly."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+from typing import Any
+
+import pytest
+
+from sandbox.engine.profile import pass_times
+from sandbox.protocol.limits import MAX_TRACE_GZ_BYTES
+
+CODE = """import jax
+import jax.numpy as jnp
+
+def mlp(params, x):
+    for w, b in params:
+        x = jnp.tanh(x @ w + b)
+    return jnp.mean(x ** 2)
+"""
+ARGS = "([(jnp.ones((32, 64)), jnp.zeros(64)), (jnp.ones((64, 16)), jnp.zeros(16))], jnp.ones((8, 32)))"
+
+
+@pytest.fixture(scope="module")
+def events(warm_engine: Any) -> dict[str, Any]:
+    got = warm_engine.run(
+        {
+            "backend": "cpu",
+            "code": CODE,
+            "entry": "mlp",
+            "args": ARGS,
+            "transforms": [{"name": "grad"}, {"name": "jit"}],
+            "outputs": ["hlo", "profile"],
+        }
+    )
+    assert not [e for e in got if e["type"] == "error"], got
+    out = {e["type"]: e for e in got if e["type"] != "stage"}
+    out["stages"] = {e["stage"]: e["ms"] for e in got if e["type"] == "stage"}
+    return out
+
+
+def test_rows_name_instructions_of_the_hlo_at_their_line(events: dict[str, Any]) -> None:
+    rows, hlo = events["profile"]["rows"], events["hlo"]["text"].split("\n")
+    assert rows
+    for row in rows:
+        assert re.match(rf"\s*(ROOT )?%?{re.escape(row['name'])} = ", hlo[row["hlo_line"] - 1])
+        assert row["calls"] >= events["profile"]["calls"] >= 1
+    # the matmuls run on the user's line 6, and are timed
+    assert {r["line"] for r in rows if r["opcode"] in ("dot", "fusion")} == {6}
+
+
+def test_times_add_up_to_at_most_the_wall_time(events: dict[str, Any]) -> None:
+    profile = events["profile"]
+    assert 0 < sum(r["total_us"] for r in profile["rows"]) <= profile["wall_us"]
+    timeline = profile["timeline"]
+    assert {t["name"] for t in timeline} == {r["name"] for r in profile["rows"]}
+    assert sum(t["dur_us"] for t in timeline) == pytest.approx(
+        sum(r["total_us"] for r in profile["rows"]), rel=1e-3
+    )
+
+
+def test_the_trace_is_gzipped_chrome_json_under_its_bound(events: dict[str, Any]) -> None:
+    blob = base64.b64decode(events["profile"]["trace_gz"])
+    assert len(blob) <= MAX_TRACE_GZ_BYTES
+    trace = json.loads(gzip.decompress(blob))
+    ops = {e["args"]["hlo_op"] for e in trace["traceEvents"] if "hlo_op" in e.get("args", {})}
+    assert ops == {r["name"] for r in events["profile"]["rows"]}
+
+
+def test_pass_times_add_up_to_at_most_the_compile(events: dict[str, Any]) -> None:
+    passes = events["profile"]["passes"]
+    assert passes and all(p["total_us"] > 0 for p in passes)
+    assert sum(p["total_us"] for p in passes) / 1000 <= events["stages"]["compile"]
+
+
+def test_flops_per_instruction_add_up_to_xlas_own_count(events: dict[str, Any]) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    ns: dict[str, Any] = {}
+    exec(CODE, ns)
+    params = [(jnp.ones((32, 64)), jnp.zeros(64)), (jnp.ones((64, 16)), jnp.zeros(16))]
+    compiled = jax.jit(jax.grad(ns["mlp"])).lower(params, jnp.ones((8, 32))).compile()
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    assert sum(r["flops"] for r in events["profile"]["rows"]) == cost["flops"]
+    peaks = events["profile"]["peaks"]
+    assert peaks["device_kind"] == jax.devices()[0].device_kind
+    assert peaks["flops_per_s"] > 0 and peaks["bytes_per_s"] > 0
+    assert {r["bound"] for r in events["profile"]["rows"]} <= {"compute", "memory"}
+
+
+def test_leaf_passes_are_the_spans_directly_inside_a_pipeline() -> None:
+    src = {"_src": "xla/hlo/pass/hlo_pass_pipeline.cc"}
+
+    def span(name: str, ts: float, dur: float, args: Any = None) -> dict[str, Any]:
+        return {
+            "ph": "X",
+            "pid": 1,
+            "tid": 1,
+            "name": name,
+            "ts": ts,
+            "dur": dur,
+            "args": args or {},
+        }
+
+    events = [
+        span("CompileCpuExecutable", 0, 100),
+        span("outer (jit_f)", 1, 90, src),
+        span("RunInvariantCheckers", 2, 1),
+        span("algsimp", 3, 10),
+        span("simplification", 20, 40),  # a pass that runs a pipeline: not a leaf
+        span("simplification (jit_f)", 21, 30, src),
+        span("dce", 22, 5),
+        span("algsimp", 30, 4),
+    ]
+    rows = {(r["pipeline"], r["pass"]): (r["calls"], r["total_us"]) for r in pass_times(events)}
+    assert rows == {
+        ("outer", "algsimp"): (1, 10.0),
+        ("simplification", "dce"): (1, 5.0),
+        ("simplification", "algsimp"): (1, 4.0),
+    }
