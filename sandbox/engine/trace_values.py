@@ -41,6 +41,7 @@ from sandbox.protocol.limits import (
     MAX_TRACE_STEPS,
     MAX_TRACE_VALUES,
 )
+from sandbox.protocol.requests import SNIPPET_FILENAME
 
 #: A loop of at most this many iterations shows each; a longer one is summarised.
 ITERATIONS_SHOWN = 8
@@ -233,6 +234,20 @@ def _literal_type() -> Any:
 
 
 _LITERAL: Any = _literal_type()
+
+
+def _line(source_info: Any) -> int | None:
+    """The user's line of an equation: JAX's ``user_frames`` of its traceback (0.7 on),
+    or of its SourceInfo (before)."""
+    try:
+        return snippet_line(source_info.traceback)
+    except AttributeError:
+        from jax._src import source_info_util
+
+        for frame in source_info_util.user_frames(source_info):
+            if frame.file_name == SNIPPET_FILENAME:
+                return int(frame.start_line)
+        return None
 
 
 def _phase(name_stack: str) -> str | None:
@@ -474,7 +489,7 @@ class Stepper:
         name = eqn.primitive.name
         own_stack = str(eqn.source_info.name_stack)
         inner = _Where(f"{path}.", where.depth + 1, f"{where.name_stack}/{own_stack}")
-        line = snippet_line(eqn.source_info.traceback)
+        line = _line(eqn.source_info)
         sub = _call_jaxpr(eqn)
         if sub is not None:
             body, consts = _parts(sub)
