@@ -194,7 +194,12 @@ def check_key_reuse(subject: Subject) -> Result:
         if any(cls.__name__ == "KeyReuseError" for cls in type(exc).__mro__):
             return _failure("key_reuse", exc)
         return _broken("key_reuse", exc)
-    return result("key_reuse", "ok", "no PRNG key was used twice")
+    return result(
+        "key_reuse",
+        "ok",
+        "no PRNG key was used twice (JAX tracks typed keys, made by jax.random.key; a raw "
+        "uint32 key of jax.random.PRNGKey is not checked)",
+    )
 
 
 def _checkify_errors(error: Any) -> list[Any]:

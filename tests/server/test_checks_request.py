@@ -60,3 +60,12 @@ def test_checks_are_in_the_result_cache_key(tmp_path: Path) -> None:
         )
     }
     assert len(keys) == 5
+
+
+def test_checks_with_nothing_to_run_are_refused(client: TestClient) -> None:
+    body = {"code": CODE, "checks": ["nans"], "lowering_platforms": ["tpu"], "outputs": ["jaxpr"]}
+    r = client.post("/api/v1/runs", json=body)
+    assert r.status_code == 422, r.text
+    assert (
+        "checks run the pipeline, and with lowering_platforms nothing runs" in r.json()["message"]
+    )
