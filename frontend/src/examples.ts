@@ -8,7 +8,7 @@
 // zod/mini, as the rest of the page: the full zod would double the schemas in the entry
 import * as z from "zod/mini";
 import menu from "../../examples/menu.json";
-import { TransformName } from "./generated/request";
+import { Output, TransformName } from "./generated/request";
 import type { PlayState } from "./state";
 import type { Step } from "./transforms";
 
@@ -33,7 +33,10 @@ const MenuEntry = z.strictObject({
   steps: z.array(StepJson),
   compare: z._default(z.nullable(z.array(StepJson)), null),
   devices: z._default(z.int().check(z.positive()), 1),
+  pallasInterpret: z._default(z.enum(["auto", "tpu_races"]), "auto"),
   config: z._default(z.record(z.string(), z.union([z.string(), z.boolean()])), {}),
+  /** outputs ticked besides the defaults (profile, passes...) */
+  outputs: z.optional(z.array(Output)),
   sharding: z.optional(
     z.strictObject({
       mesh: z.strictObject({ shape: z.string(), names: z.string(), types: z.array(z.enum(["auto", "explicit", "manual"])) }),
@@ -85,8 +88,10 @@ export function buildExamples(json: unknown, files: Record<string, string>): Exa
       compare: e.compare ? toSteps(e.compare) : null,
       devices: e.devices,
       config: e.config,
+      pallasInterpret: e.pallasInterpret,
     };
     if (e.sharding) state.sharding = e.sharding;
+    if (e.outputs) state.outputs = e.outputs;
     return { id: e.id, title: e.title, file: e.file, state };
   });
 }

@@ -30,11 +30,14 @@ export function buildLayout(root: HTMLElement) {
   const targetNote = h("p", { class: "target-note", "data-testid": "target-note", role: "status", "aria-live": "polite" });
   const devices = h("input", { id: "devices", type: "number", min: 1, max: 64, step: 1, value: 1, "aria-label": "Devices", title: "devices the run sees (virtual CPU devices on CPU)" });
   const configBoxes = CONFIG_TOGGLES.map((c) => h("input", { type: "checkbox", "data-config": c.name, id: `cfg-${c.name}` }));
+  // how a pallas_call without interpret= runs on a CPU run (the request's pallas_interpret)
+  const pallasHelp = "a pallas_call without interpret= on the CPU: JAX's interpreter (interpret=True), or its TPU-simulating one with race detection (races as remarks; uninitialised memory NaN)";
+  const pallasInterpret = h("select", { id: "pallas-interpret", "data-testid": "pallas-interpret", title: pallasHelp }, h("option", { value: "auto" }, "interpret"), h("option", { value: "tpu_races" }, "TPU, races"));
   const config = h(
     "details",
     { class: "config" },
     h("summary", {}, "config"),
-    h("div", { class: "config-body" }, ...CONFIG_TOGGLES.map((c, i) => h("label", { for: `cfg-${c.name}`, title: c.help }, configBoxes[i]!, c.label))),
+    h("div", { class: "config-body" }, ...CONFIG_TOGGLES.map((c, i) => h("label", { for: `cfg-${c.name}`, title: c.help }, configBoxes[i]!, c.label)), h("label", { for: "pallas-interpret", title: pallasHelp }, "Pallas ", pallasInterpret)),
   );
   // the outputs a run asks for only when ticked (they cost a dump of XLA's compile)
   const optIn = Object.entries(OUTPUT_PANES).flatMap(([name, e]) => (e.optIn ? [{ name, ...e.optIn }] : []));
@@ -131,7 +134,7 @@ export function buildLayout(root: HTMLElement) {
     h("main", { class: "layout" }, left, right),
     toast,
   );
-  return { topbar, examples, presets, backend, gpuTarget, gpuTargetLabel, targetNote, devices, jaxVersion, configBoxes, outputBoxes, checks, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, banner, offer, bands, pinNote, tabs, panels };
+  return { topbar, examples, presets, backend, gpuTarget, gpuTargetLabel, targetNote, devices, jaxVersion, configBoxes, pallasInterpret, outputBoxes, checks, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, banner, offer, bands, pinNote, tabs, panels };
 }
 
 /** The page's elements, as buildLayout makes them. */

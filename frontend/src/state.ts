@@ -39,6 +39,8 @@ export interface PlayState {
   tpuTopology?: string;
   /** the one-click checks ticked (checks.ts); absent or none: no checks asked */
   checks?: ChecksState;
+  /** how a pallas_call without interpret= runs on a CPU run (`pallas_interpret`); absent: auto */
+  pallasInterpret?: "auto" | "tpu_races";
 }
 
 export const CONFIG_TOGGLES: { name: string; label: string; help: string }[] = [
@@ -74,6 +76,8 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
   const targets: Targets = { gpuTarget: state.gpuTarget, tpuTopology: state.tpuTopology };
   if (state.gpuTarget) request.gpu_target = state.gpuTarget;
   if (state.tpuTopology) request.tpu_topology = state.tpuTopology;
+  // omitted for the default, as jax_version
+  if (state.pallasInterpret === "tpu_races") request.pallas_interpret = "tpu_races";
   for (const message of targetProblems(targets, state.backend, "mesh" in meshFields)) {
     problems.push({ step: -1, option: "compile for", message });
   }
@@ -124,6 +128,7 @@ export function fromRequest(data: unknown, fallback: PlayState): PlayState {
     compareFlags: Array.isArray(d.compare_compiler_options) ? flagsText(d.compare_compiler_options[0]) : "",
     gpuTarget: parsedOrNull(RunRequest.shape.gpu_target, d.gpu_target) ?? "",
     tpuTopology: parsedOrNull(RunRequest.shape.tpu_topology, d.tpu_topology) ?? "",
+    pallasInterpret: parsedOrNull(RunRequest.shape.pallas_interpret, d.pallas_interpret) ?? "auto",
     checks: checksFromRequest(d),
   };
 }
@@ -175,6 +180,7 @@ export function loadAutosave(fallback: PlayState): PlayState | null {
       acrossVersions: parsedOrNull(z.array(Text), saved.acrossVersions) ?? fallback.acrossVersions,
       gpuTarget: parsedOrNull(Text, saved.gpuTarget) ?? fallback.gpuTarget,
       tpuTopology: parsedOrNull(Text, saved.tpuTopology) ?? fallback.tpuTopology,
+      pallasInterpret: parsedOrNull(RunRequest.shape.pallas_interpret, saved.pallasInterpret) ?? fallback.pallasInterpret,
       checks: checksFromSaved(saved.checks) ?? fallback.checks,
     };
   } catch {

@@ -1,8 +1,10 @@
 // The kernels pane's grid map: where each grid point is drawn and the block of each
 // operand it touches (the hover), for a 2 x 2-grid tiled matmul as the engine sends it.
 import { describe, expect, it } from "vitest";
+import { DEFAULT_STATE, EXAMPLES } from "../src/examples";
 import { blockLabel, blockLines, blockRect, cellOf, gridLayout, lineMap, pointIndex, type KernelsEvent } from "../src/kernels";
 import { parseEvent } from "../src/protocol";
+import { fromRequest, toRequest } from "../src/state";
 
 function matmul(): KernelsEvent {
   const parsed = parseEvent({
@@ -65,5 +67,22 @@ describe("the grid map", () => {
 
   it("links the texts' lines to the code", () => {
     expect(lineMap(matmul().kernels[0]!.jaxpr_sources!).get(2)).toBe(16);
+  });
+});
+
+describe("the Pallas interpret mode", () => {
+  it("is sent only when it is not the default, and comes back from a stored request", () => {
+    expect(toRequest(DEFAULT_STATE)).not.toHaveProperty("pallas_interpret");
+    const races = toRequest({ ...DEFAULT_STATE, pallasInterpret: "tpu_races" });
+    expect(races.pallas_interpret).toBe("tpu_races");
+    expect(fromRequest(races, DEFAULT_STATE).pallasInterpret).toBe("tpu_races");
+    expect(fromRequest({ ...races, pallas_interpret: "sideways" }, DEFAULT_STATE).pallasInterpret).toBe("auto");
+  });
+
+  it("is set by the race example, and left at auto by the others", () => {
+    const byId = new Map(EXAMPLES.map((e) => [e.id, e.state.pallasInterpret]));
+    expect(byId.get("pallas-race")).toBe("tpu_races");
+    expect(byId.get("pallas-tiled-matmul")).toBe("auto");
+    expect(toRequest({ ...EXAMPLES.find((e) => e.id === "pallas-race")!.state, backend: "cpu" }).pallas_interpret).toBe("tpu_races");
   });
 });

@@ -3,7 +3,7 @@
 // is refused, e.g. devices out of 1..64) and writes the state into the control (a
 // snippet, an example, the autosave shown). The controls with behaviour of their own
 // (the editor, the pipelines, the mesh builder, the targets) are main.ts's.
-import { Backend, type Output } from "../generated/request";
+import { Backend, RunRequest, type Output } from "../generated/request";
 import { parsedOrNull } from "../narrow";
 import { optInOutput } from "../panes/registry";
 import type { PlayState } from "../state";
@@ -48,6 +48,21 @@ export class ControlsController {
   }
 }
 
+/** The Pallas interpret mode's menu (its values are the request's `pallas_interpret`). */
+function pallasBinding(control: Control): Binding {
+  return {
+    control,
+    event: "change",
+    read: (el, s) => {
+      const mode = parsedOrNull(RunRequest.shape.pallas_interpret, el.value);
+      if (!mode) return false;
+      s.pallasInterpret = mode;
+      return true;
+    },
+    write: (el, s) => void (el.value = s.pallasInterpret ?? "auto"),
+  };
+}
+
 export interface FieldControls {
   entry: Control;
   args: Control;
@@ -58,6 +73,8 @@ export interface FieldControls {
   flagsB: Control;
   configBoxes: readonly Control[];
   outputBoxes: readonly Control[];
+  /** how a pallas_call without interpret= runs on a CPU run (absent: not bound) */
+  pallasInterpret?: Control;
 }
 
 export interface FieldHooks {
@@ -111,6 +128,7 @@ export function fieldBindings(c: FieldControls, hooks: FieldHooks = {}): Binding
       read: (el, s) => ((s.jaxVersion = el.value), true),
       write: () => {}, // main.ts picks it (adding a version from a link)
     },
+    ...(c.pallasInterpret ? [pallasBinding(c.pallasInterpret)] : []),
     ...c.configBoxes.map(
       (box): Binding => ({
         control: box,
