@@ -35,7 +35,9 @@ LOWERING_ONLY_OUTPUTS = frozenset({"jaxpr", "stablehlo", "shapes"})
 #: ones a run may name is the operator's list (JAXPLAY_TPU_TOPOLOGIES)
 TPU_TOPOLOGY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _]{0,15}[:=_-][0-9]{1,4}(x[0-9]{1,4}){0,2}$"
 #: outputs a deviceless TPU compile can give (it compiles for the topology, runs nothing)
-TOPOLOGY_OUTPUTS = frozenset({"jaxpr", "stablehlo", "hlo", "cost", "memory", "sharding", "shapes"})
+TOPOLOGY_OUTPUTS = frozenset(
+    {"jaxpr", "stablehlo", "hlo", "cost", "memory", "sharding", "shapes", "profile"}
+)
 #: the transforms whose options name mesh axes, and which of their options do
 SPEC_OPTIONS = {"shard_map": ("in_specs", "out_specs"), "reshard": ("out_specs",)}
 AXIS_OPTIONS = {"shard_map": "axis_names", "smap": "axis_name"}

@@ -204,10 +204,14 @@ def profile_results(results: Any) -> dict[str, Any]:
     compile_trace: Trace | None = extra.get("compile_trace")
     passes = pass_times(compile_trace.events) if compile_trace and compile_trace.events else None
     notes = [compile_trace.note] if compile_trace and compile_trace.note else []
-    if compile_trace is not None and passes is not None:
+    if compile_trace is not None:
         notes.append(
             "the compile ran under JAX's profiler: its stage time includes the profiler's cost"
         )
+    if not passes:
+        # libtpu's compiler (a tpu_topology compile) marks no pass in this trace
+        notes.append("the profiler's trace of the compile marks no HLO pass: no pass times")
+        passes = None
     args, pipe = extra["args"], extra["pipe"]
     leaves = jax.tree_util.tree_leaves(args)
     if any(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in leaves):

@@ -6,11 +6,13 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import os
 import re
 from typing import Any
 
 import pytest
 
+from sandbox import tpu_extra
 from sandbox.engine.profile import pass_times
 from sandbox.protocol.limits import MAX_TRACE_GZ_BYTES
 
@@ -124,3 +126,33 @@ def test_leaf_passes_are_the_spans_directly_inside_a_pipeline() -> None:
         ("simplification", "dce"): (1, 5.0),
         ("simplification", "algsimp"): (1, 4.0),
     }
+
+
+@pytest.mark.skipif(
+    not tpu_extra.installed() and os.environ.get("JAXPLAY_TPU_EXTRA") != "1",
+    reason="JAX's TPU extra (libtpu) is not installed: `JAXPLAY_TPU_EXTRA=1 make setup`",
+)
+def test_a_topology_compile_is_placed_against_the_tpus_published_peaks(run: Any) -> None:
+    code = "import jax.numpy as jnp\n\ndef f(x, w):\n    return jnp.tanh(x @ w).sum(0)\n"
+    events = run(
+        {
+            "code": code,
+            "args": "(jnp.ones((1024, 512)), jnp.ones((512, 256)))",
+            "mesh": {"shape": [2, 2], "axis_names": ["x", "y"], "axis_types": ["auto", "auto"]},
+            "in_shardings": [["x", "y"], ["y", None]],
+            "tpu_topology": "v5e:2x2",
+            "outputs": ["hlo", "profile"],
+            "timeout_s": 120,
+        }
+    )
+    assert not [e for e in events if e["type"] == "error"], events
+    by = {e["type"]: e for e in events}
+    profile, hlo = by["profile"], by["hlo"]["text"].split("\n")
+    assert profile["peaks"]["device_kind"] == "TPU v5 lite" and profile["calls"] == 0
+    assert "cloud.google.com/tpu/docs/v5e" in profile["peaks"]["source"]
+    dots = [r for r in profile["rows"] if r["flops"] and r["flops"] >= 2 * 512 * 256 * 256]
+    # the matmul per device: x's block (512, 256) @ w's (256, 256), at line 4; its
+    # intensity (~51 FLOP/byte) is under v5e's ridge point (197 TFLOP/s / 819 GB/s)
+    assert [(d["line"], d["bound"]) for d in dots] == [(4, "memory")]
+    for row in profile["rows"]:
+        assert row["name"] in hlo[row["hlo_line"] - 1] and row["total_us"] == 0

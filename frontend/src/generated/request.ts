@@ -18,7 +18,7 @@ export type Backend = z.infer<typeof Backend>;
 export const NOT_FOR_GPU_TARGET: readonly Output[] = ["value", "timing"];
 
 /** sandbox/'s `TOPOLOGY_OUTPUTS`: all a `tpu_topology` run gives. */
-export const TOPOLOGY_OUTPUTS: readonly Output[] = ["cost", "hlo", "jaxpr", "memory", "shapes", "sharding", "stablehlo"];
+export const TOPOLOGY_OUTPUTS: readonly Output[] = ["cost", "hlo", "jaxpr", "memory", "profile", "shapes", "sharding", "stablehlo"];
 
 /** ``jax.make_mesh(shape, axis_names, axis_types=...)`` over the run's devices. */
 export const MeshSpec = z.strictObject({
