@@ -53,6 +53,14 @@ def prepare(thorough: bool = False) -> None:
     ):
         jax.make_jaxpr(fn)(arg)
     if thorough:
+        # what the request's checks import (sandbox/engine/checks.py), in the baseline
+        # of a kept process: imported by a run, they would retire it (zygote/watch.py)
+        import jax.experimental.checkify
+        import jax.experimental.key_reuse._core
+        import jax.test_util
+
+        from sandbox.engine import checks, errors  # noqa: F401
+
         for fn, args in _tracing_warmups():
             try:
                 jax.make_jaxpr(fn)(*args)

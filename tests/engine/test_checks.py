@@ -5,7 +5,12 @@ code calling JAX's APIs directly and printing it: the checks must say the same."
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from sandbox.protocol import RunRequest
 
@@ -202,3 +207,63 @@ def test_checks_are_in_the_outputs_and_the_cache_key_and_unknown_ones_are_refuse
     dumped = asked.model_dump(mode="json")
     assert dumped["checks"] == ["grad", "nans"] and dumped["grad_orders"] == [1, 2]
     assert RunRequest.model_validate(dumped) == asked
+
+
+#: In a process of its own (the check installs an audit hook), as a zygote's child: the
+#: warm-up imported what the checks import, so a first run of every check imports
+#: nothing new, and a second one changes nothing the kept process's check compares
+#: (the debug flags, set with JAX's context managers, are back as they were).
+KEPT = """
+import sys
+import jax
+import jax.numpy as jnp
+from sandbox.engine import warmup
+from sandbox.zygote import watch as state_watch
+
+warmup.prepare(thorough=True)
+from sandbox.engine.checks import Subject, run_checks
+
+SOURCES = {sources!r}
+
+
+def run():
+    for code, args in SOURCES:
+        namespace = {{"__name__": "snippet"}}
+        exec(compile(code, "snippet.py", "exec"), namespace)
+        subject = Subject(jax.jit(namespace["f"]), eval(args, namespace), namespace=namespace)
+        event = run_checks(subject, ["nans", "infs", "key_reuse", "checkify", "grad"], [1], ["rev"])
+        assert any(r["status"] == "failed" for r in event["results"]), event
+
+
+def main():
+    before = set(sys.modules)
+    run()
+    new = [m for m in set(sys.modules) - before if m.startswith(("jax.", "sandbox."))]
+    ours = [m for m in new if m.startswith("sandbox.") or "checkify" in m or "key_reuse" in m
+            or "test_util" in m]
+    assert ours == [], ours
+    watch = state_watch.Watch()
+    run()
+    assert watch.changes() == [], watch.changes()
+    assert not jax.config.jax_debug_nans and not jax.config.jax_debug_infs
+    print("kept")
+
+
+main()
+"""
+
+
+@pytest.mark.slow
+def test_a_kept_process_is_kept_after_checks() -> None:
+    sources = [
+        (NAN_AND_KEYS, "(jnp.array([0.0, 2.0]), jax.random.key(0))"),
+        (CUSTOM_VJP.split("try:")[0], "(jnp.array([0.5, 1.0, 2.0]),)"),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", KEPT.format(sources=sources)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0 and "kept" in done.stdout, done.stderr[-3000:]
