@@ -45,8 +45,9 @@ SECOND_KEY_USE, LOG_LINE = 6, 7
 
 
 def test_nans_and_key_reuse_at_their_lines_and_nothing_left_for_the_next_pipeline(run) -> None:
-    # the compare pipeline runs after the main one's checks: were a debug flag left
-    # on, its plain execution (a NaN, a key used twice) would raise
+    # the compare pipeline runs after the main one's checks, in the same process (each
+    # warm-engine run is a fresh fork: this is the following run): were a debug flag
+    # left on, its plain execution (a NaN, a key used twice) would raise
     events = run(
         {
             "code": NAN_AND_KEYS,
@@ -68,13 +69,6 @@ def test_nans_and_key_reuse_at_their_lines_and_nothing_left_for_the_next_pipelin
     assert later["tree"][0]["summary"]["nan_count"] == 1
     assert by_type(events, "error") == [] and by_type(events, "error", "0") == []
     assert events[-1]["status"] == "ok"
-
-
-def test_a_run_after_checks_lets_nans_be(run) -> None:
-    events = run({"code": NAN_AND_KEYS, "args": "(jnp.array([0.0, 2.0]), jax.random.key(0))",
-                  "outputs": ["value"]})  # fmt: skip
-    assert by_type(events, "value")[0]["tree"][0]["summary"]["nan_count"] == 1
-    assert by_type(events, "checks") == [] and events[-1]["status"] == "ok"
 
 
 CHECKIFY = """import jax
