@@ -30,7 +30,7 @@ Shardings = Annotated[list[PartitionSpecJSON | None], Field(max_length=MAX_SPEC_
 AxisTypeName = Literal["auto", "explicit", "manual"]
 LoweringPlatform = Literal["cpu", "cuda", "rocm", "tpu"]
 #: outputs a run lowered for another platform can give (it compiles nothing)
-LOWERING_ONLY_OUTPUTS = frozenset({"jaxpr", "stablehlo", "shapes"})
+LOWERING_ONLY_OUTPUTS = frozenset({"jaxpr", "stablehlo", "shapes", "autodiff"})
 #: a TPU topology as libtpu names one (``v5e:2x2``, ``v4:2x2x1``, ``v5p=2x2x1``); which
 #: ones a run may name is the operator's list (JAXPLAY_TPU_TOPOLOGIES)
 TPU_TOPOLOGY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _]{0,15}[:=_-][0-9]{1,4}(x[0-9]{1,4}){0,2}$"

@@ -243,3 +243,19 @@ def test_an_older_jax_takes_the_classic_path_by_default_and_has_both() -> None:
         ("classic", "linear"),
         ("classic", "transpose"),
     ]
+
+
+def test_a_lowering_only_run_gives_the_stages(run) -> None:
+    """Autodiff only traces: a run lowered for a platform it does not have gives it too."""
+    events = run(
+        {
+            "code": SIN_X,
+            "args": "jnp.ones(8)",
+            "transforms": [{"name": "grad"}, {"name": "jit"}],
+            "outputs": ["stablehlo", "autodiff"],
+            "lowering_platforms": ["tpu"],
+        }
+    )
+    assert events[-1]["status"] == "ok", events
+    event = _only(events, "autodiff")
+    assert [p["status"] for p in event["paths"]] == ["ok", "ok"] and len(event["stages"]) == 7
