@@ -74,13 +74,21 @@ def _signature(obj: Any) -> str:
     if not callable(obj) or inspect.ismodule(obj):
         return ""
     try:
-        text = str(inspect.signature(obj))
+        signature = inspect.signature(obj)
     except (TypeError, ValueError):
         return ""
+    # names and defaults, as Python's own help shows a call (the annotations are long)
+    text = str(plain_signature(signature))
     # default values whose repr names an object's address are not the same twice
     if " at 0x" in text:
         return ""
     return _cut(text, MAX_SIGNATURE)
+
+
+def plain_signature(signature: inspect.Signature) -> inspect.Signature:
+    """The signature without its annotations."""
+    params = [p.replace(annotation=p.empty) for p in signature.parameters.values()]
+    return signature.replace(parameters=params, return_annotation=signature.empty)
 
 
 def _doc(obj: Any) -> str:
