@@ -226,7 +226,7 @@ def _kernel(eqn: Any, target: str) -> dict[str, Any]:
         params, avals, "tpu", MOSAIC_TPU, "The Mosaic module for pallas_call", modules
     )
     kernel["mosaic"] = mosaic
-    kernel["mosaic_target"] = MOSAIC_TPU[0]
+    kernel["mosaic_target"] = MOSAIC_TPU[0] if _has_abstract_device() else None
     kernel["mosaic_sources"] = []
     if mosaic is None:
         kernel["notes"].append(f"no Mosaic-TPU module: {why}")
@@ -238,7 +238,7 @@ def _kernel(eqn: Any, target: str) -> dict[str, Any]:
     device = _gpu_device(target)
     triton, why = _lowered_text(params, avals, "cuda", device, "The Triton module for pallas_call")
     kernel["triton"] = triton
-    kernel["triton_target"] = device[0] if device else None
+    kernel["triton_target"] = device[0] if device and _has_abstract_device() else None
     kernel["triton_sources"] = _safe(lambda: triton_sources(triton), []) if triton else []
     if triton is None:
         kernel["notes"].append(f"no Triton IR: {why}")
@@ -317,7 +317,13 @@ def _lowered_text(
             stack.enter_context(contextlib.redirect_stdout(printed))
             stack.enter_context(warnings.catch_warnings())
             warnings.simplefilter("ignore")  # the Triton backend's deprecation notice
-            if device is not None:
+            if device is not None and not _has_abstract_device():
+                if platform != "tpu":  # Mosaic-TPU lowers for no TPU in particular then
+                    return None, (
+                        f"this JAX version ({jax.__version__}) cannot lower for a {platform} "
+                        "device it does not have (no jax.sharding.AbstractDevice)"
+                    )
+            elif device is not None:
                 from jax.sharding import AbstractDevice, AbstractMesh
 
                 kind, cores = device
@@ -328,6 +334,12 @@ def _lowered_text(
     except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"[:2000]
     return module_after(printed.getvalue(), header)
+
+
+def _has_abstract_device() -> bool:
+    import jax.sharding
+
+    return hasattr(jax.sharding, "AbstractDevice")
 
 
 @contextlib.contextmanager
@@ -360,6 +372,8 @@ def _capturing_mosaic_modules(modules: list[Any]) -> Iterator[None]:
 def mosaic_sources(text: str, modules: list[Any]) -> tuple[list[dict[str, int]], str | None]:
     """``{out_line, line}`` for the Mosaic module JAX printed (``text``), from the same
     module printed with its locations (JAX prints it without); or why not."""
+    if not modules:
+        return [], "this JAX version's Mosaic lowering could not be followed"
     if len(modules) != 1:
         return [], f"{len(modules)} Mosaic modules were made for one kernel"
     op = modules[0].operation
@@ -470,11 +484,13 @@ def grid_map(grid_mapping: Any) -> dict[str, Any]:
             else "scratch"
         )
         block = [_block_size(d) for d in bm.block_shape]
+        # the whole array (``array_shape_dtype`` before JAX 0.7)
+        array = getattr(bm, "array_aval", None) or bm.array_shape_dtype
         operand: dict[str, Any] = {
             "origin": str(bm.origin)[:256],
             "kind": kind,
-            "shape": list(bm.array_aval.shape),
-            "dtype": str(bm.array_aval.dtype),
+            "shape": [int(n) for n in array.shape],
+            "dtype": str(array.dtype),
             "block_shape": block,
             "starts": [],
         }
@@ -485,9 +501,20 @@ def grid_map(grid_mapping: Any) -> dict[str, Any]:
 
 
 def _block_size(dim: Any) -> int:
-    from jax._src.pallas import core as pallas_core
+    """A block dimension's size: an int (older JAX), a ``Blocked``/``Element``/...
+    with its ``block_size``, else 1 (squeezed, mapped)."""
+    if isinstance(dim, int):
+        return dim
+    size = getattr(dim, "block_size", None)
+    return size if isinstance(size, int) else 1
 
-    return int(pallas_core.get_block_size(dim))
+
+def _index_scale(dim: Any, bm: Any) -> int:
+    """What a block index counts along ``dim``: blocks (``Blocked``, and an int of an
+    older JAX unless the mapping's indexing mode is ``Unblocked``) or elements."""
+    if isinstance(dim, int):
+        return 1 if type(getattr(bm, "indexing_mode", None)).__name__ == "Unblocked" else dim
+    return _block_size(dim) if type(dim).__name__ == "Blocked" else 1
 
 
 def block_indices(bm: Any, points: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
@@ -508,11 +535,6 @@ def block_indices(bm: Any, points: list[tuple[int, ...]]) -> list[tuple[int, ...
 
 
 def _starts(bm: Any, points: list[tuple[int, ...]]) -> list[list[int]]:
-    from jax._src.pallas import core as pallas_core
-
     indices = block_indices(bm, points)
-    scale = [
-        pallas_core.get_block_size(d) if isinstance(d, pallas_core.Blocked) else 1
-        for d in bm.block_shape
-    ]
+    scale = [_index_scale(d, bm) for d in bm.block_shape]
     return [[i * s for i, s in zip(idx, scale, strict=True)] for idx in indices]
