@@ -3,7 +3,7 @@
 import { gunzipSync, gzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { parseEvent } from "../src/protocol";
-import { fmtRate, handToPerfetto, PERFETTO_ORIGIN, shares, timelineBars, traceBytes, type ProfileEvent } from "../src/panes/profile";
+import { fmtRate, handToPerfetto, passTimeIndex, passTimeKey, PERFETTO_ORIGIN, shares, timelineBars, traceBytes, type ProfileEvent } from "../src/panes/profile";
 
 const row = (name: string, total_us: number, line: number | null = 3) => ({
   name, opcode: "fusion", calls: 2, total_us, hlo_line: 10, line, flops: 100, bytes: 40,
@@ -80,5 +80,18 @@ describe("the profile pane", () => {
     expect(stopped).toBe(true);
     expect(listeners).toHaveLength(0);
     expect(posted[1]).toEqual([{ perfetto: { buffer, title: "t", fileName: "jaxplay-trace.json" } }, PERFETTO_ORIGIN]);
+  });
+});
+
+describe("pass times on the Passes tab", () => {
+  it("keys the profile's passes as XLA's dump names its pipelines", () => {
+    const index = passTimeIndex([
+      { pipeline: "HLO passes through layout assignment", pass: "layout-assignment", calls: 1, total_us: 13677.9 },
+      { pipeline: "simplification", pass: "algsimp", calls: 3, total_us: 392.3 },
+    ]);
+    expect(index.get(passTimeKey("HLO_passes_through_layout_assignment", "layout-assignment"))).toBe(13677.9);
+    expect(index.get(passTimeKey("simplification", "algsimp"))).toBe(392.3);
+    expect(index.get(passTimeKey("simplification", "dce"))).toBeUndefined();
+    expect(passTimeIndex(null).size).toBe(0);
   });
 });

@@ -63,7 +63,7 @@ export class Panes {
       const { ShardingPane } = await import("../panes/sharding");
       return new ShardingPane(panels.sharding, hooks.reveal, hooks.params);
     });
-    this.passes = new LazyPane<PassesPane>(["passes"], async () => {
+    this.passes = new LazyPane<PassesPane>(["passes", "profile"], async () => {
       const { PassesPane } = await import("../panes/passes");
       return new PassesPane(panels.passes, hooks.hover, hooks.pin);
     });

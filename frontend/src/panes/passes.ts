@@ -12,11 +12,14 @@ import { hloLanguage } from "../modes";
 import type { RunEvent } from "../protocol";
 import { changedLines, filterPasses, passTexts, type PassText } from "../xla";
 import type { HoverFn } from "./ir";
+import { passTimeIndex, passTimeKey } from "./profile";
 import type { OutputPane } from "./pane";
 
 export class PassesPane implements OutputPane {
-  readonly consumes = ["passes"] as const;
+  readonly consumes = ["passes", "profile"] as const;
   private texts = new Map<string, PassText[]>();
+  /** per pipeline, each pass's time in the compile, from the profile output */
+  private times = new Map<string, Map<string, number>>();
   private notes = new Map<string, string[]>();
   private labels: Record<string, string> = {};
   private shown = "main";
@@ -58,6 +61,7 @@ export class PassesPane implements OutputPane {
   reset(pipelines: string[], labels: Record<string, string>): void {
     this.texts.clear();
     this.notes.clear();
+    this.times.clear();
     this.labels = labels;
     this.shown = "main";
     this.selected = 1;
@@ -69,6 +73,11 @@ export class PassesPane implements OutputPane {
   }
 
   show(event: RunEvent, pipeline: string): void {
+    if (event.type === "profile") {
+      if (event.passes) this.times.set(pipeline, passTimeIndex(event.passes));
+      this.render();
+      return;
+    }
     if (event.type !== "passes") return;
     try {
       this.texts.set(pipeline, passTexts(event.items));
@@ -105,6 +114,7 @@ export class PassesPane implements OutputPane {
       return;
     }
     const listed = filterPasses(texts, this.query, this.hideMetadata);
+    const times = this.times.get(this.shown);
     if (!listed.some((t) => t.index === this.selected)) this.selected = listed[1]?.index ?? 0;
     for (const t of listed) {
       const before = texts[t.index - 1];
@@ -115,6 +125,9 @@ export class PassesPane implements OutputPane {
         h("span", { class: "pass-name mono" }, t.pass),
         h("span", { class: "pass-pipeline" }, t.pipeline),
         size ? h("span", { class: "pass-size", title: "lines removed / added" }, `−${size.removed} +${size.added}`) : h("span", { class: "pass-size" }, "start"),
+        times?.has(passTimeKey(t.pipeline, t.pass))
+          ? h("span", { class: "pass-time", title: "every run of this pass in this pipeline during the compile (the profile output)" }, `${(times.get(passTimeKey(t.pipeline, t.pass))! / 1000).toFixed(2)} ms`)
+          : null,
       );
       const pick = () => {
         this.selected = t.index;

@@ -53,6 +53,19 @@ export function timelineBars(ev: ProfileEvent, plotW: number): { lanes: string[]
   return { lanes, bars };
 }
 
+/** The compile's pass times keyed as the Passes tab names its items: XLA's dump spells a
+ * pipeline's spaces as underscores (`HLO_passes_through_layout_assignment`). A time is
+ * every run of that pass in that pipeline, together. */
+export function passTimeIndex(passes: ProfileEvent["passes"]): Map<string, number> {
+  const index = new Map<string, number>();
+  for (const p of passes ?? []) index.set(passTimeKey(p.pipeline, p.pass), p.total_us);
+  return index;
+}
+
+export function passTimeKey(pipeline: string, pass: string): string {
+  return `${pipeline.replace(/ /g, "_")}\u0000${pass}`;
+}
+
 /** The trace's bytes (gzipped Chrome trace JSON) from the event's base64. */
 export function traceBytes(b64: string): Uint8Array {
   const raw = atob(b64);
