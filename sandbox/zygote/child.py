@@ -29,6 +29,7 @@ from typing import Any, NoReturn
 from sandbox.engine.api import Engine
 from sandbox.jail import seccomp
 from sandbox.zygote.cleanup import reap_children
+from sandbox.zygote.control import BASE, HURRY, child_report, run_token, warm_word
 from sandbox.zygote.watch import Watch, first_differences
 
 PR_SET_DUMPABLE = 4
@@ -57,7 +58,7 @@ def warm_child(
         fds = []
     if len(fds) != 3:
         os._exit(0)
-    if not order.startswith(b"run ") or watch is None:  # once: one run, then exit
+    if run_token(order) is None or watch is None:  # once: one run, then exit
         sock.close()
         run_once_and_exit(engine, *fds)
     serve_runs(engine, sock, watch, order, fds)
@@ -123,7 +124,7 @@ def warm_up(engine: Engine, sock: socket.socket, settle: bool = False) -> Watch 
     if settle:
         sock.send(warm)
     # The zygote may have sent the run, and closed its end, meanwhile.
-    if watch is not None and not say(sock, b"base"):
+    if watch is not None and not say(sock, BASE):
         return None
     return watch
 
@@ -135,8 +136,8 @@ def _warm_word(engine: Engine) -> bytes:
         said = json.dumps(engine.describe()).encode()
     except Exception:
         traceback.print_exc()
-        return b"warm"
-    return b"warm " + said if len(said) < 4000 else b"warm"
+        return warm_word(None)
+    return warm_word(said)
 
 
 def next_order(sock: socket.socket) -> tuple[bytes, list[int]]:
@@ -144,14 +145,14 @@ def next_order(sock: socket.socket) -> tuple[bytes, list[int]]:
     the baseline was taken. The zygote may have closed its end with this child's
     ``base`` unread: the kernel then reports ECONNRESET once, before the order
     queued ahead of it, which is read on the second try."""
-    order: bytes = b"hurry"
+    order: bytes = HURRY
     fds: list[int] = []
     for _ in range(4):
         try:
             order, fds, _, _ = socket.recv_fds(sock, 64, 4)
         except ConnectionResetError:
             continue
-        if order != b"hurry":
+        if order != HURRY:
             break
     return order, fds
 
@@ -160,7 +161,7 @@ def _hurried(sock: socket.socket) -> bool:
     """Whether what waits on ``sock`` is the zygote's ``hurry`` (a run is coming that
     may keep this process: take the baseline now), read if so; else it is the run."""
     try:
-        if sock.recv(16, socket.MSG_PEEK) != b"hurry":
+        if sock.recv(16, socket.MSG_PEEK) != HURRY:
             return False
         sock.recv(16)
     except OSError:
@@ -229,26 +230,26 @@ def serve_runs(
     found; both words carry the run's token, which stray writes of a run's code to
     this socket (it is open during the run) do not."""
     while True:
-        token = order[4:].decode(errors="replace")
+        token = (run_token(order) or b"").decode(errors="replace")
         event_fd = fds[1]
         code = _run_once(engine, *fds)
         with contextlib.suppress(OSError):
             os.close(event_fd)
         _quiet_stdio()  # the run's pipes let go: its end is seen
-        if not say(sock, json.dumps({"token": token, "code": code}).encode()) or code != 0:
+        if not say(sock, child_report(token, code=code)) or code != 0:
             os._exit(code)
         try:
             changes = _after_run(watch)
         except BaseException as exc:
             changes = [f"the check failed: {type(exc).__name__}"]
         found = [c[:200] for c in first_differences(changes)]
-        if not say(sock, json.dumps({"token": token, "changes": found}).encode()) or changes:
+        if not say(sock, child_report(token, changes=found)) or changes:
             os._exit(code)
         try:
             order, fds, _, _ = socket.recv_fds(sock, 64, 4)
         except OSError:
             os._exit(0)
-        if not order.startswith(b"run ") or len(fds) != 3:
+        if run_token(order) is None or len(fds) != 3:
             os._exit(0)
 
 

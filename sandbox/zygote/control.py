@@ -198,3 +198,57 @@ def decode_report(data: bytes) -> Report:
     if op == "kept":
         return Kept(kept=obj.get("kept") is True, why=_str(obj.get("why")))
     raise ControlError(f"an unknown control report {op[:40]!r}")
+
+
+# --- the zygote and the children it forks ------------------------------------------
+# Inside the jail, each forked child and the zygote share a SOCK_SEQPACKET pair of
+# their own. Its words are bare bytes, not the messages above: a child says them
+# between runs from code that must stay small, and what a child says is read as its
+# run's code may have written it (the zygote checks the run token of each report).
+
+#: child → zygote: its warm-up is done; ``warm <json>`` adds what it runs on
+WARM = b"warm"
+#: child → zygote: its Python-state baseline is taken (it may be kept after a run)
+BASE = b"base"
+#: zygote → a warm child still warming up: a run is coming, take the baseline now
+HURRY = b"hurry"
+#: zygote → child: run once, then exit
+ONCE = b"once"
+#: zygote → child: ``run <token>``: run, and after a clean run report (with the
+#: token) and wait for the tenant's next run
+RUN = b"run "
+#: How long a child's ``warm <json>`` may be.
+MAX_WARM_BYTES = 4000
+
+
+def warm_word(described: bytes | None) -> bytes:
+    """The child's ``warm``, with its description when it has one that fits."""
+    if described is None or len(described) >= MAX_WARM_BYTES:
+        return WARM
+    return WARM + b" " + described
+
+
+def warm_description(word: bytes) -> bytes | None:
+    """What a child's ``warm`` word says it runs on (None: a bare ``warm``, or not a
+    ``warm`` at all: see ``is_warm``)."""
+    head, _, rest = word.partition(b" ")
+    return rest if head == WARM and rest else None
+
+
+def is_warm(word: bytes) -> bool:
+    return word.partition(b" ")[0] == WARM
+
+
+def run_word(token: bytes | None) -> bytes:
+    """The order to a child: ``run <token>`` (it may be kept after), or ``once``."""
+    return RUN + token if token is not None else ONCE
+
+
+def run_token(word: bytes) -> bytes | None:
+    """The token of a ``run <token>`` order (None: ``once`` or anything else)."""
+    return word[len(RUN) :] if word.startswith(RUN) else None
+
+
+def child_report(token: str, **fields: Any) -> bytes:
+    """A child's report on its run (``code``: how it ended; ``changes``: its check)."""
+    return json.dumps({"token": token, **fields}).encode()

@@ -65,6 +65,8 @@ from sandbox.zygote import child
 from sandbox.zygote.child import PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, prctl, say
 from sandbox.zygote.cleanup import cleanup, kept_paths
 from sandbox.zygote.control import (
+    BASE,
+    HURRY,
     VERSION,
     Exited,
     Keep,
@@ -77,6 +79,9 @@ from sandbox.zygote.control import (
     Warm,
     decode_order,
     encode,
+    is_warm,
+    run_word,
+    warm_description,
 )
 from sandbox.zygote.kernel_view import busy_threads, cpu_ticks, kernel_changes, kernel_view, rss_kib
 from sandbox.zygote.watch import IDENTITY_CHECK
@@ -232,10 +237,11 @@ class ZygoteProcess:
         sock.settimeout(timeout_s)
         try:
             said = sock.recv(4096)
-            if said.split(b" ", 1)[0] == b"warm":
+            if is_warm(said):
                 self._warmed.add(pid)
-                if self.identity is None and not self._ran and said != b"warm":
-                    self._learn(said[5:])
+                described = warm_description(said)
+                if self.identity is None and not self._ran and described is not None:
+                    self._learn(described)
                 return True
         except OSError:
             pass
@@ -272,7 +278,7 @@ class ZygoteProcess:
             keeping = (keep is not None or pid in self._served) and self._keepable(pid, sock)
             token = os.urandom(8).hex().encode()  # its words about this run carry it
             try:
-                socket.send_fds(sock, [b"run " + token if keeping else b"once"], fds)
+                socket.send_fds(sock, [run_word(token if keeping else None)], fds)
             except OSError:  # it died (killed from inside the jail?)
                 self._forget(pid)
                 pid = None
@@ -399,7 +405,7 @@ class ZygoteProcess:
             return False
         finally:
             sock.setblocking(True)
-        if not said and say(sock, b"hurry"):
+        if not said and say(sock, HURRY):
             sock.settimeout(HURRY_S)
             try:
                 said = sock.recv(16)
@@ -407,7 +413,7 @@ class ZygoteProcess:
                 return False
             finally:
                 sock.settimeout(None)
-        if said != b"base":
+        if said != BASE:
             return False
         try:
             self._base[pid] = kernel_view(pid)

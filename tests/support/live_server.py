@@ -4,8 +4,6 @@ server starter of the suite (the server, browser and queue tests, the benchmarks
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Self
@@ -13,9 +11,7 @@ from typing import Self
 import httpx
 
 from tests.support.ports import free_port, wait_for
-
-ROOT = Path(__file__).resolve().parents[2]
-
+from tests.support.process import Process
 
 #: the server as a module run from the checkout: ``--pool tests.server.fakes:...`` loads
 MODULE = [sys.executable, "-m", "backend.serve_cli"]
@@ -27,7 +23,7 @@ def serve_command() -> list[str]:
     return [str(script), "serve"] if script.exists() else MODULE
 
 
-class LiveServer:
+class LiveServer(Process):
     """``database``: a SQLite file (a Path) or a database URL. ``args``: more flags;
     ``env``: JAXPLAY_* settings over the test defaults; ``as_user``: started as the
     ``jaxplay serve`` script (else as the module, which can load the tests' fake
@@ -56,14 +52,12 @@ class LiveServer:
         }
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
         if log is None:
             assert isinstance(database, Path), "a server on a database URL names its log"
             log = database.with_suffix(f".{self.port}.log")
-        self.log = log
-        #: its own process group (the queue tests kill a server's whole tree)
-        self.new_session = new_session
         self.command = serve_command() if as_user else MODULE
+        # its own process group or not (the queue tests kill a server's whole tree)
+        super().__init__([], self.env, log, new_session=new_session)
 
     def launch(self) -> Self:
         argv = [
@@ -76,16 +70,8 @@ class LiveServer:
             self.database_url,
             *self.args,
         ]
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                argv,
-                cwd=ROOT,
-                env=self.env,
-                stdout=log,
-                stderr=log,
-                start_new_session=self.new_session,
-            )
-        return self
+        self.argv = argv
+        return super().start()
 
     def wait_ready(self, timeout_s: float = 60.0) -> Self:
         def healthy() -> bool:
@@ -106,20 +92,6 @@ class LiveServer:
 
     def start(self, timeout_s: float = 60.0) -> Self:
         return self.launch().wait_ready(timeout_s)
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def tail(self, n: int = 3000) -> str:
-        try:
-            return self.log.read_text()[-n:]
-        except OSError:
-            return ""
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
@@ -148,20 +120,3 @@ class LiveServer:
                 found[pid] = (depth + 1, cmdline)
                 todo.append((pid, depth + 1))
         return found
-
-    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 20.0) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                if self.new_session:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                else:
-                    self.proc.kill()
-                self.proc.wait()
-        code = self.proc.returncode
-        self.proc = None
-        return code

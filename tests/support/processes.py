@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
-from tests.support.live_server import ROOT, LiveServer
+from tests.support.live_server import LiveServer
 from tests.support.ports import free_port, wait_for
+from tests.support.process import Process
 
 #: Fast failure detection for tests: a worker is dead after 2 s without heartbeat.
 FAST = {
@@ -22,49 +21,6 @@ FAST = {
     "JAXPLAY_LOG_FORMAT": "text",
     "JAXPLAY_LOG_LEVEL": "info",
 }
-
-
-class Process:
-    """A ``jaxplay worker`` in a child process (its own process group), logging to a file."""
-
-    def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
-        self.argv, self.env, self.log = argv, env, log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Self:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(
-                self.argv, cwd=ROOT, env=self.env, stdout=out, stderr=out, start_new_session=True
-            )
-        return self
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def tail(self, n: int = 3000) -> str:
-        try:
-            return self.log.read_text()[-n:]
-        except OSError:
-            return ""
-
-    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 20.0) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        code = self.proc.returncode
-        self.proc = None
-        return code
 
 
 class Worker(Process):

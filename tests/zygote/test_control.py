@@ -132,3 +132,22 @@ def test_fields_of_the_wrong_type_read_as_the_safe_value() -> None:
     assert warm == Warm(worker=None)
     run = decode_order(b'{"op": "run", "warm": 1, "keep": {"runs": "20", "rss_kib": 1}}')
     assert run == RunOrder(warm=False, keep=None)
+
+
+def test_the_child_words_round_trip() -> None:
+    from sandbox.zygote import control
+
+    assert control.run_token(control.run_word(b"abc123")) == b"abc123"
+    assert control.run_word(None) == control.ONCE
+    assert control.run_token(control.ONCE) is None
+    assert control.run_token(control.HURRY) is None
+    described = b'{"backend": "cpu"}'
+    assert control.is_warm(control.warm_word(described))
+    assert control.warm_description(control.warm_word(described)) == described
+    assert control.warm_word(None) == control.WARM
+    assert control.warm_description(control.WARM) is None
+    too_long = b"x" * control.MAX_WARM_BYTES
+    assert control.warm_word(too_long) == control.WARM
+    assert not control.is_warm(control.BASE)
+    assert control.warm_description(b"warmth {}") is None
+    assert json.loads(control.child_report("t1", code=0)) == {"token": "t1", "code": 0}
