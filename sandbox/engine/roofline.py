@@ -232,13 +232,16 @@ def instruction_cost(module: Module, name: str) -> Cost | None:
 
 # --- peaks ----------------------------------------------------------------------------
 
-#: Published peaks per chip (dense bf16 FLOP/s, HBM bytes/s), keyed by JAX's device_kind,
-#: from Google Cloud's TPU documentation (cloud.google.com/tpu/docs/<version>).
+#: Published peaks per chip (dense bf16 FLOP/s, HBM bytes/s), keyed by JAX's device_kind:
+#: Google Cloud's TPU documentation (cloud.google.com/tpu/docs/<version>), and for the
+#: ``gpu_target`` GPUs NVIDIA's datasheets (dense: half the "with sparsity" figure).
 PUBLISHED: dict[str, tuple[float, float, str]] = {
     "TPU v4": (275e12, 1228e9, "https://cloud.google.com/tpu/docs/v4"),
     "TPU v5 lite": (197e12, 819e9, "https://cloud.google.com/tpu/docs/v5e"),
     "TPU v5": (459e12, 2765e9, "https://cloud.google.com/tpu/docs/v5p"),
     "TPU v6 lite": (918e12, 1640e9, "https://cloud.google.com/tpu/docs/v6e"),
+    "NVIDIA H100 80GB HBM3": (989e12, 3350e9, "https://www.nvidia.com/en-us/data-center/h100/"),
+    "NVIDIA A100-SXM4-80GB": (312e12, 2039e9, "https://www.nvidia.com/en-us/data-center/a100/"),
 }
 
 _MEASURED: dict[str, Any] | None = None

@@ -156,3 +156,19 @@ def test_a_topology_compile_is_placed_against_the_tpus_published_peaks(run: Any)
     assert [(d["line"], d["bound"]) for d in dots] == [(4, "memory")]
     for row in profile["rows"]:
         assert row["name"] in hlo[row["hlo_line"] - 1] and row["total_us"] == 0
+
+
+def test_every_gpu_target_has_published_peaks() -> None:
+    """A gpu_target compile's device kind is its target file's device_description_str
+    (what XLA reports); the roofline needs that device's peaks in the table."""
+    from sandbox.engine import roofline
+    from sandbox.gpu_target_request import GPU_TARGETS_DIR
+
+    kinds = [
+        re.search(r'device_description_str: "([^"]+)"', p.read_text()).group(1)  # type: ignore[union-attr]
+        for p in sorted(GPU_TARGETS_DIR.glob("*.txtpb"))
+    ]
+    assert kinds
+    for kind in kinds:
+        peaks = roofline.published_peaks(kind)
+        assert peaks is not None and "nvidia.com" in peaks["source"], kind
