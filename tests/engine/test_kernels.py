@@ -272,3 +272,41 @@ def test_a_kept_process_is_not_retired_by_the_wrapper() -> None:
         cwd=EXAMPLES.parent,
     )
     assert done.returncode == 0 and "kept" in done.stdout, done.stderr[-3000:]
+
+
+def test_a_grid_past_the_limit_is_cut_and_says_so() -> None:
+    """In this process: a 40 x 40 grid's map stops at MAX_GRID_POINTS, row-major,
+    each point's block where its index map (called by hand) puts it."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    from sandbox.engine.kernels import _pallas_eqns, grid_map
+    from sandbox.protocol.limits import MAX_GRID_POINTS
+
+    def kernel(x_ref: Any, o_ref: Any) -> None:
+        o_ref[...] = x_ref[...]
+
+    def index_map(i: int, j: int) -> tuple[int, int]:
+        return (j, i)
+
+    def f(x: Any) -> Any:
+        return pl.pallas_call(
+            kernel,
+            out_shape=jax.ShapeDtypeStruct((320, 320), jnp.float32),
+            grid=(40, 40),
+            in_specs=[pl.BlockSpec((8, 8), index_map)],
+            out_specs=pl.BlockSpec((8, 8), lambda i, j: (i, j)),
+            interpret=True,
+        )(x)
+
+    [eqn] = _pallas_eqns(jax.make_jaxpr(f)(jnp.ones((320, 320))))
+    got = grid_map(eqn.params["grid_mapping"])
+    assert got["grid"] == [40, 40] and got["points"] == MAX_GRID_POINTS < 1600
+    assert got["grid_notes"] == [
+        f"the grid has 1,600 points: the map shows the first {MAX_GRID_POINTS:,} (row-major)"
+    ]
+    points = list(itertools.product(range(40), range(40)))[:MAX_GRID_POINTS]
+    x, out = got["operands"]
+    assert x["starts"] == [[8 * a for a in index_map(i, j)] for i, j in points]
+    assert out["starts"] == [[8 * i, 8 * j] for i, j in points]
