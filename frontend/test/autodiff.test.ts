@@ -18,7 +18,7 @@ function autodiff(): AutodiffEvent {
       { path: "classic", stage: "jvp", title: "JVP jaxpr (jax.jvp)", text: "{ lambda ; a:f32[8] b:f32[8]. let  in (a, b) }", sources: [] },
     ],
     paths: [
-      { path: "direct", status: "ok", default: true, note: null, residuals: [residual("a", "input 0", null), residual("c", "cos", 4)], residual_bytes: 32 },
+      { path: "direct", status: "ok", default: true, note: null, residuals: [residual("a", "input x", null), residual("c", "cos", 4)], residual_bytes: 32 },
       { path: "classic", status: "failed", default: false, note: "NotImplementedError: no rule", residuals: [], residual_bytes: 0 },
     ],
     policies: [
@@ -53,7 +53,7 @@ describe("the autodiff pane", () => {
   it("lists each residual with its aval, bytes, maker and line", () => {
     const rows = autodiff().paths[0]!.residuals.map(residualCells);
     expect(rows).toEqual([
-      ["a", "float32[8]", "32 B", "input 0", "—"],
+      ["a", "float32[8]", "32 B", "input x", "—"],
       ["c", "float32[8]", "32 B", "cos", "4"],
     ]);
   });

@@ -152,20 +152,31 @@ def autodiff_event(
 
 
 class _Target:
-    """The function the step differentiates, over the flat differentiated leaves."""
+    """The function the step differentiates: ``fn(*primals, *consts)``, over the flat
+    differentiated leaves (``primals``) and the other array leaves of the arguments
+    (``consts``: traced as inputs, not closed over, so an abstract argument works and
+    a saved one is named)."""
 
     def __init__(
         self,
         fn: Callable[..., Any],
         primals: list[Any],
+        consts: list[Any],
         labels: list[str],
         label: str,
         linear: bool,
     ) -> None:
-        self.fn, self.primals, self.wrt, self.label = fn, primals, labels, label
+        self.fn, self.primals, self.consts, self.label = fn, primals, consts, label
+        #: the leaves' names, the differentiated ones first (``wrt``)
+        self.labels = labels
+        self.wrt = labels[: len(primals)]
         #: the step is a forward-mode one (jvp, jacfwd, linearize): what it saves is
         #: linearize's; the others run jax.vjp
         self.linear = linear
+
+    def bind(self, consts: Any) -> Callable[..., Any]:
+        """The function of the differentiated leaves alone, at these ``consts``."""
+        return lambda *xs: self.fn(*xs, *consts)
 
     @classmethod
     def build(
@@ -202,18 +213,26 @@ class _Target:
         leaves: list[Any] = []
         labels: list[str] = []
         places: list[tuple[int, int]] = []
+        consts: list[Any] = []
+        const_labels: list[str] = []
+        const_places: list[tuple[int, int]] = []
         flat_args = []
         for position, arg in enumerate(args):
             with_paths, treedef = jax.tree_util.tree_flatten_with_path(arg)
             flat_args.append(([leaf for _, leaf in with_paths], treedef))
-            if position not in positions:
-                continue
             for index, (keys, leaf) in enumerate(with_paths):
                 dtype = getattr(leaf, "dtype", None)
-                if dtype is not None and jnp.issubdtype(dtype, jnp.inexact):
+                if dtype is None or not hasattr(leaf, "shape"):
+                    continue  # a Python value: closed over, as JAX would see it
+                name = names[position] + jax.tree_util.keystr(keys)
+                if position in positions and jnp.issubdtype(dtype, jnp.inexact):
                     leaves.append(leaf)
-                    labels.append(names[position] + jax.tree_util.keystr(keys))
+                    labels.append(name)
                     places.append((position, index))
+                else:
+                    consts.append(leaf)
+                    const_labels.append(name)
+                    const_places.append((position, index))
         if not leaves:
             raise NothingToDifferentiate(
                 "nothing to differentiate: the arguments differentiated hold no floating-point array"
@@ -222,7 +241,7 @@ class _Target:
 
         def fn(*xs: Any) -> Any:
             rebuilt = [list(flat) for flat, _ in flat_args]
-            for (position, index), x in zip(places, xs, strict=True):
+            for (position, index), x in zip(places + const_places, xs, strict=True):
                 rebuilt[position][index] = x
             call = [
                 jax.tree_util.tree_unflatten(treedef, rebuilt[i])
@@ -232,7 +251,7 @@ class _Target:
             return out[0] if has_aux else out
 
         linear = transform.name in ("jvp", "jacfwd", "linearize")
-        return cls(fn, leaves, labels, prefix.label, linear)
+        return cls(fn, leaves, consts, labels + const_labels, prefix.label, linear)
 
     def structs(self, values: list[Any]) -> list[Any]:
         import jax
@@ -277,7 +296,7 @@ def _path(
     except Exception as exc:  # this JAX cannot take this path for this function
         row.update(status="failed", note=f"{type(exc).__name__}: {exc}"[:MAX_MESSAGE_CHARS])
         return row, []
-    residuals = residual_rows(forward, outs)
+    residuals = residual_rows(forward, outs, target.labels)
     row["residuals"] = residuals[:MAX_RESIDUALS]
     row["residual_bytes"] = computed_bytes(residuals)
     if len(residuals) > MAX_RESIDUALS:
@@ -291,10 +310,10 @@ def _direct(target: _Target) -> tuple[Any, int, list[tuple[str, Any]]]:
     from sandbox.engine.compat import using_direct_linearize
 
     with using_direct_linearize(True):
-        forward, n_out, vjp_tree, out_structs = _traced_vjp(target.fn, target.primals)
+        forward, n_out, vjp_tree, out_structs = _traced_vjp(target)
         residuals = _outputs(forward, n_out)
         # forward mode saves what jax.linearize saves: its forward pass is the one shown
-        lin_forward, lin_n_out, lin_tree = _traced_linearize(target.fn, target.primals)
+        lin_forward, lin_n_out, lin_tree = _traced_linearize(target)
         lin_residuals = _outputs(lin_forward, lin_n_out)
         tangents = target.structs(target.primals)
         linear = jax.make_jaxpr(lambda res, *t: jax.tree_util.tree_unflatten(lin_tree, res)(*t))(
@@ -312,35 +331,37 @@ def _direct(target: _Target) -> tuple[Any, int, list[tuple[str, Any]]]:
     return forward, n_out, [("forward", forward), ("linear", linear), ("transpose", transpose)]
 
 
-def _traced_vjp(fn: Callable[..., Any], primals: list[Any]) -> tuple[Any, int, Any, Any]:
+def _traced_vjp(target: _Target) -> tuple[Any, int, Any, Any]:
     """``jax.vjp``'s forward pass traced: outputs then the VJP function's leaves."""
     import jax
 
     held: dict[str, Any] = {}
+    n = len(target.primals)
 
     def forward(*xs: Any) -> Any:
-        out, pullback = jax.vjp(fn, *xs)
+        out, pullback = jax.vjp(target.bind(xs[n:]), *xs[:n])
         leaves, held["tree"] = jax.tree_util.tree_flatten(pullback)
         held["out"] = jax.tree_util.tree_map(lambda o: jax.ShapeDtypeStruct(o.shape, o.dtype), out)
         return out, leaves
 
-    closed = jax.make_jaxpr(forward)(*primals)
+    closed = jax.make_jaxpr(forward)(*target.primals, *target.consts)
     n_out = len(jax.tree_util.tree_leaves(held["out"]))
     return closed, n_out, held["tree"], held["out"]
 
 
-def _traced_linearize(fn: Callable[..., Any], primals: list[Any]) -> tuple[Any, int, Any]:
+def _traced_linearize(target: _Target) -> tuple[Any, int, Any]:
     import jax
 
     held: dict[str, Any] = {}
+    n = len(target.primals)
 
     def forward(*xs: Any) -> Any:
-        out, f_jvp = jax.linearize(fn, *xs)
+        out, f_jvp = jax.linearize(target.bind(xs[n:]), *xs[:n])
         leaves, held["tree"] = jax.tree_util.tree_flatten(f_jvp)
         held["n_out"] = len(jax.tree_util.tree_leaves(out))
         return out, leaves
 
-    closed = jax.make_jaxpr(forward)(*primals)
+    closed = jax.make_jaxpr(forward)(*target.primals, *target.consts)
     return closed, held["n_out"], held["tree"]
 
 
@@ -358,12 +379,14 @@ def _classic(target: _Target) -> tuple[Any, int, list[tuple[str, Any]]]:
 
     n = len(target.primals)
     tangents = target.structs(target.primals)
-    jvp = jax.make_jaxpr(lambda p, t: jax.jvp(target.fn, p, t))(
-        tuple(target.primals), tuple(tangents)
+    jvp = jax.make_jaxpr(lambda p, t, c: jax.jvp(target.bind(c), p, t))(
+        tuple(target.primals), tuple(tangents), tuple(target.consts)
     )
     n_out = len(jvp.out_avals) // 2
     known, unknown, _, res_avals = partial_eval_jaxpr_nounits(
-        jvp, [False] * n + [True] * n, [False] * n_out + [True] * n_out
+        jvp,
+        [False] * n + [True] * n + [False] * len(target.consts),
+        [False] * n_out + [True] * n_out,
     )
     residuals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in res_avals]
     cts = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in jvp.out_avals[n_out:]]
@@ -382,9 +405,10 @@ def _classic(target: _Target) -> tuple[Any, int, list[tuple[str, Any]]]:
 # --- residuals -----------------------------------------------------------------------
 
 
-def residual_rows(closed: Any, n_out: int) -> list[dict[str, Any]]:
+def residual_rows(closed: Any, n_out: int, inputs: list[str]) -> list[dict[str, Any]]:
     """Each residual of a forward pass (its outputs past the first ``n_out``): its
-    shape, dtype, bytes, name in the printed jaxpr, what made it and the line."""
+    shape, dtype, bytes, name in the printed jaxpr, what made it (a primitive, or
+    ``input NAME``, ``inputs`` naming the forward pass's inputs) and the line."""
     jaxpr = closed.jaxpr
     made = {id(v): eqn for eqn in jaxpr.eqns for v in eqn.outvars}
     invars = {id(v): i for i, v in enumerate(jaxpr.invars)}
@@ -399,7 +423,8 @@ def residual_rows(closed: Any, n_out: int) -> list[dict[str, Any]]:
             source = eqn.primitive.name
             line = _line(eqn.source_info)
         elif id(var) in invars:
-            source = f"input {invars[id(var)]}"
+            i = invars[id(var)]
+            source = f"input {inputs[i] if i < len(inputs) else i}"
         elif id(var) in constvars:
             source = "constant"
         else:
@@ -530,8 +555,8 @@ def _policies(
         }
         try:
             target = _Target.build(f, entry, swapped, step, ns, args, mesh)
-            forward, n_out, tree, out_structs = _traced_vjp(target.fn, target.primals)
-            residuals = residual_rows(forward, n_out)
+            forward, n_out, tree, out_structs = _traced_vjp(target)
+            residuals = residual_rows(forward, n_out, target.labels)
             row["residuals"] = len(residuals)
             row["residual_bytes"] = computed_bytes(residuals)
             row["flops_backward"] = _backward_flops(tree, _outputs(forward, n_out), out_structs)

@@ -597,7 +597,9 @@ class Residual(_Event):
     dtype: Short
     bytes: Count
     line: Line | None = Field(None, description="The user's line that computed it.")
-    source: Short = Field(description="The primitive that made it, or `input N`, `constant`.")
+    source: Short = Field(
+        description="The primitive that made it, or `input NAME`: an argument's leaf, saved as it is."
+    )
 
 
 class AutodiffPath(_Event):

@@ -106,7 +106,7 @@ def test_each_stage_is_the_jaxpr_jax_prints_and_the_residuals_are_sin_cos_x(run)
         )
         assert rows == [
             ("cos", 4, [8], "float32", 32),
-            ("input 0", None, [8], "float32", 32),
+            ("input x", None, [8], "float32", 32),
             ("sin", 4, [8], "float32", 32),
         ]
         assert path["residual_bytes"] == 64  # sin x and cos x: x is the caller's
@@ -230,7 +230,7 @@ def test_an_older_jax_takes_the_classic_path_by_default_and_has_both() -> None:
         assert path["status"] == "ok"
         assert sorted((r["source"], r["line"]) for r in path["residuals"]) == [
             ("cos", 4),
-            ("input 0", None),
+            ("input x", None),
             ("sin", 4),
         ]
     stages = [(s["path"], s["stage"]) for s in event["stages"]]
