@@ -35,7 +35,7 @@ import linecache
 from collections.abc import Iterator
 from typing import Any
 
-from sandbox.protocol.limits import MAX_SHAPE_SPANS
+from sandbox.protocol.limits import MAX_EVENT_NODES, MAX_SHAPE_SPANS
 from sandbox.protocol.requests import SNIPPET_FILENAME
 
 #: steps whose function is called with the pipeline's own arguments
@@ -45,6 +45,9 @@ SAME_ARGS = frozenset(
         "vjp", "linearize", "linear_transpose", "checkify",
     }
 )  # fmt: skip
+#: JSON values one shapes event may hold, well under the event line's bound
+#: (MAX_EVENT_NODES): many spans of wide multi-output equations are cut before it
+MAX_EVENT_VALUES = MAX_EVENT_NODES * 2 // 3
 #: the most dimensions searched for batch positions (combinations grow fast)
 MAX_BATCH_SEARCH_RANK = 16
 Span = tuple[int, int, int, int]
@@ -91,10 +94,23 @@ def shapes_event(results: Any) -> dict[str, Any]:
     spans = sorted(
         rows.values(), key=lambda r: (r["line"], r["col"], -r["end_line"], -r["end_col"])
     )
-    if len(spans) > MAX_SHAPE_SPANS:
-        notes.append(f"{len(spans) - MAX_SHAPE_SPANS} more spans not shown")
-        spans = spans[:MAX_SHAPE_SPANS]
+    kept, nodes = 0, 0
+    for row in spans[:MAX_SHAPE_SPANS]:
+        nodes += _nodes(row)
+        if nodes > MAX_EVENT_VALUES:
+            break
+        kept += 1
+    if kept < len(spans):
+        notes.append(f"{len(spans) - kept} more spans not shown")
+        spans = spans[:kept]
     return {"type": "shapes", "source": source, "spans": spans, "notes": notes}
+
+
+def _nodes(row: dict[str, Any]) -> int:
+    """About how many JSON values a row is (the event line's bound counts them)."""
+    lists = [row["shape"], row.get("batched_shape") or (), row.get("batch_dims") or ()]
+    more = row.get("more") or ()
+    return 2 * len(row) + sum(map(len, lists)) + sum(3 + len(o["shape"]) for o in more)
 
 
 def _trace_quietly(f: Any, static: tuple[int, ...], args: tuple[Any, ...]) -> Any:

@@ -154,3 +154,29 @@ def test_under_a_mesh_each_value_has_its_partition_spec(run: Any) -> None:
     spans = {(s["line"], s["col"]): s for s in _shapes(run(request))["spans"]}
     assert (spans[2, 17]["shape"], spans[2, 17]["sharding"]) == ([8, 2], str(P("x", None)))
     assert (spans[3, 11]["shape"], spans[3, 11]["sharding"]) == ([8], str(P("x")))
+
+
+def test_spans_past_the_events_budget_are_cut_and_counted(monkeypatch: Any) -> None:
+    from types import SimpleNamespace
+
+    from sandbox.engine import shapes
+    from sandbox.engine.pipeline import Pipeline
+
+    code = (
+        "def f(x):\n"
+        + "".join(f"    x = jnp.sin(x) + {i}.0\n" for i in range(10))
+        + "    return x\n"
+    )
+    namespace: dict[str, Any] = {"jnp": jnp}
+    exec(compile(code, SNIPPET_FILENAME, "exec"), namespace)
+    f, args = namespace["f"], (jnp.ones(3),)
+    results = SimpleNamespace(
+        closed=jax.make_jaxpr(f)(*args),
+        extra={"entry": f, "args": args, "pipe": Pipeline(f, "f"), "transforms": []},
+    )
+    whole = shapes.shapes_event(results)
+    assert len(whole["spans"]) == 20 and whole["notes"] == []  # a sin and an add per line
+    monkeypatch.setattr(shapes, "MAX_EVENT_VALUES", sum(map(shapes._nodes, whole["spans"][:5])))
+    cut = shapes.shapes_event(results)
+    assert cut["spans"] == whole["spans"][:5]
+    assert cut["notes"] == ["15 more spans not shown"]
