@@ -60,7 +60,7 @@ async def measure_pools(rounds: int, pause_s: float) -> dict[str, dict[str, list
     from sandbox.jail.jail import NO_HARDENING, Hardening, Jailer
     from sandbox.jail.settings import JailConfig, JailLimits
     from sandbox.pool.settings import PoolSettings
-    from sandbox.zygote.pool import ZygotePool
+    from sandbox.pool.zygote_pool import ZygotePool
 
     limits = JailLimits.from_env()
     settings = PoolSettings(pool_size=4, pool_spares=1, pool_running=1, pool_per_tenant=1)

@@ -174,7 +174,7 @@ async def measure_pools(repeat: int, fresh_repeat: int, pause_s: float) -> dict[
     from sandbox.jail.jail import Jailer
     from sandbox.pool.settings import PoolSettings
     from sandbox.pool.subprocess_pool import SubprocessPool
-    from sandbox.zygote.pool import ZygotePool
+    from sandbox.pool.zygote_pool import ZygotePool
 
     pool = ZygotePool(Jailer(), PoolSettings(pool_spares=1))
     await pool.start()

@@ -191,7 +191,7 @@ def _zygote(o: ZygoteOptions) -> Pool:
 
         return device_pool(o.device, limits=o.limits, jail=o.jail, pool=o.pool)
     from sandbox.jail.jail import Jailer
-    from sandbox.zygote.pool import ZygotePool
+    from sandbox.pool.zygote_pool import ZygotePool
 
     return ZygotePool(Jailer(o.limits, o.jail), o.pool)
 

@@ -180,7 +180,7 @@ class _Wait:
 
 class TenantTurns:
     """Which tenants hold one of the pool's warm processes (at most ``slots``; a zygote
-    each, sandbox/zygote/pool.py), and which wait for one.
+    each, sandbox/pool/zygote_pool.py), and which wait for one.
 
     A new tenant gets a place while fewer than ``slots`` are held; otherwise it is told
     to come back when one is expected to free (a 503), and keeps its place in line if

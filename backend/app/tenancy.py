@@ -13,7 +13,7 @@
 
 A tenant is written ``GROUP|NAME`` (or just ``GROUP``): the group is the client
 address (or the token), so the warm pool can share its zygotes fairly between
-clients whatever number of sessions one of them opens (sandbox/zygote/pool.py).
+clients whatever number of sessions one of them opens (sandbox/pool/zygote_pool.py).
 The rate limit and the per-client caps are paid by the address, or by the token.
 """
 

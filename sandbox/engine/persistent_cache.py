@@ -59,7 +59,7 @@ def enable(path: str) -> bool:
 
 def disable() -> None:
     """Turn JAX's persistent compilation cache off for the rest of this process: a
-    pristine run's (sandbox/zygote/pool.py), before any of its code runs. Nothing
+    pristine run's (sandbox/pool/zygote_pool.py), before any of its code runs. Nothing
     is read from the cache or written to it afterwards, whatever the zygote enabled or
     the warm child's warm-up initialised: the config says no cache, and JAX's own
     decision (``_cache_checked``/``_cache_used``) is made again, off."""

@@ -21,11 +21,22 @@ takes any other version's idle zygote, its own last). With none it answers PoolF
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from sandbox.zygote.handle import Zygote
-    from sandbox.zygote.pool import ZygotePool
+
+
+class Member(Protocol):
+    """What the budget reads of a pool that joined it (sandbox/pool/zygote_pool.py)."""
+
+    zygotes: list[Zygote]
+
+    def _victim(self, tenant: str) -> Zygote | None: ...
+
+    def changed(self) -> None: ...
+
+    def notify_free(self) -> None: ...
 
 
 class Budget:
@@ -34,13 +45,13 @@ class Budget:
     def __init__(self, places: int, zygotes: int) -> None:
         self.places = max(1, places)
         self.zygotes = max(1, zygotes)
-        self.pools: list[ZygotePool] = []
+        self.pools: list[Member] = []
 
-    def join(self, pool: ZygotePool) -> None:
+    def join(self, pool: Member) -> None:
         if not any(p is pool for p in self.pools):
             self.pools.append(pool)
 
-    def leave(self, pool: ZygotePool) -> None:
+    def leave(self, pool: Member) -> None:
         self.pools = [p for p in self.pools if p is not pool]
         self.changed()
 
@@ -58,7 +69,7 @@ class Budget:
     def has_room(self) -> bool:
         return self.held() < self.zygotes
 
-    def victim(self, pool: ZygotePool, tenant: str) -> Zygote | None:
+    def victim(self, pool: Member, tenant: str) -> Zygote | None:
         """The idle zygote the budget gives up so that ``pool`` can start one for
         ``tenant`` (see the module's docstring); None: every zygote is busy."""
         holders = {id(p) for p in self.pools if p.zygotes} | {id(pool)}

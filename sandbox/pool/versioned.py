@@ -60,7 +60,7 @@ def not_installed_message(version: str) -> str:
 def pool_for_environment(base: Any, env: Environment) -> Pool:
     """A pool like ``base`` that runs ``env``'s interpreter and JAX, on ``base``'s
     machine: a warm pool takes from ``base``'s budget of places and zygotes."""
-    from sandbox.zygote.pool import ZygotePool
+    from sandbox.pool.zygote_pool import ZygotePool
 
     if isinstance(base, ZygotePool):
         from sandbox.jail.bwrap import Runtime

@@ -129,7 +129,7 @@ def device_pool(
     ``JailUnavailable`` without a usable jail, or one that cannot bind the devices."""
     from sandbox.jail.jail import Jail, Jailer, JailUnavailable
     from sandbox.pool.settings import PoolSettings
-    from sandbox.zygote.pool import ZygotePool
+    from sandbox.pool.zygote_pool import ZygotePool
 
     class DeviceJail(Jail):
         async def start(self, command: Any, *, env: Any = None, **kwargs: Any) -> Any:

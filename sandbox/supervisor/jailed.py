@@ -1,7 +1,7 @@
 """One run in one fresh jail: ``python -m sandbox.engine`` under bubblewrap, supervised.
 
 No warm zygote: each run pays for starting Python and importing JAX (about a
-second). The warm pool (sandbox/zygote/pool.py) is what serves users; this is
+second). The warm pool (sandbox/pool/zygote_pool.py) is what serves users; this is
 the simple jailed path, and what the pool's jail is checked against.
 """
 

@@ -36,7 +36,7 @@ _STATUS_FIELDS = (
     "Mems_allowed_list",
 )
 #: Compared with the reader's own (the zygote's) rather than with the baseline: the
-#: pool moves the whole jail to a free CPU before a run (sandbox/zygote/pool.py).
+#: pool moves the whole jail to a free CPU before a run (sandbox/pool/zygote_pool.py).
 _OWN_FIELDS = ("Cpus_allowed_list", "Mems_allowed_list")
 
 

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from sandbox.pool.settings import PoolSettings
+from sandbox.pool.zygote_pool import ZygotePool
 from sandbox.zygote.handle import PRISTINE
-from sandbox.zygote.pool import ZygotePool
 
 
 class StandIn(SimpleNamespace):

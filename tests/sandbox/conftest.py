@@ -16,8 +16,8 @@ from sandbox.jail.jail import TEARDOWN_S, Hardening, Jailer, lock_uid
 from sandbox.jail.procstate import processes_by_uid
 from sandbox.jail.settings import GiB, JailConfig, JailLimits, KiB, MiB
 from sandbox.pool.settings import PoolSettings
+from sandbox.pool.zygote_pool import ZygotePool
 from sandbox.protocol import RunRequest
-from sandbox.zygote.pool import ZygotePool
 from tests.gates import needs_jail, skip_without_jail
 
 #: the jail gate's mark (tests/gates.py): skipped without bubblewrap on a developer's

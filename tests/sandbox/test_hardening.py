@@ -18,9 +18,9 @@ from sandbox.jail import seccomp
 from sandbox.jail.jail import Hardening, Jailer, JailUnavailable
 from sandbox.jail.procstate import jail_command_pid, processes_by_uid
 from sandbox.jail.settings import JailConfig
+from sandbox.pool.zygote_pool import ZygotePool
 from sandbox.protocol import RunRequest
 from sandbox.zygote.handle import Zygote
-from sandbox.zygote.pool import ZygotePool
 from tests.sandbox.conftest import (
     TEST_LIMITS,
     TEST_POOL,

@@ -210,7 +210,7 @@ def test_a_runtime_under_tmp_survives_the_wipe() -> None:
     on the way to it, and the zygote stays warm."""
     from sandbox.jail.jail import Jailer
     from sandbox.jail.settings import JailConfig
-    from sandbox.zygote.pool import ZygotePool
+    from sandbox.pool.zygote_pool import ZygotePool
     from tests.sandbox.conftest import TEST_LIMITS
 
     base = Path(tempfile.mkdtemp(prefix="jaxplay-runtime-"))  # the jail user must reach it

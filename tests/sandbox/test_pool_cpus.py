@@ -1,6 +1,6 @@
 """Runs and CPUs: the pool starts a run on a CPU no other run is using, moving the
 tenant's whole jail there first (its cpuset), and a process kept across runs stays
-kept through such a move (sandbox/zygote/pool.py ``_place``)."""
+kept through such a move (sandbox/pool/zygote_pool.py ``_place``)."""
 
 from __future__ import annotations
 

@@ -23,9 +23,9 @@ import pytest
 from sandbox.jail.jail import Jailer
 from sandbox.pool.settings import PoolSettings
 from sandbox.pool.versioned import VersionedPool
+from sandbox.pool.zygote_pool import ZygotePool
 from sandbox.protocol import RunRequest
 from sandbox.versions import default_version, installed, version_key
-from sandbox.zygote.pool import ZygotePool
 from tests.sandbox.conftest import TEST_LIMITS, needs_bwrap
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """A run waiting in the queue starts as soon as the pool says a place freed
 (``on_free``), not when the run before it has had all its events relayed and its
-ticket released (backend/app/admission.py, sandbox/zygote/pool.py)."""
+ticket released (backend/app/admission.py, sandbox/pool/zygote_pool.py)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from backend.app.metrics import Metrics
 from backend.app.page import PLACEHOLDER
 from backend.app.tenancy import SESSION_COOKIE, client_key
 from sandbox.pool.base import PoolFull
-from sandbox.zygote.pool import ZygotePool
+from sandbox.pool.zygote_pool import ZygotePool
 
 from .conftest import make_settings
 from .fakes import FakePool

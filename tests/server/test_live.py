@@ -36,7 +36,7 @@ SPIN = "while True:\n    pass\n\ndef f():\n    return 1.0\n"
 
 
 def _jail_available() -> bool:
-    return importlib.util.find_spec("sandbox.zygote.pool") is not None and bool(
+    return importlib.util.find_spec("sandbox.pool.zygote_pool") is not None and bool(
         shutil.which("bwrap")
     )
 
