@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.live_server import ROOT
+from tests.support.process import ROOT
 
 CLIENT = Path(__file__).with_name("warm_engine_client.py")
 
