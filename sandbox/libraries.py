@@ -192,6 +192,18 @@ def installed(prefix: str | Path) -> dict[str, str]:
     return {lib.name: found[lib.name] for lib in LIBRARIES if lib.name in found}
 
 
+_HERE: dict[str, str] | None = None
+
+
+def installed_here() -> dict[str, str]:
+    """The table's libraries in this interpreter's environment (read once per process:
+    ``accepted`` says them on every run, and the result cache's key covers them)."""
+    global _HERE
+    if _HERE is None:
+        _HERE = installed(sys.prefix)
+    return dict(_HERE)
+
+
 # --- importing the set before the fork -----------------------------------------------
 
 

@@ -47,6 +47,8 @@ def worker_info(request: RunRequest) -> dict[str, Any]:
     import jax
     import jaxlib
 
+    from sandbox import libraries
+
     devices = jax.devices()
     return {
         "backend": request.backend if request.backend != "auto" else jax.default_backend(),
@@ -55,6 +57,7 @@ def worker_info(request: RunRequest) -> dict[str, Any]:
         "devices": len(devices),
         "jax_version": jax.__version__,
         "jaxlib_version": jaxlib.__version__,
+        "libraries": libraries.installed_here(),
     }
 
 

@@ -134,6 +134,11 @@ class WorkerIdentity(_Event):
     devices: Annotated[int, Field(ge=1, le=65_536)]
     jax_version: Annotated[str, Field(max_length=64)]
     jaxlib_version: Annotated[str, Field(max_length=64)]
+    libraries: Annotated[dict[str, Short], Field(max_length=64)] | None = Field(
+        None,
+        description="The curated libraries installed beside this JAX (name -> version: "
+        "sandbox/libraries.py); the result cache's key covers them.",
+    )
 
 
 class AcceptedEvent(_PipelineEvent):

@@ -326,7 +326,9 @@ class Zygote:
         known = (self.info.worker if self.info else None) or self.pool.worker
         if not isinstance(known, dict):
             return claimed
-        versions = {k: known[k] for k in ("jax_version", "jaxlib_version") if k in known}
+        versions = {
+            k: known[k] for k in ("jax_version", "jaxlib_version", "libraries") if k in known
+        }
         platforms = self.info.platforms if self.info else ""
         on_cpu = request.backend == "cpu" or (
             request.backend == "auto" and platforms in ("", "cpu")

@@ -12,6 +12,7 @@ export const WorkerIdentity = z.object({
   devices: z.int().check(z.gte(1), z.lte(65536)),
   jax_version: z.string().check(z.maxLength(64)),
   jaxlib_version: z.string().check(z.maxLength(64)),
+  libraries: z.optional(z.nullable(z.record(z.string(), z.string().check(z.maxLength(256))).check(z.refine((o) => Object.keys(o).length <= 64)))),
 });
 
 /** A worker took the run. Made by jaxplay before user code runs; the server adds ``cached``, ``cached_at`` and ``age_s`` when the result cache answered. */

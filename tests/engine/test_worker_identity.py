@@ -1,0 +1,22 @@
+"""``accepted`` says the libraries beside the run's JAX (the result cache's key covers
+them: an answer made with another Flax is another answer)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable
+from typing import Any
+
+from sandbox import libraries
+from sandbox.protocol import RunRequest
+
+
+def test_accepted_names_the_installed_libraries_and_their_versions(
+    run: Callable[[Any], list[dict[str, Any]]],
+) -> None:
+    events = run(RunRequest(code="def f(x):\n    return x\n", args="(1.0,)", outputs=["jaxpr"]))
+    worker = next(e for e in events if e["type"] == "accepted")["worker"]
+    said = worker["libraries"]
+    assert said["flax"] == importlib.metadata.version("flax")
+    assert said["optax"] == importlib.metadata.version("optax")
+    assert set(said) <= {lib.name for lib in libraries.LIBRARIES}
