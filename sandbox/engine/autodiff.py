@@ -119,11 +119,18 @@ def autodiff_event(
     event["transform"] = names[step]
     later = [n for n in names[step + 1 :] if n in _BATCHING]
     if later:
+        one = one_example(transforms[step + 1 :], args)
+        if one is None:
+            event["notes"].append(
+                f"{later[0]} is applied after {names[step]}: the stages are traced at the "
+                "run's arguments, which are its batched ones, so they are not shown"
+            )
+            return event
+        args = one
         event["notes"].append(
-            f"{later[0]} is applied after {names[step]}: the stages are traced at the run's "
-            "arguments, which are its batched ones, so they are not shown"
+            f"vmap is applied after {names[step]}: the stages are shown for one example "
+            "(index 0 along each mapped axis of the arguments)"
         )
-        return event
     # The user's prints at trace time would repeat once per stage: not relayed.
     with contextlib.redirect_stdout(io.StringIO()):
         try:
@@ -257,6 +264,39 @@ class _Target:
         import jax
 
         return [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in values]
+
+
+def one_example(after: list[Any], args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The arguments of one example of the ``vmap`` steps in ``after`` (the steps after
+    the differentiation): index 0 along each mapped axis, the outermost step first.
+    None where that cannot be said: another batching step, or an ``in_axes`` that is
+    not an int or None per argument."""
+    import jax
+
+    from sandbox.engine.program import as_python
+
+    if any(t.name in _BATCHING and t.name != "vmap" for t in after):
+        return None
+    for step in reversed([t for t in after if t.name == "vmap"]):
+        in_axes = as_python(step.options.get("in_axes", 0))
+        axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+        if len(axes) != len(args) or not all(a is None or isinstance(a, int) for a in axes):
+            return None
+
+        def first(leaf: Any, axis: int) -> Any:
+            if not hasattr(leaf, "shape") or not leaf.shape:
+                return leaf
+            if isinstance(leaf, jax.ShapeDtypeStruct):
+                shape = list(leaf.shape)
+                del shape[axis]
+                return jax.ShapeDtypeStruct(tuple(shape), leaf.dtype)
+            return jax.numpy.take(leaf, 0, axis=axis)
+
+        args = tuple(
+            a if axis is None else jax.tree_util.tree_map(lambda x, ax=axis: first(x, ax), a)
+            for a, axis in zip(args, axes, strict=True)
+        )
+    return args
 
 
 def _param_names(f: Callable[..., Any], count: int) -> list[str]:

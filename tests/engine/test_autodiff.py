@@ -259,3 +259,21 @@ def test_a_lowering_only_run_gives_the_stages(run) -> None:
     assert events[-1]["status"] == "ok", events
     event = _only(events, "autodiff")
     assert [p["status"] for p in event["paths"]] == ["ok", "ok"] and len(event["stages"]) == 7
+
+
+def test_per_example_gradients_show_the_stages_of_one_example(run) -> None:
+    """``[grad, vmap]``: the stages are grad's at one example (each mapped axis at 0)."""
+    events = run(
+        {
+            "code": SIN_X,
+            "args": "jnp.ones((3, 8))",
+            "transforms": [{"name": "grad"}, {"name": "vmap"}],
+            "outputs": ["autodiff"],
+        }
+    )
+    assert events[-1]["status"] == "ok", events
+    event = _only(events, "autodiff")
+    assert {(s["path"], s["stage"]): s["text"] for s in event["stages"]} == _expected_stages(
+        f, jnp.ones(8)
+    )
+    assert event["notes"][0].startswith("vmap is applied after grad: the stages are shown for one")
