@@ -96,11 +96,13 @@ debian_image builder BUILDER_TAG "${BUILDER_PACKAGES[@]}"
 #   base: the server's packages and the engine's (JAX); cuda: jax[cuda12]; tpu: jax[tpu]
 t0=$(date +%s)
 WHEELS=$OUT/wheels
-.venv/bin/python - "$WHEELS" <<'EOF'
+.venv/bin/python - "$WHEELS" "$PYTHON_VERSION" <<'EOF'
 import subprocess, sys, tomllib
 from pathlib import Path
 
-out = Path(sys.argv[1])
+from sandbox import libraries
+
+out, python_version = Path(sys.argv[1]), sys.argv[2]
 pyproject = tomllib.loads(Path("pyproject.toml").read_text())
 project = pyproject["project"]
 jax = subprocess.run(
@@ -115,6 +117,11 @@ lists = {
     "base": {
         "server.txt": [*pyproject["build-system"]["requires"], *project["dependencies"]],
         "engine.txt": project["optional-dependencies"]["engine"],
+        # the curated libraries JAX's version offers (its committed lock), at .venv's
+        # pins, where make setup installed the same set for the jails
+        "libraries.txt": [
+            f"{name}=={version}" for name, version in libraries.offered(jax, python_version).items()
+        ],
     },
     "cuda": {"cuda.txt": [f"jax[cuda12]=={jax}"]},
     "tpu": {"tpu.txt": [f"jax[tpu]=={jax}"]},

@@ -20,6 +20,8 @@ import httpx
 import pytest
 import redis
 
+from sandbox import libraries
+
 from .conftest import Stack
 
 WORKER_UID = 10002  # docker/Dockerfile: jaxplay-worker
@@ -123,6 +125,23 @@ def test_a_run_goes_through_nginx_a_replica_redis_and_a_jailed_worker(stack: Sta
     backends = httpx.get(f"{stack.url}/api/v1/backends", timeout=10).json()["backends"]
     (cpu,) = [b for b in backends if b["name"] == "cpu"]
     assert cpu["jax_version"] == importlib.metadata.version("jax")
+
+
+def test_the_worker_image_holds_the_libraries_its_jax_offers(stack: Stack) -> None:
+    # docker/build.sh installs the lock's set beside the image's JAX, as make setup
+    # does in .venv: a pasted Flax model runs in the deployed worker too
+    offered = libraries.offered(importlib.metadata.version("jax"), "3.13")
+    request = {
+        **GRAD_JIT,
+        "code": "import optax\nfrom flax import nnx\nimport jax.numpy as jnp\n\n"
+        "def f(x):\n    print(nnx.__name__, optax.__version__)\n    return jnp.sum(x ** 2)\n",
+    }
+    events = run(stack, request)
+    assert done(events)["status"] == "ok", events[-3:]
+    printed = "".join(e["text"] for e in events if e["type"] == "stdout")
+    assert f"flax.nnx {offered['optax']}" in printed, printed
+    accepted = next(e for e in events if e["type"] == "accepted")
+    assert accepted["worker"]["libraries"] == offered
 
 
 def test_the_worker_runs_unprivileged_and_its_jails_have_cgroups_of_their_own(
