@@ -121,7 +121,9 @@ class EventGate:
     def _accepted(self, event: dict[str, Any]) -> dict[str, Any]:
         if self.passed:
             raise BadEvent("an accepted that is not the first event")
-        worker = event["worker"]
+        # the model's optional fields left out when absent (``libraries``: a pool
+        # whose worker does not say them), as every event leaves them out
+        worker = {k: v for k, v in event["worker"].items() if v is not None}
         if self._identify is not None:
             worker = self._identify(worker)
         wanted = self._request.backend
