@@ -23,6 +23,7 @@ import { saveAutosave, toRequest } from "./state";
 import { describePipeline, type StepProblem } from "./transforms";
 import { AcrossController } from "./app/across";
 import { BackendsController } from "./app/backends";
+import { LibrariesPopover } from "./app/libraries";
 import { checksBindings } from "./app/checks";
 import { ControlsController, fieldBindings } from "./app/controls";
 import { LinkingController } from "./app/linking";
@@ -119,13 +120,14 @@ const controls = new ControlsController(
   () => store.state,
   changed,
 );
+const libraries = new LibrariesPopover(ui.jaxVersion, { code: () => editor.state.doc.toString(), insert: (at, text) => editor.dispatch({ changes: { from: at, insert: text } }) });
 const backends = new BackendsController(ui, store, {
   targets: (gpu, tpu) => {
     targets.offered = gpu;
     pipelines.mesh.setTopologies(tpu);
     targets.show();
   },
-  versions: (versions) => across.setVersions(versions),
+  versions: (versions) => (across.setVersions(versions), libraries.setVersions(versions)),
 });
 // a state shown (a snippet, an example, the autosave) goes into every control, in order
 store.onShow((s) => setCode(editor, s.code));
@@ -159,7 +161,7 @@ tabs.onSelect((id) => {
 });
 const outputs = new OutputsController({ ui, store, panes, tabs, editor: () => editor, follower, refreshBands, refreshLinks: () => linking.refresh(), runs: () => runs, run });
 route({
-  onEvent: (_seq, event) => outputs.event(event),
+  onEvent: (_seq, event) => (outputs.event(event), libraries.event(event)),
   onProblem: (seq, message, status, field) => outputs.problem(seq, message, status, field),
   onDropped: (_seq, why) => outputs.dropped(why),
 });

@@ -141,3 +141,16 @@ describe("formats", () => {
     expect(fmtBytes(2048, false)).toBe("≥ 2.00 KiB");
   });
 });
+
+describe("the Value pane's tree", async () => {
+  const { defaultView, groupSummary } = await import("../src/panes/value");
+  it("opens a model's parameters as a tree and a flat value as the table", () => {
+    expect(defaultView([{ path: "['layers'][0]['kernel'].value" }])).toBe("tree");
+    expect(defaultView([{ path: "[0]" }, { path: "[1]" }])).toBe("flat");
+    expect(defaultView([{ path: "" }])).toBe("flat");
+  });
+  it("says a group's parameters, bytes and leaves", () => {
+    const root = buildTree([leaf(".w", [1000, 3]), leaf(".b", [3])]);
+    expect(groupSummary(root)).toBe("3.00 K params · 11.7 KiB · 2 leafs");
+  });
+});

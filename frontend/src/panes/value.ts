@@ -1,9 +1,61 @@
 // Values and gradients: the pytree's leaves with path, dtype, shape, a summary and
-// the first values; in compare mode the largest difference from pipeline A.
+// the first values; in compare mode the largest difference from pipeline A. A model's
+// parameters (an nnx.State, a Linen variables dict, an Equinox module) read best as a
+// tree: the leaves grouped by path prefix (pytree.ts), each group with its parameters
+// and bytes; a toggle switches between the tree and the flat table.
 import { clear, h } from "../dom";
 import { fmtAval, fmtNum } from "../format";
 import type { EventOf, RunEvent, ValueLeaf } from "../protocol";
+import { buildTree, fmtBytes, fmtCount, parsePath, type TreeNode } from "../pytree";
 import type { OutputPane } from "./pane";
+
+export type ValueView = "tree" | "flat";
+
+/** The view a value opens in: the tree when some leaf sits two or more keys deep
+ * (a model's parameters), else the flat table (one array, a tuple of gradients). */
+export function defaultView(leaves: readonly { path: string }[]): ValueView {
+  return leaves.some((l) => parsePath(l.path).length >= 2) ? "tree" : "flat";
+}
+
+/** A group's line: its leaves, parameters and bytes. */
+export function groupSummary(node: TreeNode): string {
+  const leaves = `${node.leaves} leaf${node.leaves === 1 ? "" : "s"}`;
+  return `${fmtCount(node.params)} params · ${fmtBytes(node.bytes, node.bytesKnown)} · ${leaves}`;
+}
+
+/** Groups this deep or less start open. */
+const OPEN_DEPTH = 2;
+
+function treeLeafRow(node: TreeNode<ValueLeaf>): HTMLElement {
+  const leaf = node.leaf!;
+  const s = leaf.summary;
+  const bad = (s?.nan_count ?? 0) > 0 || (s?.inf_count ?? 0) > 0;
+  const stats = s ? `min ${fmtNum(s.min)} · max ${fmtNum(s.max)} · mean ${fmtNum(s.mean)}${bad ? ` · NaN ${s.nan_count} / inf ${s.inf_count}` : ""}` : "";
+  return h(
+    "div",
+    { class: bad ? "vt-leaf bad" : "vt-leaf", title: leaf.path || "(root)" },
+    h("span", { class: "vt-label mono" }, node.label || "(root)"),
+    h("span", { class: "vt-aval mono" }, fmtAval(leaf.dtype, leaf.shape)),
+    h("span", { class: "vt-size" }, `${fmtCount(node.params)} · ${fmtBytes(node.bytes, node.bytesKnown)}`),
+    h("span", { class: "vt-stats num" }, stats),
+  );
+}
+
+function treeNode(node: TreeNode<ValueLeaf>, depth: number): HTMLElement {
+  if (node.leaf) return treeLeafRow(node);
+  return h(
+    "details",
+    { class: "vt-group", open: depth <= OPEN_DEPTH, title: node.path },
+    h("summary", {}, h("span", { class: "vt-label mono" }, node.label), h("span", { class: "vt-size" }, groupSummary(node))),
+    node.children.map((c) => treeNode(c, depth + 1)),
+  );
+}
+
+/** The leaves as a collapsible tree, the whole value's sums on top. */
+export function valueTree(leaves: ValueLeaf[]): HTMLElement {
+  const root = buildTree(leaves);
+  return h("div", { class: "value-tree" }, h("p", { class: "vt-total" }, `${groupSummary(root)} in all`), root.children.map((c) => treeNode(c, 1)));
+}
 
 const PREVIEW = 12;
 
@@ -33,6 +85,8 @@ export class ValuePane implements OutputPane {
   private pipelines: string[] = ["main"];
   private labels: Record<string, string> = {};
   private ended = false;
+  /** the view the reader picked (null: each value's default) */
+  private view: ValueView | null = null;
 
   constructor(readonly root: HTMLElement) {
     this.render();
@@ -74,6 +128,20 @@ export class ValuePane implements OutputPane {
       if (compare) section.append(h("h3", { class: i === 0 ? "pipe-a" : "pipe-b" }, `${i === 0 ? "A" : "B"}: ${this.labels[p] ?? p}`));
       if (!value) {
         section.append(h("p", { class: "pane-note" }, this.ended ? "No value: the run ended before it." : "Waiting for the value…"));
+        this.root.append(section);
+        continue;
+      }
+      const view = this.view ?? defaultView(value.tree);
+      const toggle = h(
+        "div",
+        { class: "vt-toggle", role: "group", "aria-label": "value view" },
+        (["tree", "flat"] as const).map((v) =>
+          h("button", { type: "button", "aria-pressed": String(view === v), onclick: () => ((this.view = v), this.render()) }, v === "tree" ? "tree" : "flat table"),
+        ),
+      );
+      section.append(toggle);
+      if (view === "tree") {
+        section.append(valueTree(value.tree), h("details", {}, h("summary", {}, "repr"), h("pre", { class: "repr" }, value.repr)));
         this.root.append(section);
         continue;
       }

@@ -1,0 +1,87 @@
+// The "libraries" popover beside the JAX version picker: the libraries the selected
+// version offers (GET /api/v1/backends), each with its version, what it is and an
+// "insert import" button; the ones it does not offer greyed with the reason; after a
+// run, the versions its worker had where they differ (accepted.worker.libraries).
+// The content is libraries.ts's view model; this file only draws it.
+import { h } from "../dom";
+import { importInsertion, librariesView, type LibraryVersion, versionsWithLibraries } from "../libraries";
+import type { RunEvent } from "../protocol";
+
+export interface LibrariesHooks {
+  /** the editor's code now */
+  code: () => string;
+  /** insert `text` at offset `at` of the editor's code */
+  insert: (at: number, text: string) => void;
+}
+
+export class LibrariesPopover {
+  readonly button: HTMLButtonElement;
+  readonly panel: HTMLElement;
+  private versions: LibraryVersion[] = [];
+  private worker: { jaxVersion: string; libraries: Record<string, string> } | null = null;
+
+  constructor(
+    private readonly picker: HTMLSelectElement,
+    private readonly hooks: LibrariesHooks,
+  ) {
+    this.button = h("button", { type: "button", class: "libs-btn", "aria-expanded": "false", "aria-haspopup": "dialog", title: "the libraries this JAX version offers (Flax, Optax, Equinox…)" }, "libraries");
+    this.panel = h("div", { class: "libs-popover", role: "dialog", "aria-label": "Libraries" });
+    this.panel.hidden = true;
+    const holder = h("span", { class: "libs-holder" }, this.button, this.panel);
+    (picker.closest("label") ?? picker).after(holder);
+    this.button.addEventListener("click", () => this.toggle(this.panel.hidden !== false));
+    picker.addEventListener("change", () => this.render());
+    document.addEventListener("click", (e) => {
+      if (!this.panel.hidden && !holder.contains(e.target as Node)) this.toggle(false);
+    });
+    holder.addEventListener("keydown", (e) => {
+      if (e.key === "Escape" && !this.panel.hidden) (this.toggle(false), this.button.focus());
+    });
+  }
+
+  /** The backends response's versions (each with its `libraries`). */
+  setVersions(versions: readonly unknown[]): void {
+    this.versions = versionsWithLibraries(versions);
+    this.render();
+  }
+
+  /** A run's event: `accepted` says what its worker had. */
+  event(event: RunEvent): void {
+    if (event.type !== "accepted" || !event.worker) return;
+    const w = event.worker;
+    this.worker = w.libraries ? { jaxVersion: w.jax_version ?? "", libraries: w.libraries } : null;
+    this.render();
+  }
+
+  private toggle(open: boolean): void {
+    this.panel.hidden = !open;
+    this.button.setAttribute("aria-expanded", String(open));
+    if (open) this.render();
+  }
+
+  private render(): void {
+    if (this.panel.hidden) return;
+    const view = librariesView(this.versions, this.picker.value, this.worker);
+    const rows = view.rows.map((r) =>
+      h(
+        "li",
+        { class: r.offered ? "" : "libs-off", title: r.offered ? r.importLine : r.reason, "data-library": r.name },
+        h("span", { class: "libs-name mono" }, r.name),
+        h("span", { class: "libs-version mono" }, r.offered ? r.version : "—"),
+        r.workerVersion ? h("span", { class: "libs-worker mono", title: "the version the last run's worker had" }, `ran ${r.workerVersion}`) : null,
+        h("span", { class: "libs-what" }, r.offered ? r.what : r.reason),
+        r.offered
+          ? h("button", { type: "button", class: "libs-insert", title: `add \`${r.importLine}\` at the top of the code`, onclick: () => this.insert(r.importLine) }, "insert import")
+          : null,
+      ),
+    );
+    this.panel.replaceChildren(h("h3", {}, view.title));
+    if (rows.length) this.panel.append(h("ul", { class: "libs-list" }, rows));
+    if (view.note) this.panel.append(h("p", { class: "pane-note" }, view.note));
+  }
+
+  private insert(line: string): void {
+    const ins = importInsertion(this.hooks.code(), line);
+    if (ins) this.hooks.insert(ins.at, ins.insert);
+  }
+}
