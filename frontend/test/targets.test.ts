@@ -11,14 +11,14 @@ import type { StepProblem } from "../src/transforms";
 describe("compile targets", () => {
   it("a GPU target drops value and timing (nothing runs) and keeps the rest, opt-ins included", () => {
     const outputs = requestOutputs(["asm", "memory"], { gpuTarget: "h100" });
-    expect(outputs).toEqual(["jaxpr", "stablehlo", "hlo", "cost", "asm", "memory"]);
+    expect(outputs).toEqual(["jaxpr", "stablehlo", "hlo", "cost", "shapes", "asm", "memory"]);
     expect(NOT_FOR_GPU_TARGET.every((o) => outputRefusal(o, { gpuTarget: "h100" })?.includes("nothing runs"))).toBe(true);
     expect(outputRefusal("asm", { gpuTarget: "h100" })).toBeNull();
   });
 
   it("a TPU topology keeps only the outputs the server lists for it", () => {
     const outputs = requestOutputs(["passes", "asm", "memory", "sharding"], { tpuTopology: "v5e:2x2" });
-    expect(outputs).toEqual(["jaxpr", "stablehlo", "hlo", "cost", "memory", "sharding"]);
+    expect(outputs).toEqual(["jaxpr", "stablehlo", "hlo", "cost", "shapes", "memory", "sharding"]);
     expect(outputs!.every((o) => TOPOLOGY_OUTPUTS.includes(o))).toBe(true);
     expect(outputRefusal("passes", { tpuTopology: "v5e:2x2" })).toMatch(/TPU v5e:2x2 gives .* only: no passes/);
   });

@@ -78,7 +78,9 @@ describe("the request's XLA outputs and flags", () => {
   it("asks for the opted-in outputs beside the defaults, and for nothing extra by default", () => {
     expect(toRequest(DEFAULT_STATE)).not.toHaveProperty("outputs");
     const req = toRequest({ ...DEFAULT_STATE, outputs: ["passes", "memory"] });
-    expect(req.outputs).toEqual(["jaxpr", "stablehlo", "hlo", "value", "cost", "timing", "passes", "memory"]);
+    expect(req.outputs).toEqual(["jaxpr", "stablehlo", "hlo", "value", "cost", "timing", "shapes", "passes", "memory"]);
+    // the checks output is the request's checks' to make, never asked for by name
+    expect(req.outputs).not.toContain("checks");
   });
 
   it("sends flags A for every pipeline and flags B for pipeline B, and reads them back", () => {

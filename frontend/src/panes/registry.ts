@@ -12,6 +12,8 @@ export interface OutputEntry {
   tab: TabId;
   /** asked for only when its toggle under "XLA outputs" is on */
   optIn?: { label: string; help: string };
+  /** made when a request field asks for it (the server adds it), never asked for by name */
+  byField?: string;
 }
 
 // Keyed by the server's Output enum: an output added to sandbox/protocol.py fails the
@@ -35,7 +37,7 @@ export const OUTPUT_PANES: Record<Output, OutputEntry> = {
   kernels: { tab: "kernels", optIn: { label: "kernels", help: "each Pallas kernel: its grid map, jaxpr, Mosaic-TPU module and Triton IR (no TPU or GPU needed)" } },
   profile: { tab: "profile", optIn: { label: "profile", help: "the compiled calls run again under JAX's profiler: time per HLO instruction, a roofline, the trace" } },
   // asked for by the checks box (checks.ts): the request's `checks` makes it
-  checks: { tab: "checks" },
+  checks: { tab: "checks", byField: "checks" },
   trace_values: { tab: "trace_values", optIn: { label: "values", help: "every equation stepped on the arguments: its outputs' min, max, mean, NaN and Inf counts, and the first NaN or Inf at its line" } },
 };
 
@@ -44,7 +46,7 @@ export const OUTPUT_PANES: Record<Output, OutputEntry> = {
 export function requestOutputs(optedIn: readonly Output[], targets: Targets = {}): Output[] | undefined {
   const extra = optedIn.filter((name) => OUTPUT_PANES[name].optIn);
   if (extra.length === 0 && !hasTarget(targets)) return undefined; // the server's default outputs
-  const defaults = Output.options.filter((name) => !OUTPUT_PANES[name].optIn);
+  const defaults = Output.options.filter((name) => !OUTPUT_PANES[name].optIn && !OUTPUT_PANES[name].byField);
   return [...defaults, ...extra].filter((name) => outputRefusal(name, targets) === null);
 }
 

@@ -8,7 +8,7 @@ describe("the tab table", () => {
     const groups = TABS.filter((_, i) => startsGroup(i)).map((t) => t.group);
     expect(groups).toEqual(["IR", "values", "XLA", "sharding", "errors"]);
     expect(new Set(groups).size).toBe(groups.length);
-    expect(OPENS_ITSELF).toEqual(["jaxpr", "stablehlo", "hlo", "value", "cost", "timing"]);
+    expect(OPENS_ITSELF).toEqual(["jaxpr", "stablehlo", "hlo", "value", "checks", "cost", "timing"]);
   });
 });
 
