@@ -114,6 +114,7 @@ class SnippetCreated(BaseModel):
 class LibraryInfo(BaseModel):
     name: str = Field(description="The library as pip names it (`flax`, `dm-haiku`).")
     version: str = Field(description="Its version with this JAX version.")
+    what: str = Field(default="", description="What it is, in one line (sandbox/libraries.py).")
 
 
 class VersionInfo(BaseModel):

@@ -94,7 +94,8 @@ const Version = z.looseObject({
   version: z.string(),
   default: z.optional(z.boolean()),
   libraries: z.optional(z.array(Library)),
-  /** a library of the curated set this version does not offer, with pip's reason */
+  /** a library of the curated set this version does not offer, with pip's reason
+   * (not sent by today's server: a version without a library is read as not offering it) */
   libraries_not_offered: z.optional(z.array(NotOffered)),
 });
 export type LibraryVersion = z.infer<typeof Version>;
@@ -171,7 +172,7 @@ export function librariesView(
       what: what.get(name) ?? "",
       importLine: importLine(name),
       offered: offered.has(name),
-      reason: offered.has(name) ? "" : reasons.get(name) || `not offered with JAX ${chosen.version}`,
+      reason: offered.has(name) ? "" : reasons.get(name) || (offered.size ? `not in JAX ${chosen.version}'s library lock` : `JAX ${chosen.version} has no library lock: it offers none`),
       workerVersion: had && had !== version ? had : "",
     };
   });

@@ -98,7 +98,9 @@ describe("the popover's view", () => {
     expect([penzai.offered, penzai.version, penzai.reason]).toEqual([false, "", "penzai needs jax>=0.4.39"]);
     const none = librariesView(versions, "0.5.3");
     expect(none.rows.every((r) => !r.offered)).toBe(true);
-    expect(none.rows[0]!.reason).toBe("not offered with JAX 0.5.3");
+    expect(none.rows[0]!.reason).toBe("JAX 0.5.3 has no library lock: it offers none");
+    const partial = versionsWithLibraries([{ version: "0.6.2", libraries: [{ name: "optax", version: "0.2.4" }] }, versions[2]]);
+    expect(librariesView(partial, "0.6.2").rows.find((r) => r.name === "flax")!.reason).toBe("not in JAX 0.6.2's library lock");
   });
 
   it("says the worker's versions where they differ from the list", () => {

@@ -61,6 +61,12 @@ def test_backends_list_every_version_installed_or_offered(
     run(client, {"code": CODE, "outputs": NO_TIMING})  # the server learns its worker
     backend = client.get("/api/v1/backends").json()["backends"][0]
     rows = {v["version"]: v for v in backend["versions"]}
+    # each library with what it is, in the curated set's words (the page's popover)
+    assert rows["0.10.2"]["libraries"][0] == {
+        "name": "flax",
+        "version": libraries.offered("0.10.2")["flax"],
+        "what": libraries.BY_NAME["flax"].what,
+    }
     libs = {v: {lib["name"]: lib["version"] for lib in rows[v].pop("libraries")} for v in rows}
     assert rows[DEFAULT] == {
         "version": DEFAULT,

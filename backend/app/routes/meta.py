@@ -99,7 +99,7 @@ def _libraries(version: str, python: str = "") -> list[LibraryInfo]:
     """What the version's committed library lock offers, for the interpreter it runs
     (``python``: "3.13.0", "3.12.1 (would use)"): read from the lock, nothing imported."""
     return [
-        LibraryInfo(name=name, version=v)
+        LibraryInfo(name=name, version=v, what=libraries.BY_NAME[name].what)
         for name, v in libraries.offered(version, python.partition(" ")[0] or None).items()
     ]
 
