@@ -5,11 +5,12 @@ NaN and Inf counts) at the user's line that made it, and the first NaN and Inf f
 An interpreter over the jaxpr, as ``jax.core.eval_jaxpr``: each equation is
 ``primitive.bind(*inputs, **params)``, except that the equations holding a jaxpr are
 stepped into (``jit``, calls, ``checkpoint``, ``custom_jvp``/``custom_vjp``, the taken
-branch of ``cond``, and every iteration of ``scan`` and ``while``). The binds run under
-one ``jax.jit`` per jaxpr stepped (the run's, each loop body, each branch taken) whose
-outputs are every equation's outputs: one XLA compile per jaxpr rather than one per
-primitive dispatched eagerly (grad of a small loss: ~1 s against ~2 s on these
-machines); a loop body's compile serves all its iterations. A differentiated
+branch of ``cond``, and every iteration of ``scan`` and ``while``). A short jaxpr
+stepped (the run's, a loop body, a branch taken: at most ``COMPILED_SEGMENT_MAX``
+equations) is bound under one ``jax.jit`` whose outputs are every equation's outputs:
+one XLA compile rather than one per distinct primitive call, and a loop body's compile
+serves all its iterations; a longer one is dispatched eagerly (XLA's compile of a
+program with every intermediate an output grows faster than its size). A differentiated
 pipeline's jaxpr is the whole computation, backward pass included: JAX names the
 transposed equations' name stacks ``transpose(...)`` (the backward pass) and the
 others of a differentiation ``jvp(...)`` (the forward pass); an equation with
@@ -45,6 +46,9 @@ from sandbox.protocol.requests import SNIPPET_FILENAME
 
 #: A loop of at most this many iterations shows each; a longer one is summarised.
 ITERATIONS_SHOWN = 8
+#: A jaxpr of at most this many equations to walk is compiled whole (one compile, all
+#: its loop's iterations served by it); a longer one is dispatched equation by equation.
+COMPILED_SEGMENT_MAX = 48
 #: The parameter holding the jaxpr of each primitive stepped into like a call.
 CALL_JAXPR_PARAMS = {
     "pjit": "jaxpr",
@@ -416,6 +420,9 @@ class Stepper:
 
         cost_bytes, cost_steps = self._cost(jaxpr)
         left = [self.max_bytes - self.bytes, self.max_steps - self.steps]
+        # nothing past the rows the event can still take (each walked equation is a
+        # row; one more, so that the row budget is the one said to cut)
+        left[1] = min(left[1], self.max_rows - self.live + 1)
         fits = cost_bytes <= left[0] and cost_steps <= left[1]
         key = (id(jaxpr), fits)
         if key not in self._segments or not fits:
@@ -429,7 +436,12 @@ class Stepper:
                     segment.cut = full.reason
                 return out
 
-            segment.fn = jax.jit(evaluate)
+            # XLA's compile of a program whose every intermediate is an output grows
+            # faster than its size (92 equations: 8 s against 2 s eagerly, where the
+            # pipeline's own compile took 1.7 s): a long jaxpr is dispatched equation
+            # by equation, JAX compiling each distinct primitive call once
+            small = min(cost_steps, left[1]) <= COMPILED_SEGMENT_MAX
+            segment.fn = jax.jit(evaluate) if small else evaluate
             self._segments[key] = (jaxpr, segment)
         segment = self._segments[key][1]
         try:
