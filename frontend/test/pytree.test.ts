@@ -154,3 +154,38 @@ describe("the Value pane's tree", async () => {
     expect(groupSummary(root)).toBe("3.00 K params · 11.7 KiB · 2 leafs");
   });
 });
+
+describe("the tree of real values (fixtures: `jaxplay run examples/… --output value --json`)", async () => {
+  const { readFileSync } = await import("node:fs");
+  const { parseEvent } = await import("../src/protocol");
+  const valueOf = (name: string) => {
+    const lines = readFileSync(new URL(`./fixtures/${name}`, import.meta.url), "utf8").split("\n").filter(Boolean);
+    for (const line of lines) {
+      const p = parseEvent(JSON.parse(line));
+      if (p.ok && p.event.type === "value") return p.event;
+    }
+    throw new Error(`${name}: no value event`);
+  };
+
+  it("groups a Flax NNX state by module, each Variable's .value folded into its key", () => {
+    const value = valueOf("flax_nnx_state_value.jsonl");
+    const root = buildTree(value.tree);
+    // each leaf's count and bytes as Flax's own repr of the state says them (`# 24 (96 B)`)
+    const flax = [...value.repr.matchAll(/# (\d+) \((\d+) B\)/g)].map((m) => [Number(m[1]), Number(m[2])]);
+    expect(flax).toHaveLength(4);
+    expect(root.children.flatMap((c) => c.children.map((l) => [l.params, l.bytes]))).toEqual(flax);
+    expect(labels(root)).toEqual({ "": [{ "['hidden']": ["['bias'].value", "['kernel'].value"] }, { "['out']": ["['bias'].value", "['kernel'].value"] }] });
+    // Linear(3, 8) and Linear(8, 1): the counts Flax's own repr gives (`# 8 (32 B)`)
+    expect(root.children.map((c) => [c.params, c.bytes])).toEqual([
+      [8 + 24, (8 + 24) * 4],
+      [1 + 8, 9 * 4],
+    ]);
+    expect(root.params).toBe(41);
+  });
+
+  it("groups an Equinox MLP's gradients by layer", () => {
+    const root = buildTree(valueOf("equinox_grads_value.jsonl").tree);
+    expect(labels(root)).toEqual({ "": [{ ".layers": ["[0]", "[1]", "[2]"].map((k) => ({ [k]: [".weight", ".bias"] })) }] });
+    expect(root.children[0]!.children.map((c) => c.params)).toEqual([16 * 2 + 16, 16 * 16 + 16, 16 + 1]);
+  });
+});
