@@ -477,7 +477,8 @@ class Stepper:
                 f"{len(consts)} and {len(args)}"
             )
         if feed is None:  # a jaxpr of its own (the run's, a loop body's, a branch)
-            feed = self._feed(jaxpr, consts, [a.value for a in args], where)
+            values = [_uniform(a.value, v) for a, v in zip(args, jaxpr.invars, strict=True)]
+            feed = self._feed(jaxpr, consts, values, where)
         for var, const in zip(constvars, consts, strict=True):
             env[var] = _Value(const, None, *_flags(const))
         for var, arg in zip(jaxpr.invars, args, strict=True):
@@ -684,6 +685,23 @@ class Stepper:
             "evaluated_steps": self.steps,
             "notes": self.notes[:8],
         }
+
+
+def _uniform(value: Any, var: Any) -> Any:
+    """``value`` as an array of ``var``'s dtype, strongly typed: a loop's first carry
+    (a literal, a NumPy row) and its later ones (JAX arrays) then trace alike, and its
+    body compiles once."""
+    import jax
+
+    dtype = getattr(getattr(var, "aval", None), "dtype", None)
+    if dtype is None or jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
+        return value
+    if isinstance(value, jax.Array) and value.dtype == dtype and not value.weak_type:
+        return value
+    try:  # on the host: a weakly typed JAX scalar would compile a conversion
+        return np.asarray(value, dtype=dtype)
+    except Exception:  # what NumPy will not make an array of: as it is
+        return value
 
 
 def _index(value: Any, i: int) -> Any:
