@@ -55,7 +55,7 @@ def test_without_the_demand_a_missing_jail_skips_saying_why() -> None:
         "-rs",
         "-p",
         "no:cacheprovider",
-        "tests/sandbox/test_jail.py::test_a_fresh_jailed_run",
+        "tests/jail/test_jail.py::test_a_fresh_jailed_run",
         JAXPLAY_BWRAP="/nonexistent/bwrap",
     )
     out = r.stdout + r.stderr

@@ -1,6 +1,6 @@
 """The library set (sandbox/libraries.py): its committed locks agree with the table,
 and the pre-import leaves a process a zygote can still fork. Jailed runs of library
-code: tests/sandbox/test_libraries.py."""
+code: tests/zygote/test_libraries.py."""
 
 from __future__ import annotations
 

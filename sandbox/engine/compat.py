@@ -2,7 +2,7 @@
 
 Every version runs the same engine; each function here does one thing the way the
 running JAX supports it, and says which versions need which way. They are probed
-by tests/sandbox/test_versions_jail.py on every installed version.
+by tests/pool/test_versions_jail.py on every installed version.
 """
 
 from __future__ import annotations

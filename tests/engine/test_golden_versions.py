@@ -8,7 +8,7 @@ and line), every output it asks for (timing aside: its budget would only add tim
 the default version produced (its golden file) is produced here too, and
 ``accepted`` names that version.
 The engine runs in that version's environment (``python -m sandbox.engine``), the
-way its jailed zygote runs it, without the jail (tests/sandbox/test_versions_jail.py
+way its jailed zygote runs it, without the jail (tests/pool/test_versions_jail.py
 covers the jail).
 """
 

@@ -6,7 +6,7 @@ The compiles need JAX's CUDA plugin, which setup installs only when asked
 (``JAXPLAY_CUDA_EXTRA=1 make setup``; CI does): without it they skip, saying so,
 except where ``JAXPLAY_CUDA_EXTRA=1`` says it must be there. The server's refusal
 is in tests/server/test_deviceless_targets.py, the jail's run in
-tests/sandbox/test_gpu_target_jail.py.
+tests/jail/test_gpu_target_jail.py.
 """
 
 from __future__ import annotations

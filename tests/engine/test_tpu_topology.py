@@ -6,7 +6,7 @@ The compiles need JAX's TPU extra (libtpu, under Google's terms), which setup
 installs only when asked (``JAXPLAY_TPU_EXTRA=1 make setup``; CI does): without it
 they skip, saying so, except where ``JAXPLAY_TPU_EXTRA=1`` says it must be there.
 The server's refusal is in tests/server/test_deviceless_targets.py, the jail's run in
-tests/sandbox/test_tpu_topology_jail.py.
+tests/jail/test_tpu_topology_jail.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The budget's choice of the zygote that gives way, over the pools of several JAX
 versions (sandbox/pool/budget.py); fast: stand-ins for the pools and zygotes, the
-budget's own code. tests/sandbox/test_versions_budget.py does it with real jails."""
+budget's own code. tests/pool/test_versions_budget.py does it with real jails."""
 
 from __future__ import annotations
 

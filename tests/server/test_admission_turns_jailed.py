@@ -16,7 +16,7 @@ from backend.app.errors import Overloaded
 from backend.app.metrics import Metrics
 from sandbox.pool.settings import PoolSettings
 from sandbox.protocol import RunRequest
-from tests.sandbox.conftest import LivePool, make_live_pool
+from tests.support.live_pool import LivePool, make_live_pool
 
 from .conftest import make_settings
 

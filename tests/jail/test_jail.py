@@ -22,7 +22,7 @@ from sandbox.pool.subprocess_pool import SubprocessPool
 from sandbox.pool_registry import AutoOptions
 from sandbox.protocol import RunRequest
 from sandbox.supervisor.jailed import JailedRun
-from tests.sandbox.conftest import TEST_LIMITS, needs_bwrap
+from tests.support.live_pool import TEST_LIMITS, needs_bwrap
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "sandbox.md"
 

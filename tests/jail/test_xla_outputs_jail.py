@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.sandbox.conftest import needs_bwrap
-from tests.sandbox.test_versions_jail import DEFAULT, OTHERS, Versions
+from tests.pool.test_versions_jail import DEFAULT, OTHERS, Versions
+from tests.support.live_pool import needs_bwrap
 
 CODE = """\
 import jax

@@ -26,7 +26,7 @@ from sandbox.pool.versioned import VersionedPool
 from sandbox.pool.zygote_pool import ZygotePool
 from sandbox.protocol import RunRequest
 from sandbox.versions import default_version, installed, version_key
-from tests.sandbox.conftest import TEST_LIMITS, needs_bwrap
+from tests.support.live_pool import TEST_LIMITS, needs_bwrap
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSIONS_DIR = Path(os.environ.get("JAXPLAY_JAX_VERSIONS_DIR") or ROOT / ".jaxplay" / "versions")

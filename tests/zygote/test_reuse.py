@@ -19,8 +19,8 @@ import pytest
 
 from sandbox.protocol import RunRequest
 from sandbox.zygote import watch as state_watch
-from tests.sandbox.conftest import LivePool, Result
-from tests.sandbox.test_compile_cache import SHOWN, VOLATILE
+from tests.jail.test_compile_cache import SHOWN, VOLATILE
+from tests.support.live_pool import LivePool, Result
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOWN_KINDS = ("jaxpr", "stablehlo", "hlo", "value", "cost")

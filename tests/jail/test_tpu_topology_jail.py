@@ -1,7 +1,7 @@
 """A deviceless TPU compile through the real jail (bubblewrap, seccomp, cgroups, the
 test limits): libtpu loads with nothing the jail does not give every run but
 ``/sys/devices/system/cpu/possible`` (docs/sandbox.md; the jail has no network, as
-tests/sandbox/test_hostile.py holds), and its start-up warnings stay out of the
+tests/jail/test_hostile.py holds), and its start-up warnings stay out of the
 run's output."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from sandbox import tpu_extra
 from sandbox.jail.bwrap import Runtime
 from tests.engine.test_tpu_topology import MESH, needs_extra
-from tests.sandbox.conftest import LivePool, needs_bwrap
+from tests.support.live_pool import LivePool, needs_bwrap
 
 pytestmark = [needs_bwrap, needs_extra]
 

@@ -20,7 +20,7 @@ import pytest
 from sandbox.jail.jail import Jailer, JailUnavailable
 from sandbox.jail.settings import JailConfig
 from sandbox.jail.uids import CAP_KILL, CAP_SETGID, CAP_SETUID, Capabilities, can_switch_uids
-from tests.sandbox.conftest import TEST_LIMITS, needs_bwrap
+from tests.support.live_pool import TEST_LIMITS, needs_bwrap
 
 ROOT = Path(__file__).resolve().parents[2]
 THREE = 1 << CAP_SETUID | 1 << CAP_SETGID | 1 << CAP_KILL
@@ -128,7 +128,7 @@ def inotify_instances(pid: int) -> int:
 
 
 def probe(cgroup_root: str) -> tuple[dict[str, Any], dict[int, int], list[bool]]:
-    """tests/sandbox/uid_worker_probe.py as a container's worker: uid WORKER_UID in the
+    """tests/jail/uid_worker_probe.py as a container's worker: uid WORKER_UID in the
     jail users' group (the way to this host's runtime under /root), the three
     capabilities ambient and nothing else, no-new-privileges. Its report, the inotify
     instances each jail process held meanwhile, and whether it closed each jail."""
@@ -138,7 +138,7 @@ def probe(cgroup_root: str) -> tuple[dict[str, Any], dict[int, int], list[bool]]
         ["setpriv", f"--reuid={WORKER_UID}", f"--regid={group}", "--clear-groups",
          f"--inh-caps={three}", f"--ambient-caps={three}", f"--bounding-set={three}",
          "--no-new-privs", "--",
-         str(ROOT / ".venv/bin/python"), "-m", "tests.sandbox.uid_worker_probe",
+         str(ROOT / ".venv/bin/python"), "-m", "tests.jail.uid_worker_probe",
          str(UID_BASE), cgroup_root],
         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,

@@ -15,8 +15,8 @@ from sandbox.pool.base import PoolFull
 from sandbox.protocol import TAMPERED_REASON, RunRequest
 from sandbox.zygote.handle import PRISTINE, Zygote
 from sandbox.zygote.run import ZygoteRun
-from tests.sandbox.conftest import LivePool, Result
-from tests.sandbox.test_reuse import run as tenant_run
+from tests.support.live_pool import LivePool, Result
+from tests.zygote.test_reuse import run as tenant_run
 
 #: What a run of a function shows only from the engine's own compile and execute:
 #: its value, from the jitted function (compiled through the persistent cache).

@@ -6,7 +6,7 @@ the run's output."""
 from __future__ import annotations
 
 from tests.engine.test_gpu_target import ARGS, BODY, CODE, needs_plugin
-from tests.sandbox.conftest import LivePool, needs_bwrap
+from tests.support.live_pool import LivePool, needs_bwrap
 
 pytestmark = [needs_bwrap, needs_plugin]
 

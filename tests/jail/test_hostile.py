@@ -26,7 +26,7 @@ import pytest
 
 from sandbox.jail.compile_cache import CACHE_DIR
 from sandbox.protocol import EVENT_MODELS
-from tests.sandbox.conftest import CANARY, TEST_LIMITS, LivePool, Result, needs_bwrap
+from tests.support.live_pool import CANARY, TEST_LIMITS, LivePool, Result, needs_bwrap
 
 pytestmark = [needs_bwrap, pytest.mark.slow]
 

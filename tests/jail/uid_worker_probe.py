@@ -1,4 +1,4 @@
-"""Run by tests/sandbox/test_jail_uids.py as a worker container's worker runs: an
+"""Run by tests/jail/test_jail_uids.py as a worker container's worker runs: an
 unprivileged uid holding CAP_SETUID, CAP_SETGID and CAP_KILL as ambient capabilities
 (docker/worker-entrypoint.sh). Starts two jails on numbered uids, one holding every
 inotify instance its uid may have while the other makes one, prints a JSON line
@@ -6,7 +6,7 @@ with what each jail's processes are (seen from outside, as far as this uid may
 see), waits for a line on stdin (the test looks meanwhile, as root), closes the
 jails and prints a last JSON line.
 
-    python -m tests.sandbox.uid_worker_probe UID_BASE CGROUP_ROOT
+    python -m tests.jail.uid_worker_probe UID_BASE CGROUP_ROOT
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pytest
 from sandbox.protocol import RunRequest
 from sandbox.zygote import kernel_view
 from sandbox.zygote.handle import Zygote
-from tests.sandbox.conftest import TEST_POOL, LivePool, make_live_pool, needs_bwrap
+from tests.support.live_pool import TEST_POOL, LivePool, make_live_pool, needs_bwrap
 
 pytestmark = [needs_bwrap, pytest.mark.slow]
 

@@ -22,7 +22,7 @@ from sandbox.pool.versioned import pool_for_environment
 from sandbox.pool.zygote_pool import ZygotePool
 from sandbox.protocol import RunRequest
 from sandbox.versions import default_environment
-from tests.sandbox.conftest import TEST_LIMITS, TEST_POOL, needs_bwrap
+from tests.support.live_pool import TEST_LIMITS, TEST_POOL, needs_bwrap
 
 pytestmark = [needs_bwrap, pytest.mark.slow]
 

@@ -8,8 +8,8 @@ import textwrap
 from typing import Any
 
 from sandbox.jail.compile_cache import CACHE_DIR
-from tests.sandbox.conftest import LivePool
-from tests.sandbox.test_hostile import PRELUDE
+from tests.jail.test_hostile import PRELUDE
+from tests.support.live_pool import LivePool
 
 #: Eager operations (each compiled, so each a cache entry) and a pipeline whose
 #: every shown output must not depend on the cache.

@@ -15,7 +15,7 @@ import pytest
 
 from sandbox.pool.base import PoolFull
 from sandbox.protocol import RunRequest
-from tests.sandbox.conftest import TEST_LIMITS, TEST_POOL, LivePool, make_live_pool, needs_bwrap
+from tests.support.live_pool import TEST_LIMITS, TEST_POOL, LivePool, make_live_pool, needs_bwrap
 from tests.support.ports import wait_for
 from tests.support.processes import alive, descendants
 
@@ -211,7 +211,7 @@ def test_a_runtime_under_tmp_survives_the_wipe() -> None:
     from sandbox.jail.jail import Jailer
     from sandbox.jail.settings import JailConfig
     from sandbox.pool.zygote_pool import ZygotePool
-    from tests.sandbox.conftest import TEST_LIMITS
+    from tests.support.live_pool import TEST_LIMITS
 
     base = Path(tempfile.mkdtemp(prefix="jaxplay-runtime-"))  # the jail user must reach it
     lib = base / "deep" / "lib"

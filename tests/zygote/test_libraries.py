@@ -22,7 +22,7 @@ import pytest
 from sandbox import libraries
 from sandbox.protocol import RunRequest
 from tests.gates import skip_without_jail
-from tests.sandbox.conftest import TEST_LIMITS, TEST_POOL, LivePool, Result, make_live_pool
+from tests.support.live_pool import TEST_LIMITS, TEST_POOL, LivePool, Result, make_live_pool
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "tests" / "golden" / "reference.py"

@@ -1,5 +1,6 @@
-"""Shared fixtures: a real jailed warm pool on its own event loop, and checks that
-nothing of a run is left behind."""
+"""A real jailed warm pool on its own event loop (LivePool, make_live_pool, and the
+module-scoped fixtures live_pool and degraded_pool that tests/conftest.py offers every
+test), and the checks that nothing of a run is left behind."""
 
 from __future__ import annotations
 

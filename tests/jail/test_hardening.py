@@ -21,7 +21,8 @@ from sandbox.jail.settings import JailConfig
 from sandbox.pool.zygote_pool import ZygotePool
 from sandbox.protocol import RunRequest
 from sandbox.zygote.handle import Zygote
-from tests.sandbox.conftest import (
+from tests.jail.test_hostile import PRELUDE
+from tests.support.live_pool import (
     TEST_LIMITS,
     TEST_POOL,
     LivePool,
@@ -29,7 +30,6 @@ from tests.sandbox.conftest import (
     make_live_pool,
     needs_bwrap,
 )
-from tests.sandbox.test_hostile import PRELUDE
 
 pytestmark = [needs_bwrap, pytest.mark.slow]
 
