@@ -42,7 +42,8 @@ def plain_cell(body: dict[str, Any]) -> None:
     g = namespace["f"]
     for t in body.get("transforms", []):
         g = transforms[t["name"]](g, **{k: v for k, v in t.items() if k != "name"})
-    args = eval(body.get("args") or "()", {"jax": jax, "jnp": jnp})
+    # the args may name the cell's own globals (a model's params), as jaxplay's may
+    args = eval(body.get("args") or "()", {**namespace, "jax": jax, "jnp": jnp})
     if "jaxpr" in outputs:
         jax.make_jaxpr(g)(*args)
     if outputs & {"stablehlo", "hlo", "cost"}:
