@@ -34,7 +34,8 @@ export function importLine(name: string): string {
 
 /** Where `line` goes in `code`: after a leading shebang, encoding line, comments,
  * a module docstring and `from __future__` imports (which must come first), before
- * anything else. null when the code already has the line. */
+ * anything else (past blank lines, when the code's own imports follow them). null
+ * when the code already has the line. */
 export function importInsertion(code: string, line: string): { at: number; insert: string } | null {
   const lines = code.split("\n");
   if (lines.some((l) => l.trim() === line)) return null;
@@ -72,6 +73,11 @@ export function importInsertion(code: string, line: string): { at: number; inser
     }
     break;
   }
+  // past blank lines to the code's own imports, when they come next: the line joins them
+  let j = i;
+  let atImports = at;
+  while (j < lines.length && lines[j]!.trim() === "") atImports += lines[j++]!.length + 1;
+  if (j > i && j < lines.length && /^(import|from)\s/.test(lines[j]!)) at = atImports;
   if (at > code.length) return { at: code.length, insert: `\n${line}\n` };
   return { at, insert: `${line}\n` };
 }

@@ -44,6 +44,8 @@ describe("inserting an import", () => {
     expect(withImport(code, "equinox")).toBe(code.replace("import jax", "import equinox as eqx\nimport jax"));
     expect(withImport('"""one line."""\nx = 1', "chex")).toBe('"""one line."""\nimport chex\nx = 1');
     expect(withImport("# only a comment", "chex")).toBe("# only a comment\nimport chex\n");
+    expect(withImport("# header\n\nimport jax\n", "optax")).toBe("# header\n\nimport optax\nimport jax\n");
+    expect(withImport("# header\n\nx = 1\n", "optax")).toBe("# header\nimport optax\n\nx = 1\n");
   });
 
   it("never goes inside an unterminated docstring", () => {

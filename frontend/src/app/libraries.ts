@@ -56,7 +56,12 @@ export class LibrariesPopover {
   private toggle(open: boolean): void {
     this.panel.hidden = !open;
     this.button.setAttribute("aria-expanded", String(open));
-    if (open) this.render();
+    if (!open) return;
+    this.render();
+    // kept inside the window: shifted left by what would overflow on the right
+    this.panel.style.left = "0px";
+    const over = this.panel.getBoundingClientRect().right - (document.documentElement.clientWidth - 8);
+    if (over > 0) this.panel.style.left = `${-Math.min(over, this.panel.getBoundingClientRect().left)}px`;
   }
 
   private render(): void {
