@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 
+from sandbox.libraries import installed_here
+
 from .conftest import ROOT, Server
 
 FINAL = "[data-status=ok],[data-status=error],[data-status=cancelled],[data-status=timeout],[data-status=killed]"
@@ -361,6 +363,17 @@ def test_every_example_runs_as_it_should(page: Any) -> None:
         page.select_option("#examples", example)
         want = "error" if example == "sharp-bit" else "ok"
         assert wait_done(page) == want, (example, page.inner_text("#panel-errors"))
+        if example == "flax-nnx-step":  # an nnx.State: the Value pane's tree, per module
+            page.click("#tab-value")
+            tree = page.inner_text("#panel-value .value-tree")
+            assert "['hidden']" in tree and "['kernel'].value" in tree, tree
+            # Linear(3, 8) + Linear(8, 1): 41 parameters (Flax's repr: 8 + 24 + 1 + 8)
+            assert "41 params" in tree, tree
+            page.click(".libs-btn")  # the libraries popover: this JAX's flax, what the run had
+            flax = page.inner_text(".libs-popover li[data-library=flax]")
+            assert installed_here()["flax"] in flax, flax
+            page.keyboard.press("Escape")
+            page.click("#tab-jaxpr")
         if example == "pmap":
             assert "4 devices" in page.inner_text(".worker")
             assert "pmap" in output_text(page, "jaxpr") or "shard_map" in output_text(page, "jaxpr")
