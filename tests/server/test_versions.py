@@ -2,7 +2,7 @@
 
 The pools are fakes (sandbox.pool.fake, one per version, each reporting its version
 in ``accepted``) over environments that are only stamp files: what is tested here is
-the server's side. tests/sandbox/test_versions_jail.py runs real versions in the jail.
+the server's side. tests/pool/test_versions_jail.py runs real versions in the jail.
 """
 
 from __future__ import annotations
