@@ -93,6 +93,9 @@ def _dump(model: BaseModel) -> ValidEvent:
     for name in _ABSENT_UNLESS_SET:
         if event.get(name, 0) is None:
             del event[name]
+    worker = event.get("worker")
+    if isinstance(worker, dict) and worker.get("libraries", 0) is None:
+        del worker["libraries"]  # absent unless the worker says them, like the above
     return event
 
 

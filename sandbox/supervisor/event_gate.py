@@ -121,9 +121,7 @@ class EventGate:
     def _accepted(self, event: dict[str, Any]) -> dict[str, Any]:
         if self.passed:
             raise BadEvent("an accepted that is not the first event")
-        # the model's optional fields left out when absent (``libraries``: a pool
-        # whose worker does not say them), as every event leaves them out
-        worker = {k: v for k, v in event["worker"].items() if v is not None}
+        worker = event["worker"]
         if self._identify is not None:
             worker = self._identify(worker)
         wanted = self._request.backend
