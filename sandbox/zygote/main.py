@@ -257,7 +257,8 @@ class ZygoteProcess:
         except ValueError:
             return
         if isinstance(described, dict) and all(
-            isinstance(k, str) and isinstance(v, str | int) for k, v in described.items()
+            isinstance(k, str) and (isinstance(v, str | int) or _names(v))
+            for k, v in described.items()
         ):
             self.identity = described
 
@@ -480,6 +481,13 @@ def _message(sock: socket.socket) -> tuple[dict[str, Any] | None, bool]:
     except ValueError:
         return None, False
     return (message if isinstance(message, dict) else None), False
+
+
+def _names(value: object) -> bool:
+    """A map of names to versions (the description's ``libraries``)."""
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
 
 
 def _check_report(sock: socket.socket, token: str) -> str:

@@ -230,6 +230,7 @@ def test_the_accepted_worker_is_the_zygote_s_whatever_a_kept_process_was_made_to
     assert zygote.info is not None and zygote.info.worker is not None
     hello = zygote.info.worker
     assert hello["platform"] == "cpu" and hello["device_kind"] == "cpu", hello
+    assert "flax" in hello["libraries"], hello  # the hello's libraries too, not the run's
     # ...but the worker relayed is what the zygote said before any run
     assert accepted["worker"] == dict(hello, devices=1), accepted
     assert first.result.of("accepted")[0]["worker"] == accepted["worker"]
