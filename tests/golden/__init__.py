@@ -47,7 +47,6 @@ __all__ = [
     "load_golden",
     "parallel",
     "request_of",
-    "run_engine",
     "run_reference",
     "to_golden",
 ]
@@ -100,40 +99,6 @@ def run_reference(name: str, timeout: float = 180) -> dict[str, Any]:
         )
     result: dict[str, Any] = json.loads(proc.stdout)
     return result
-
-
-def jaxplay_command() -> list[str]:
-    """The console script of the venv this test runs in."""
-    script = Path(sys.executable).parent / "jaxplay"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "backend.cli"]
-
-
-def run_engine(request: dict[str, Any], timeout: float = 180) -> dict[str, Any]:
-    """``jaxplay run --request - --json``: the events, the exit code and stderr."""
-    proc = subprocess.run(
-        [*jaxplay_command(), "run", "--request", "-", "--json"],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=_lean_env(),
-        cwd=ROOT,
-    )
-    events = []
-    bad_lines = []
-    for line in proc.stdout.splitlines():
-        if not line.strip():
-            continue
-        try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            bad_lines.append(line)
-    return {
-        "events": events,
-        "bad_lines": bad_lines,
-        "returncode": proc.returncode,
-        "stderr": proc.stderr,
-    }
 
 
 def parallel(fn: Callable[[T], R], items: Iterable[T], workers: int = 2) -> dict[T, Any]:
