@@ -7,17 +7,18 @@ case ends as its expectations say (``ok``, or the same error kind at the same st
 and line), every output it asks for (timing aside: its budget would only add time)
 the default version produced (its golden file) is produced here too, and
 ``accepted`` names that version.
-The engine runs in that version's environment (``python -m sandbox.engine``), the
-way its jailed zygote runs it, without the jail (tests/pool/test_versions_jail.py
+The engine runs in that version's environment (a warm engine on its interpreter:
+JAX imported once, a child forked per case), the way its jailed zygote runs it,
+without the jail (tests/pool/test_versions_jail.py
 covers the jail).
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import os
-import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from sandbox.protocol import RunRequest  # noqa: E402
-from sandbox.supervisor import worker_message  # noqa: E402
 from sandbox.versions import installed  # noqa: E402
 from tests.gates import missing_requirement  # noqa: E402
 from tests.golden import case_names, load_case, load_golden, parallel, request_of  # noqa: E402
+from tests.support.warm_engine import WarmEngine  # noqa: E402
 
 VERSIONS_DIR = Path(os.environ.get("JAXPLAY_JAX_VERSIONS_DIR") or ROOT / ".jaxplay" / "versions")
 OTHERS = {v: env for v, env in installed(VERSIONS_DIR).items() if not env.default}
@@ -44,19 +45,10 @@ def _request(case: str) -> RunRequest:
     return RunRequest.model_validate(data)
 
 
-def _run(item: tuple[str, str]) -> list[dict[str, Any]]:
+def _run(engines: dict[str, WarmEngine], item: tuple[str, str]) -> list[dict[str, Any]]:
     version, case = item
-    proc = subprocess.run(
-        [OTHERS[version].python, "-I", "-m", "sandbox.engine"],
-        input=worker_message(f"{version}-{case}", _request(case)),
-        capture_output=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-    events = [
-        json.loads(line) for line in proc.stdout.decode().splitlines() if line.startswith("{")
-    ]
-    assert events and events[-1]["type"] == "done", proc.stderr.decode()[-2000:]
+    events = engines[version].run(_request(case))
+    assert events and events[-1]["type"] == "done", events[-3:]
     return events
 
 
@@ -67,9 +59,17 @@ def _older(version: str, since: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def results() -> dict[tuple[str, str], Any]:
-    items = [(v, case) for v in OTHERS for case in CASES]
-    return parallel(_run, items, workers=2)
+def results() -> Iterator[dict[tuple[str, str], Any]]:
+    # one warm engine per version (its JAX imported once, a child forked per case)
+    engines = {v: WarmEngine(python=env.python) for v, env in OTHERS.items()}
+    try:
+        for engine in engines.values():
+            engine.start()
+        items = [(v, case) for v in OTHERS for case in CASES]
+        yield parallel(functools.partial(_run, engines), items, workers=2)
+    finally:
+        for engine in engines.values():
+            engine.stop()
 
 
 def test_another_version_is_installed() -> None:

@@ -39,7 +39,9 @@ CLIENT = Path(__file__).with_name("warm_engine_client.py")
 class WarmEngine:
     """The test side: start() the engine process, run(request) -> its events, stop()."""
 
-    def __init__(self) -> None:
+    def __init__(self, python: str = sys.executable) -> None:
+        """``python``: the engine's interpreter (another JAX version's environment)."""
+        self.python = python
         self.dir = Path(tempfile.mkdtemp(prefix="jaxplay-warm-engine-"))
         self.socket = self.dir / "engine.sock"
         self.log = self.dir / "engine.log"
@@ -52,7 +54,7 @@ class WarmEngine:
         self.worker.chmod(0o755)
 
     def start(self, timeout_s: float = 120.0) -> WarmEngine:
-        argv = [sys.executable, "-m", "tests.support.warm_engine", str(self.socket)]
+        argv = [self.python, "-m", "tests.support.warm_engine", str(self.socket)]
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=log)
         deadline = time.monotonic() + timeout_s
