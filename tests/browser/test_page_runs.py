@@ -55,7 +55,7 @@ def ok(page: Any) -> bool:
 
 
 def wait_runs(page: Any, n: int) -> None:
-    page.wait_for_function("n => window.jaxplay.runsSent() >= n", arg=n)
+    page.wait_for_function("n => window.jaxplay?.runsSent() >= n", arg=n)
 
 
 def test_one_run_per_key_press_or_click_wherever_the_focus_is(browser: Any, server: Any) -> None:
@@ -265,7 +265,7 @@ def test_outputs_pending_in_the_embedded_answer_come_from_a_live_run(
     request runs as usual and brings them, the painted outputs kept meanwhile."""
     context, page, frames = _initial_page(browser, server, "ok", pending=["timing"])
     try:
-        page.wait_for_function("() => window.jaxplay.runsSent() === 1")
+        page.wait_for_function("() => window.jaxplay?.runsSent() === 1")
         assert page.evaluate("window.jaxplay.text('jaxpr')") is not None
         page.wait_for_selector(".run-status[data-status=running], .run-status[data-status=ok]")
         page.wait_for_function(
