@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -301,7 +302,12 @@ def test_frontend_dist_is_served_when_built(
 # --- meta ---------------------------------------------------------------------------
 
 
-def test_backends_health_metrics(client: TestClient) -> None:
+def test_backends_health_metrics(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Other tests of this process may import JAX to compute what JAX says; the server
+    # process never does (tests/test_layering.py starts one to prove it): here, that
+    # /healthz reports it from the process's modules.
+    for name in [m for m in sys.modules if m == "jax" or m.startswith("jax.")]:
+        monkeypatch.delitem(sys.modules, name)
     assert client.get("/healthz").json()["jax_imported"] is False
     before = client.get("/api/v1/backends").json()["backends"]
     assert before[0]["name"] == "auto" and before[0]["queue_length"] == 0
