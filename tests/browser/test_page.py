@@ -374,6 +374,28 @@ def test_every_example_runs_as_it_should(page: Any) -> None:
             assert installed_here()["flax"] in flax, flax
             page.keyboard.press("Escape")
             page.click("#tab-jaxpr")
+        if example == "pallas-tiled-matmul":  # the Kernels tab: IRs and the grid map
+            page.click("#tab-kernels")
+            kernel = page.locator("#panel-kernels article.kernel").first
+            titles = kernel.locator("summary").all_inner_texts()
+            assert any("Mosaic-TPU" in t for t in titles), titles
+            assert any("Triton IR" in t for t in titles), titles
+            # grid point (1, 1) reads x's row block 1 and y's column block 1
+            kernel.locator(".kernel-cell[data-point='3']").hover()
+            touched = kernel.locator(".kernel-touched").inner_text()
+            assert touched.startswith("(1, 1)"), touched
+            assert "[128:256, 0:256]" in touched and "[0:256, 128:256]" in touched, touched
+            assert kernel.locator(".kernel-block[visibility=visible]").count() == 3
+            page.click("#tab-jaxpr")
+        if example == "profile-mlp":  # the Profile tab: rows of the run's HLO, at lines
+            page.click("#tab-profile")
+            summary = page.locator("[data-testid=profile-summary]").first.inner_text()
+            assert "calls profiled" in summary, summary
+            rows = page.locator("#panel-profile table.profile tbody tr")
+            assert rows.count() >= 1
+            lines = rows.locator("td:nth-child(6)").all_inner_texts()
+            assert any(t.strip().isdigit() for t in lines), lines  # tied to a code line
+            page.click("#tab-jaxpr")
         if example == "pmap":
             assert "4 devices" in page.inner_text(".worker")
             assert "pmap" in output_text(page, "jaxpr") or "shard_map" in output_text(page, "jaxpr")
