@@ -141,8 +141,7 @@ class ZygotePool:
         running = self.budget.running()  # every JAX version's: one machine's places
         if len(running) >= self.budget.places:
             raise PoolFull(f"{len(running)} runs in progress", retry_after_s=1.0)
-        z = self._pick_pristine() if pristine else self._pick(tenant)
-        self._place(z, running)
+        z = self._choose(tenant, pristine, running)
         jl = self.jailer.limits
         run = ZygoteRun(
             z,
@@ -163,10 +162,16 @@ class ZygotePool:
         (PoolFull if none is free now)."""
         if self._closing:
             raise PoolFull("the pool is closing", retry_after_s=5.0)
-        z = self._pick_pristine() if pristine else self._pick(tenant)
-        self._place(z, [o for o in self.budget.running() if o.run is not run])
+        z = self._choose(tenant, pristine, [o for o in self.budget.running() if o.run is not run])
         z.reserve(run)
         self.changed()
+        return z
+
+    def _choose(self, tenant: str, pristine: bool, running: list[Zygote]) -> Zygote:
+        """The zygote a run of ``tenant`` (or a pristine run) takes, on CPUs clear of
+        ``running``."""
+        z = self._pick_pristine() if pristine else self._pick(tenant)
+        self._place(z, running)
         return z
 
     def _place(self, z: Zygote, running: list[Zygote]) -> None:
