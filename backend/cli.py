@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from backend import serve_cli, settings_cli, versions_cli, worker_cli
 from backend.cli_common import validation_problems
 from backend.render import render_event
-from sandbox.pool.base import RunsVersions
+from sandbox.pool.base import ChoosesLibraries, RunsVersions
 from sandbox.protocol import OUTPUTS, RunRequest
 from sandbox.protocol.checks import CHECK_NAMES
 
@@ -118,6 +118,19 @@ def _build_request(
     raise AssertionError("unreachable")
 
 
+def _parse_libraries(given: list[str] | None) -> dict[str, str] | None:
+    """``--library optax=0.2.6`` (repeatable): library -> version."""
+    if not given:
+        return None
+    chosen: dict[str, str] = {}
+    for item in given:
+        name, sep, version = item.partition("=")
+        if not sep or not name or not version:
+            _fail(f"--library {item!r}: write NAME=VERSION (optax=0.2.6)")
+        chosen[name.strip()] = version.strip()
+    return chosen
+
+
 async def _local_events(request: RunRequest) -> AsyncGenerator[dict[str, Any], None]:
     """The run in the local jailed pool: the ``auto`` pool, which refuses to run without
     the jail unless JAXPLAY_UNSAFE_NO_JAIL is set, and then says so loudly."""
@@ -129,6 +142,8 @@ async def _local_events(request: RunRequest) -> AsyncGenerator[dict[str, Any], N
     if isinstance(pool, RunsVersions):
         # a version not installed: refused before any jail starts
         pool.resolve_version(request.jax_version)
+    if isinstance(pool, ChoosesLibraries):  # a library version not offered: the same
+        pool.resolve_libraries(request.jax_version, request.libraries)
     await pool.start()
     try:
         handle = await pool.submit(request, tenant="cli")
@@ -187,6 +202,10 @@ def run(
         str | None,
         typer.Option(help="The JAX version to run on (default: the default; `jaxplay versions`)."),
     ] = None,
+    library: Annotated[
+        list[str] | None,
+        typer.Option(help="Another version of a library: optax=0.2.6 (`jaxplay versions`)."),
+    ] = None,
     mesh: Annotated[
         str | None,
         typer.Option(help="A device mesh: 2x2:x,y (sizes:names[:types]) or its JSON object."),
@@ -234,6 +253,7 @@ def run(
         "devices": devices,
         "timeout_s": timeout,
         "jax_version": jax_version,
+        "libraries": _parse_libraries(library),
         "mesh": _parse_mesh(mesh) if mesh else None,
         "in_shardings": _parse_specs("--in-sharding", in_sharding),
         "out_shardings": _parse_specs("--out-sharding", out_sharding),
@@ -271,12 +291,13 @@ def run(
     except Exception as exc:
         from backend.app.pools import PoolConfigError
         from backend.client import ServerError
+        from sandbox.library_choices import LibraryUnavailable
         from sandbox.pool.versioned import VersionUnavailable
 
         if isinstance(exc, PoolConfigError):  # e.g. no jail: what is missing
             typer.echo(f"jaxplay: {exc.__cause__ or exc}", err=True)
             raise typer.Exit(1)
-        if isinstance(exc, VersionUnavailable):
+        if isinstance(exc, (VersionUnavailable, LibraryUnavailable)):
             typer.echo(f"jaxplay: {exc}", err=True)
             raise typer.Exit(EXIT_BAD_REQUEST)
         if not isinstance(exc, ServerError):

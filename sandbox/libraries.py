@@ -193,6 +193,8 @@ def installed(prefix: str | Path) -> dict[str, str]:
 
 
 _HERE: dict[str, str] | None = None
+#: written last into a library overlay (sandbox/library_choices.py): it is complete
+OVERLAY_STAMP = ".jaxplay-overlay"
 
 
 def installed_here() -> dict[str, str]:
@@ -200,8 +202,26 @@ def installed_here() -> dict[str, str]:
     ``accepted`` says them on every run, and the result cache's key covers them)."""
     global _HERE
     if _HERE is None:
-        _HERE = installed(sys.prefix)
+        _HERE = {**installed(sys.prefix), **overlaid(sys.path)}
     return dict(_HERE)
+
+
+def overlaid(path: Iterable[str]) -> dict[str, str]:
+    """The table's libraries in the overlay directories on ``path`` (``sys.path``):
+    another version of a library, put before the environment's own by a request's
+    choice (sandbox/library_choices.py); the first found wins, as for an import."""
+    wanted = {canonical(lib.name): lib.name for lib in LIBRARIES}
+    found: dict[str, str] = {}
+    for entry in path:
+        directory = Path(entry or ".")
+        if not (directory / OVERLAY_STAMP).is_file():
+            continue
+        for info in directory.glob("*.dist-info"):
+            dist, _, version = info.name.removesuffix(".dist-info").partition("-")
+            name = wanted.get(canonical(dist))
+            if name is not None:
+                found.setdefault(name, version)
+    return found
 
 
 # --- importing the set before the fork -----------------------------------------------

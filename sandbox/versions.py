@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sandbox
-from sandbox import libraries
+from sandbox import libraries, library_choices
 from sandbox.protocol import JAX_VERSION_PATTERN
 
 _VERSION = re.compile(JAX_VERSION_PATTERN)
@@ -523,6 +523,9 @@ def _install_libraries(
     pinned = libraries.lock_path(env.version, env.python_version, locks)
     stamp_path = Path(env.prefix) / STAMP
     stamp = json.loads(stamp_path.read_text())
+    # the other versions of some libraries a request may pick, each in an overlay of
+    # its own (sandbox/library_choices.py): those not installed yet
+    library_choices.install(env.version, env.python_version, env.python, locks=locks, say=say)
     if not pinned.is_file() or stamp.get("libraries_lock") == pinned.name:
         return
     say(f"jax {env.version}: the libraries: pip install --require-hashes -r {pinned}")

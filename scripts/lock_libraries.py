@@ -3,6 +3,7 @@
     .venv/bin/python scripts/lock_libraries.py 0.12.0.1 0.10.2   # resolve and write
     .venv/bin/python scripts/lock_libraries.py --all             # every version with a lock
     .venv/bin/python scripts/lock_libraries.py --check           # offline drift check
+    .venv/bin/python scripts/lock_libraries.py --alternatives 0.12.0.1  # its alternatives
 
 For each committed version lock (``sandbox/version_locks/jax-V-pyM-MACHINE.txt``) it
 resolves, with pip's resolver in a scratch environment of that interpreter, the
@@ -31,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox import libraries
+from sandbox import libraries, library_choices
 from sandbox.versions import LOCKS, find_python
 
 PIP_TIMEOUT_S = 900
@@ -131,6 +132,105 @@ def lock_one(base: Path, say=print, locks: Path = LOCKS) -> Path:
     return path
 
 
+def lock_alternatives(base: Path, say=print, locks: Path = LOCKS) -> Path | None:
+    """Resolve the alternatives ``library_choices.ALTERNATIVES`` lists for ``base``'s
+    JAX version, each with pip together with the version's own pins and the rest of its
+    library set (pinned): each must need nothing but itself (it is installed alone, as
+    an overlay over the set). Writes ``alternatives-jax-...``; None where none is listed."""
+    version, minor, base_pins = parse_base(base)
+    wanted = library_choices.ALTERNATIVES.get(version, {})
+    if not wanted:
+        return None
+    found = find_python([minor])
+    if found is None:
+        raise SystemExit(f"jax {version}: no Python {minor} here to resolve with")
+    lock = libraries.read_lock(libraries.lock_path(version, minor, locks))
+    defaults = lock.offered()
+    lines = []
+    with tempfile.TemporaryDirectory(prefix="jaxplay-altlock-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        subprocess.run([found[0], "-m", "venv", str(tmp / "venv")], check=True)
+        venv_python = str(tmp / "venv" / "bin" / "python")
+        for name, versions in wanted.items():
+            if name not in defaults:
+                raise SystemExit(f"jax {version}: {name} is not in its library set")
+            rest = {n: v for n, (v, _) in lock.pins.items() if n != libraries.canonical(name)}
+            pinned = [f"{n}=={v}" for n, v in sorted({**base_pins, **rest}.items())]
+            for alt in versions:
+                if alt == defaults[name]:
+                    raise SystemExit(f"jax {version}: {name} {alt} is the default already")
+                say(f"jax {version}: resolving {name}=={alt} with the set")
+                resolved, why = _resolve(venv_python, [*pinned, f"{name}=={alt}"], tmp)
+                if why:
+                    raise SystemExit(f"jax {version}: {name} {alt} does not resolve: {why}")
+                for item in resolved:
+                    meta, info = item["metadata"], item.get("download_info") or {}
+                    got = libraries.canonical(meta["name"])
+                    if got != libraries.canonical(name):
+                        if {**base_pins, **rest}.get(got) != meta["version"]:
+                            raise SystemExit(
+                                f"jax {version}: {name} {alt} needs {got} {meta['version']}: "
+                                "an overlay holds only the library itself"
+                            )
+                        continue
+                    digest = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
+                    if not digest:
+                        raise SystemExit(f"jax {version}: pip gave no sha256 for {name} {alt}")
+                    lines.append(f"{got}=={alt} --hash=sha256:{digest}")
+    path = library_choices.lock_path(version, minor, locks)
+    header = [
+        f"# Alternative library versions (sandbox/library_choices.py) for jax {version}, "
+        f"CPython {minor} on {platform.machine()}: each resolved with {base.name} and the rest "
+        "of its library set, pinned by hash.",
+        "# Made by scripts/lock_libraries.py --alternatives; each installed alone "
+        "(pip --no-deps --require-hashes --target .jaxplay/libs/<jax>/<name>-<version>).",
+    ]
+    path.write_text("\n".join(header + lines) + "\n")
+    say(f"jax {version}: wrote {path.name}: {' '.join(ln.split()[0] for ln in lines)}")
+    return path
+
+
+def check_alternatives(where: Path = LOCKS) -> list[str]:
+    """What is wrong with the committed alternatives locks (empty: nothing): each must
+    belong to a library lock, list exactly what ALTERNATIVES lists for its version, and
+    offer versions other than the set's own."""
+    problems: list[str] = []
+    found = sorted(where.glob(f"alternatives-jax-*-py*-{platform.machine()}.txt"))
+    locked: dict[str, set[tuple[str, str]]] = {}
+    for path in found:
+        stem = path.name.removeprefix("alternatives-jax-").removesuffix(".txt")
+        version, minor = stem.rsplit("-", 1)[0].rsplit("-py", 1)
+        libs = libraries.lock_path(version, minor, where)
+        if not libs.is_file():
+            problems.append(f"{path.name}: no library lock {libs.name}")
+            continue
+        try:
+            alts = library_choices.read_lock(path)
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
+        defaults = libraries.read_lock(libs).offered()
+        for alt in alts:
+            if alt.name not in defaults:
+                problems.append(f"{path.name}: {alt.name} is not in {libs.name}'s set")
+            elif alt.version == defaults[alt.name]:
+                problems.append(f"{path.name}: {alt.name} {alt.version} is the default")
+        locked.setdefault(version, set()).update((a.name, a.version) for a in alts)
+    for version in sorted(set(locked) | set(library_choices.ALTERNATIVES)):
+        listed = {
+            (name, v)
+            for name, versions in library_choices.ALTERNATIVES.get(version, {}).items()
+            for v in versions
+        }
+        if listed != locked.get(version, set()):
+            problems.append(
+                f"jax {version}: ALTERNATIVES lists {sorted(listed)}, the locks "
+                f"{sorted(locked.get(version, set()))} (run scripts/lock_libraries.py "
+                f"--alternatives {version})"
+            )
+    return problems
+
+
 def _in_spec(version: str, spec: str) -> bool:
     from packaging.specifiers import SpecifierSet
 
@@ -174,7 +274,7 @@ def check(resolve: bool, where: Path = LOCKS) -> list[str]:
                 again = lock_one(base, say=lambda _: None, locks=Path(tmp))
                 if again.read_text() != path.read_text():
                     problems.append(f"{path.name}: resolving again gives another lock")
-    return problems
+    return problems + check_alternatives(where)
 
 
 def main() -> None:
@@ -184,6 +284,9 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="check the committed locks")
     parser.add_argument("--resolve", action="store_true", help="with --check: resolve again")
     parser.add_argument("--locks", type=Path, default=LOCKS, help="with --check: where they are")
+    parser.add_argument(
+        "--alternatives", action="store_true", help="lock the versions' alternatives only"
+    )
     args = parser.parse_args()
     if args.check:
         problems = check(args.resolve, args.locks)
@@ -194,7 +297,10 @@ def main() -> None:
     if not bases:
         raise SystemExit("name JAX versions that have a version lock (or --all)")
     for base in bases:
-        lock_one(base)
+        if args.alternatives:
+            lock_alternatives(base)
+        else:
+            lock_one(base)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,10 @@ if [ -f "$liblock" ] && ! cmp -s "$liblock" .venv/.jaxplay-libraries; then
     .venv/bin/python -m pip install -q --require-hashes --no-deps --only-binary=:all: -r "$liblock"
     cp "$liblock" .venv/.jaxplay-libraries
 fi
+# Other versions of some of them a request may pick ("libraries": {"optax": "0.2.6"}),
+# as the default version's committed alternatives lock pins them, each alone in an
+# overlay directory under .jaxplay/libs (sandbox/library_choices.py); only those missing.
+.venv/bin/python -m sandbox.library_choices
 
 # JAX's TPU extra (libtpu), only when asked for: deviceless TPU compiles (docs/api.md,
 # "Deviceless TPU compiles"). It is Google's binary under Google Cloud's terms, not an

@@ -190,6 +190,14 @@ class Hit:
         return [accepted, *self.events[1:]]
 
 
+def _pool_of(request: RunRequest) -> str:
+    """The pool a request runs in, as the worker slots name it: its ``jax_version`` ("":
+    the default) and the library versions it picks (another zygote, another worker:
+    sandbox/library_choices.py)."""
+    picks = "".join(f" {name}=={v}" for name, v in sorted(request.libraries.items()))
+    return (request.jax_version or "") + picks
+
+
 class ResultCache:
     def __init__(
         self,
@@ -222,7 +230,7 @@ class ResultCache:
     # --- what the pool is ------------------------------------------------------------
     def learn_worker(self, request: RunRequest, worker: dict[str, Any]) -> None:
         now = time.monotonic()
-        version = request.jax_version or ""
+        version = _pool_of(request)
         self._workers[(request.backend, request.devices, version)] = (dict(worker), now)
         actual = worker.get("backend")
         if request.backend == "auto" and isinstance(actual, str):
@@ -235,7 +243,7 @@ class ResultCache:
     def _worker_for(self, request: RunRequest) -> dict[str, Any] | None:
         """The worker a run would get, as last seen; None when not seen lately
         (a pool upgraded in place is then noticed by the next run)."""
-        seen = self._workers.get((request.backend, request.devices, request.jax_version or ""))
+        seen = self._workers.get((request.backend, request.devices, _pool_of(request)))
         if seen is None or time.monotonic() - seen[1] > self._worker_ttl_s:
             return None
         return seen[0]

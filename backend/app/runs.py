@@ -25,7 +25,7 @@ from backend.app.errors import ApiError, log_internal
 from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
 from backend.app.settings import Settings
-from sandbox.pool.base import Pool, RunHandle, RunsVersions
+from sandbox.pool.base import ChoosesLibraries, Pool, RunHandle, RunsVersions
 from sandbox.protocol import (
     OUTPUTS,
     BadEvent,
@@ -130,6 +130,17 @@ class RunService:
                 self.pool.resolve_version(request.jax_version)
             except VersionUnavailable as exc:
                 raise ApiError(422, "invalid_request", str(exc), field="jax_version")
+        if request.libraries:  # another version of a library (sandbox/library_choices.py)
+            if not isinstance(self.pool, ChoosesLibraries):
+                raise ApiError(
+                    422, "invalid_request",
+                    "this server runs only each JAX version's default libraries",
+                    field="libraries",
+                )  # fmt: skip
+            try:
+                self.pool.resolve_libraries(request.jax_version, request.libraries)
+            except ValueError as exc:  # LibraryUnavailable
+                raise ApiError(422, "invalid_request", str(exc), field="libraries")
         for rule in DEVICELESS_TARGETS:
             rule.check(request, self.settings)
         if request.timeout_s > self.settings.max_timeout_s:

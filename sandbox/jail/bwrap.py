@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import sandbox
@@ -63,6 +63,14 @@ class Runtime:
 
     python: str
     ro_paths: tuple[str, ...]
+    #: directories put first on the interpreter's ``sys.path`` (bound read-only too):
+    #: a library overlay, another version of one library of the set
+    #: (sandbox/library_choices.py)
+    path_first: tuple[str, ...] = ()
+
+    def with_path_first(self, paths: Sequence[str]) -> Runtime:
+        """This runtime with ``paths`` first on ``sys.path``."""
+        return replace(self, path_first=tuple(paths))
 
     @classmethod
     def discover(cls) -> Runtime:
@@ -144,7 +152,7 @@ def bwrap_argv(
     ]  # fmt: skip
     # After the tmpfs mounts: bwrap mounts in argument order, so a runtime that lives
     # under /tmp (a checkout in /tmp/...) is bound on top of the private /tmp, not hidden by it.
-    for path in runtime.ro_paths:
+    for path in (*runtime.ro_paths, *runtime.path_first):
         argv += ["--ro-bind", path, path]
     argv += [
         "--remount-ro", "/",
@@ -158,7 +166,11 @@ def bwrap_argv(
 
 def python_command(runtime: Runtime, *args: str) -> list[str]:
     """The interpreter in isolated mode (no PYTHON* variables, no user site, no cwd on
-    sys.path) and without writing bytecode (everything it can see is read-only)."""
+    sys.path) and without writing bytecode (everything it can see is read-only).
+    A runtime's ``path_first`` goes first on ``sys.path`` before the ``-c`` code runs."""
+    if runtime.path_first and len(args) >= 2 and args[0] == "-c":
+        first = f"import sys; sys.path[0:0] = {list(runtime.path_first)!r}\n"
+        args = ("-c", first + args[1], *args[2:])
     return [runtime.python, "-I", "-B", *args]
 
 

@@ -148,6 +148,22 @@ class RunsVersions(Protocol):
 
 
 @runtime_checkable
+class ChoosesLibraries(Protocol):
+    """A pool that runs a request's choice of library versions (sandbox/library_choices.py)."""
+
+    def resolve_libraries(
+        self, version: str | None, choices: dict[str, str]
+    ) -> tuple[tuple[str, str], ...]:
+        """The alternatives a request picks (defaults dropped); LibraryUnavailable
+        (a ValueError) naming what is offered when it cannot run them here."""
+        ...
+
+    def library_menu(self, version: str) -> dict[str, dict[str, object]]:
+        """Library -> ``default`` and ``alternatives`` a request on ``version`` may pick."""
+        ...
+
+
+@runtime_checkable
 class WatchesRuns(Protocol):
     """A pool with a shared record of runs: a run submitted through one server
     replica can be followed through another (the Redis pool)."""

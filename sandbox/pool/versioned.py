@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sandbox import library_choices
+from sandbox.library_choices import LibraryUnavailable
 from sandbox.pool.base import (
     ForEnvironment,
     Pool,
@@ -48,6 +50,12 @@ log = logging.getLogger(__name__)
 class VersionUnavailable(Exception):
     """The request names a JAX version this pool cannot run; the message says why and
     what to do."""
+
+
+def _key(version: str, picked: tuple[tuple[str, str], ...]) -> str:
+    """A pool's key: its JAX version, and the library alternatives its zygotes import
+    (``0.12.0.1 optax==0.2.6``); the version alone for its default set."""
+    return " ".join([version, *(f"{name}=={v}" for name, v in picked)])
 
 
 def not_installed_message(version: str) -> str:
@@ -77,6 +85,27 @@ def pool_for_environment(base: Any, env: Environment) -> Pool:
     return base.for_environment(env)
 
 
+def pool_with_overlay(base: Any, env: Environment | None, overlay: tuple[str, ...]) -> Pool:
+    """A pool like ``base`` whose zygotes start with ``overlay`` (library directories,
+    sandbox/library_choices.py) first on ``sys.path``, running ``env``'s interpreter
+    (None: the default's); it takes from ``base``'s budget like another version's."""
+    from sandbox.pool.zygote_pool import ZygotePool
+
+    if not isinstance(base, ZygotePool):
+        kind = base.stats().get("kind", type(base).__name__)
+        raise LibraryUnavailable(f"the {kind} pool runs only each JAX version's default libraries")
+    from sandbox.jail.bwrap import Runtime
+
+    runtime = base.jailer.runtime
+    if env is not None and not env.default:
+        runtime = Runtime.for_environment(env.base_prefix, env.prefix)
+    return ZygotePool(
+        base.jailer.with_runtime(runtime.with_path_first(overlay)),
+        base.settings,
+        budget=base.budget,
+    )
+
+
 class VersionedPool:
     """Implements sandbox.pool.base.Pool over one pool per JAX version, and
     RunsVersions; the default pool's optional capabilities are its own (neutral where
@@ -91,6 +120,10 @@ class VersionedPool:
         idle_s: float = 600.0,
         make: Callable[[Any, Environment], Pool] = pool_for_environment,
         grant: Callable[[Environment], object] | None = None,
+        libs_dir: Path | None = None,
+        make_overlay: Callable[[Any, Environment | None, tuple[str, ...]], Pool] = (
+            pool_with_overlay
+        ),
     ) -> None:
         self.default = default
         self.default_version = default_version
@@ -98,7 +131,11 @@ class VersionedPool:
         self.idle_s = idle_s
         self._make = make
         self._grant = grant
-        #: version -> its started pool, and when it last took a run
+        #: where the library overlays are (sandbox/library_choices.py)
+        self.libs_dir = libs_dir if libs_dir is not None else library_choices.LIBS
+        self._make_overlay = make_overlay
+        #: version (or version and library choices, ``_key``) -> its started pool, and
+        #: when it last took a run
         self._pools: dict[str, Pool] = {}
         self._last_used: dict[str, float] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -118,6 +155,26 @@ class VersionedPool:
         if version not in OFFERED:
             raise VersionUnavailable(unknown_version_message(version))
         raise VersionUnavailable(not_installed_message(version))
+
+    def _python_version(self, version: str) -> str | None:
+        env = installed(self.versions_dir).get(version)
+        return env.python_version if env is not None else None
+
+    def library_menu(self, version: str) -> dict[str, dict[str, object]]:
+        """Library -> its ``default`` and installed ``alternatives`` on ``version``."""
+        return library_choices.offered(version, self._python_version(version), self.libs_dir)
+
+    def resolve_libraries(
+        self, version: str | None, choices: dict[str, str]
+    ) -> tuple[tuple[str, str], ...]:
+        """The alternatives a request picks, defaults dropped; LibraryUnavailable
+        naming what is offered where one is not."""
+        if not choices:
+            return ()
+        resolved = self.resolve_version(version)
+        return library_choices.resolve(
+            resolved, choices, self._python_version(resolved), self.libs_dir
+        )
 
     # --- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -161,30 +218,39 @@ class VersionedPool:
         self, request: RunRequest, tenant: str, *, pristine: bool = False
     ) -> RunHandle:
         version = self.resolve_version(request.jax_version)
-        if version == self.default_version:
+        picked = self.resolve_libraries(version, request.libraries)
+        if version == self.default_version and not picked:
             return await self.default.submit(request, tenant, pristine=pristine)
-        pool = await self.pool(version)
-        self._last_used[version] = time.monotonic()
+        pool = await self.pool(version, picked)
+        self._last_used[_key(version, picked)] = time.monotonic()
         return await pool.submit(request, tenant, pristine=pristine)
 
-    async def pool(self, version: str) -> Pool:
-        """The started pool of ``version``; VersionUnavailable where it is not installed."""
-        if version == self.default_version:
+    async def pool(self, version: str, picked: tuple[tuple[str, str], ...] = ()) -> Pool:
+        """The started pool of ``version`` with the library alternatives ``picked``
+        (resolve_libraries' answer); VersionUnavailable where it is not installed."""
+        if version == self.default_version and not picked:
             return self.default
-        lock = self._locks.setdefault(version, asyncio.Lock())
+        key = _key(version, picked)
+        lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
-            if version in self._pools:
-                return self._pools[version]
+            if key in self._pools:
+                return self._pools[key]
             env = installed(self.versions_dir).get(version)
             if env is None:
                 raise VersionUnavailable(not_installed_message(version))
-            if self._grant is not None:
+            if self._grant is not None and not env.default:
                 await asyncio.to_thread(self._grant, env)
-            pool = self._make(self.default, env)
-            log.info("starting the pool of jax %s (%s)", version, env.prefix)
+            if picked:
+                overlay = library_choices.overlays(
+                    version, picked, env.python_version, self.libs_dir
+                )
+                pool = self._make_overlay(self.default, env, overlay)
+            else:
+                pool = self._make(self.default, env)
+            log.info("starting the pool of jax %s (%s)", key, env.prefix)
             await pool.start()
-            self._pools[version] = pool
-            self._last_used[version] = time.monotonic()
+            self._pools[key] = pool
+            self._last_used[key] = time.monotonic()
             self.started_pools += 1
             return pool
 
@@ -203,7 +269,8 @@ class VersionedPool:
 
     def running_versions(self) -> list[str]:
         """Versions whose pool is up now, the default first."""
-        return [self.default_version, *sorted(self._pools)]
+        up = {key.split(" ", 1)[0] for key in self._pools} - {self.default_version}
+        return [self.default_version, *sorted(up)]
 
     def stats(self) -> dict[str, Any]:
         stats = dict(self.default.stats())

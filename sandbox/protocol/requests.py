@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sandbox.gpu_target_request import GPU_TARGETS, check_gpu_target
+from sandbox.libraries import LIBRARIES
 from sandbox.protocol.checks import (
     CHECK_NAMES,
     CHECKS,
@@ -43,6 +44,10 @@ from sandbox.sharding_request import (
 #: The file name user code is compiled under; it is what JAX's source locations,
 #: tracebacks and HLO metadata show, and what the engine maps lines from.
 SNIPPET_FILENAME = "snippet.py"
+#: a library of the set a request may pick a version of (sandbox/libraries.py), and
+#: how that version is spelled (PEP 440's public versions, roughly)
+LIBRARY_NAMES = tuple(lib.name for lib in LIBRARIES)
+LIBRARY_VERSION_PATTERN = r"^[0-9][0-9A-Za-z.+!-]{0,40}$"
 #: how a JAX version is spelled in a request (``0.4.38``, ``0.12.0.1``)
 JAX_VERSION_PATTERN = r"^\d+\.\d+\.\d+(\.\d+)?$"
 Backend = Literal["cpu", "gpu", "tpu", "auto"]
@@ -263,6 +268,15 @@ class RunRequest(BaseModel):
         description="The JAX version to run on (`0.10.2`); default: the server's default "
         "version. `GET /api/v1/backends` lists them.",
     )
+    libraries: Annotated[
+        dict[str, Annotated[str, Field(pattern=LIBRARY_VERSION_PATTERN)]],
+        Field(max_length=len(LIBRARY_NAMES)),
+    ] = Field(
+        default_factory=dict,
+        description="Versions of the JAX version's libraries to run with instead of its "
+        'defaults (`{"optax": "0.2.6"}`): only those the operator offers '
+        "(`GET /api/v1/backends`, each library's `alternatives`); others are refused.",
+    )
     gpu_target: str | None = Field(
         None,
         description="Compile for this NVIDIA GPU without one (XLA's deviceless compile: "
@@ -340,6 +354,16 @@ class RunRequest(BaseModel):
         if len(code.encode()) > MAX_CODE_BYTES:
             raise ValueError(f"code is over {MAX_CODE_BYTES // 1024} KiB")
         return code
+
+    @field_validator("libraries")
+    @classmethod
+    def _libraries_of_the_set(cls, chosen: dict[str, str]) -> dict[str, str]:
+        for name in chosen:
+            if name not in LIBRARY_NAMES:
+                raise ValueError(
+                    f"{name!r} is not a library of the set: {', '.join(LIBRARY_NAMES)}"
+                )
+        return chosen
 
     @field_validator("entry")
     @classmethod

@@ -66,6 +66,7 @@ def test_backends_list_every_version_installed_or_offered(
         "name": "flax",
         "version": libraries.offered("0.10.2")["flax"],
         "what": libraries.BY_NAME["flax"].what,
+        "alternatives": [],
     }
     libs = {v: {lib["name"]: lib["version"] for lib in rows[v].pop("libraries")} for v in rows}
     assert rows[DEFAULT] == {

@@ -14,7 +14,7 @@ from backend.app.runs import DEVICELESS_TARGETS
 from backend.app.services import Services, ServicesDep
 from backend.app.wire import BackendsAnswer, Health, LibraryInfo, VersionInfo, WorkerInfo
 from sandbox import libraries
-from sandbox.pool.base import RunsVersions
+from sandbox.pool.base import ChoosesLibraries, RunsVersions
 
 router = APIRouter(tags=["server"])
 
@@ -89,17 +89,24 @@ def _versions(pool: Any, seen: str | None) -> list[VersionInfo]:
             installed=row.installed,
             default=row.default,
             running=row.version in running,
-            libraries=_libraries(row.version, row.python),
+            libraries=_libraries(row.version, row.python, pool),
         )
         for row in pool.versions()
     ]
 
 
-def _libraries(version: str, python: str = "") -> list[LibraryInfo]:
+def _libraries(version: str, python: str = "", pool: Any = None) -> list[LibraryInfo]:
     """What the version's committed library lock offers, for the interpreter it runs
-    (``python``: "3.13.0", "3.12.1 (would use)"): read from the lock, nothing imported."""
+    (``python``: "3.13.0", "3.12.1 (would use)"): read from the lock, nothing imported;
+    with the other versions of each a request may pick where the pool runs them."""
+    menu = pool.library_menu(version) if isinstance(pool, ChoosesLibraries) else {}
     return [
-        LibraryInfo(name=name, version=v, what=libraries.BY_NAME[name].what)
+        LibraryInfo(
+            name=name,
+            version=v,
+            what=libraries.BY_NAME[name].what,
+            alternatives=list(menu.get(name, {}).get("alternatives", [])),  # type: ignore[call-overload]
+        )
         for name, v in libraries.offered(version, python.partition(" ")[0] or None).items()
     ]
 
