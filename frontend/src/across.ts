@@ -66,7 +66,8 @@ export function acrossBody(request: RunBody, versions: readonly string[]): { bod
   const distinct = [...new Set(versions)];
   if (distinct.length < MIN_ACROSS) return { problem: `Tick at least ${MIN_ACROSS} versions to compare (${distinct.length} ticked).` };
   if (distinct.length > MAX_ACROSS) return { problem: `At most ${MAX_ACROSS} versions in one comparison (${distinct.length} ticked).` };
-  const { jax_version: _unused, ...rest } = request;
+  // a library's alternative versions are one JAX version's: each version runs its own set
+  const { jax_version: _unused, libraries: _theirs, ...rest } = request;
   return { body: { request: rest, versions: distinct } };
 }
 

@@ -94,6 +94,8 @@ const Library = z.looseObject({
   name: z.string(),
   version: z.string(),
   what: z.optional(z.string()),
+  /** other versions of it a request may pick (`libraries`); `version` is the default */
+  alternatives: z.optional(z.array(z.string())),
 });
 const NotOffered = z.looseObject({ name: z.string(), reason: z.optional(z.string()), what: z.optional(z.string()) });
 const Version = z.looseObject({
@@ -127,8 +129,12 @@ export interface LibraryRow {
   /** not offered by the selected JAX version: shown greyed, with `reason` */
   offered: boolean;
   reason: string;
-  /** what the last run's worker had, where it differs from `version` ("" otherwise) */
+  /** what the last run's worker had, where it differs from the version picked ("" otherwise) */
   workerVersion: string;
+  /** other versions of it a run may pick (the operator's alternatives; [] for none) */
+  alternatives: string[];
+  /** the alternative picked for the next runs ("" = `version`, the default) */
+  chosen: string;
 }
 
 export interface LibrariesView {
@@ -142,13 +148,15 @@ export interface LibrariesView {
 /** The popover's content for the picker's `selected` version ("" = the default),
  * with the libraries every other version offers listed greyed where this one does
  * not, and what the last run's worker had (`accepted.worker.libraries`, with the JAX
- * version it ran) where it differs. */
+ * version it ran) where it differs; `picks`: the alternatives picked for the next runs
+ * (a request's `libraries`). */
 export function librariesView(
   versions: readonly LibraryVersion[],
   selected: string,
   worker: { jaxVersion: string; libraries: Record<string, string> } | null = null,
+  picks: Readonly<Record<string, string>> = {},
 ): LibrariesView {
-  const chosen = selected ? versions.find((v) => v.version === selected) : versions.find((v) => v.default);
+  const chosen = selectedVersion(versions, selected);
   if (!chosen) {
     const known = versions.length > 0;
     return {
@@ -167,10 +175,13 @@ export function librariesView(
     }
   }
   const offered = new Map((chosen.libraries ?? []).map((l) => [l.name, l.version]));
+  const alternatives = new Map((chosen.libraries ?? []).map((l) => [l.name, l.alternatives ?? []]));
   const reasons = new Map((chosen.libraries_not_offered ?? []).map((l) => [l.name, l.reason ?? ""]));
   const sameJax = worker !== null && worker.jaxVersion === chosen.version;
   const rows = order.map((name): LibraryRow => {
     const version = offered.get(name) ?? "";
+    const others = alternatives.get(name) ?? [];
+    const picked = others.includes(picks[name] ?? "") ? picks[name]! : "";
     const had = sameJax ? (worker!.libraries[name] ?? "") : "";
     return {
       name,
@@ -179,7 +190,9 @@ export function librariesView(
       importLine: importLine(name),
       offered: offered.has(name),
       reason: offered.has(name) ? "" : reasons.get(name) || (offered.size ? `not in JAX ${chosen.version}'s library lock` : `JAX ${chosen.version} has no library lock: it offers none`),
-      workerVersion: had && had !== version ? had : "",
+      workerVersion: had && had !== (picked || version) ? had : "",
+      alternatives: others,
+      chosen: picked,
     };
   });
   let note = "";
@@ -194,7 +207,32 @@ export function librariesView(
   return { title: `jax ${chosen.version}${chosen.default ? " (default)" : ""}`, rows, note };
 }
 
+function selectedVersion(versions: readonly LibraryVersion[], selected: string): LibraryVersion | undefined {
+  return selected ? versions.find((v) => v.version === selected) : versions.find((v) => v.default);
+}
+
+/** The picks (`libraries` of a request: name -> version) that the picker's `selected`
+ * JAX version offers as alternatives; the others dropped (another version offers
+ * other ones). Unchanged while the server's versions are not known yet. */
+export function keptChoices(versions: readonly LibraryVersion[], selected: string, chosen: Readonly<Record<string, string>>): Record<string, string> {
+  if (versions.length === 0) return { ...chosen };
+  const libs = selectedVersion(versions, selected)?.libraries ?? [];
+  const kept: Record<string, string> = {};
+  for (const [name, version] of Object.entries(chosen)) {
+    if (libs.some((l) => l.name === name && (l.alternatives ?? []).includes(version))) kept[name] = version;
+  }
+  return kept;
+}
+
+/** `chosen` with library `name` at `version`: "" (or the default) drops it. */
+export function withChoice(chosen: Readonly<Record<string, string>>, name: string, version: string): Record<string, string> {
+  const next = { ...chosen };
+  if (version) next[name] = version;
+  else delete next[name];
+  return next;
+}
+
 function workerOnly(worker: { jaxVersion: string; libraries: Record<string, string> }): Pick<LibrariesView, "rows" | "note"> {
-  const rows = Object.entries(worker.libraries).map(([name, version]): LibraryRow => ({ name, version, what: "", importLine: importLine(name), offered: true, reason: "", workerVersion: "" }));
+  const rows = Object.entries(worker.libraries).map(([name, version]): LibraryRow => ({ name, version, what: "", importLine: importLine(name), offered: true, reason: "", workerVersion: "", alternatives: [], chosen: "" }));
   return { rows, note: `The last run's worker (JAX ${worker.jaxVersion || "?"}) had these.` };
 }

@@ -120,7 +120,12 @@ const controls = new ControlsController(
   () => store.state,
   changed,
 );
-const libraries = new LibrariesPopover(ui.jaxVersion, { code: () => editor.state.doc.toString(), insert: (at, text) => editor.dispatch({ changes: { from: at, insert: text } }) });
+const libraries = new LibrariesPopover(ui.jaxVersion, {
+  code: () => editor.state.doc.toString(),
+  insert: (at, text) => editor.dispatch({ changes: { from: at, insert: text } }),
+  chosen: () => store.state.libraries ?? {},
+  choose: (chosen) => ((store.state.libraries = chosen), changed()),
+});
 const backends = new BackendsController(ui, store, {
   targets: (gpu, tpu) => {
     targets.offered = gpu;
@@ -137,6 +142,7 @@ store.onShow((s) => pipelines.showSteps(s));
 store.onShow((s) => backends.show(s));
 store.onShow((s) => pipelines.showMesh(s));
 store.onShow(() => targets.show());
+store.onShow(() => libraries.refresh());
 store.onShow(() => pipelines.a.refreshSummary());
 installMenus(ui, store, pipelines, { clearErrorMark: () => editor.dispatch({ effects: setErrorMark.of(null) }), run });
 
@@ -211,3 +217,6 @@ void startPage({
   loadBackends: () => backends.load(),
   run: () => runner.run(),
 });
+// the server's rendition of a shared link (backend/app/page.py), on screen until now:
+// removed in the task that built the page and painted the link, so no frame shows neither
+document.getElementById("jaxplay-static")?.remove();

@@ -21,6 +21,9 @@ export interface PlayState {
   devices: number;
   /** the JAX version runs name (`jax_version`); empty or absent: the server's default */
   jaxVersion?: string;
+  /** other versions of that JAX version's libraries runs pick (`libraries`: name ->
+   * version, the libraries popover's); absent or empty: its defaults */
+  libraries?: Record<string, string>;
   config: Record<string, boolean | string>;
   /** outputs asked for besides the server's defaults (passes, asm, memory, remarks) */
   outputs?: Output[];
@@ -65,6 +68,7 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
   };
   // omitted for the default, so a link made on it opens on whatever is the default then
   if (state.jaxVersion) request.jax_version = state.jaxVersion;
+  if (state.libraries && Object.keys(state.libraries).length > 0) request.libraries = { ...state.libraries };
   // a run over a mesh shows its shardings: the sharding output is asked for with it
   const sharding: ShardingProblem[] = [];
   const meshFields = state.sharding ? shardingRequest(state.sharding, sharding) : {};
@@ -120,6 +124,7 @@ export function fromRequest(data: unknown, fallback: PlayState): PlayState {
     backend: parsedOrNull(Backend, d.backend) ?? "auto",
     devices,
     jaxVersion: str(d.jax_version, ""),
+    libraries: parsedOrNull(z.record(z.string(), z.string()), d.libraries) ?? {},
     config,
     // sharding comes with the mesh; the other opt-in outputs are the ticked boxes
     outputs: optedInOutputs(d.outputs).filter((o) => o !== "sharding"),
@@ -171,6 +176,7 @@ export function loadAutosave(fallback: PlayState): PlayState | null {
       backend: parsedOrNull(Backend, saved.backend) ?? fallback.backend,
       devices: parsedOrNull(RunRequest.shape.devices, saved.devices) ?? fallback.devices,
       jaxVersion: parsedOrNull(Text, saved.jaxVersion) ?? fallback.jaxVersion,
+      libraries: parsedOrNull(z.record(z.string(), Text), saved.libraries) ?? fallback.libraries,
       config: parsedOrNull(z.record(z.string(), z.union([z.boolean(), z.string()])), saved.config) ?? {},
       outputs: Array.isArray(saved.outputs) ? optedInOutputs(saved.outputs) : fallback.outputs,
       flags: parsedOrNull(Text, saved.flags) ?? fallback.flags,
