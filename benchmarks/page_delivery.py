@@ -14,11 +14,21 @@ conftest.py), opens shared links (``/s/{id}``) four ways:
 Each visit reports, from the page's own Performance API: the bytes on the wire
 (``transferSize`` of the document and every resource: headers and encoded bodies, 0
 for what came from the browser's cache, a few hundred bytes for a 304), the encoded
-and decoded body bytes, the time from navigation to the first ``run`` message sent on
-the WebSocket and to the jaxpr on screen (the frame after the jaxpr pane first holds
-a jaxpr); and where the time to the run goes: navigation to the page's script having
-run (its WebSocket made, the last thing main.ts does) and to the WebSocket open. Medians over ``--repeat`` rounds, and the encodings the server answered with.
-WebSocket frames are not counted in the bytes.
+and decoded body bytes (of everything fetched until the network is idle, and of what
+was requested before the page was built: the first screen's), the time from navigation to the first ``run`` message sent on
+the WebSocket, and to the jaxpr on screen, the earlier of
+
+- **jaxpr painted**: when the browser painted the jaxpr the server rendered in the
+  HTML (a confirmed link's ``<pre elementtiming="jaxpr">``, backend/app/page.py): the
+  Element Timing API's ``renderTime``, the paint itself, whether or not a script ran
+  (Chromium drops the entry of an element removed before its paint was presented:
+  then the start of the first frame that rendered it visible);
+- **jaxpr in pane**: the frame after the page's jaxpr pane first holds a jaxpr;
+
+and the first contentful paint (the Paint Timing API); and where the time to the run
+goes: navigation to the document's last byte, to the page's entry script having run (its WebSocket made, the first
+thing boot.ts does) and to the WebSocket open. Medians over ``--repeat`` rounds, and
+the encodings the server answered with. WebSocket frames are not counted in the bytes.
 
     .venv/bin/python benchmarks/page_delivery.py [--repeat 5] [--pool zygote|fake]
 """
@@ -79,6 +89,36 @@ PROBE = """
     requestAnimationFrame(() => { window.__jaxprAt = performance.now(); });
   });
   watch.observe(document, { subtree: true, childList: true, characterData: true });
+  // the page built: the first element in its root (main.ts's layout)
+  const built = new MutationObserver(() => {
+    if (document.querySelector("#app > *") === null) return;
+    window.__builtAt = performance.now();
+    built.disconnect();
+  });
+  built.observe(document, { subtree: true, childList: true });
+  // the server-rendered jaxpr: its paint (Element Timing: elementtiming="jaxpr"), or,
+  // where the browser drops that entry (the element removed before the paint was
+  // presented), the first frame that renders it visible (checked before that frame paints)
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      if (e.identifier === "jaxpr" && window.__staticPaintAt === undefined)
+        window.__staticPaintAt = e.renderTime || e.loadTime;
+    }
+  }).observe({ type: "element", buffered: true });
+  const frame = () => {
+    const pre = document.querySelector("[data-testid=static-jaxpr]");
+    if (pre !== null && pre.checkVisibility() && /lambda/.test(pre.textContent || "")) {
+      window.__staticFrameAt = performance.now();
+      return;
+    }
+    if (window.__jaxprAt === undefined) requestAnimationFrame(frame);
+  };
+  requestAnimationFrame(frame);
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      if (e.name === "first-contentful-paint") window.__fcpAt = e.startTime;
+    }
+  }).observe({ type: "paint", buffered: true });
 })();
 """
 
@@ -87,9 +127,13 @@ SIZES = """
   const all = [...performance.getEntriesByType("navigation"),
                ...performance.getEntriesByType("resource")];
   const sum = (k) => all.reduce((n, e) => n + (e[k] || 0), 0);
+  const first = all.filter((e) => e.startTime <= (window.__builtAt ?? Infinity));
   return { wire: sum("transferSize"), encoded: sum("encodedBodySize"),
            decoded: sum("decodedBodySize"), files: all.length,
-           document: all[0] ? all[0].transferSize : null };
+           firstDecoded: first.reduce((n, e) => n + (e.decodedBodySize || 0), 0),
+           firstFiles: first.length,
+           document: all[0] ? all[0].transferSize : null,
+           documentAt: all[0] ? all[0].responseEnd : null };
 }
 """
 
@@ -163,7 +207,12 @@ def visit(page: Any, url: str, encodings: Counter[str], timeout_s: float) -> dic
     result["script_ms"] = page.evaluate("() => window.__wsAt ?? null")
     result["ws_open_ms"] = page.evaluate("() => window.__wsOpenAt ?? null")
     result["run_sent_ms"] = page.evaluate("() => window.__runSentAt ?? null")
-    result["jaxpr_ms"] = page.evaluate("() => window.__jaxprAt")
+    result["fcp_ms"] = page.evaluate("() => window.__fcpAt ?? null")
+    result["static_ms"] = page.evaluate(
+        "() => window.__staticPaintAt ?? window.__staticFrameAt ?? null"
+    )
+    result["pane_ms"] = page.evaluate("() => window.__jaxprAt")
+    result["jaxpr_ms"] = min(v for v in (result["static_ms"], result["pane_ms"]) if v is not None)
     return result
 
 
@@ -232,11 +281,16 @@ def main() -> None:
         "wire B",
         "encoded B",
         "decoded B",
+        "first screen decoded B",
         "document B",
+        "document ms",
         "script ran ms",
         "socket open ms",
         "run sent ms",
-        "jaxpr ms",
+        "first paint ms",
+        "jaxpr painted ms",
+        "jaxpr in pane ms",
+        "jaxpr on screen ms",
     )
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -245,10 +299,15 @@ def main() -> None:
             median([r["wire"] for r in rows]),
             median([r["encoded"] for r in rows]),
             median([r["decoded"] for r in rows]),
+            median([r["firstDecoded"] for r in rows]),
             median([r["document"] for r in rows]),
+            median([r["documentAt"] for r in rows]),
             median([r["script_ms"] for r in rows]),
             median([r["ws_open_ms"] for r in rows]),
             median([r["run_sent_ms"] for r in rows]),
+            median([r["fcp_ms"] for r in rows]),
+            median([r["static_ms"] for r in rows]),
+            median([r["pane_ms"] for r in rows]),
             median([r["jaxpr_ms"] for r in rows]),
         ]
         print(f"| {name} | " + " | ".join(cells) + " |")

@@ -6,8 +6,10 @@ its code without another round trip (the page may also fetch
 ``/api/v1/snippets/{id}``). When the result cache holds a confirmed answer for that
 request, the page also carries it, ``<script type="application/json"
 id="jaxplay-initial">`` (``initial_tag``), so the results paint before a WebSocket
-opens; and a ``<noscript>`` rendition of the code and its jaxpr (``static_block``),
-readable with scripts off. Everything embedded is escaped: JSON with ``<``, ``>``
+opens; and a server-rendered rendition of the code and its jaxpr (``static_block``,
+``<article id="jaxplay-static">`` in the page's body, visible at the first paint and
+readable with scripts off; the page's script removes it in the task that builds the
+page, so no frame shows neither). Everything embedded is escaped: JSON with ``<``, ``>``
 and ``&`` as ``\\u003c`` ``\\u003e`` ``\\u0026`` (no text can end the tag), HTML
 through ``html.escape``.
 """
@@ -141,31 +143,60 @@ def _text(value: object) -> str:
     return html.escape(text)
 
 
+#: the rendition's element; the page's script removes it once it has built the page
+STATIC_ID = "jaxplay-static"
+
+#: the rendition's style, in the page's head: painted with the HTML, whatever the
+#: bundle's stylesheet says; hidden once the page's root holds the page (the script
+#: also removes it), so a bundle that predates it never shows both
+STATIC_STYLE = (
+    "<style>"
+    "#jaxplay-static{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);"
+    "height:100vh;box-sizing:border-box;font:14px/1.4 system-ui,sans-serif}"
+    "#jaxplay-static>section{overflow:auto;padding:8px 12px;min-width:0}"
+    "#jaxplay-static .static-out{border-left:1px solid var(--border,#d3d8e0)}"
+    "#jaxplay-static h2{font-size:12px;font-weight:600;margin:4px 0 6px;opacity:.7}"
+    "#jaxplay-static pre{font:13px/1.45 var(--mono,ui-monospace,monospace);margin:0 0 12px;"
+    "white-space:pre;overflow-x:auto}"
+    "#jaxplay-static p{font-size:12px;opacity:.7}"
+    "@media (max-width:900px){#jaxplay-static{grid-template-columns:minmax(0,1fr);height:auto}"
+    "#jaxplay-static .static-out{border-left:0;border-top:1px solid var(--border,#d3d8e0)}}"
+    "body:has(#app>*) #jaxplay-static{display:none}"
+    "</style>"
+)
+
+
 def static_block(request: dict[str, Any], events: list[dict[str, Any]] | None) -> str:
-    """The snippet for a reader without scripts: its code, arguments and transforms,
-    and, when the page carries a confirmed answer, the main pipeline's jaxpr and value."""
+    """The snippet as the server renders it, shown until the page's script has built
+    the page (and the whole time without scripts): its code, arguments and transforms,
+    and, when the page carries a confirmed answer, the main pipeline's jaxpr and value.
+    The jaxpr's ``<pre>`` has ``elementtiming="jaxpr"`` (the benchmark reads when it
+    was painted)."""
     transforms = " → ".join(str(t.get("name", "?")) for t in request.get("transforms", []))
-    parts = [
-        '<noscript><article id="jaxplay-static">',
-        f"<h2>Code</h2><pre>{_text(request.get('code', ''))}</pre>",
+    code = [
+        '<section class="static-code"><h2>Code</h2>',
+        f'<pre data-testid="static-code">{_text(request.get("code", ""))}</pre>',
         f"<p>entry <code>{_text(request.get('entry', 'f'))}</code>, args "
         f"<code>{_text(request.get('args', '()'))}</code>"
         + (f", transforms <code>{_text(transforms)}</code>" if transforms else "")
-        + "</p>",
+        + "</p></section>",
     ]
+    out: list[str] = []
     main = [e for e in events or [] if e.get("pipeline", "main") == "main"]
     for kind, field, title in (("jaxpr", "text", "jaxpr"), ("value", "repr", "Value")):
         found = next((e for e in main if e.get("type") == kind), None)
         if found is not None:
-            parts.append(f"<h2>{title}</h2><pre>{_text(found.get(field, ''))}</pre>")
+            out.append(
+                f'<h2>{title}</h2><pre data-testid="static-{kind}" elementtiming="{kind}">'
+                f"{_text(found.get(field, ''))}</pre>"
+            )
     if events:
         made = events[0].get("cached_at", "")
-        parts.append(
-            f"<p>From the server's cache (made {_text(made)}); timings are measured "
-            "by a run, with scripts on.</p>"
+        out.append(
+            f"<p>From the server's cache (made {_text(made)}); timings are measured by a run.</p>"
         )
-    parts.append("</article></noscript>")
-    return "".join(parts)
+    outputs = '<section class="static-out">' + "".join(out) + "</section>" if out else ""
+    return f'<article id="{STATIC_ID}">' + "".join(code) + outputs + "</article>"
 
 
 def page_html(
@@ -173,8 +204,8 @@ def page_html(
     snippet_json: str | None = None,
     initial: dict[str, Any] | None = None,
 ) -> str:
-    """The page; with ``snippet_json``, the snippet embedded (and its no-script
-    rendition); with ``initial``, the answer it opens with (``initial_tag``)."""
+    """The page; with ``snippet_json``, the snippet embedded (and its server-rendered
+    rendition, ``static_block``); with ``initial``, the answer it opens with (``initial_tag``)."""
     index = dist / "index.html"
     head = body = ""
     if snippet_json is not None:
@@ -184,17 +215,25 @@ def page_html(
         events = initial["events"] if initial is not None and carried else None
         body = static_block(json.loads(snippet_json), events)
     if index.is_file():
+        head += STATIC_STYLE if body else ""
         text = index.read_text()
         if head:
             text = (
                 text.replace("</head>", head + "</head>", 1) if "</head>" in text else head + text
             )
-        if body:
-            text = (
-                text.replace("</body>", body + "</body>", 1) if "</body>" in text else text + body
-            )
+        if body:  # before the page's root, so it is the first thing painted
+            app = '<div id="app">'
+            if app in text:
+                text = text.replace(app, body + app, 1)
+            elif "</body>" in text:
+                text = text.replace("</body>", body + "</body>", 1)
+            else:
+                text += body
         return text
-    return PLACEHOLDER.replace("__SNIPPET__", head + body)
+    # the placeholder shows the code in its own fields: the rendition is for no scripts
+    return PLACEHOLDER.replace(
+        "__SNIPPET__", head + (f"<noscript>{body}</noscript>" if body else "")
+    )
 
 
 def not_found_html(snippet_id: str) -> str:

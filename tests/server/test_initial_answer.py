@@ -1,8 +1,9 @@
 """A shared link that opens with its results: the page of ``/s/{id}`` and ``/e/{id}``
 carries the confirmed answer the result cache would serve this reader
 (``<script type="application/json" id="jaxplay-initial">``), escaped, and a
-``<noscript>`` rendition of the code and its jaxpr; never a candidate's or an
-unstable key's, and nothing runs to make the page."""
+rendition of the code and its jaxpr in the HTML (``<article id="jaxplay-static">``:
+visible at the first paint in the built page, in ``<noscript>`` on the placeholder
+page); never a candidate's or an unstable key's, and nothing runs to make the page."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -192,6 +194,57 @@ def test_markup_in_the_code_and_the_outputs_is_escaped(make_client: Make) -> Non
     static = noscript(page)
     assert "pjit[name=&lt;lambda&gt;" in static and html.escape(XSS) in static
     assert html.escape(code) in static
+
+
+#: the shape of the built page (frontend/index.html as Vite writes it)
+BUILT_INDEX = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8" /><title>jaxplay</title>
+<script type="module" crossorigin src="/assets/index-0.js"></script></head>
+<body><div id="app"></div><noscript>jaxplay needs JavaScript</noscript></body></html>
+"""
+
+
+def test_the_built_page_shows_the_escaped_code_and_jaxpr_before_any_script(
+    make_client: Make, tmp_path: Path
+) -> None:
+    """The first paint of a confirmed link holds its code and jaxpr: server-rendered
+    text in the body, outside ``<noscript>``, ahead of the page's root."""
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    (dist / "index.html").write_text(BUILT_INDEX)
+    client, _ = make_client(
+        pool=_FakePool(4, script=hostile_script),
+        api_tokens=TOKENS,
+        pristine_concurrency=1,
+        frontend_dist=dist,
+    )
+    code = f"def f(x):\n    return x  # {XSS}\n"
+    body = {"code": code, "outputs": NO_TIMING}
+    sid = client.post("/api/v1/snippets", json=body).json()["id"]
+    confirm(client, body)
+    page = client.get(f"/s/{sid}").text
+    found = re.search(
+        r'<body><article id="jaxplay-static">(.*?)</article><div id="app">', page, re.S
+    )
+    assert found is not None, page
+    shown = found.group(1)
+    assert "<noscript" not in shown and "<script" not in shown
+    carried = initial(page)
+    assert carried is not None
+    jaxpr = next(e["text"] for e in carried["events"] if e["type"] == "jaxpr")
+    code_pre = re.search(r'<pre data-testid="static-code">(.*?)</pre>', shown, re.S)
+    jaxpr_pre = re.search(
+        r'<pre data-testid="static-jaxpr" elementtiming="jaxpr">(.*?)</pre>', shown, re.S
+    )
+    assert code_pre is not None and html.unescape(code_pre.group(1)) == code
+    assert jaxpr_pre is not None and html.unescape(jaxpr_pre.group(1)) == jaxpr
+    assert html.escape(XSS) in jaxpr_pre.group(1) and "<script>alert(1)" not in page
+    # a link with no confirmed answer: its code all the same, no outputs
+    other = client.post("/api/v1/snippets", json={"code": CODE, "outputs": ["jaxpr"]}).json()["id"]
+    page = client.get(f"/s/{other}").text
+    assert initial(page) is None
+    assert f'<pre data-testid="static-code">{html.escape(CODE)}</pre>' in page
+    assert "static-jaxpr" not in page
 
 
 def test_an_answer_over_the_size_limit_is_left_to_the_websocket(make_client: Make) -> None:
