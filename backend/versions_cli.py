@@ -153,7 +153,7 @@ def list_libraries(
 ) -> None:
     """The JAX libraries (Flax, Optax, Equinox...) each version offers, as its committed
     library lock pins them (sandbox/libraries.py; scripts/lock_libraries.py makes them)."""
-    from sandbox import libraries
+    from sandbox import libraries, library_choices
     from sandbox.versions import OFFERED, version_key
 
     for v in sorted(version or OFFERED, key=version_key):
@@ -166,6 +166,9 @@ def list_libraries(
         typer.echo(f"jax {v}: {offered}")
         for name, why in lock.not_offered.items():
             typer.echo(f"  not offered: {name}: {why}")
+        for alt in library_choices.listed(v, paths[0].name.split("-py")[-1].split("-")[0]):
+            state = "installed" if library_choices.is_installed(v, alt) else "not installed"
+            typer.echo(f"  alternative: {alt.name}=={alt.version} ({state}; request libraries)")
 
 
 def register(app: typer.Typer) -> None:

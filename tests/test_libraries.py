@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import libraries
+from sandbox import libraries, library_choices
 from sandbox.versions import default_version
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,8 +107,11 @@ def test_jaxplay_versions_libraries_lists_each_version_s_set() -> None:
 
     out = CliRunner().invoke(versions_app, ["libraries", "0.12.0.1", "0.4.38"])
     assert out.exit_code == 0, out.output
-    lines = out.output.splitlines()
+    lines = [ln for ln in out.output.splitlines() if not ln.startswith("  alternative: ")]
     for line, version in zip(lines, ("0.4.38", "0.12.0.1"), strict=True):  # oldest first
         pinned = " ".join(f"{k}=={v}" for k, v in libraries.offered(version).items())
         assert line == f"jax {version}: {pinned}"
         assert "flax==" in line and "optax==" in line
+    # an alternative the operator offers (sandbox/library_choices.py), under its version
+    alt = library_choices.listed("0.12.0.1")[0]
+    assert out.output.splitlines()[-1].startswith(f"  alternative: {alt.name}=={alt.version} (")
