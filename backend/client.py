@@ -66,7 +66,13 @@ async def stream_run(
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """The run's events from the server at ``server`` (e.g. ``http://127.0.0.1:8000``)."""
-    body = request.model_dump(mode="json") if isinstance(request, RunRequest) else dict(request)
+    body = (
+        # defaults left to the server: a request from a newer client stays one an
+        # older server reads
+        request.model_dump(mode="json", exclude_defaults=True)
+        if isinstance(request, RunRequest)
+        else dict(request)
+    )
     timeout_s = float(body.get("timeout_s") or 20.0)
     headers = {"Accept": NDJSON, "Content-Type": "application/json"}
     if token:

@@ -2,6 +2,11 @@
 
 Also runs every example in ``examples/`` with the command its header suggests, and
 checks the outcome the header promises (``-> ok`` or ``-> error: Kind at line N``).
+
+A local ``jaxplay run`` starts its own jail and imports JAX (seconds per command): the
+tests of the local path run it so (``jaxplay``); the others, the examples among them,
+send the same command to one real ``jaxplay serve`` with ``--server`` (``served``), whose
+warm pool runs them as it runs anyone's: the same request, the same rendering.
 """
 
 from __future__ import annotations
@@ -12,10 +17,13 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.live_server import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
 #: a real run through the CLI (a pool, a jail when bubblewrap is there): tens of seconds
@@ -52,6 +60,24 @@ def events_of(proc: subprocess.CompletedProcess) -> list[dict[str, Any]]:
     return events
 
 
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Any]]:
+    """``jaxplay`` with ``--server`` to a real server on the real pool (a jail)."""
+    tmp = tmp_path_factory.mktemp("cli-served")
+    settings = {"JAXPLAY_RATE_LIMIT_PER_MINUTE": "0", "JAXPLAY_QUEUE_TIMEOUT_S": "120"}
+    server = LiveServer(tmp / "jaxplay.sqlite3", env=settings, log=tmp / "serve.log")
+    server.start()
+    try:
+
+        def run(*argv: str, **kw: Any) -> subprocess.CompletedProcess:
+            assert argv[0] == "run"
+            return jaxplay(*argv, "--server", server.url, **kw)
+
+        yield run
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def snippet(tmp_path: Path) -> Path:
     path = tmp_path / "snippet_file.py"
@@ -85,11 +111,13 @@ def test_json_lines_parse_and_end_with_done(snippet: Path) -> None:
 
 
 @real_run
-def test_human_readable_output_contains_the_jaxpr(snippet: Path) -> None:
+def test_human_readable_output_contains_the_jaxpr(
+    served: Callable[..., Any], snippet: Path
+) -> None:
     argv = ["run", str(snippet), "--args", "(jnp.ones((3,)),)", "--transform", "grad"]
-    as_json = jaxplay(*argv, "--transform", "jit", "--output", "jaxpr", "--json")
+    as_json = served(*argv, "--transform", "jit", "--output", "jaxpr", "--json")
     (jaxpr,) = [e["text"] for e in events_of(as_json) if e["type"] == "jaxpr"]
-    human = jaxplay(*argv, "--transform", "jit")
+    human = served(*argv, "--transform", "jit")
     assert human.returncode == 0, human.stderr[-3000:]
     assert jaxpr in human.stdout  # the text, exactly as JAX prints it
     assert "{ lambda ; a:f32[3]. let" in human.stdout
@@ -102,8 +130,8 @@ def test_human_readable_output_contains_the_jaxpr(snippet: Path) -> None:
 
 
 @real_run
-def test_output_jaxpr_only_emits_the_jaxpr(snippet: Path) -> None:
-    proc = jaxplay(
+def test_output_jaxpr_only_emits_the_jaxpr(served: Callable[..., Any], snippet: Path) -> None:
+    proc = served(
         "run", str(snippet), "--args", "jnp.ones(3)", "--transform", "jit",
         "--output", "jaxpr", "--json",
     )  # fmt: skip
@@ -117,10 +145,10 @@ def test_output_jaxpr_only_emits_the_jaxpr(snippet: Path) -> None:
 
 
 @real_run
-def test_entry_and_json_transform_options(tmp_path: Path) -> None:
+def test_entry_and_json_transform_options(served: Callable[..., Any], tmp_path: Path) -> None:
     path = tmp_path / "model.py"
     path.write_text("def loss(w, x):\n    return (x @ w) ** 2\n")
-    proc = jaxplay(
+    proc = served(
         "run", str(path), "--entry", "loss", "--args", "(jnp.ones(3), jnp.ones((4, 3)))",
         "--transform", "grad", "--transform", '{"name": "vmap", "in_axes": [null, 0]}',
         "--output", "value", "--json",
@@ -147,8 +175,8 @@ def _request(**extra: Any) -> dict[str, Any]:
 
 
 @real_run
-def test_request_from_stdin() -> None:
-    proc = jaxplay("run", "--request", "-", "--json", stdin=json.dumps(_request()))
+def test_request_from_stdin(served: Callable[..., Any]) -> None:
+    proc = served("run", "--request", "-", "--json", stdin=json.dumps(_request()))
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = events_of(proc)
     jaxprs = {e["pipeline"]: e for e in events if e["type"] == "jaxpr"}
@@ -159,10 +187,10 @@ def test_request_from_stdin() -> None:
 
 
 @real_run
-def test_request_from_a_file(tmp_path: Path) -> None:
+def test_request_from_a_file(served: Callable[..., Any], tmp_path: Path) -> None:
     path = tmp_path / "request.json"
     path.write_text(json.dumps(_request(compare=[])))
-    proc = jaxplay("run", "--request", str(path), "--json")
+    proc = served("run", "--request", str(path), "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [e["type"] for e in events_of(proc)].count("value") == 1
 
@@ -188,10 +216,10 @@ def test_syntax_error_in_the_file(tmp_path: Path) -> None:
 
 
 @real_run
-def test_a_jax_error_names_the_sharp_bit(tmp_path: Path) -> None:
+def test_a_jax_error_names_the_sharp_bit(served: Callable[..., Any], tmp_path: Path) -> None:
     path = tmp_path / "branchy.py"
     path.write_text("def f(x):\n    if x.sum() > 0:\n        return x\n    return -x\n")
-    proc = jaxplay("run", str(path), "--args", "jnp.ones(3)", "--transform", "jit")
+    proc = served("run", str(path), "--args", "jnp.ones(3)", "--transform", "jit")
     assert proc.returncode == 1
     assert "TracerBoolConversionError" in proc.stdout
     assert "line 2" in proc.stdout
@@ -300,10 +328,12 @@ def test_make_example() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("command", "expected"), example_commands())
-def test_example_runs_as_its_header_says(command: str, expected: tuple[Any, ...]) -> None:
+def test_example_runs_as_its_header_says(
+    served: Callable[..., Any], command: str, expected: tuple[Any, ...]
+) -> None:
     argv = shlex.split(command)
     assert argv[:2] == ["jaxplay", "run"]
-    proc = jaxplay(*argv[1:], "--json")
+    proc = served(*argv[1:], "--json")
     events = events_of(proc)
     done = events[-1]
     errors = [e for e in events if e["type"] == "error"]
