@@ -59,6 +59,17 @@ class Subject:
     donates: bool = False
     #: the user's module namespace (where custom_jvp/custom_vjp rules are looked for)
     namespace: dict[str, Any] = field(default_factory=dict)
+    #: the pipeline's jaxpr as the run traced it (``make_jaxpr(fn, static_argnums)``),
+    #: when an output asked for it; traced once here otherwise, when a check needs it
+    closed: Any = None
+
+    def jaxpr(self) -> Any:
+        """The pipeline's traced jaxpr (the run's, or traced now: once)."""
+        import jax
+
+        if self.closed is None:
+            self.closed = jax.make_jaxpr(self.fn, static_argnums=self.static_argnums)(*self.args)
+        return self.closed
 
     def call(self) -> Any:
         import jax
@@ -151,6 +162,31 @@ def _debug_flag(name: str) -> Callable[[bool], Any] | None:
     return config_context(DEBUG_FLAGS[name])
 
 
+def check_debug_pair(subject: Subject) -> list[Result]:
+    """``nans`` and ``infs`` both asked: one call under both flags first. JAX checks
+    the same values under either flag (dispatch's ``check_special``: NaN, then Inf),
+    so a call that raises nothing under both raises nothing under each: both are ok,
+    at the cost of one call instead of two. A call that raises is not read (which
+    flag raised, and at which operation, can differ from each flag's own run: a jit's
+    output with an Inf, re-run de-optimized, may stop at an earlier NaN): each check
+    then runs on its own, as when asked alone."""
+    nans, infs = _debug_flag("nans"), _debug_flag("infs")
+    if nans is not None and infs is not None:
+        try:
+            with nans(True), infs(True):
+                subject.call()
+        except Exception:
+            pass
+        else:
+            return [_no_debug_value("nans"), _no_debug_value("infs")]
+    return [check_debug_values(subject, "nans"), check_debug_values(subject, "infs")]
+
+
+def _no_debug_value(name: str) -> Result:
+    what = "NaN" if name == "nans" else "infinity"
+    return result(name, "ok", f"no operation of the pipeline made a {what}")
+
+
 def check_debug_values(subject: Subject, name: str) -> Result:
     """``nans``/``infs``: the pipeline under jax_debug_nans/infs. Under jit JAX runs the
     function again op by op to find the operation; where that leaves no user frame (a
@@ -158,7 +194,6 @@ def check_debug_values(subject: Subject, name: str) -> Result:
     import jax
 
     flag = _debug_flag(name)
-    what = "NaN" if name == "nans" else "infinity"
     if flag is None:
         return result(name, "skipped", f"this JAX version has no {DEBUG_FLAGS[name]}")
     try:
@@ -177,16 +212,60 @@ def check_debug_values(subject: Subject, name: str) -> Result:
         return _failure(name, exc, line)
     except Exception as exc:
         return _broken(name, exc)
-    return result(name, "ok", f"no operation of the pipeline made a {what}")
+    return _no_debug_value(name)
+
+
+def _holds_keys(jaxpr: Any) -> bool:
+    """Whether any value of ``jaxpr`` (its inputs, constants, every equation's inputs
+    and outputs, inner jaxprs included) is a typed PRNG key."""
+    import jax
+
+    def key(var: Any) -> bool:
+        dtype = getattr(getattr(var, "aval", None), "dtype", None)
+        try:
+            return dtype is not None and bool(jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key))
+        except TypeError:
+            return False
+
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    if any(map(key, [*getattr(jaxpr, "constvars", ()), *jaxpr.invars, *jaxpr.outvars])):
+        return True
+    for eqn in jaxpr.eqns:
+        if any(map(key, [*eqn.invars, *eqn.outvars])):
+            return True
+        for value in eqn.params.values():
+            for inner in value if isinstance(value, list | tuple) else (value,):
+                if hasattr(getattr(inner, "jaxpr", inner), "eqns") and _holds_keys(inner):
+                    return True
+    return False
+
+
+def _may_reuse_keys(subject: Subject) -> bool:
+    """False only where no key can be reused: no typed PRNG key anywhere in the
+    pipeline's traced jaxpr (JAX's key reuse checks track typed keys only, and every
+    key the pipeline uses, made inside or given, is a value of that jaxpr)."""
+    try:
+        return _holds_keys(subject.jaxpr())
+    except Exception:  # tracing it again failed: the check itself says what happens
+        return True
+
+
+KEY_REUSE_OK = (
+    "no PRNG key was used twice (JAX tracks typed keys, made by jax.random.key; a raw "
+    "uint32 key of jax.random.PRNGKey is not checked)"
+)
 
 
 def check_key_reuse(subject: Subject) -> Result:
-    """The pipeline under jax_debug_key_reuse: JAX raises at the key's second use."""
+    """The pipeline under jax_debug_key_reuse: JAX raises at the key's second use. A
+    pipeline whose jaxpr holds no typed key is not run again (nothing to track)."""
     flag = _debug_flag("key_reuse")
     if flag is None:
         return result(
             "key_reuse", "skipped", "this JAX version has no jax_debug_key_reuse (key reuse checks)"
         )
+    if not _may_reuse_keys(subject):
+        return result("key_reuse", "ok", KEY_REUSE_OK)
     try:
         with flag(True):
             subject.call()
@@ -194,12 +273,7 @@ def check_key_reuse(subject: Subject) -> Result:
         if any(cls.__name__ == "KeyReuseError" for cls in type(exc).__mro__):
             return _failure("key_reuse", exc)
         return _broken("key_reuse", exc)
-    return result(
-        "key_reuse",
-        "ok",
-        "no PRNG key was used twice (JAX tracks typed keys, made by jax.random.key; a raw "
-        "uint32 key of jax.random.PRNGKey is not checked)",
-    )
+    return result("key_reuse", "ok", KEY_REUSE_OK)
 
 
 def _checkify_errors(error: Any) -> list[Any]:
@@ -330,9 +404,8 @@ def custom_rules(subject: Subject) -> list[tuple[str, str, int]]:
     if not rules:
         return []
     traced: set[int] = set()
-    fn, args = subject.over(subject.dynamic())
-    with contextlib.suppress(Exception):
-        _jaxpr_lines(jax.make_jaxpr(fn)(*args).jaxpr, traced)
+    with contextlib.suppress(Exception):  # the run's jaxpr: the same equations and lines
+        _jaxpr_lines(getattr(subject.jaxpr(), "jaxpr", subject.jaxpr()), traced)
     used = []
     for kind, value, parts in rules:
         code = set().union(_code_lines(getattr(value, "fun", None)), *map(_code_lines, parts))
@@ -415,7 +488,11 @@ def run_checks(
         for name in CHECK_NAMES:
             if name not in names:
                 continue
-            if name in ("nans", "infs"):
+            if name == "nans" and "infs" in names:
+                results.extend(check_debug_pair(subject))
+            elif name == "infs" and "nans" in names:
+                continue  # with nans, in the table's order
+            elif name in ("nans", "infs"):
                 results.append(check_debug_values(subject, name))
             elif name == "key_reuse":
                 results.append(check_key_reuse(subject))
@@ -437,6 +514,7 @@ def checks_event(r: Any) -> dict[str, Any]:
         pipe.static_argnums,
         pipe.donates,
         dict(r.extra.get("namespace") or getattr(entry, "__globals__", None) or {}),
+        r.closed,
     )
     return run_checks(
         subject, list(request.checks), list(request.grad_orders), list(request.grad_modes)

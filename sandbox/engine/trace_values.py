@@ -743,11 +743,46 @@ def trace_values_event(closed: Any, args: tuple[Any, ...]) -> dict[str, Any]:
     return stepper.event()
 
 
+#: the note of a compare pipeline not stepped (``trace_values_compare`` unset)
+NOT_STEPPED = (
+    "not stepped: the stepper steps the main pipeline only (stepping costs about a "
+    "run); set the request's trace_values_compare to step the compare pipelines too"
+)
+
+
+def _is_compare(results: Any) -> bool:
+    """Whether ``results`` are a compare pipeline's: its transforms are not the
+    request's own ``transforms`` list (``RunRequest.pipelines()`` hands that very list
+    to the main pipeline)."""
+    request = results.extra.get("request")
+    transforms = results.extra.get("transforms")
+    return request is not None and transforms is not None and transforms is not request.transforms
+
+
+def not_stepped_event() -> dict[str, Any]:
+    return {
+        "type": "trace_values",
+        "rows": [],
+        "first_bad": None,
+        "first_nan": None,
+        "first_inf": None,
+        "cut": None,
+        "evaluated_bytes": 0,
+        "evaluated_steps": 0,
+        "notes": [NOT_STEPPED],
+    }
+
+
 def trace_values_results(results: Any) -> dict[str, Any]:
     """The event of a pipeline's ``Results`` (sandbox/engine/outputs.py): its traced
-    jaxpr (traced here when no other output asked for it) on its own arguments."""
+    jaxpr (traced here when no other output asked for it) on its own arguments. A
+    compare pipeline is stepped only when the request's ``trace_values_compare`` says
+    so; otherwise its event has no rows and a note saying why."""
     import jax
 
+    request = results.extra.get("request")
+    if _is_compare(results) and not getattr(request, "trace_values_compare", False):
+        return not_stepped_event()
     pipe, args = results.extra["pipe"], results.extra["args"]
     closed = results.closed
     if closed is None:

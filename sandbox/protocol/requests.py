@@ -308,6 +308,11 @@ class RunRequest(BaseModel):
         default_factory=lambda: list(GRAD_MODES),
         description="The `grad` check's modes (check_grads' `modes`): `fwd` (JVP), `rev` (VJP).",
     )
+    trace_values_compare: bool = Field(
+        False,
+        description="`trace_values` steps the compare pipelines too; by default only the main "
+        "pipeline is stepped (a compare pipeline's event has no rows and a note saying so).",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -55,6 +55,7 @@ def test_nans_and_key_reuse_at_their_lines_and_nothing_left_for_the_next_pipelin
             "transforms": [{"name": "jit"}],
             "compare": [[{"name": "jit"}]],
             "outputs": ["value"],
+            "timeout_s": 120,  # the outcome is the point: a loaded machine is slow
             "checks": ["nans", "infs", "key_reuse"],
         }
     )
@@ -94,6 +95,7 @@ def test_checkify_reports_each_error_at_its_line(run) -> None:
             "code": CHECKIFY,
             "args": "(jnp.arange(3.0), jnp.array(5), jnp.array(0))",
             "outputs": [],
+            "timeout_s": 120,  # the outcome is the point: a loaded machine is slow
             "checks": ["checkify"],
         }
     )
@@ -138,6 +140,7 @@ def test_grad_catches_a_wrong_custom_vjp_rule_by_how_much_and_where(run) -> None
             "code": CUSTOM_VJP,
             "args": "jnp.array([0.5, 1.0, 2.0])",
             "outputs": [],
+            "timeout_s": 120,  # the outcome is the point: a loaded machine is slow
             "checks": ["grad"],
             "grad_orders": [1, 2],
         }
@@ -181,6 +184,7 @@ def test_grad_passes_a_correct_custom_jvp_rule_and_names_it(run) -> None:
             "args": "jnp.array([0.5, 1.0, 2.0])",
             "transforms": [{"name": "jit"}],
             "outputs": [],
+            "timeout_s": 120,  # the outcome is the point: a loaded machine is slow
             "checks": ["grad"],
         }
     )
@@ -261,3 +265,82 @@ def test_a_kept_process_is_kept_after_checks() -> None:
         cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0 and "kept" in done.stdout, done.stderr[-3000:]
+
+
+# --- what the checks share: in this process, the calls counted ----------------------
+
+WHERE_SQRT_SOURCE = """import jax.numpy as jnp
+
+def f(x):
+    return jnp.where(x > 0, jnp.sqrt(x), 0.0)
+"""
+
+
+def _subject(code: str, args: tuple[Any, ...], transforms: Any = None) -> tuple[Any, list[int]]:
+    """A Subject of the snippet's ``f`` (under ``transforms``), and a count of its calls
+    on values (a trace, on tracers, is not counted)."""
+    import jax
+
+    from sandbox.engine.checks import Subject
+
+    namespace: dict[str, Any] = {"__name__": "snippet"}
+    exec(compile(code, "snippet.py", "exec"), namespace)
+    fn = (transforms or (lambda g: g))(namespace["f"])
+    calls = [0]
+
+    def counted(*a: Any) -> Any:
+        if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(a)):
+            calls[0] += 1
+        return fn(*a)
+
+    return Subject(counted, args, namespace=namespace), calls
+
+
+def test_nans_and_infs_share_one_call_when_nothing_is_found_and_say_what_each_says_alone() -> None:
+    import jax
+    import jax.numpy as jnp
+
+    from sandbox.engine.checks import check_debug_pair, check_debug_values, run_checks
+
+    # nothing to find: one call under both flags, both ok
+    subject, calls = _subject(WHERE_SQRT_SOURCE, (jnp.array(4.0),), jax.grad)
+    assert [
+        r["status"] for r in run_checks(subject, ["nans", "infs"], [1], ["rev"])["results"]
+    ] == [
+        "ok",
+        "ok",
+    ]
+    assert calls == [1]
+    # at 0, JAX itself: the gradient's Inf (forward) then NaN (backward)
+    assert jnp.isnan(jax.grad(lambda x: jnp.where(x > 0, jnp.sqrt(x), 0.0))(0.0))
+    subject, calls = _subject(WHERE_SQRT_SOURCE, (jnp.array(0.0),), jax.grad)
+    pair = check_debug_pair(subject)
+    alone = [check_debug_values(subject, "nans"), check_debug_values(subject, "infs")]
+    assert pair == alone
+    assert [r["status"] for r in pair] == ["failed", "failed"] and pair[0]["line"] == 4
+    assert "nan" in pair[0]["message"] and "inf" in pair[1]["message"]
+
+
+def test_key_reuse_runs_the_pipeline_only_where_its_jaxpr_holds_a_typed_key() -> None:
+    import jax
+    import jax.numpy as jnp
+
+    from sandbox.engine.checks import KEY_REUSE_OK, check_key_reuse
+
+    subject, calls = _subject(WHERE_SQRT_SOURCE, (jnp.array(4.0),), jax.jit)
+    assert check_key_reuse(subject) == {
+        "name": "key_reuse",
+        "status": "ok",
+        "message": KEY_REUSE_OK,
+        "line": None,
+    }
+    assert calls == [0]  # traced once for its jaxpr, never called
+    subject, calls = _subject(NAN_AND_KEYS, (jnp.array([0.0, 2.0]), jax.random.key(0)), jax.jit)
+    reuse = check_key_reuse(subject)
+    assert calls == [1] and reuse["status"] == "failed" and reuse["line"] == SECOND_KEY_USE
+    # a key made inside, from an integer seed: in the jaxpr too
+    made_inside = NAN_AND_KEYS.replace(
+        "def f(x, key):", "def f(x, seed):\n    key = jax.random.key(seed)"
+    )
+    subject, calls = _subject(made_inside, (jnp.array([0.0, 2.0]), 0), jax.jit)
+    assert check_key_reuse(subject)["status"] == "failed" and calls == [1]

@@ -167,3 +167,47 @@ def test_the_budgets_cut_and_say_so() -> None:
     small = Stepper(max_rows=5)
     small.run(closed, [x])
     assert len(small.event()["rows"]) <= 5
+
+
+def test_a_compare_pipeline_is_stepped_only_when_asked(run) -> None:
+    request = {
+        "code": WHERE_SQRT,
+        "args": "0.0",
+        "transforms": [{"name": "grad"}],
+        "compare": [[{"name": "grad"}, {"name": "jit"}]],
+        "outputs": ["trace_values"],
+        "timeout_s": 120,
+    }
+    events = run(request)
+    main, compare = trace_values(events), trace_values(events, "0")
+    assert main["rows"] and main["first_nan"] is not None
+    assert compare["rows"] == [] and compare["first_bad"] is None
+    assert compare["evaluated_steps"] == 0 and "trace_values_compare" in compare["notes"][0]
+    # asked: the compare pipeline is stepped as the main one is (the same equations,
+    # under jit's one more: the pjit holding them)
+    from sandbox.engine.outputs import Results
+    from sandbox.engine.trace_values import trace_values_results
+    from sandbox.protocol import RunRequest
+
+    class Pipe:
+        fn = staticmethod(jax.jit(jax.grad(_where_sqrt)))
+        static_argnums = ()
+
+        def dynamic_args(self, args):
+            return args
+
+    for compare_too in (False, True):
+        asked = RunRequest.model_validate({**request, "trace_values_compare": compare_too})
+        results = Results(
+            extra={"request": asked, "transforms": asked.compare[0], "pipe": Pipe(), "args": (0.0,)}
+        )
+        event = trace_values_results(results)
+        event = {**event, "pipeline": "0"}
+        EVENT_ADAPTER.validate_python(event)
+        if not compare_too:
+            assert event == compare
+            continue
+        # (lines: none here, where _where_sqrt is this file's, not the snippet's)
+        steps = [(r["primitive"], r["made"]) for r in event["rows"]]
+        assert steps[:-1] == [(r["primitive"], r["made"]) for r in main["rows"]]
+        assert steps[-1][0] == "jit" and event["first_nan"] == main["first_nan"]

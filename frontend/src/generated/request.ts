@@ -60,6 +60,7 @@ export const RunBody = z.strictObject({
   checks: z.optional(z.array(z.enum(["nans", "infs", "key_reuse", "checkify", "grad"])).check(z.maxLength(5))),
   grad_orders: z.optional(z.array(z.int().check(z.gte(1), z.lte(3))).check(z.minLength(1), z.maxLength(3))),
   grad_modes: z.optional(z.array(z.enum(["fwd", "rev"])).check(z.minLength(1), z.maxLength(2))),
+  trace_values_compare: z.optional(z.boolean()),
   cache: z.optional(z.boolean()),
 });
 export type RunBody = z.infer<typeof RunBody>;
@@ -90,5 +91,6 @@ export const RunRequest = z.strictObject({
   checks: z.optional(z.array(z.enum(["nans", "infs", "key_reuse", "checkify", "grad"])).check(z.maxLength(5))),
   grad_orders: z.optional(z.array(z.int().check(z.gte(1), z.lte(3))).check(z.minLength(1), z.maxLength(3))),
   grad_modes: z.optional(z.array(z.enum(["fwd", "rev"])).check(z.minLength(1), z.maxLength(2))),
+  trace_values_compare: z.optional(z.boolean()),
 });
 export type RunRequest = z.infer<typeof RunRequest>;
