@@ -18,6 +18,7 @@ import type { PlayState } from "../state";
 import { outputRefusal } from "../targets";
 import { describePipeline, type StepProblem } from "../transforms";
 import type { Panes } from "./panes";
+import { AfterPaint } from "./render";
 import type { RunController, RunView } from "./run";
 import type { PlayStore } from "./store";
 import type { TabController } from "./tabs";
@@ -49,8 +50,16 @@ export interface OutputsDeps {
 export class OutputsController implements RunView {
   /** the pipelines' labels for the run on show (A, B: their transforms) */
   private labels: Record<string, string> = {};
+  /** the code lines banded and the links drawn again after the output is painted: two
+   * editor updates that need not stand between an event and its text on screen */
+  private readonly links: AfterPaint;
 
-  constructor(private readonly d: OutputsDeps) {}
+  constructor(private readonly d: OutputsDeps) {
+    this.links = new AfterPaint(() => {
+      this.d.refreshBands();
+      this.d.refreshLinks();
+    });
+  }
 
   /** Labels the pipelines of the run about to start from `state`. */
   label(state: PlayState, request: RunBody): void {
@@ -79,7 +88,7 @@ export class OutputsController implements RunView {
     panes.progress.reset(pipelines, this.labels);
     panes.progress.setWorker("");
     this.d.editor().dispatch({ effects: setErrorMark.of(null) });
-    this.d.refreshBands();
+    this.links.soon(); // the bands of the cleared panes, after the frame
     this.d.tabs.runStarts();
   }
 
@@ -109,10 +118,7 @@ export class OutputsController implements RunView {
       case "stablehlo":
       case "hlo":
         // the code lines banded and linked follow the text on show
-        if (tabs.active === event.type || tabs.active === "graph") {
-          this.d.refreshBands();
-          this.d.refreshLinks();
-        }
+        if (tabs.active === event.type || tabs.active === "graph") this.links.soon();
         break;
       case "error": {
         panes.errors.addRunError(event, this.pipelineLabel(p));

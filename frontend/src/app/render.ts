@@ -17,6 +17,34 @@ export const whenIdle: IdleScheduler = (work) => {
   else setTimeout(work, 1);
 };
 
+/** Runs `work` once the next frame has been painted (a task after the animation
+ * frame): for what need not be in the frame that shows an output (the code lines
+ * banded, the links drawn again). Without animation frames (tests): a task. */
+export function afterPaint(work: () => void): void {
+  const raf = (globalThis as { requestAnimationFrame?: (cb: () => void) => number }).requestAnimationFrame;
+  if (raf) raf(() => setTimeout(work, 0));
+  else setTimeout(work, 0);
+}
+
+/** `work` run after the next paint, however often it is asked for before then. */
+export class AfterPaint {
+  private queued = false;
+
+  constructor(
+    private readonly work: () => void,
+    private readonly later: (work: () => void) => void = afterPaint,
+  ) {}
+
+  soon(): void {
+    if (this.queued) return;
+    this.queued = true;
+    this.later(() => {
+      this.queued = false;
+      this.work();
+    });
+  }
+}
+
 export interface ScheduledPane {
   tab: TabId;
   pane: OutputPane;

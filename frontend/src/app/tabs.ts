@@ -27,8 +27,10 @@ export class TabChoice {
   outputArrived(tab: TabId): TabId | null {
     if (!OPENS_ITSELF.includes(tab) || this.firstOutput !== null) return null;
     this.firstOutput = tab;
-    if (this.picked === null || this.active === "errors") return this.picked ?? tab;
-    return null;
+    const to = this.picked === null || this.active === "errors" ? (this.picked ?? tab) : null;
+    // the tab on show already (the jaxpr's, most runs): nothing to select (a select
+    // reads the layout, which would lay the page out again before the jaxpr is painted)
+    return to === this.active ? null : to;
   }
 
   /** The run ended with no errors to show: leave an empty Errors tab for the outputs. */

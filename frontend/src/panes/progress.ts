@@ -19,6 +19,8 @@ export class Progress {
   private statusEl: HTMLElement;
   private workerEl: HTMLElement;
   private noteEl: HTMLElement;
+  /** the stage chips are to be drawn at the next frame */
+  private rowsQueued = false;
 
   constructor(readonly root: HTMLElement) {
     this.statusEl = h("span", { class: "run-status", role: "status", "aria-live": "polite", "data-status": "idle" });
@@ -95,8 +97,25 @@ export class Progress {
       killed: "Killed",
       cancelled: "Cancelled",
     };
-    this.statusEl.dataset.status = this.status;
-    this.statusEl.textContent = [words[this.status], this.detail].filter(Boolean).join(" ");
+    const text = [words[this.status], this.detail].filter(Boolean).join(" ");
+    // unchanged (a stage came while running): left alone, the page not laid out again
+    if (this.statusEl.dataset.status !== this.status) this.statusEl.dataset.status = this.status;
+    if (this.statusEl.textContent !== text) this.statusEl.textContent = text;
+    // while a run goes, its stage chips are drawn once per frame, however many stages
+    // came in it (the events before the jaxpr never wait for them); at its end, at once
+    const raf = (globalThis as { requestAnimationFrame?: (cb: () => void) => number }).requestAnimationFrame;
+    if (this.isLive() && raf) {
+      if (!this.rowsQueued) {
+        this.rowsQueued = true;
+        raf(() => this.rowsQueued && this.renderRows());
+      }
+      return;
+    }
+    this.renderRows();
+  }
+
+  private renderRows(): void {
+    this.rowsQueued = false;
     clear(this.rows);
     if (this.status === "idle") return;
     const live = this.isLive();

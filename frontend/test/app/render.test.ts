@@ -1,6 +1,6 @@
 // Rendering off the critical path: the pane on show at once, the others when shown or idle.
 import { describe, expect, it } from "vitest";
-import { PaneScheduler, type ScheduledPane } from "../../src/app/render";
+import { AfterPaint, PaneScheduler, type ScheduledPane } from "../../src/app/render";
 import type { TabId } from "../../src/app/tabtable";
 import { parseEvent, type RunEvent } from "../../src/protocol";
 import { FakePane, JAXPR } from "./fakes";
@@ -79,5 +79,23 @@ describe("PaneScheduler", () => {
     setActive("graph");
     s.flushTab("graph");
     expect(graph.log).toEqual(["reset main,0", "show jaxpr main"]);
+  });
+});
+
+describe("AfterPaint", () => {
+  it("runs its work once after the paint, however often it was asked for before", () => {
+    const later: (() => void)[] = [];
+    let runs = 0;
+    const links = new AfterPaint(() => runs++, (w) => later.push(w));
+    links.soon();
+    links.soon(); // the jaxpr and the HLO of one frame: one refresh
+    expect(runs).toBe(0); // nothing before the paint
+    expect(later).toHaveLength(1);
+    later.shift()!();
+    expect(runs).toBe(1);
+    links.soon(); // asked again after it ran: runs again
+    expect(later).toHaveLength(1);
+    later.shift()!();
+    expect(runs).toBe(2);
   });
 });

@@ -21,6 +21,18 @@ describe("TabChoice", () => {
     expect(c.outputArrived("jaxpr")).toBeNull(); // only the first
   });
 
+  it("selects nothing when the first output's tab is on show already (a select lays the page out)", () => {
+    const c = new TabChoice(); // the jaxpr tab on show, nothing picked: the usual edit
+    c.runStarts();
+    expect(c.outputArrived("jaxpr")).toBeNull();
+    expect(c.firstOutput).toBe("jaxpr");
+    const d = new TabChoice();
+    d.active = d.pick("hlo");
+    d.active = "errors"; // a failed run showed Errors; the next run's HLO goes back to it
+    d.runStarts();
+    expect(d.outputArrived("jaxpr")).toBe("hlo");
+  });
+
   it("keeps the tab the user picked", () => {
     const c = new TabChoice();
     c.active = c.pick("hlo");
