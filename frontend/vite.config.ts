@@ -1,4 +1,3 @@
-import type { Plugin } from "vite";
 import { defineConfig } from "vitest/config";
 
 // The page is served by the backend (`jaxplay serve`) from frontend/dist, at `/` and
@@ -7,39 +6,14 @@ import { defineConfig } from "vitest/config";
 declare const process: { env: Record<string, string | undefined> };
 const api = process.env.JAXPLAY_DEV_API ?? "http://127.0.0.1:8000";
 
-/** The page's chunk (src/main.ts, which the small entry src/boot.ts imports once it has
- * opened the WebSocket) and the chunks it imports, preloaded by the HTML: fetched and
- * compiled while the entry runs, as if they were the entry's own. */
-function preloadPage(): Plugin {
-  return {
-    name: "jaxplay-preload-page",
-    apply: "build",
-    transformIndexHtml: {
-      order: "post",
-      handler(html, ctx) {
-        const bundle = ctx.bundle;
-        if (!bundle) return html;
-        const page = Object.values(bundle).find((c) => c.type === "chunk" && c.facadeModuleId?.endsWith("/src/main.ts"));
-        if (!page || page.type !== "chunk") throw new Error("vite.config.ts: no chunk for src/main.ts");
-        const files: string[] = [];
-        const add = (file: string): void => {
-          if (files.includes(file)) return;
-          files.push(file);
-          const chunk = bundle[file];
-          if (chunk?.type === "chunk") chunk.imports.forEach(add);
-        };
-        add(page.fileName);
-        return files
-          .filter((f) => !html.includes(`/${f}"`))
-          .map((f) => ({ tag: "link", attrs: { rel: "modulepreload", crossorigin: true, href: `/${f}` }, injectTo: "head" as const }));
-      },
-    },
-  };
-}
+// Module preload hints: the entry's own (Vite's). The page's chunk (src/main.ts, with
+// CodeMirror) is not preloaded by the HTML: boot.ts imports it once a shared link's run
+// is on the wire (Vite's preload helper then fetches its chunks together), so the entry
+// and the stylesheet are the first screen's only competition for the server and the
+// renderer's main thread (benchmarks/page_delivery.py measured both ways).
 
 export default defineConfig({
   base: "/",
-  plugins: [preloadPage()],
   resolve: {
     // One copy of CodeMirror's state and view, or extensions stop matching.
     dedupe: ["@codemirror/state", "@codemirror/view", "@codemirror/language"],

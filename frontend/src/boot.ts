@@ -1,7 +1,10 @@
 // The page's entry, kept small: it opens the WebSocket at once (the first run pays no
 // handshake, and the handshake overlaps loading the page), sends a shared link's run
 // as soon as the socket is open (its events wait for the page: app/socket.ts), then
-// loads the page itself (main.ts: its chunks are preloaded by the HTML, vite.config.ts).
+// loads the page itself (main.ts and its chunks, fetched then: vite.config.ts).
+// A shared link's code (and, when confirmed, its jaxpr) is on screen before any of
+// this: the server renders it in the HTML (#jaxplay-static, backend/app/page.py), and
+// main.ts removes that in the task that builds the page.
 import "./style.css";
 import { conn, sendEarly } from "./app/socket";
 import { INITIAL_ID } from "./app/initial";
@@ -12,9 +15,14 @@ import type { StepProblem } from "./transforms";
 conn.keep();
 // a link whose results came with the page is painted, not run (app/start.ts)
 const snippet = document.getElementById(INITIAL_ID) ? null : embeddedSnippet(document);
+let sent: Promise<unknown> = Promise.resolve();
 if (snippet) {
   const problems: StepProblem[] = [];
   const request = toRequest(fromRequest(snippet, DEFAULT_STATE), problems);
-  if (problems.length === 0) sendEarly(request);
+  if (problems.length === 0) sent = sendEarly(request);
 }
-void import("./main");
+// The run leaves first: building the page is one long task, and the socket's hello
+// (which the run waits for) would wait behind it, and so would fetching its chunks.
+// Never longer than EARLY_WAIT_MS: a slow socket does not hold the page back.
+const EARLY_WAIT_MS = 300;
+void Promise.race([sent, new Promise((r) => setTimeout(r, EARLY_WAIT_MS))]).then(() => import("./main"));

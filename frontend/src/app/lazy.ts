@@ -21,6 +21,8 @@ export class LazyPane<P extends OutputPane> implements OutputPane {
   /** Loads the pane (once); resolves with it. */
   ready(): Promise<P> {
     this.loading ??= this.load().then((p) => {
+      // the events it was declared to take are the pane's own (or some would go astray)
+      if (p.consumes.join() !== this.consumes.join()) throw new Error(`LazyPane: declared ${this.consumes.join()}, the pane takes ${p.consumes.join()}`);
       this.pane = p;
       for (const f of this.waiting.splice(0)) f(p);
       return p;

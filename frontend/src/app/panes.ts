@@ -1,28 +1,23 @@
 // The output panes, one per tab that shows run outputs, and the scheduler that feeds
 // them (app/render.ts). The Graph (elkjs layout), Passes (its diff: @codemirror/merge)
-// and Sharding panes are loaded when their tab is first shown (app/lazy.ts).
+// and Sharding panes are loaded when their tab is first shown (app/lazy.ts); the panes
+// of panes/later.ts (value, cost, timing, console, memory, kernels, profile) when the
+// page is idle, or when first fed.
 import type { EditorView } from "@codemirror/view";
 import { IR_TYPES, type IrType } from "../protocol";
 import { AsmPane } from "../panes/asm";
 import { ChecksPane } from "../panes/checks";
 import { AutodiffPane } from "../panes/autodiff";
-import { ConsolePane } from "../panes/console";
-import { CostPane } from "../panes/cost";
 import { ErrorsPane } from "../panes/errors";
 import type { GraphPane } from "../panes/graph";
 import { IrPane } from "../panes/ir";
-import { KernelsPane } from "../panes/kernels";
-import { MemoryPane } from "../panes/memory";
 import type { PassesPane } from "../panes/passes";
-import { ProfilePane } from "../panes/profile";
 import { Progress } from "../panes/progress";
 import { RemarksPane } from "../panes/remarks";
 import type { ShardingPane } from "../panes/sharding";
-import { TimingPane } from "../panes/timing";
 import { TraceValuesPane } from "../panes/trace_values";
-import { ValuePane } from "../panes/value";
 import { LazyPane } from "./lazy";
-import { PaneScheduler, type ScheduledPane } from "./render";
+import { PaneScheduler, whenIdle, type ScheduledPane } from "./render";
 import type { TabId } from "./tabtable";
 
 export interface PaneHooks {
@@ -70,22 +65,25 @@ export class Panes {
     this.errors = new ErrorsPane(panels.errors, hooks.reveal);
     this.autodiff = new AutodiffPane(panels.autodiff, hooks.hover, hooks.pin, hoverCode);
     this.progress = new Progress(progress);
+    const later = (): Promise<typeof import("../panes/later")> => import("../panes/later");
+    const value = new LazyPane(["value"], async () => new (await later()).ValuePane(panels.value));
+    whenIdle(() => void value.ready()); // the chunk of them all, before a run's end needs it
     /** every output pane with its tab; events go to the panes that consume them */
     const all: ScheduledPane[] = [
       ...IR_TYPES.map((k): ScheduledPane => ({ tab: k, pane: this.ir[k] })),
       { tab: "graph", pane: this.graph, lazy: true },
       { tab: "autodiff", pane: this.autodiff },
-      { tab: "value", pane: new ValuePane(panels.value) },
-      { tab: "cost", pane: new CostPane(panels.cost) },
-      { tab: "timing", pane: new TimingPane(panels.timing) },
+      { tab: "value", pane: value },
+      { tab: "cost", pane: new LazyPane(["cost"], async () => new (await later()).CostPane(panels.cost)) },
+      { tab: "timing", pane: new LazyPane(["timing"], async () => new (await later()).TimingPane(panels.timing)) },
       { tab: "passes", pane: this.passes, lazy: true },
       { tab: "asm", pane: new AsmPane(panels.asm, hoverCode) },
-      { tab: "memory", pane: new MemoryPane(panels.memory, hoverCode) },
+      { tab: "memory", pane: new LazyPane(["memory"], async () => new (await later()).MemoryPane(panels.memory, hoverCode)) },
       { tab: "remarks", pane: new RemarksPane(panels.remarks, hooks.reveal) },
-      { tab: "kernels", pane: new KernelsPane(panels.kernels, hooks.reveal, hoverCode) },
-      { tab: "profile", pane: new ProfilePane(panels.profile, hoverCode) },
+      { tab: "kernels", pane: new LazyPane(["kernels"], async () => new (await later()).KernelsPane(panels.kernels, hooks.reveal, hoverCode)) },
+      { tab: "profile", pane: new LazyPane(["profile"], async () => new (await later()).ProfilePane(panels.profile, hoverCode)) },
       { tab: "sharding", pane: this.sharding, lazy: true },
-      { tab: "console", pane: new ConsolePane(panels.console) },
+      { tab: "console", pane: new LazyPane(["stdout", "stderr"], async () => new (await later()).ConsolePane(panels.console)) },
       { tab: "checks", pane: new ChecksPane(panels.checks, hooks.reveal) },
       { tab: "trace_values", pane: new TraceValuesPane(panels.trace_values, hooks.reveal, hoverCode) },
     ];

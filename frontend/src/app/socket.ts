@@ -27,12 +27,13 @@ export function route(handlers: ConnectionHandlers): void {
   Object.assign(routed, handlers);
 }
 
-/** Sends `request` before the page is built; its events are held for the page. */
-export function sendEarly(request: RunBody): void {
+/** Sends `request` before the page is built; its events are held for the page.
+ * Resolves once it is on the wire (or could not be sent). */
+export function sendEarly(request: RunBody): Promise<unknown> {
   holding = true;
   const sent = conn.run(request);
-  sent.catch(() => {}); // not reachable: said when the page adopts the run (app/run.ts)
   early = { request, sent };
+  return sent.catch(() => {}); // not reachable: said when the page adopts the run (app/run.ts)
 }
 
 /** The early run when it is `request` (its events stay held until `release`); null
