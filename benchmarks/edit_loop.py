@@ -396,10 +396,12 @@ def main() -> None:
         notebook_main(args.repeat)
         return
     load = os.getloadavg()[0]
-    plain_kernel = plain_jax.measure(
-        [[(case, request(case, edit)) for case in CASES] for edit in range(args.repeat + 1)]
-    )
+    rounds = [[(case, request(case, edit)) for case in CASES] for edit in range(args.repeat + 1)]
+    plain_kernel = plain_jax.measure(rounds)
     plain, plain_first = plain_kernel["later"], plain_kernel["first"]
+    # the same cells on one CPU, as a jail runs by default (JAXPLAY_CPUS=1):
+    # XLA's compile and its eager ops use the CPUs they have
+    plain_one = plain_jax.measure(rounds, one_cpu=True)["later"]
     kernel = measure_in_process("--notebook", args.repeat)
     notebook, notebook_first = kernel["later"], kernel["first"]
     with tempfile.TemporaryDirectory(prefix="jaxplay-edit-") as workdir:
@@ -411,20 +413,24 @@ def main() -> None:
         f"{args.pause:g} s between a client's runs; medians in ms"
     )
     print(
-        "floors: plain = plain JAX as a notebook user types the cell (all CPUs); "
-        "engine = jaxplay's engine in one warm process (one CPU, like a jail)"
+        "floors: plain = plain JAX as a notebook user types the cell (all CPUs); pl 1cpu = "
+        "the same on one CPU; engine = jaxplay's engine in one warm process (one CPU, like "
+        "a jail); where the engine's time goes, stage by stage: benchmarks/engine_stages.py"
     )
     print(
-        f"{'case':<20}{'plain':>8}{'engine':>8}{'jaxplay':>9}{'jp/plain':>9}{'jp/eng':>8}"
+        f"{'case':<20}{'plain':>8}{'pl 1cpu':>8}{'engine':>8}{'jaxplay':>9}{'jp/plain':>9}"
+        f"{'jp/pl1':>7}{'jp/eng':>8}"
         f"{'fresh':>8}{'fresh/jp':>9}{'new client':>11}{'new/later':>10}"
         f"{'plain 1st':>10}{'new/pl 1st':>11}{'eng 1st':>8}{'new/eng 1st':>12}"
     )
-    ratios, engine_ratios, speedups, firsts = [], [], [], []
+    ratios, one_cpu_ratios, engine_ratios, speedups, firsts = [], [], [], [], []
     against_plain, against_kernel = [], []
     for case in CASES:
         pl, nb, jp, fr = (statistics.median(d[case]) for d in (plain, notebook, later, fresh))
+        pl1 = statistics.median(plain_one[case])
         new = jaxplay["new_client"][case]
         ratios.append(jp / pl)
+        one_cpu_ratios.append(jp / pl1)
         engine_ratios.append(jp / nb)
         speedups.append(fr / jp)
         firsts.append(new / jp)
@@ -432,7 +438,8 @@ def main() -> None:
         against_plain.append(new / pl_first)
         against_kernel.append(new / nb_first)
         print(
-            f"{case:<20}{pl:>8.1f}{nb:>8.1f}{jp:>9.1f}{jp / pl:>9.2f}{jp / nb:>8.2f}"
+            f"{case:<20}{pl:>8.1f}{pl1:>8.1f}{nb:>8.1f}{jp:>9.1f}{jp / pl:>9.2f}{jp / pl1:>7.2f}"
+            f"{jp / nb:>8.2f}"
             f"{fr:>8.1f}{fr / jp:>8.1f}x{new:>11.1f}{new / jp:>9.2f}x"
             f"{pl_first:>10.1f}{new / pl_first:>10.2f}x{nb_first:>8.1f}{new / nb_first:>11.2f}x"
         )
@@ -441,6 +448,11 @@ def main() -> None:
         f"median jaxplay / plain JAX in a notebook (the headline): "
         f"{statistics.median(ratios):.2f} (per case {min(ratios):.2f}-{max(ratios):.2f}; "
         f"target <= 1.5)"
+    )
+    print(
+        f"median jaxplay / plain JAX on one CPU, as a jail has: "
+        f"{statistics.median(one_cpu_ratios):.2f} "
+        f"(per case {min(one_cpu_ratios):.2f}-{max(one_cpu_ratios):.2f})"
     )
     print(
         f"median jaxplay / jaxplay's engine in one process: {statistics.median(engine_ratios):.2f}"

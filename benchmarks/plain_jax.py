@@ -19,18 +19,30 @@ kernel's first run of each cell) apart from the rest.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 #: the outputs plain JAX is asked for, in the order a user would get them
 TEXT_STAGES = ("jaxpr", "stablehlo", "hlo", "cost", "value")
 
 
-def plain_cell(body: dict[str, Any]) -> None:
+def _untimed(name: str, step: Callable[[], T]) -> T:
+    return step()
+
+
+def plain_cell(
+    body: dict[str, Any], stage: Callable[[str, Callable[[], Any]], Any] = _untimed
+) -> None:
     """The cell as a user runs it: define f and the args, then each requested output
-    the way JAX offers it."""
+    the way JAX offers it. ``stage(name, step)`` runs each step (a timer may wrap
+    them: benchmarks/engine_stages.py), named as the engine names its stages
+    (``exec``, ``args``, ``trace``, ``lower``, ``compile``, ``execute``) or outputs."""
     import jax
     import jax.numpy as jnp
 
@@ -38,26 +50,28 @@ def plain_cell(body: dict[str, Any]) -> None:
                   "jacrev": jax.jacrev, "jacfwd": jax.jacfwd, "jit": jax.jit}  # fmt: skip
     outputs = set(body.get("outputs") or TEXT_STAGES)
     namespace: dict[str, Any] = {}
-    exec(compile(body["code"], "<cell>", "exec"), namespace)
+    stage("exec", lambda: exec(compile(body["code"], "<cell>", "exec"), namespace))
     g = namespace["f"]
     for t in body.get("transforms", []):
         g = transforms[t["name"]](g, **{k: v for k, v in t.items() if k != "name"})
     # the args may name the cell's own globals (a model's params), as jaxplay's may
-    args = eval(body.get("args") or "()", {**namespace, "jax": jax, "jnp": jnp})
+    args = stage(
+        "args", lambda: eval(body.get("args") or "()", {**namespace, "jax": jax, "jnp": jnp})
+    )
     if "jaxpr" in outputs:
-        jax.make_jaxpr(g)(*args)
+        stage("trace", lambda: jax.make_jaxpr(g)(*args))
     if outputs & {"stablehlo", "hlo", "cost"}:
-        lowered = jax.jit(g).lower(*args)
+        lowered = stage("lower", lambda: jax.jit(g).lower(*args))
         if "stablehlo" in outputs:
-            lowered.as_text()
+            stage("out:stablehlo", lowered.as_text)
         if outputs & {"hlo", "cost"}:
-            compiled = lowered.compile()
+            compiled = stage("compile", lowered.compile)
             if "hlo" in outputs:
-                compiled.as_text()
+                stage("out:hlo", compiled.as_text)
             if "cost" in outputs:
-                compiled.cost_analysis()
+                stage("out:cost", compiled.cost_analysis)
     if "value" in outputs:
-        jax.block_until_ready(g(*args))
+        stage("execute", lambda: jax.block_until_ready(g(*args)))
 
 
 def main() -> None:
@@ -76,14 +90,19 @@ def main() -> None:
     print(json.dumps({"first": first, "later": later}))
 
 
-def measure(rounds: list[list[tuple[str, dict[str, Any]]]]) -> dict[str, Any]:
-    """Run ``rounds`` in a child process of plain JAX; its timings (see the module)."""
+def measure(
+    rounds: list[list[tuple[str, dict[str, Any]]]], one_cpu: bool = False
+) -> dict[str, Any]:
+    """Run ``rounds`` in a child process of plain JAX; its timings (see the module).
+    ``one_cpu``: the child on one CPU (as a jail is, by default), not the machine's."""
+    cpus = sorted(os.sched_getaffinity(0))
     out = subprocess.run(
         [sys.executable, __file__],
         input=json.dumps(rounds),
         capture_output=True,
         text=True,
         check=False,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus[:1])) if one_cpu else None,
     )
     if out.returncode != 0:
         raise SystemExit(f"plain JAX failed: {out.stderr[-3000:]}")
