@@ -228,6 +228,10 @@ class _Target:
             with_paths, treedef = jax.tree_util.tree_flatten_with_path(arg)
             flat_args.append(([leaf for _, leaf in with_paths], treedef))
             for index, (keys, leaf) in enumerate(with_paths):
+                if position in positions and isinstance(leaf, float | complex):
+                    # JAX differentiates a Python float (as a weakly typed scalar):
+                    # `grad(f)(0.0)`; a Python int it refuses, left closed over here
+                    leaf = jnp.asarray(leaf)
                 dtype = getattr(leaf, "dtype", None)
                 if dtype is None or not hasattr(leaf, "shape"):
                     continue  # a Python value: closed over, as JAX would see it

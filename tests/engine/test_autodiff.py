@@ -277,3 +277,22 @@ def test_per_example_gradients_show_the_stages_of_one_example(run) -> None:
         f, jnp.ones(8)
     )
     assert event["notes"][0].startswith("vmap is applied after grad: the stages are shown for one")
+
+
+def test_a_python_float_argument_is_differentiated_as_jax_does() -> None:
+    """``grad(f)(0.0)``: JAX differentiates a Python float; the stages are those of
+    the same float as an array (in this process: autodiff_event called directly)."""
+    from sandbox.engine.autodiff import autodiff_event
+    from sandbox.protocol.requests import Transform
+
+    def where_sqrt(x: Any) -> Any:
+        return jnp.where(x > 0, jnp.sqrt(x), 0.0)
+
+    assert jnp.isnan(jax.grad(where_sqrt)(0.0))  # JAX takes the float
+    event = autodiff_event(where_sqrt, "f", [Transform(name="grad")], {}, (0.0,))
+    assert event["wrt"] == ["x"] and not event["notes"], event["notes"]
+    shown = {(s["path"], s["stage"]): s["text"] for s in event["stages"]}
+    assert shown == _expected_stages(where_sqrt, jnp.asarray(0.0))
+    for path in event["paths"]:
+        assert path["status"] == "ok"
+        assert "div" in [r["source"] for r in path["residuals"]], path["residuals"]
