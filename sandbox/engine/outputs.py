@@ -47,7 +47,8 @@ class Producer:
 
 
 def _jaxpr(r: Results) -> dict[str, Any]:
-    return _text_event("jaxpr", str(r.closed), sources.jaxpr_sources, r.closed)
+    text, spans = sources.printed_jaxpr(r.closed)  # printed once, with its spans
+    return _text_event("jaxpr", text, sources.spans_sources, spans)
 
 
 def _stablehlo(r: Results) -> dict[str, Any]:

@@ -16,6 +16,7 @@ step does not line up, the mapping is left empty rather than guessed.
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 from sandbox.engine.compat import user_frames
@@ -39,15 +40,41 @@ def snippet_line(traceback: Any) -> int | None:
     return None
 
 
+Spans = list[list[tuple[int, int, Any]]]
+
+
 def jaxpr_sources(jaxpr: Any, text: str) -> list[Source]:
     """``{eqn, line, out_line}`` for every printed line that an equation made."""
-    spans: list[list[tuple[int, int, Any]]] = []
+    spans: Spans = []
     try:
         printed = jaxpr.pretty_print(source_map=spans)
     except TypeError:  # a JAX without source maps in its pretty printer
         return []
+    if printed != text:
+        return []
+    return spans_sources(spans, text)
+
+
+def printed_jaxpr(jaxpr: Any) -> tuple[str, Spans | None]:
+    """``str(jaxpr)`` and the spans of each of its printed lines (None where this JAX
+    has no source maps), printed once: on every offered JAX ``str`` of a (closed)
+    jaxpr is its ``pretty_print()``, and ``source_map=`` only collects the spans as
+    the text is made. ``spans_sources`` maps them."""
+    spans: Spans = []
+    try:
+        return jaxpr.pretty_print(source_map=spans), spans
+    except Exception as exc:  # no source maps (TypeError), or their printing failed
+        if not isinstance(exc, TypeError):
+            print(
+                f"jaxplay: source mapping failed: {type(exc).__name__}: {exc}", file=sys.__stderr__
+            )
+        return str(jaxpr), None
+
+
+def spans_sources(spans: Spans | None, text: str) -> list[Source]:
+    """``jaxpr_sources`` of a text printed with ``spans`` (``printed_jaxpr``)."""
     lines = text.split("\n")
-    if printed != text or len(spans) != len(lines):
+    if spans is None or len(spans) != len(lines):
         return []
     sources: list[Source] = []
     eqn, previous = -1, None
@@ -75,8 +102,20 @@ _LOC_DEF = re.compile(r"^#(loc\d*) = loc\((.*)\)$")
 _FILE_LOC = re.compile(r'^"((?:[^"\\]|\\.)*)":(\d+):\d+')
 
 
+_LAST_LOC_REF = re.compile(r" loc\((#loc\d*)\)$")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+#: what makes ``_split_top`` count depth; text with none of it splits at ``sep``
+_NESTING = frozenset('"()[]<>')
+
+
 def _split_locs(line: str) -> tuple[str, list[str]]:
     """Remove every `` loc(...)`` from a line; return the rest and the loc bodies."""
+    first = line.find(" loc(")
+    if first < 0:
+        return line, []
+    last = _LAST_LOC_REF.search(line, first)
+    if last is not None and last.start() == first:  # most ops: one `` loc(#locN)`` at the end
+        return line[:first], [last.group(1)]
     out, bodies, i = [], [], 0
     while True:
         start = line.find(" loc(", i)
@@ -143,15 +182,10 @@ class _LocResolver:
 
 
 def _string_end(text: str) -> int:
-    j = 1
-    while j < len(text):
-        if text[j] == "\\":
-            j += 2
-            continue
-        if text[j] == '"':
-            return j + 1
-        j += 1
-    return len(text)
+    """Where the string literal that ``text`` starts with ends (past its quote);
+    the text's end when it is not closed."""
+    match = _STRING.match(text)
+    return match.end() if match else len(text)
 
 
 def _split_all(text: str, sep: str) -> list[str]:
@@ -165,6 +199,9 @@ def _split_all(text: str, sep: str) -> list[str]:
 
 def _split_top(text: str, sep: str) -> tuple[str, bool, str]:
     """Split at the first ``sep`` outside parentheses, brackets and strings."""
+    if _NESTING.isdisjoint(text):  # e.g. ``#loc3 at #loc4``: nothing to count
+        head, found, tail = text.partition(sep)
+        return head, bool(found), tail
     depth, i, in_string = 0, 0, False
     while i < len(text):
         ch = text[i]

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from sandbox.engine.sources import hlo_sources, mlir_sources
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from sandbox.engine.sources import (
+    hlo_sources,
+    jaxpr_sources,
+    mlir_sources,
+    printed_jaxpr,
+    spans_sources,
+)
+from sandbox.protocol.requests import SNIPPET_FILENAME
 
 PLAIN = """module @jit_f {
   func.func public @main(%arg0: tensor<3xf32>) -> (tensor<3xf32>) {
@@ -35,6 +47,65 @@ def test_mlir_innermost_user_frame_wins_and_library_frames_are_skipped() -> None
 
 def test_mlir_texts_that_do_not_line_up_map_nothing() -> None:
     assert mlir_sources(PLAIN.replace("cosine", "tanh"), DEBUG) == []
+
+
+# several locations on one line, quotes inside a name location, a call site spelled
+# inline with its callee's name around it
+DEBUG_NESTED = """#loc1 = loc("x")
+module @jit_f {
+  func.func public @main(%arg0: tensor<3xf32> loc("x \\"q\\" (1)")) -> (tensor<3xf32>) {
+    %0 = stablehlo.sine %arg0 : tensor<3xf32> loc(#loc6)
+    %1 = stablehlo.cosine %0 : tensor<3xf32> loc(callsite("h"("/lib/jax.py":3:1 to :2) at #loc5))
+    return %1 : tensor<3xf32> loc(#loc)
+  } loc(#loc)
+} loc(#loc)
+#loc = loc(unknown)
+#loc2 = loc("snippet.py":4:11 to :21)
+#loc3 = loc("snippet.py":9:8 to :12)
+#loc4 = loc("g"(#loc2))
+#loc5 = loc("f"(#loc3))
+#loc6 = loc("jit(f)/a \\"(q\\" at )"(callsite(#loc4 at #loc5)))"""
+
+
+def test_mlir_quoted_names_and_inline_call_sites() -> None:
+    assert mlir_sources(PLAIN, DEBUG_NESTED) == [
+        {"out_line": 3, "line": 4},
+        {"out_line": 4, "line": 9},
+    ]
+
+
+def _snippet_jaxpr() -> Any:
+    code = "import jax.numpy as jnp\n\ndef f(x):\n    y = jnp.sin(x)\n    return jnp.sum(y * 2.0)\n"
+    namespace: dict[str, Any] = {}
+    exec(compile(code, SNIPPET_FILENAME, "exec"), namespace)
+    return jax.make_jaxpr(jax.grad(namespace["f"]))(jnp.ones(3))
+
+
+def test_printed_jaxpr_is_str_of_the_jaxpr_mapped_as_jaxpr_sources_maps_it() -> None:
+    closed = _snippet_jaxpr()
+    text, spans = printed_jaxpr(closed)
+    assert text == str(closed)
+    sources = spans_sources(spans, text)
+    assert sources == jaxpr_sources(closed, text)
+    assert {s["line"] for s in sources} == {4, 5}
+
+
+class _NoSourceMaps:
+    """A jaxpr of a JAX whose pretty printer takes no ``source_map``."""
+
+    def pretty_print(self, **options: Any) -> str:
+        if options:
+            raise TypeError(f"unexpected keyword arguments {sorted(options)}")
+        return "{ lambda ; a:f32[]. let  in (a,) }"
+
+    def __str__(self) -> str:
+        return self.pretty_print()
+
+
+def test_printed_jaxpr_without_source_maps_is_the_text_alone() -> None:
+    text, spans = printed_jaxpr(_NoSourceMaps())
+    assert (text, spans) == ("{ lambda ; a:f32[]. let  in (a,) }", None)
+    assert spans_sources(spans, text) == []
 
 
 HLO = """HloModule jit_f
