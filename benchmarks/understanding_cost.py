@@ -16,7 +16,7 @@ its ratio that median over the plain run's median. Prints per case, per variant 
 median and worst ratio, and the load average before and after.
 
     .venv/bin/python benchmarks/understanding_cost.py [--repeats 3] [--only NAME ...]
-        [--variants trace_values checks] [--json OUT]
+        [--variants trace_values checks] [--checks nans infs] [--json OUT]
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ from tests.support.warm_engine import WarmEngine  # noqa: E402
 
 DEFAULT_OUTPUTS = ["jaxpr", "stablehlo", "hlo", "value", "cost"]
 VARIANTS = ("autodiff", "trace_values", "shapes", "checks")
+#: the checks the ``checks`` variant asks (``--checks``; default: all five at once)
+CHECKS_ASKED: list[str] = list(CHECK_NAMES)
 
 
 def _option(typed: Any) -> Any:
@@ -99,7 +101,7 @@ def variant(request: dict[str, Any], name: str) -> dict[str, Any]:
     if name == "plain":
         return request
     if name == "checks":
-        return {**request, "checks": list(CHECK_NAMES)}
+        return {**request, "checks": list(CHECKS_ASKED)}
     return {**request, "outputs": [*request["outputs"], name]}
 
 
@@ -116,8 +118,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", nargs="*", help="case names containing any of these")
     parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument(
+        "--checks",
+        nargs="*",
+        default=list(CHECK_NAMES),
+        choices=CHECK_NAMES,
+        help="the checks the checks variant asks (default: all five)",
+    )
     parser.add_argument("--json", help="write the per-case medians here")
     opts = parser.parse_args()
+    CHECKS_ASKED[:] = opts.checks
 
     cases = {**golden_cases(), **example_cases()}
     if opts.only:
@@ -125,6 +135,7 @@ def main() -> None:
     load_before = os.getloadavg()
     print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}")
     print(f"{len(cases)} cases, {opts.repeats} rounds, variants: {' '.join(opts.variants)}")
+    print(f"checks asked by the checks variant: {' '.join(CHECKS_ASKED)}")
     engine = WarmEngine().start()
     names = ["plain", *opts.variants]
     ratios: dict[str, dict[str, float]] = {v: {} for v in opts.variants}
