@@ -25,8 +25,8 @@ the editor. Measured in the page (performance.now(), from the key event's timest
 Beside it, in the same run, the API's own time: a WebSocket client in Python (its own
 tenant, token ``page-speed-api``) sends the page's own request, the payload of its last
 ``run`` frame (another comment at the end of the code: not a cache hit), and times its
-``jaxpr`` and ``done`` events from the send; any field where the two requests differ
-besides the code is printed. The page is waited on by polling every 50 ms, not every
+``jaxpr`` and ``done`` events from the send; any field where the two frames differ
+besides the seq and the code is printed. Who goes first alternates from edit to edit. The page is waited on by polling every 50 ms, not every
 animation frame (Playwright's default): a wait polled per frame keeps the renderer
 drawing frames for the whole run, on the cores the server's run needs (measured on
 2 loaded cores: 69 main-thread frames in a run against 24). The load average is printed with the figures:
@@ -116,16 +116,22 @@ PROBE = """
 """.replace("__FINAL__", json.dumps(list(FINAL)))
 
 
-def request_diff(page: dict[str, Any], api: dict[str, Any]) -> list[str]:
-    """The fields where the API client's request differs from the page's, besides the
-    code (the API's has one more comment line at its end)."""
+def frame_diff(page: dict[str, Any], api: dict[str, Any]) -> list[str]:
+    """Where the API client's ``run`` frame differs from the page's, as both went on the
+    wire, besides the seq and the code (the API's has one more comment at its end)."""
     out = [
         f"{k}: page {page.get(k)!r}, API {api.get(k)!r}"
         for k in sorted(set(page) | set(api))
-        if k != "code" and page.get(k) != api.get(k)
+        if k not in ("seq", "payload") and page.get(k) != api.get(k)
     ]
-    if not str(api.get("code", "")).startswith(str(page.get("code", ""))):
-        out.append("code: not the page's code and a comment")
+    p, a = page.get("payload") or {}, api.get("payload") or {}
+    out += [
+        f"payload.{k}: page {p.get(k)!r}, API {a.get(k)!r}"
+        for k in sorted(set(p) | set(a))
+        if k != "code" and p.get(k) != a.get(k)
+    ]
+    if not str(a.get("code", "")).startswith(str(p.get("code", ""))):
+        out.append("payload.code: not the page's code and a comment")
     return out
 
 
@@ -182,6 +188,7 @@ class Api:
         self.url = f"{url.replace('http', 'ws', 1)}/api/v1/ws?token={TOKEN}"
         self._stack = contextlib.ExitStack()
         self.seq = 0
+        self.last_frame = ""
         self._connect()
 
     def _connect(self) -> None:
@@ -197,6 +204,7 @@ class Api:
 
         self.seq += 1
         message = json.dumps({"type": "run", "seq": self.seq, "payload": request})
+        self.last_frame = message
         try:
             self.ws.send(message)
         except ConnectionClosed:  # the server closes a socket idle for 30 s
@@ -229,6 +237,18 @@ class Api:
 
     def close(self) -> None:
         self._stack.close()
+
+
+def api_turn(api: Api, last: dict[str, Any], row: dict[str, list[float]], example: str) -> None:
+    """The API client runs the page's last request (its ``run`` frame, the code with one
+    more comment) and its times go in `row`; a frame not like the page's is said."""
+    request = last["payload"]
+    ms_jaxpr, ms_done, _ = api.run({**request, "code": request["code"] + "\n# api\n"})
+    differ = frame_diff(last, json.loads(api.last_frame))
+    if differ:
+        print(f"{example}: the API's frame differs from the page's: {differ}", file=sys.stderr)
+    row["jaxpr"].append(ms_jaxpr)
+    row["all"].append(ms_done)
 
 
 def replace_cost(
@@ -337,7 +357,16 @@ def main() -> None:
                     request = next(m for m in reversed(frames) if m.get("type") == "run")["payload"]
                     api.run({**request, "code": request["code"] + f"\n# {stamp} api warm\n"})
                     statuses: list[str] = []
+
                     for i in range(args.repeat):
+                        # who goes first alternates: neither run always follows the other's
+                        if i % 2 == 1:
+                            api_turn(
+                                api,
+                                next(f for f in reversed(frames) if f.get("type") == "run"),
+                                api_row,
+                                example,
+                            )
                         page.click("[data-testid=code]")
                         page.keyboard.press("Control+End")
                         page.keyboard.insert_text(f"\n# {stamp} edit {i}")
@@ -356,19 +385,11 @@ def main() -> None:
                             rows["wire"].append(m["arrived"] - m["sent"])
                             rows["page"].append(m["jaxpr"] - m["arrived"] + m["sent"] - m["t0"])
                         last = next(f for f in reversed(frames) if f.get("type") == "run")
-                        request = last["payload"]
                         wire = net.wire_ms(last["seq"])
                         if wire is not None:
                             rows["net"].append(wire)
-                        api_request = {**request, "code": request["code"] + "\n# api\n"}
-                        differ = request_diff(request, api_request)
-                        if differ:
-                            print(
-                                f"{example}: the API's request differs: {differ}", file=sys.stderr
-                            )
-                        ms_jaxpr, ms_done, _ = api.run(api_request)
-                        api_row["jaxpr"].append(ms_jaxpr)
-                        api_row["all"].append(ms_done)
+                        if i % 2 == 0:
+                            api_turn(api, last, api_row, example)
                         time.sleep(args.pause)
                     print(
                         f"{example}: {args.repeat} edits, statuses {sorted(set(statuses))}",
