@@ -109,15 +109,13 @@ def lock_one(base: Path, say=print, locks: Path = LOCKS) -> Path:
                 )
     lines = []
     for item in resolved:
-        meta, info = item["metadata"], item.get("download_info") or {}
+        meta = item["metadata"]
         name = libraries.canonical(meta["name"])
         if name in base_pins:
             if base_pins[name] != meta["version"]:
                 raise SystemExit(f"jax {version}: pip moved the version lock's {name}")
             continue
-        digest = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
-        if not digest:
-            raise SystemExit(f"jax {version}: pip gave no sha256 for {name}")
+        digest = _sha256(item, f"jax {version}: pip gave no sha256 for {name}")
         lines.append(f"{meta['name'].lower()}=={meta['version']} --hash=sha256:{digest}")
     path = libraries.lock_path(version, minor, locks)
     header = [
@@ -130,6 +128,15 @@ def lock_one(base: Path, say=print, locks: Path = LOCKS) -> Path:
     offered = libraries.read_lock(path).offered()
     say(f"jax {version}: wrote {path.name}: {' '.join(f'{k}=={v}' for k, v in offered.items())}")
     return path
+
+
+def _sha256(item: dict, missing: str) -> str:
+    """The sha256 pip's report gives for one resolved wheel; SystemExit(missing) if none."""
+    info = item.get("download_info") or {}
+    digest = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
+    if not digest:
+        raise SystemExit(missing)
+    return str(digest)
 
 
 def lock_alternatives(base: Path, say=print, locks: Path = LOCKS) -> Path | None:
@@ -155,7 +162,8 @@ def lock_alternatives(base: Path, say=print, locks: Path = LOCKS) -> Path | None
             if name not in defaults:
                 raise SystemExit(f"jax {version}: {name} is not in its library set")
             rest = {n: v for n, (v, _) in lock.pins.items() if n != libraries.canonical(name)}
-            pinned = [f"{n}=={v}" for n, v in sorted({**base_pins, **rest}.items())]
+            others = {**base_pins, **rest}  # everything but the library, as pinned
+            pinned = [f"{n}=={v}" for n, v in sorted(others.items())]
             for alt in versions:
                 if alt == defaults[name]:
                     raise SystemExit(f"jax {version}: {name} {alt} is the default already")
@@ -164,18 +172,16 @@ def lock_alternatives(base: Path, say=print, locks: Path = LOCKS) -> Path | None
                 if why:
                     raise SystemExit(f"jax {version}: {name} {alt} does not resolve: {why}")
                 for item in resolved:
-                    meta, info = item["metadata"], item.get("download_info") or {}
+                    meta = item["metadata"]
                     got = libraries.canonical(meta["name"])
                     if got != libraries.canonical(name):
-                        if {**base_pins, **rest}.get(got) != meta["version"]:
+                        if others.get(got) != meta["version"]:
                             raise SystemExit(
                                 f"jax {version}: {name} {alt} needs {got} {meta['version']}: "
                                 "an overlay holds only the library itself"
                             )
                         continue
-                    digest = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
-                    if not digest:
-                        raise SystemExit(f"jax {version}: pip gave no sha256 for {name} {alt}")
+                    digest = _sha256(item, f"jax {version}: pip gave no sha256 for {name} {alt}")
                     lines.append(f"{got}=={alt} --hash=sha256:{digest}")
     path = library_choices.lock_path(version, minor, locks)
     header = [

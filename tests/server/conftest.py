@@ -11,6 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.app import Settings, create_app
+from backend.app.cache import ResultCache
+from backend.app.storage import SqliteStorage
 
 from .fakes import FakePool
 
@@ -38,6 +40,19 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
 @pytest.fixture
 def settings_factory(tmp_path: Path) -> Callable[..., Settings]:
     return lambda **overrides: make_settings(tmp_path, **overrides)
+
+
+@pytest.fixture
+def small_cache(tmp_path: Path) -> ResultCache:
+    """A result cache on its own SQLite file, for the tests of its keys."""
+    return ResultCache(
+        SqliteStorage(str(tmp_path / "c.sqlite3")),
+        enabled=True,
+        max_entries=10,
+        max_bytes=1 << 20,
+        max_entry_bytes=1 << 20,
+        context={},
+    )
 
 
 @pytest.fixture

@@ -4,14 +4,12 @@ result cache's key."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from backend.app.cache import ResultCache
-from backend.app.storage import SqliteStorage
 from sandbox.protocol import RunRequest
 
 CODE = "def f(x):\n    return x\n"
@@ -43,11 +41,8 @@ def test_the_websocket_refuses_an_unknown_check_naming_the_field(client: TestCli
     assert message["payload"]["status"] == 422 and message["payload"]["field"] == "checks.0"
 
 
-def test_checks_are_in_the_result_cache_key(tmp_path: Path) -> None:
-    cache = ResultCache(
-        SqliteStorage(str(tmp_path / "c.sqlite3")), enabled=True, max_entries=10, max_bytes=10**6,
-        max_entry_bytes=10**6, context={},
-    )  # fmt: skip
+def test_checks_are_in_the_result_cache_key(small_cache: ResultCache) -> None:
+    cache = small_cache
     worker = {"backend": "cpu", "jax_version": "0.12.0.1"}
     keys = {
         cache.key(RunRequest(code=CODE, **change), worker)

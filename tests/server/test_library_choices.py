@@ -17,7 +17,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.app.cache import ResultCache
-from backend.app.storage import SqliteStorage
 from sandbox import libraries, library_choices
 from sandbox.pool.versioned import VersionedPool
 from sandbox.protocol import RunRequest
@@ -122,18 +121,11 @@ def test_a_server_whose_pool_cannot_choose_refuses_a_choice(client: TestClient) 
 
 @pytest.mark.parametrize("slot_saw", ["the default's worker", "the choice's worker"])
 def test_the_cache_never_serves_one_choice_s_answer_to_another(
-    tmp_path: Path, slot_saw: str
+    small_cache: ResultCache, slot_saw: str
 ) -> None:
     """An attacker runs the default optax until its answer is confirmed; a request for
     the alternative never gets it, whichever worker the server last saw for it."""
-    cache = ResultCache(
-        SqliteStorage(str(tmp_path / "c.sqlite3")),
-        enabled=True,
-        max_entries=10,
-        max_bytes=1 << 20,
-        max_entry_bytes=1 << 20,
-        context={},
-    )
+    cache = small_cache
     default_worker = {"backend": "cpu", "jax_version": VERSION, "libraries": dict(SET)}
     chosen_worker = dict(default_worker, libraries={**SET, ALT.name: ALT.version})
     plain = RunRequest(code=CODE, jax_version=VERSION)

@@ -17,7 +17,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from backend.app.cache import ResultCache
-from backend.app.storage import SqliteStorage, canonical_json, snippet_digest
+from backend.app.storage import canonical_json, snippet_digest
 from sandbox import libraries
 from sandbox.pool.versioned import VersionedPool
 from sandbox.protocol import RunRequest
@@ -110,15 +110,8 @@ def test_a_request_runs_on_the_version_it_names(make_client: Make, tmp_path: Pat
     assert named[0]["worker"]["jax_version"] == DEFAULT and pool.started_pools == 1
 
 
-def test_the_cache_keys_each_version_apart(tmp_path: Path) -> None:
-    cache = ResultCache(
-        SqliteStorage(str(tmp_path / "c.sqlite3")),
-        enabled=True,
-        max_entries=10,
-        max_bytes=1 << 20,
-        max_entry_bytes=1 << 20,
-        context={},
-    )
+def test_the_cache_keys_each_version_apart(small_cache: ResultCache) -> None:
+    cache = small_cache
     default, old = RunRequest(code=CODE), RunRequest(code=CODE, jax_version="0.10.2")
     cache.learn_worker(default, {"backend": "cpu", "jax_version": DEFAULT})
     # what the default's worker is says nothing about 0.10.2's: no key until one is seen
