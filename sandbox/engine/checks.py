@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.engine.errors import find_hint, user_line
+from sandbox.engine.jaxpr_walk import sub_jaxprs
 from sandbox.protocol.checks import CHECK_NAMES, MAX_CHECK_RESULTS
 from sandbox.protocol.requests import SNIPPET_FILENAME
 
@@ -233,10 +234,8 @@ def _holds_keys(jaxpr: Any) -> bool:
     for eqn in jaxpr.eqns:
         if any(map(key, [*eqn.invars, *eqn.outvars])):
             return True
-        for value in eqn.params.values():
-            for inner in value if isinstance(value, list | tuple) else (value,):
-                if hasattr(getattr(inner, "jaxpr", inner), "eqns") and _holds_keys(inner):
-                    return True
+        if any(_holds_keys(inner) for inner in sub_jaxprs(eqn.params)):
+            return True
     return False
 
 
@@ -368,11 +367,8 @@ def _jaxpr_lines(jaxpr: Any, into: set[int]) -> None:
         except AttributeError:  # 0.4.x: user_frames takes the SourceInfo
             frames = list(source_info_util.user_frames(eqn.source_info))
         into.update(int(f.start_line) for f in frames if f.file_name == SNIPPET_FILENAME)
-        for value in eqn.params.values():
-            for inner in value if isinstance(value, list | tuple) else (value,):
-                inner = getattr(inner, "jaxpr", inner)
-                if hasattr(inner, "eqns"):
-                    _jaxpr_lines(inner, into)
+        for inner in sub_jaxprs(eqn.params):
+            _jaxpr_lines(inner, into)
 
 
 def _code_lines(fn: Any) -> set[int]:

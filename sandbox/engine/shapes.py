@@ -35,6 +35,7 @@ import linecache
 from collections.abc import Iterator
 from typing import Any
 
+from sandbox.engine.jaxpr_walk import sub_jaxprs
 from sandbox.protocol.limits import MAX_EVENT_NODES, MAX_SHAPE_SPANS
 from sandbox.protocol.requests import SNIPPET_FILENAME
 
@@ -220,17 +221,9 @@ def _equations(jaxpr: Any, depth: int = 0) -> Iterator[Any]:
     """Every equation, those of the jaxprs an equation holds just before it."""
     for eqn in jaxpr.eqns:
         if depth < 32:
-            for sub in _sub_jaxprs(eqn.params):
+            for sub in sub_jaxprs(eqn.params):
                 yield from _equations(sub, depth + 1)
         yield eqn
-
-
-def _sub_jaxprs(params: dict[str, Any]) -> Iterator[Any]:
-    for value in params.values():
-        for item in value if isinstance(value, tuple | list) else (value,):
-            inner = getattr(item, "jaxpr", item)  # a ClosedJaxpr holds a Jaxpr
-            if hasattr(inner, "eqns") and hasattr(inner, "outvars"):
-                yield inner
 
 
 def _is_backward(eqn: Any) -> bool:
