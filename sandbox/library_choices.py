@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,6 +74,13 @@ class Alternative:
     @property
     def line(self) -> str:
         return f"{canonical(self.name)}=={self.version} --hash=sha256:{self.sha256}"
+
+
+def pool_name(version: str, picked: Iterable[tuple[str, str]]) -> str:
+    """The name of the pool a run goes to: its JAX version and the alternatives its
+    zygotes import, sorted (``0.12.0.1 optax==0.2.6``); the version alone for the
+    default set. The versioned pool keys its pools by it, the result cache its workers."""
+    return " ".join([version, *(f"{name}=={v}" for name, v in sorted(picked))])
 
 
 def lock_path(version: str, python_version: str, locks: Path = LOCKS) -> Path:

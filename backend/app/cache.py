@@ -59,6 +59,7 @@ from backend.app.storage import (
     ResultRecord,
     Storage,
 )
+from sandbox.library_choices import pool_name
 from sandbox.protocol import OUTPUT_TABLE, RunRequest
 
 log = get_logger("cache")
@@ -192,10 +193,8 @@ class Hit:
 
 def _pool_of(request: RunRequest) -> str:
     """The pool a request runs in, as the worker slots name it: its ``jax_version`` ("":
-    the default) and the library versions it picks (another zygote, another worker:
-    sandbox/library_choices.py)."""
-    picks = "".join(f" {name}=={v}" for name, v in sorted(request.libraries.items()))
-    return (request.jax_version or "") + picks
+    the default) and the library versions it picks (another zygote, another worker)."""
+    return pool_name(request.jax_version or "", request.libraries.items())
 
 
 class ResultCache:

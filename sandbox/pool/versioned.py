@@ -52,12 +52,6 @@ class VersionUnavailable(Exception):
     what to do."""
 
 
-def _key(version: str, picked: tuple[tuple[str, str], ...]) -> str:
-    """A pool's key: its JAX version, and the library alternatives its zygotes import
-    (``0.12.0.1 optax==0.2.6``); the version alone for its default set."""
-    return " ".join([version, *(f"{name}=={v}" for name, v in picked)])
-
-
 def not_installed_message(version: str) -> str:
     return (
         f"jax {version} is not installed on this server; an operator installs it with "
@@ -134,7 +128,7 @@ class VersionedPool:
         #: where the library overlays are (sandbox/library_choices.py)
         self.libs_dir = libs_dir if libs_dir is not None else library_choices.LIBS
         self._make_overlay = make_overlay
-        #: version (or version and library choices, ``_key``) -> its started pool, and
+        #: version (or version and library choices, ``library_choices.pool_name``) -> its started pool, and
         #: when it last took a run
         self._pools: dict[str, Pool] = {}
         self._last_used: dict[str, float] = {}
@@ -222,7 +216,7 @@ class VersionedPool:
         if version == self.default_version and not picked:
             return await self.default.submit(request, tenant, pristine=pristine)
         pool = await self.pool(version, picked)
-        self._last_used[_key(version, picked)] = time.monotonic()
+        self._last_used[library_choices.pool_name(version, picked)] = time.monotonic()
         return await pool.submit(request, tenant, pristine=pristine)
 
     async def pool(self, version: str, picked: tuple[tuple[str, str], ...] = ()) -> Pool:
@@ -230,7 +224,7 @@ class VersionedPool:
         (resolve_libraries' answer); VersionUnavailable where it is not installed."""
         if version == self.default_version and not picked:
             return self.default
-        key = _key(version, picked)
+        key = library_choices.pool_name(version, picked)
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             if key in self._pools:
