@@ -283,6 +283,7 @@ class Run:
         # what autodiff rebuilds the pipeline's steps with (sandbox/engine/autodiff.py)
         results.extra.update(function=f, namespace=ns, mesh=self.mesh, steps=transforms)
         results.extra.update(entry_name=self.request.entry, arguments=args)
+        results.extra["pipeline"] = self.emitter.pipeline  # "main", or a compare's index
         results.extra["request"] = self.request  # what the checks run (sandbox/engine/checks.py)
         if wanted(outputs, "traced"):
             results.closed = self.staged(

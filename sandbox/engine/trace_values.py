@@ -751,12 +751,8 @@ NOT_STEPPED = (
 
 
 def _is_compare(results: Any) -> bool:
-    """Whether ``results`` are a compare pipeline's: its transforms are not the
-    request's own ``transforms`` list (``RunRequest.pipelines()`` hands that very list
-    to the main pipeline)."""
-    request = results.extra.get("request")
-    transforms = results.extra.get("transforms")
-    return request is not None and transforms is not None and transforms is not request.transforms
+    """Whether ``results`` are a compare pipeline's (the run names each pipeline)."""
+    return results.extra.get("pipeline", "main") != "main"
 
 
 def not_stepped_event() -> dict[str, Any]:

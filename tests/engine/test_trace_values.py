@@ -199,7 +199,13 @@ def test_a_compare_pipeline_is_stepped_only_when_asked(run) -> None:
     for compare_too in (False, True):
         asked = RunRequest.model_validate({**request, "trace_values_compare": compare_too})
         results = Results(
-            extra={"request": asked, "transforms": asked.compare[0], "pipe": Pipe(), "args": (0.0,)}
+            extra={
+                "request": asked,
+                "transforms": asked.compare[0],
+                "pipeline": "0",
+                "pipe": Pipe(),
+                "args": (0.0,),
+            }
         )
         event = trace_values_results(results)
         event = {**event, "pipeline": "0"}
