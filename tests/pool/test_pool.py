@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -43,13 +45,43 @@ def small_pool() -> Iterator[LivePool]:
         live.close()
 
 
+#: What the preloaded libraries (Flax, Optax, Equinox...) may add to an idle zygote
+#: (docs/sandbox.md, "Imported before the run"), and what the zygote's own code may.
+LIBRARIES_BUDGET_KIB = 80 * 1024
+ZYGOTE_CODE_KIB = 16 * 1024
+
+#: A fresh process that prepares JAX as a zygote does (imports, warmed tracing, no
+#: backend), without the libraries: its resident memory in KiB.
+JAX_ALONE = (
+    "from sandbox.engine import api; api.prepare()\n"
+    "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS')))"
+)
+
+
+def jax_alone_rss_kib() -> int:
+    """Measured on this machine, beside the pool: how much JAX itself takes differs
+    between machines (a CI machine's zygote was 38 MB larger than this one's)."""
+    out = subprocess.run(
+        [sys.executable, "-c", JAX_ALONE],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return int(out.stdout.split()[-1])
+
+
 def test_zygotes_are_warm_and_single_threaded(live_pool: LivePool) -> None:
     spares = [z for z in live_pool.pool.zygotes if z.tenant is None and z.state == "idle"]
     assert spares, live_pool.pool.zygotes
+    budget = jax_alone_rss_kib() + LIBRARIES_BUDGET_KIB + ZYGOTE_CODE_KIB
     for z in spares:
         assert z.info is not None
         assert z.info.threads == 1  # forking is safe only with one thread
-        assert z.info.rss_kib < 250 * 1024  # an idle warm worker stays under 250 MB
+        # an idle warm worker is JAX, the preloaded libraries within their budget, and
+        # the zygote: no more
+        assert z.info.rss_kib < budget, (z.info.rss_kib, budget)
 
 
 def test_a_new_tenant_gets_a_ready_spare(live_pool: LivePool) -> None:
