@@ -100,7 +100,7 @@ WHEELS=$OUT/wheels
 import subprocess, sys, tomllib
 from pathlib import Path
 
-from sandbox import libraries
+from sandbox import libraries, library_choices
 
 out, python_version = Path(sys.argv[1]), sys.argv[2]
 pyproject = tomllib.loads(Path("pyproject.toml").read_text())
@@ -131,6 +131,15 @@ for wheel_set, files in lists.items():
     (out / wheel_set / "constraints.txt").write_text(frozen)
     for name, requirements in files.items():
         (out / wheel_set / name).write_text("".join(f"{r}\n" for r in requirements))
+# the other versions of a library the operator offers beside the set's (its committed,
+# hash-pinned alternatives lock: sandbox/library_choices.py), each downloaded alone and
+# installed by the worker image as an overlay, as make setup does into .jaxplay/libs
+alternatives = library_choices.lock_path(jax, python_version)
+(out / "base" / "alternatives.lock").write_text(
+    "".join(f"{a.line}\n" for a in library_choices.read_lock(alternatives))
+    if alternatives.is_file()
+    else ""
+)
 EOF
 sets=(base)
 for target in "${TARGETS[@]}"; do
@@ -143,7 +152,7 @@ for wheel_set in "${sets[@]}"; do
     dir=$WHEELS/$wheel_set
     # downloaded from PyPI (or copied from pip's cache where it holds them); nothing is asked
     # again while the requirements and the pins stay the same
-    stamp=$(cat "$dir"/*.txt | sha256sum | cut -c1-16)-$PYTHON_VERSION
+    stamp=$({ cat "$dir"/*.txt; cat "$dir"/*.lock 2>/dev/null || true; } | sha256sum | cut -c1-16)-$PYTHON_VERSION
     [ "$(cat "$dir/.complete" 2>/dev/null)" = "$stamp" ] && continue
     requirements=()
     for list in "$dir"/*.txt; do
@@ -153,6 +162,13 @@ for wheel_set in "${sets[@]}"; do
         --only-binary=:all: --python-version "$PYTHON_VERSION" --implementation cp \
         --dest "$dir" -c "$dir/constraints.txt" "${requirements[@]}" \
         2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    # the alternatives: each wheel alone, by its hash, outside the set's pins (it is
+    # another version of a pinned package)
+    if [ -s "$dir/alternatives.lock" ]; then
+        .venv/bin/python -m pip download --quiet --disable-pip-version-check \
+            --only-binary=:all: --python-version "$PYTHON_VERSION" --implementation cp \
+            --no-deps --require-hashes --dest "$dir" -r "$dir/alternatives.lock"
+    fi
     echo "$stamp" >"$dir/.complete"
 done
 say "wheels (${sets[*]}) in $WHEELS ($(du -sh "$WHEELS" | cut -f1)) in $(seconds "$t0") s"

@@ -157,7 +157,14 @@ def resolve(
     LibraryUnavailable naming what is offered."""
     if not choices:
         return ()
-    menu = offered(version, python_version, root, locks)
+    return choose(version, choices, offered(version, python_version, root, locks))
+
+
+def choose(
+    version: str, choices: dict[str, str], menu: dict[str, dict[str, object]]
+) -> tuple[tuple[str, str], ...]:
+    """resolve's answer against ``menu`` (offered's shape: what the machine that runs
+    the request has installed; a Redis pool's is what its workers registered)."""
     picked: list[tuple[str, str]] = []
     for name, wanted in sorted(choices.items()):
         entry = menu.get(name)

@@ -41,6 +41,8 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from sandbox import libraries, library_choices
+from sandbox.library_choices import LibraryUnavailable
 from sandbox.pool.base import PoolFull, PristineUnsupported
 from sandbox.protocol import PROTOCOL_VERSION, RunRequest, done_event
 from sandbox.queue.keys import BACKENDS, JOBS_MAXLEN, Job, Keys, decode_event
@@ -56,6 +58,18 @@ from sandbox.queue.transport import (
 from sandbox.redact import redact_url
 
 log = logging.getLogger(__name__)
+
+
+def _alternatives(registered: Any) -> dict[str, list[str]]:
+    """A worker's registered ``alternatives`` (library -> versions), what is well formed of it."""
+    if not isinstance(registered, dict):
+        return {}
+    return {
+        name: [v for v in versions if isinstance(v, str)]
+        for name, versions in registered.items()
+        if isinstance(name, str) and isinstance(versions, list)
+    }
+
 
 #: Events read from a run's stream at once (the reader holds them until it yields them).
 READ_EVENTS = 16
@@ -145,6 +159,14 @@ class RedisPool:
                     {"workers": [], "capacity": 0, "running": 0, "worker": w.get("worker", {})},
                 )
                 view["workers"].append(w.get("id"))
+                # what every live worker of the backend runs: a pick goes to any of them
+                theirs = _alternatives(w.get("alternatives"))
+                mine = view.setdefault("alternatives", theirs)
+                view["alternatives"] = {
+                    name: [v for v in mine.get(name, []) if v in versions]
+                    for name, versions in theirs.items()
+                    if any(v in versions for v in mine.get(name, []))
+                }
                 view["capacity"] += int(w.get("capacity") or 0)
                 view["running"] += int(w.get("running") or 0)
             for name in {*backends, "cpu"}:
@@ -182,6 +204,43 @@ class RedisPool:
             "runs": self._submitted,
             "backends": {name: dict(b) for name, b in backends.items()},
         }
+
+    # --- library choices (sandbox/library_choices.py) ------------------------------
+
+    def _workers_menu(self) -> tuple[str | None, dict[str, list[str]]]:
+        """The JAX version the CPU workers registered and the alternatives every one of
+        them runs (only a CPU worker's pool runs them: backend/app/pools.py)."""
+        view = self._snapshot["backends"].get("cpu", {})
+        worker = view.get("worker") if isinstance(view.get("worker"), dict) else {}
+        version = worker.get("jax_version") if view.get("workers") else None
+        return (version if isinstance(version, str) else None), view.get("alternatives", {})
+
+    def library_menu(self, version: str) -> dict[str, dict[str, object]]:
+        """Library -> ``default`` (the committed lock's) and the ``alternatives`` the
+        workers registered, for the version they run."""
+        seen, alternatives = self._workers_menu()
+        return {
+            name: {
+                "default": v,
+                "alternatives": alternatives.get(name, []) if version == seen else [],
+            }
+            for name, v in libraries.offered(version).items()
+        }
+
+    def resolve_libraries(
+        self, version: str | None, choices: dict[str, str]
+    ) -> tuple[tuple[str, str], ...]:
+        """A request's picks, against what the live workers registered; LibraryUnavailable
+        where none runs them."""
+        if not choices:
+            return ()
+        seen, _ = self._workers_menu()
+        version = version or seen
+        if version is None:
+            raise LibraryUnavailable(
+                "no worker is registered with the queue yet: no library choices"
+            )
+        return library_choices.choose(version, choices, self.library_menu(version))
 
     async def _route(self, wanted: str) -> str:
         """The backend a request goes to; PoolFull if none has a live worker."""
@@ -227,6 +286,8 @@ class RedisPool:
                     "backend": backend,
                     "timeout_s": request.timeout_s,
                     "devices": request.devices,
+                    # the library versions it picked: its accepted's worker says them
+                    "libraries": json.dumps(request.libraries),
                     "at": time.time(),
                 },
             )
@@ -260,6 +321,23 @@ class RedisPool:
             watching=True,
             devices=int(devices) if devices.isdigit() else None,
         )
+
+
+def _with_picks(worker: Any, picked: Any, alternatives: dict[str, list[str]]) -> Any:
+    """A registered ``worker`` description for a run that picked other library versions
+    (``picked``): the owner's registration says it runs them (its ``alternatives``, the
+    overlays installed beside it), so its ``libraries`` name them; none else is taken."""
+    if not isinstance(worker, dict) or not isinstance(picked, dict) or not picked:
+        return worker
+    libs = worker.get("libraries")
+    if not isinstance(libs, dict):
+        return worker
+    chosen = {
+        name: version
+        for name, version in picked.items()
+        if name in libs and version in alternatives.get(name, [])
+    }
+    return dict(worker, libraries={**libs, **chosen}) if chosen else worker
 
 
 class RedisRun:
@@ -389,11 +467,15 @@ class RedisRun:
         p = self._pool
         worker: Any = None
         try:
-            owner = await p.redis.hget(self._keys.run(self.run_id), "owner")
+            owner, picked = await p.redis.hmget(self._keys.run(self.run_id), "owner", "libraries")
             raw = await p.redis.get(self._keys.worker(owner)) if owner else None
             registration = json.loads(raw) if raw else None
             if isinstance(registration, dict):
-                worker = registration.get("worker")
+                worker = _with_picks(
+                    registration.get("worker"),
+                    json.loads(picked) if picked else {},
+                    _alternatives(registration.get("alternatives")),
+                )
         except (RedisError, ValueError):
             still_wanted()
         if not isinstance(worker, dict) or not worker:  # its registration expired since

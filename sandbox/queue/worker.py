@@ -40,7 +40,7 @@ from typing import Any
 
 from redis.exceptions import RedisError, ResponseError
 
-from sandbox.pool.base import Pool, PoolFull, RunHandle, WaitsReady
+from sandbox.pool.base import ChoosesLibraries, Pool, PoolFull, RunHandle, WaitsReady
 from sandbox.protocol import PROTOCOL_VERSION, RunRequest, done_event
 from sandbox.queue.keys import (
     GROUP,
@@ -87,6 +87,9 @@ class WorkerInfo:
 
     worker: dict[str, Any] = field(default_factory=dict)
     pool: str = ""
+    #: library -> the alternative versions its pool runs on the probe's JAX version
+    #: (sandbox/library_choices.py: the overlays installed here); servers offer them
+    alternatives: dict[str, list[str]] = field(default_factory=dict)
 
 
 class QueueWorker:
@@ -218,7 +221,15 @@ class QueueWorker:
                 f"the probe run on {self.backend} failed: {done.get('status')} "
                 f"{done.get('reason') or ''}".rstrip()
             )
-        self.info = WorkerInfo(worker=worker, pool=str(self.pool.stats().get("kind", "")))
+        alternatives: dict[str, list[str]] = {}
+        version = worker.get("jax_version")
+        if isinstance(self.pool, ChoosesLibraries) and isinstance(version, str):
+            for name, entry in self.pool.library_menu(version).items():
+                if isinstance(picks := entry.get("alternatives"), list) and picks:
+                    alternatives[name] = [str(v) for v in picks]
+        self.info = WorkerInfo(
+            worker=worker, pool=str(self.pool.stats().get("kind", "")), alternatives=alternatives
+        )
 
     async def _drain(self, loops: list[asyncio.Task[None]]) -> None:
         for task in loops:
@@ -277,6 +288,7 @@ class QueueWorker:
             "pid": os.getpid(),
             "pool": self.info.pool,
             "worker": self.info.worker,
+            "alternatives": self.info.alternatives,
             "capacity": self.capacity,
             "running": len(self._running),
             "runs": self.runs,

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import redis
 
-from sandbox import libraries
+from sandbox import libraries, library_choices
 
 from .conftest import Stack
 
@@ -142,6 +142,39 @@ def test_the_worker_image_holds_the_libraries_its_jax_offers(stack: Stack) -> No
     assert f"flax.nnx {offered['optax']}" in printed, printed
     accepted = next(e for e in events if e["type"] == "accepted")
     assert accepted["worker"]["libraries"] == offered
+
+
+def test_a_run_asking_an_alternative_library_version_gets_it(stack: Stack) -> None:
+    # the worker image installs the alternatives' overlays (docker/Dockerfile, their
+    # committed lock), registers them, and the servers offer them (issue 22)
+    jax = importlib.metadata.version("jax")
+    (alternative, *_) = library_choices.listed(jax, "3.13")
+    wait_for_workers(stack, 2)
+    backends = httpx.get(f"{stack.url}/api/v1/backends", timeout=10).json()["backends"]
+    (cpu,) = [b for b in backends if b["name"] == "cpu"]
+    (listed,) = [v for v in cpu["versions"] if v["version"] == jax]
+    (entry,) = [lib for lib in listed["libraries"] if lib["name"] == alternative.name]
+    assert alternative.version in entry["alternatives"], entry
+    module = libraries.BY_NAME[alternative.name].imports[0].partition(".")[0]
+    request = {
+        **GRAD_JIT,
+        "code": f"import {module}\nimport jax.numpy as jnp\n\n"
+        f"def f(x):\n    print({module}.__version__)\n    return jnp.sum(x ** 2)\n",
+        "libraries": {alternative.name: alternative.version},
+    }
+    events = run(stack, request)
+    assert done(events)["status"] == "ok", events[-3:]
+    printed = "".join(e["text"] for e in events if e["type"] == "stdout")
+    assert printed.strip() == alternative.version, printed
+    accepted = next(e for e in events if e["type"] == "accepted")
+    assert accepted["worker"]["libraries"][alternative.name] == alternative.version
+    # asking nothing: the version's default again
+    events = run(stack, {**request, "libraries": {}})
+    accepted = next(e for e in events if e["type"] == "accepted")
+    assert (
+        accepted["worker"]["libraries"][alternative.name]
+        == libraries.offered(jax, "3.13")[alternative.name]
+    )
 
 
 def test_the_worker_runs_unprivileged_and_its_jails_have_cgroups_of_their_own(

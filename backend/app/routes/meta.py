@@ -76,7 +76,7 @@ def _versions(pool: Any, seen: str | None) -> list[VersionInfo]:
                     installed=True,
                     default=True,
                     running=True,
-                    libraries=_libraries(seen),
+                    libraries=_libraries(seen, pool=pool),
                 )
             ]
             if seen
@@ -135,7 +135,7 @@ def _registered(services: Services, backends: dict[str, Any]) -> list[WorkerInfo
                 + services.admission.queue_length("auto"),
                 running=_count(view, "running"),
                 capacity=_count(view, "capacity"),
-                versions=_versions(None, _text(worker, "jax_version")),
+                versions=_versions(services.pool, _text(worker, "jax_version")),
             )
         )
     return answer
