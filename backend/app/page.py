@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from backend.app.early_run import EARLY_SCRIPT_CSP, early_tags
 from backend.app.middleware import content_security_policy
 
 PLACEHOLDER = """<!doctype html>
@@ -102,10 +103,11 @@ def _inline_hash(tag: str) -> str:
 
 
 def page_csp(dist: Path, frame_ancestors: str) -> str:
-    """The built page loads only its own scripts; the placeholder's one inline script
-    is allowed by its hash, no other."""
+    """The built page loads only its own scripts and, by its hash, the one constant
+    inline script that sends a new link's run (backend/app/early_run.py); the
+    placeholder's one inline script is allowed by its hash, no other."""
     if (dist / "index.html").is_file():
-        return content_security_policy(frame_ancestors)
+        return content_security_policy(frame_ancestors, script=EARLY_SCRIPT_CSP)
     return content_security_policy(frame_ancestors, script=_inline_hash("script"))
 
 
@@ -199,24 +201,36 @@ def static_block(request: dict[str, Any], events: list[dict[str, Any]] | None) -
     return f'<article id="{STATIC_ID}">' + "".join(code) + outputs + "</article>"
 
 
+#: where the early run's tags go: after the charset (else the ``<head>`` tag)
+_CHARSET = re.compile(r"<meta\s+charset[^>]*>", re.I)
+_HEAD = re.compile(r"<head(\s[^>]*)?>", re.I)
+
+
 def page_html(
     dist: Path,
     snippet_json: str | None = None,
     initial: dict[str, Any] | None = None,
 ) -> str:
     """The page; with ``snippet_json``, the snippet embedded (and its server-rendered
-    rendition, ``static_block``); with ``initial``, the answer it opens with (``initial_tag``)."""
+    rendition, ``static_block``); with ``initial``, the answer it opens with (``initial_tag``).
+    A built page of a link that carries no answer opens with the script that sends its
+    run (``early_tags``), first in its ``<head>``: no stylesheet or module waits before it."""
     index = dist / "index.html"
-    head = body = ""
+    head = body = first = ""
     if snippet_json is not None:
         head = snippet_tag(snippet_json)
         carried = initial_tag(initial) if initial is not None else ""
         head += carried
         events = initial["events"] if initial is not None and carried else None
         body = static_block(json.loads(snippet_json), events)
+        first = "" if carried else early_tags(snippet_json, _script_json)
     if index.is_file():
         head += STATIC_STYLE if body else ""
         text = index.read_text()
+        if first:  # after the charset, before anything that loads
+            found = _CHARSET.search(text) or _HEAD.search(text)
+            at = found.end() if found else 0
+            text = text[:at] + first + text[at:]
         if head:
             text = (
                 text.replace("</head>", head + "</head>", 1) if "</head>" in text else head + text

@@ -2,19 +2,23 @@
 // handshake, and the handshake overlaps loading the page), sends a shared link's run
 // as soon as the socket is open (its events wait for the page: app/socket.ts), then
 // loads the page itself (main.ts and its chunks, fetched then: vite.config.ts).
+// A new link's page has usually done both before this module even loaded: the
+// server's first script in the page (backend/app/early_run.py) opened the socket and
+// sent the run; the entry adopts them (`adoptEarly`) and sends nothing.
 // A shared link's code (and, when confirmed, its jaxpr) is on screen before any of
 // this: the server renders it in the HTML (#jaxplay-static, backend/app/page.py), and
 // main.ts removes that in the task that builds the page.
 import "./style.css";
-import { conn, sendEarly } from "./app/socket";
+import { adoptEarly, conn, sendEarly } from "./app/socket";
 import { INITIAL_ID } from "./app/initial";
 import { DEFAULT_STATE } from "./examples";
 import { embeddedSnippet, fromRequest, toRequest } from "./state";
 import type { StepProblem } from "./transforms";
 
+const adopted = adoptEarly();
 conn.keep();
 // a link whose results came with the page is painted, not run (app/start.ts)
-const snippet = document.getElementById(INITIAL_ID) ? null : embeddedSnippet(document);
+const snippet = adopted || document.getElementById(INITIAL_ID) ? null : embeddedSnippet(document);
 let sent: Promise<unknown> = Promise.resolve();
 if (snippet) {
   const problems: StepProblem[] = [];

@@ -29,6 +29,17 @@ export interface RunConnection {
   cancel(): boolean;
 }
 
+/** A socket opened before the page loaded, with the run it sent (Connection.adopt). */
+export interface EarlySocket {
+  socket: WebSocket;
+  /** the run's seq */
+  seq: number;
+  /** whether the run is on the wire yet (else it leaves when the socket opens) */
+  sent: () => boolean;
+  /** the server's messages that came before the page took the socket over */
+  messages: MessageEvent[];
+}
+
 /** The WebSocket constructor (a fake in unit tests). */
 export type SocketFactory = (url: string) => WebSocket;
 
@@ -61,6 +72,7 @@ export class Connection implements RunConnection {
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   private readonly graceMs: number;
   private readonly makeSocket: SocketFactory;
+  private adopted: EarlySocket | null = null;
   hello: Record<string, unknown> | null = null;
   /** runs sent on the wire (for tests and the benchmark) */
   sent = 0;
@@ -102,8 +114,42 @@ export class Connection implements RunConnection {
   private open(): Promise<WebSocket> {
     if (this.socket && this.socket.readyState === OPEN) return Promise.resolve(this.socket);
     if (this.opening) return this.opening;
-    this.opening = new Promise<WebSocket>((resolve, reject) => {
-      const ws = this.makeSocket(this.url);
+    this.opening = this.attach(this.makeSocket(this.url));
+    return this.opening;
+  }
+
+  /** Takes over a socket the page's first script opened (backend/app/early_run.py), with
+   * the run it sent as `seq` (sent, or sent once it opens) and the messages that came
+   * before now, replayed here as if they came now. The run is current and live; the
+   * next run's seq follows it. Returns the run's seq once it is on the wire (rejected
+   * when the socket closes first); null, nothing taken over, for a socket already
+   * closing or closed (the page then connects and runs as usual). */
+  adopt(early: EarlySocket): Promise<number> | null {
+    const ws = early.socket;
+    if (ws.readyState > OPEN || this.socket || this.opening) return null;
+    const { seq } = early;
+    this.adopted = early;
+    this.nextSeq = Math.max(this.nextSeq, seq + 1);
+    this.current = seq;
+    this.live = seq;
+    this.sent++;
+    const sent = early.sent()
+      ? Promise.resolve(seq)
+      : new Promise<number>((resolve, reject) => {
+          // after the first script's own listener, which sends the run
+          ws.addEventListener("open", () => resolve(seq));
+          ws.addEventListener("close", (e) => reject(new Error(`could not connect to the server (${e.code || "no answer"})`)));
+        });
+    sent.catch(() => {}); // said by whoever awaits it
+    this.opening = this.attach(ws);
+    this.opening.catch(() => {}); // keep() reconnects
+    for (const m of early.messages.splice(0)) ws.onmessage?.(m);
+    return sent;
+  }
+
+  /** Handles `ws`'s messages and its closing; resolves with it once it said hello. */
+  private attach(ws: WebSocket): Promise<WebSocket> {
+    return new Promise<WebSocket>((resolve, reject) => {
       let greeted = false;
       ws.onmessage = (m) => {
         const msg = parseServerMessage(typeof m.data === "string" ? m.data : "");
@@ -135,6 +181,11 @@ export class Connection implements RunConnection {
         this.endLive(this.live);
         if (!greeted) {
           this.opening = null;
+          // an adopted run sent on a socket that closed before its hello
+          if (ws === this.adopted?.socket && this.adopted.sent() && this.current === this.adopted.seq) {
+            this.current = -1;
+            this.handlers.onDropped(this.adopted.seq, e.reason || `connection closed (${e.code})`);
+          }
           reject(new Error(`could not connect to the server (${e.code || "no answer"})`));
           return;
         }
@@ -149,7 +200,6 @@ export class Connection implements RunConnection {
         // onclose follows and says what to do
       };
     });
-    return this.opening;
   }
 
   /** Waits for the live run's `done` (or error, or the socket closing), at most `ms`. */

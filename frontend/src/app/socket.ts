@@ -7,7 +7,13 @@
 // built, starts its own run: the same request adopts the early run (`takeEarly`, then
 // `release` once the page has cleared its outputs for it); another request drops it
 // (the held events with it) and is sent as usual, replacing it on the wire.
-import { Connection, wsUrl, type ConnectionHandlers } from "../connection";
+//
+// A new link's page usually sent its run before the entry even loaded: the server put
+// a small script first in the page (backend/app/early_run.py) that opened the socket
+// and sent the run the page would send (window.__jaxplayEarly). The entry adopts that
+// socket and run instead (`adoptEarly`): the messages it got replayed, the run held
+// and taken by the page's first run as one the entry sent.
+import { Connection, wsUrl, type ConnectionHandlers, type EarlySocket } from "../connection";
 import type { RunBody } from "../generated/request";
 
 const routed: ConnectionHandlers = { onEvent: () => {}, onProblem: () => {}, onDropped: () => {} };
@@ -36,13 +42,57 @@ export function sendEarly(request: RunBody): Promise<unknown> {
   return sent.catch(() => {}); // not reachable: said when the page adopts the run (app/run.ts)
 }
 
+/** What the page's first script left (backend/app/early_run.py EARLY_SCRIPT). */
+interface EarlyGlobal {
+  socket: WebSocket;
+  request: RunBody;
+  seq: number;
+  sent: boolean;
+  messages: MessageEvent[];
+}
+
+function earlyGlobal(value: unknown): EarlyGlobal | null {
+  if (typeof value !== "object" || value === null) return null;
+  const e = value as Partial<EarlyGlobal>;
+  if (typeof e.socket?.send !== "function" || typeof e.socket.readyState !== "number") return null;
+  if (typeof e.seq !== "number" || !Array.isArray(e.messages) || typeof e.request !== "object" || e.request === null) return null;
+  return e as EarlyGlobal;
+}
+
+/** Adopts the socket and run the page's first script left in `holder.__jaxplayEarly`
+ * (the connection takes the socket over; the run is held for the page as `sendEarly`'s
+ * is); false when there is none, or its socket closed already. Before `conn.keep()`. */
+export function adoptEarly(holder: { __jaxplayEarly?: unknown } = window as never): boolean {
+  const found = earlyGlobal(holder.__jaxplayEarly);
+  delete holder.__jaxplayEarly;
+  if (found === null) return false;
+  const socket: EarlySocket = { socket: found.socket, seq: found.seq, sent: () => found.sent === true, messages: found.messages };
+  holding = true; // the replayed events are held with the rest
+  const sent = conn.adopt(socket);
+  if (sent === null) {
+    holding = false;
+    held.length = 0;
+    return false;
+  }
+  early = { request: found.request, sent };
+  return true;
+}
+
+/** JSON with every object's keys sorted: two requests that differ only in key order
+ * are the same run. */
+export function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    typeof v === "object" && v !== null && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+  );
+}
+
 /** The early run when it is `request` (its events stay held until `release`); null
  * otherwise (or for null: the page runs nothing first), the early run and its held
  * events dropped. */
 export function takeEarly(request: RunBody | null): Promise<number> | null {
   const run = early;
   early = null;
-  if (run && request !== null && JSON.stringify(run.request) === JSON.stringify(request)) return run.sent;
+  if (run && request !== null && canonical(run.request) === canonical(request)) return run.sent;
   holding = false;
   held.length = 0;
   return null;

@@ -25,11 +25,23 @@ export class FakeSocket {
   onmessage: ((m: { data: string }) => void) | null = null;
   onclose: ((e: { code: number; reason: string }) => void) | null = null;
   onerror: (() => void) | null = null;
+  listeners: { type: string; fn: (e: { code?: number }) => void }[] = [];
   constructor(readonly url: string) {
     FakeSocket.made.push(this);
   }
   send(data: string): void {
     this.sent.push(JSON.parse(data));
+  }
+  addEventListener(type: string, fn: (e: { code?: number }) => void): void {
+    this.listeners.push({ type, fn });
+  }
+  private fire(type: string, e: { code?: number } = {}): void {
+    for (const l of this.listeners.filter((l) => l.type === type)) l.fn(e);
+  }
+  /** the socket opens (its `open` listeners run); the server's hello is `greet` */
+  opened(): void {
+    this.readyState = 1;
+    this.fire("open");
   }
   /** the server greets: the connection is open */
   greet(): void {
@@ -45,6 +57,7 @@ export class FakeSocket {
   close(code = 1001, reason = "idle"): void {
     this.readyState = 3;
     this.onclose?.({ code, reason });
+    this.fire("close", { code });
   }
   runs(): number[] {
     return this.sent.filter((m) => m.type === "run").map((m) => m.seq);
