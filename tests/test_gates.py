@@ -39,6 +39,7 @@ def pytest_run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     "demand", [{"JAXPLAY_JAIL_TESTS": "require"}, {"CI": "true"}], ids=["require", "CI"]
 )
+@pytest.mark.slow
 def test_the_jail_gate_fails_without_bubblewrap(demand: dict[str, str]) -> None:
     missing = {"JAXPLAY_BWRAP": "/nonexistent/bwrap"}
     # even a test that needs no jail: the whole session fails at its start
@@ -49,6 +50,7 @@ def test_the_jail_gate_fails_without_bubblewrap(demand: dict[str, str]) -> None:
     assert "/nonexistent/bwrap" in out
 
 
+@pytest.mark.slow
 def test_without_the_demand_a_missing_jail_skips_saying_why() -> None:
     r = pytest_run(
         "-q",
@@ -63,6 +65,7 @@ def test_without_the_demand_a_missing_jail_skips_saying_why() -> None:
     assert "1 skipped" in out and "/nonexistent/bwrap" in out, out[-3000:]
 
 
+@pytest.mark.slow
 def test_the_browser_gate_fails_without_chromium() -> None:
     r = pytest_run(
         *COLLECT,
@@ -78,6 +81,7 @@ def test_the_browser_gate_fails_without_chromium() -> None:
     assert "xfail" not in out
 
 
+@pytest.mark.slow
 def test_the_browser_gate_fails_without_the_built_page(tmp_path: Path) -> None:
     r = pytest_run(
         *COLLECT,

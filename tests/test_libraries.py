@@ -70,6 +70,7 @@ def test_named_in_finds_the_libraries_a_snippet_imports() -> None:
     assert libraries.named_in("import jax.numpy as jnp\n") == []
 
 
+@pytest.mark.slow
 def test_preimport_imports_the_set_and_starts_no_backend() -> None:
     """In a fresh process as the zygote has it (JAX imported, no backend): every
     preloaded module of the table is imported, no JAX backend is started

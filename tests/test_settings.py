@@ -43,6 +43,7 @@ def test_every_setting_is_declared_once_with_a_doc() -> None:
         assert info.kind, info.variable
 
 
+@pytest.mark.slow
 def test_the_settings_doc_is_generated_from_the_declarations() -> None:
     done = subprocess.run(
         [sys.executable, "scripts/gen_settings_doc.py", "--check"],
@@ -115,6 +116,7 @@ def test_every_command_flag_is_a_declared_setting() -> None:
                 assert renamed.get(flag, flag) in names, f"{command.__name__} --{flag}"
 
 
+@pytest.mark.slow
 def test_a_bad_value_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JAXPLAY_PIDS", "many")
     result = runner.invoke(app, ["settings"])
@@ -134,6 +136,7 @@ def test_a_bad_value_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPa
         SandboxSettings.read({"JAXPLAY_MEMORY_BYTES": "lots"})
 
 
+@pytest.mark.slow
 def test_any_setting_is_a_flag_with_set(monkeypatch: pytest.MonkeyPatch) -> None:
     from backend.cli_common import settings_from_flags
 

@@ -247,6 +247,7 @@ def test_a_jax_error_names_the_sharp_bit(served: Callable[..., Any], tmp_path: P
         "extra-field",
     ],
 )
+@pytest.mark.slow
 def test_bad_request_is_refused_with_exit_code_2(change: dict[str, Any], names: list[str]) -> None:
     proc = jaxplay("run", "--request", "-", "--json", stdin=json.dumps(_request(**change)))
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
@@ -257,18 +258,21 @@ def test_bad_request_is_refused_with_exit_code_2(change: dict[str, Any], names: 
         assert name in message, (name, message)
 
 
+@pytest.mark.slow
 def test_request_that_is_not_json() -> None:
     proc = jaxplay("run", "--request", "-", stdin="{not json")
     assert proc.returncode == 2
     assert proc.stderr.strip() and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_short_form_unknown_transform(snippet: Path) -> None:
     proc = jaxplay("run", str(snippet), "--transform", "grud")
     assert proc.returncode == 2
     assert "transforms" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_missing_file() -> None:
     proc = jaxplay("run", "no/such/file.py")
     assert proc.returncode == 2

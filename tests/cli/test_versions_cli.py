@@ -41,6 +41,7 @@ def stamp(root: Path, version: str) -> None:
     )
 
 
+@pytest.mark.slow
 def test_versions_lists_offered_installed_and_default(tmp_path: Path) -> None:
     stamp(tmp_path, "0.10.2")
     result = jaxplay("versions", "--json", versions_dir=tmp_path)
@@ -54,6 +55,7 @@ def test_versions_lists_offered_installed_and_default(tmp_path: Path) -> None:
     assert "installable" in table.stdout and "jaxplay versions add VERSION" in table.stdout
 
 
+@pytest.mark.slow
 def test_versions_add_refuses_what_is_not_offered(tmp_path: Path) -> None:
     result = jaxplay("versions", "add", "9.9.9", versions_dir=tmp_path)
     assert result.returncode == 1
@@ -61,6 +63,7 @@ def test_versions_add_refuses_what_is_not_offered(tmp_path: Path) -> None:
     assert jaxplay("versions", "add", versions_dir=tmp_path).returncode == 2
 
 
+@pytest.mark.slow
 def test_versions_remove(tmp_path: Path) -> None:
     stamp(tmp_path, "0.10.2")
     assert jaxplay("versions", "remove", "0.10.2", versions_dir=tmp_path).returncode == 0
@@ -68,6 +71,7 @@ def test_versions_remove(tmp_path: Path) -> None:
     assert jaxplay("versions", "remove", "0.10.2", versions_dir=tmp_path).returncode == 1
 
 
+@pytest.mark.slow
 def test_run_refuses_a_version_not_installed_naming_the_command(tmp_path: Path) -> None:
     code = tmp_path / "f.py"
     code.write_text("def f(x):\n    return x\n")

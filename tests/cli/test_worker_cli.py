@@ -126,6 +126,7 @@ def _worker(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_the_worker_command_refuses_clearly() -> None:
     no_queue = _worker()
     assert no_queue.returncode == 2 and "give --queue" in no_queue.stderr
@@ -136,6 +137,7 @@ def test_the_worker_command_refuses_clearly() -> None:
         assert gpu.returncode == 2 and "no NVIDIA GPU device nodes" in gpu.stderr
 
 
+@pytest.mark.slow
 def test_jaxplay_lists_the_worker_command() -> None:
     result = subprocess.run(
         [sys.executable, "-c", "from backend.cli import main; main()", "worker", "--help"],

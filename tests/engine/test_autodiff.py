@@ -79,6 +79,7 @@ def _expected_stages(fn: Any, x: Any) -> dict[tuple[str, str], str]:
     }
 
 
+@pytest.mark.slow
 def test_each_stage_is_the_jaxpr_jax_prints_and_the_residuals_are_sin_cos_x(run) -> None:
     events = run(
         {

@@ -44,6 +44,7 @@ def f(x, key):
 SECOND_KEY_USE, LOG_LINE = 6, 7
 
 
+@pytest.mark.slow
 def test_nans_and_key_reuse_at_their_lines_and_nothing_left_for_the_next_pipeline(run) -> None:
     # the compare pipeline runs after the main one's checks, in the same process (each
     # warm-engine run is a fresh fork: this is the following run): were a debug flag
@@ -89,6 +90,7 @@ print("DIV:", err.get())
 INDEX_LINE, DIV_LINE = 6, 7
 
 
+@pytest.mark.slow
 def test_checkify_reports_each_error_at_its_line(run) -> None:
     events = run(
         {
@@ -134,6 +136,7 @@ except AssertionError as e:
 BWD_LINE = 12
 
 
+@pytest.mark.slow
 def test_grad_catches_a_wrong_custom_vjp_rule_by_how_much_and_where(run) -> None:
     events = run(
         {

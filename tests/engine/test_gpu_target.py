@@ -112,6 +112,7 @@ def test_without_the_plugin_the_engine_says_how_to_install_it(tmp_path: Path) ->
         cuda_extra.plugin_dir("0.12.0.1", prefix=tmp_path)
 
 
+@pytest.mark.slow
 def test_a_run_without_an_array_argument_is_refused_before_the_plugin_loads() -> None:
     events = engine(
         {
@@ -131,6 +132,7 @@ def test_a_run_without_an_array_argument_is_refused_before_the_plugin_loads() ->
 
 @needs_plugin
 @pytest.mark.parametrize("target", GPU_TARGETS)
+@pytest.mark.slow
 def test_the_ptx_is_what_jax_compiles_for_the_target(target: str) -> None:
     events = by_type(
         engine(
@@ -169,6 +171,7 @@ def test_the_ptx_is_what_jax_compiles_for_the_target(target: str) -> None:
 
 
 @needs_plugin
+@pytest.mark.slow
 def test_a_program_over_the_gpus_memory_compiles_and_a_note_says_it_would_not_fit() -> None:
     events = by_type(
         engine(
@@ -186,6 +189,7 @@ def test_a_program_over_the_gpus_memory_compiles_and_a_note_says_it_would_not_fi
 
 
 @needs_plugin
+@pytest.mark.slow
 def test_a_cpu_run_beside_it_still_disassembles_x86() -> None:
     """The plugin is registered only for a gpu_target run: a plain run in the same
     environment compiles for the CPU as before."""

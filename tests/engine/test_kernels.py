@@ -93,6 +93,7 @@ def _printed_module(header: str, lower: Any) -> str:
     return after.split("\n\nThe ", 1)[0].strip("\n")
 
 
+@pytest.mark.slow
 def test_interpret_mode_value_equals_jax_interpret(matmul_run: list[dict[str, Any]]) -> None:
     import jax.numpy as jnp
     import numpy as np
@@ -173,6 +174,7 @@ def test_mosaic_and_triton_are_what_jax_prints(matmul_run: list[dict[str, Any]])
     assert {s["line"] for s in kernel["mosaic_sources"]} == {body}
 
 
+@pytest.mark.slow
 def test_the_race_example_reports_its_race_at_the_kernel_lines(warm_engine: Any) -> None:
     code = (EXAMPLES / "pallas_race.py").read_text()
     request = {

@@ -45,6 +45,7 @@ def events(warm_engine: Any) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 def test_rows_name_instructions_of_the_hlo_at_their_line(events: dict[str, Any]) -> None:
     rows, hlo = events["profile"]["rows"], events["hlo"]["text"].split("\n")
     assert rows
@@ -132,6 +133,7 @@ def test_leaf_passes_are_the_spans_directly_inside_a_pipeline() -> None:
     not tpu_extra.installed() and os.environ.get("JAXPLAY_TPU_EXTRA") != "1",
     reason="JAX's TPU extra (libtpu) is not installed: `JAXPLAY_TPU_EXTRA=1 make setup`",
 )
+@pytest.mark.slow
 def test_a_topology_compile_is_placed_against_the_tpus_published_peaks(run: Any) -> None:
     code = "import jax.numpy as jnp\n\ndef f(x, w):\n    return jnp.tanh(x @ w).sum(0)\n"
     events = run(

@@ -107,6 +107,7 @@ def test_the_extra_is_installed_where_ci_says_so() -> None:
 
 
 @needs_extra
+@pytest.mark.slow
 def test_the_engine_compiles_for_the_topology_as_jax_does(run: Any) -> None:
     request = _request()
     events = run(request)
@@ -133,6 +134,7 @@ def test_the_engine_compiles_for_the_topology_as_jax_does(run: Any) -> None:
 
 
 @needs_extra
+@pytest.mark.slow
 def test_capacity_bytes_is_where_the_tpu_compiler_draws_the_line(run: Any) -> None:
     """A program whose argument fits under ``capacity_bytes`` compiles; one that
     does not fails with the compiler's own out-of-memory report, at compile."""

@@ -42,6 +42,7 @@ def events() -> dict[str, dict[str, Any]]:
     )
 
 
+@pytest.mark.slow
 def test_passes_run_from_before_optimisation_to_the_hlo(events: dict[str, Any]) -> None:
     items = events["passes"]["items"]
     assert len(items) >= 2
@@ -89,6 +90,7 @@ def test_cost_before_and_after(events: dict[str, Any]) -> None:
     assert cost["memory"]["argument"] == arguments and cost["memory"]["output"] == outputs
 
 
+@pytest.mark.slow
 def test_remarks_name_the_line_and_reason() -> None:
     code = "import jax\nimport jax.numpy as jnp\n\ng = jax.jit(lambda x: x * 2)\ng(jnp.ones(3))\ng(jnp.ones(4))\n\ndef f(x):\n    return x\n"
     remarks = run({"code": code, "args": "(1.0,)", "outputs": ["remarks"]})["remarks"]
@@ -96,6 +98,7 @@ def test_remarks_name_the_line_and_reason() -> None:
     assert any(r["line"] == 6 and "f32[4]" in r["message"] for r in misses), remarks
 
 
+@pytest.mark.slow
 def test_compiler_options_change_the_compile() -> None:
     plain = run({"code": CODE, "args": ARGS, "outputs": ["hlo"]})["hlo"]["text"]
     off = run(
@@ -154,6 +157,7 @@ def test_a_dump_that_filled_its_tmp_is_not_shown(
         validate_event(event)
 
 
+@pytest.mark.slow
 def test_remarks_list_a_checkpoints_residuals_and_warnings() -> None:
     code = (
         "import warnings\nimport jax.numpy as jnp\n\ndef f(x):\n    y = jnp.sin(x)\n"

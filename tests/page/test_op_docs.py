@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_the_generated_op_docs_match_the_installed_jax() -> None:
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gen_op_docs.py"), "--check"],

@@ -129,6 +129,7 @@ def dones(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("kind", POOLS)
+@pytest.mark.slow
 def test_a_run_streams_accepted_first_and_exactly_one_done_last(
     kind: str, request: pytest.FixtureRequest
 ) -> None:
@@ -146,6 +147,7 @@ def test_a_run_streams_accepted_first_and_exactly_one_done_last(
 
 
 @pytest.mark.parametrize("kind", POOLS)
+@pytest.mark.slow
 def test_a_cancelled_run_ends_cancelled_within_the_grace(
     kind: str, request: pytest.FixtureRequest
 ) -> None:

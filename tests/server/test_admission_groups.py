@@ -61,6 +61,7 @@ def sessions(client: httpx.Client, url: str, n: int) -> list[str]:
     return cookies
 
 
+@pytest.mark.slow
 def test_many_sessions_of_three_addresses_cannot_hold_back_a_new_one(
     server: LiveServer,
 ) -> None:
@@ -135,6 +136,7 @@ def queue_length(url: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in lines)
 
 
+@pytest.mark.slow
 def test_a_client_that_leaves_gives_its_place_in_the_queue_up_at_once(tmp_path: Path) -> None:
     """An HTTP run waiting for a worker, whose client disconnects, leaves the queue
     then (not at its queue timeout, 60 s here), and the server stays well."""

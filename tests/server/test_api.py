@@ -234,6 +234,7 @@ def test_a_pool_that_ignores_its_wall_clock_is_ended_by_the_server(
     assert pool.total - pool.finished == 0  # the pool saw the run end
 
 
+@pytest.mark.slow
 def test_a_sandbox_slow_to_start_does_not_eat_the_runs_own_time(
     make_client: Callable[..., tuple[TestClient, FakePool]],
 ) -> None:

@@ -301,6 +301,7 @@ def test_the_same_request_at_once_runs_once_then_is_shared(make_client: Make) ->
     assert len({value(a) for a in answers}) == 1
 
 
+@pytest.mark.slow
 def test_a_slow_leader_holds_its_joiners_no_longer_than_the_bound(make_client: Make) -> None:
     """A leader whose run takes long (or whose client reads slowly) makes the identical
     requests behind it wait at most ``cache_join_wait_s``: then each runs on its own."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 from backend.app.middleware import host_allowed
@@ -34,6 +35,7 @@ def test_the_host_names_allowed() -> None:
     assert host_allowed("anything", ["*"])
 
 
+@pytest.mark.slow
 def test_a_rebound_name_reaches_nothing_through_a_real_server(tmp_path: Path) -> None:
     live = LiveServer(tmp_path / "r.sqlite3", "--pool", "fake").start()
     try:

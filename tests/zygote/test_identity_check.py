@@ -297,6 +297,7 @@ def test_the_c_comparison_runs_no_python_code() -> None:
     assert ("c_call", "differing") in events
 
 
+@pytest.mark.slow
 def test_a_module_class_swap_is_a_change_of_the_watch() -> None:
     """A module's class replaced by a subclass (which could answer its attributes
     with anything, its dict untouched), and a reordering: changes, whichever
@@ -342,6 +343,7 @@ print("checked")
 """
 
 
+@pytest.mark.slow
 def test_c_and_python_agree_on_a_jax_process() -> None:
     """In a real JAX process (its ~2,600 namespaces after a jit, a grad and a vmap),
     the two implementations find nothing, then the same changes."""

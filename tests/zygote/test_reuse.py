@@ -287,6 +287,7 @@ main()
 """
 
 
+@pytest.mark.slow
 def test_the_check_sees_changes_and_adopts_runtime_modules() -> None:
     done = subprocess.run(
         [sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=120, cwd=ROOT
