@@ -15,6 +15,10 @@ play: setup  ## set everything up and start the playground on http://127.0.0.1:8
 example: setup  ## run an example through the engine from the command line
 	$(VENV)/jaxplay run $(EXAMPLE) --args "(jnp.ones((3,)),)" --transform grad --transform jit
 
+# pytest keeps its rewritten test modules as bytecode: where the environment forbids
+# writing bytecode (PYTHONDONTWRITEBYTECODE), every session rewrote all ~450 (~3 s of CPU).
+test test-fast: export PYTHONDONTWRITEBYTECODE :=
+
 test: setup  ## run the whole test suite
 	$(VENV)/python -m pytest -q
 
