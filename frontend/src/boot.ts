@@ -19,14 +19,15 @@ const adopted = adoptEarly();
 conn.keep();
 // a link whose results came with the page is painted, not run (app/start.ts)
 const snippet = adopted || document.getElementById(INITIAL_ID) ? null : embeddedSnippet(document);
-let sent: Promise<unknown> = Promise.resolve();
+let sent: Promise<unknown> = adopted ?? Promise.resolve();
 if (snippet) {
   const problems: StepProblem[] = [];
   const request = toRequest(fromRequest(snippet, DEFAULT_STATE), problems);
   if (problems.length === 0) sent = sendEarly(request);
 }
 // The run leaves first: building the page is one long task, and the socket's hello
-// (which the run waits for) would wait behind it, and so would fetching its chunks.
+// (which the run waits for) would wait behind it, and so would fetching its chunks;
+// an adopted run not yet sent leaves in the socket's `open` event, which would wait too.
 // Never longer than EARLY_WAIT_MS: a slow socket does not hold the page back.
 const EARLY_WAIT_MS = 300;
 void Promise.race([sent, new Promise((r) => setTimeout(r, EARLY_WAIT_MS))]).then(() => import("./main"));

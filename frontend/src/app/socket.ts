@@ -61,21 +61,22 @@ function earlyGlobal(value: unknown): EarlyGlobal | null {
 
 /** Adopts the socket and run the page's first script left in `holder.__jaxplayEarly`
  * (the connection takes the socket over; the run is held for the page as `sendEarly`'s
- * is); false when there is none, or its socket closed already. Before `conn.keep()`. */
-export function adoptEarly(holder: { __jaxplayEarly?: unknown } = window as never): boolean {
+ * is). Resolves once the run is on the wire (or could not be sent), as `sendEarly`;
+ * null when there is none, or its socket closed already. Before `conn.keep()`. */
+export function adoptEarly(holder: { __jaxplayEarly?: unknown } = window as never): Promise<unknown> | null {
   const found = earlyGlobal(holder.__jaxplayEarly);
   delete holder.__jaxplayEarly;
-  if (found === null) return false;
+  if (found === null) return null;
   const socket: EarlySocket = { socket: found.socket, seq: found.seq, sent: () => found.sent === true, messages: found.messages };
   holding = true; // the replayed events are held with the rest
   const sent = conn.adopt(socket);
   if (sent === null) {
     holding = false;
     held.length = 0;
-    return false;
+    return null;
   }
   early = { request: found.request, sent };
-  return true;
+  return sent.catch(() => {}); // not reachable: said when the page adopts the run
 }
 
 /** JSON with every object's keys sorted: two requests that differ only in key order

@@ -111,7 +111,7 @@ describe("adopting the first script's socket", () => {
       { type: "hello", seq: -1, payload: { version: 1 } },
       { type: "event", seq: 1, payload: ACCEPTED },
     ]);
-    expect(socket.adoptEarly(holder)).toBe(true);
+    expect(socket.adoptEarly(holder)).not.toBeNull();
     expect(holder.__jaxplayEarly).toBeUndefined();
     socket.conn.keep(); // no second socket: the adopted one is the connection's
     ws.event(1, JAXPR);
@@ -135,7 +135,7 @@ describe("adopting the first script's socket", () => {
 
   it("drops the early run for another request: its events with it, the page's sent after it", async () => {
     const { ws, holder } = early([{ type: "hello", seq: -1, payload: { version: 1 } }]);
-    expect(socket.adoptEarly(holder)).toBe(true);
+    expect(socket.adoptEarly(holder)).not.toBeNull();
     ws.event(1, ACCEPTED);
     expect(socket.takeEarly({ ...REQUEST, args: "(3.0,)" })).toBeNull();
     const seq = socket.conn.run({ ...REQUEST, args: "(3.0,)" });
@@ -149,7 +149,12 @@ describe("adopting the first script's socket", () => {
 
   it("adopts a socket still connecting: the run is the page's once it leaves", async () => {
     const { ws, holder } = early([], false);
-    expect(socket.adoptEarly(holder)).toBe(true);
+    let left = false;
+    const leaving = socket.adoptEarly(holder);
+    expect(leaving).not.toBeNull();
+    void leaving?.then(() => (left = true)); // the entry loads the page after this
+    await settle();
+    expect(left).toBe(false);
     const taken = socket.takeEarly(REQUEST);
     expect(taken).not.toBeNull();
     // the first script's listener sends the run when the socket opens (before ours)
@@ -157,6 +162,8 @@ describe("adopting the first script's socket", () => {
     ws.send(JSON.stringify({ type: "run", seq: 1, payload: REQUEST }));
     ws.opened();
     expect(await taken).toBe(1);
+    await settle();
+    expect(left).toBe(true);
     ws.greet();
     socket.release();
     ws.event(1, JAXPR);
@@ -168,9 +175,9 @@ describe("adopting the first script's socket", () => {
   it("adopts nothing from a socket closed already, or from no script at all", () => {
     const { ws, holder } = early([{ type: "hello", seq: -1, payload: { version: 1 } }]);
     ws.readyState = 3;
-    expect(socket.adoptEarly(holder)).toBe(false);
-    expect(socket.adoptEarly({})).toBe(false);
-    expect(socket.adoptEarly({ __jaxplayEarly: { socket: {}, seq: 1 } })).toBe(false);
+    expect(socket.adoptEarly(holder)).toBeNull();
+    expect(socket.adoptEarly({})).toBeNull();
+    expect(socket.adoptEarly({ __jaxplayEarly: { socket: {}, seq: 1 } })).toBeNull();
     expect(socket.takeEarly(REQUEST)).toBeNull();
   });
 });
