@@ -34,13 +34,20 @@ on a shared machine they mean little without it. Medians and p95 per
 example and overall; the targets of issue 26 (a warm edit's jaxpr on screen <= 50 ms
 median, <= 100 ms p95; the page adds <= 15 ms over the API) are printed beside them.
 
+``--trace FILE`` records a Chromium trace of the first example's warm edits (the
+probe marks ``speed:key``, ``:sent``, ``:arrived``, ``:jaxpr`` in it) and prints where
+the renderer's time went in them: per part of key → sent → arrived → jaxpr on screen,
+the main thread's busy time and CPU, the CPU time of every browser thread, the main
+thread's self time per event and the layouts the page's script forced. Tracing slows
+the page: its figures are for comparing traces, not for the table.
+
 ``--replace`` also measures, on the API, what a second run asked for while the first
 is going costs (issue 26 item 4): sent at once (the server cancels the first, which
 retires the tenant's kept process) against waiting for the first's ``done`` and then
 sending; the time from asking to the second run's jaxpr.
 
     .venv/bin/python benchmarks/page_speed.py [--repeat 15] [--examples grad-loss,...]
-        [--pause 0.6] [--replace 10] [--pool zygote|fake]
+        [--pause 0.6] [--replace 10] [--pool zygote|fake] [--dist DIR] [--trace FILE]
 """
 
 from __future__ import annotations
@@ -65,18 +72,27 @@ TOKEN = "page-speed-api"
 FINAL = ("ok", "error", "timeout", "killed", "cancelled", "tampered")
 
 #: in the page before its own scripts: the key press, the run frame, the jaxpr event's
-#: arrival, the jaxpr pane showing a jaxpr again, the status saying the run ended
+#: arrival, the jaxpr pane showing the new jaxpr, the status saying the run ended. The
+#: page keeps the last run's jaxpr on show while a run goes, marked stale (aria-busy on
+#: its panel; a page before that emptied the pane): the new jaxpr is on show when the
+#: pane shows a jaxpr not marked stale after it was cleared or marked; checked then:
+#: the run's jaxpr event had arrived and the pane's text is that event's text
+#: (``checked``; an edit that fails it is left out of the figures and said).
 PROBE = """
 (() => {
   const m = (window.__speed = { t0: null, sent: null, arrived: null, jaxpr: null, all: null, cleared: false });
   document.addEventListener("keydown", (e) => {
     if ((e.ctrlKey || e.metaKey) && e.key === "Enter") {
-      Object.assign(m, { t0: e.timeStamp, sent: null, arrived: null, jaxpr: null, all: null, cleared: false });
+      Object.assign(m, { t0: e.timeStamp, sent: null, arrived: null, jaxpr: null, all: null, cleared: false, checked: null, jaxprData: null });
+      performance.mark("speed:key");
     }
   }, true);
   const send = WebSocket.prototype.send;
   WebSocket.prototype.send = function (data) {
-    if (m.t0 !== null && m.sent === null && typeof data === "string" && data.includes('"type":"run"')) m.sent = performance.now();
+    if (m.t0 !== null && m.sent === null && typeof data === "string" && data.includes('"type":"run"')) {
+      m.sent = performance.now();
+      performance.mark("speed:sent");
+    }
     return send.call(this, data);
   };
   const Native = window.WebSocket;
@@ -85,13 +101,18 @@ PROBE = """
       super(...a);
       this.addEventListener("message", (e) => {
         if (m.t0 !== null && m.sent !== null && m.arrived === null && typeof e.data === "string"
-            && e.data.includes('"type":"jaxpr"')) m.arrived = performance.now();
+            && e.data.includes('"type":"jaxpr"')) {
+          m.arrived = performance.now();
+          m.jaxprData = e.data; // parsed when checked, not before the page's own handler
+          performance.mark("speed:arrived");
+        }
       });
     }
   };
   const shows = () => {
     const pane = document.querySelector("[data-testid=out-jaxpr]");
-    return pane !== null && !pane.closest("[hidden]") && /lambda/.test(pane.textContent || "");
+    return pane !== null && !pane.closest("[hidden]") && !pane.closest("[aria-busy=true]")
+      && /lambda/.test(pane.textContent || "");
   };
   const ended = () => {
     const s = document.querySelector(".run-status");
@@ -100,20 +121,212 @@ PROBE = """
   new MutationObserver(() => {
     if (m.t0 === null) return;
     if (!m.cleared) {
-      if (!shows()) m.cleared = true; // the new run cleared the old jaxpr
+      if (!shows()) m.cleared = true; // the new run cleared the old jaxpr or marked it stale
       else return;
     }
     if (m.jaxpr === null && m.jaxprAsked !== m.t0 && shows()) {
       m.jaxprAsked = m.t0;
-      requestAnimationFrame(() => (m.jaxpr = performance.now()));
+      const text = window.jaxplay ? window.jaxplay.text("jaxpr") : null;
+      m.checked = m.jaxprData !== null && text === JSON.parse(m.jaxprData).payload.text;
+      requestAnimationFrame(() => {
+        m.jaxpr = performance.now();
+        performance.mark("speed:jaxpr");
+      });
     }
     if (m.all === null && m.allAsked !== m.t0 && m.sent !== null && ended()) {
       m.allAsked = m.t0;
       requestAnimationFrame(() => (m.all = performance.now()));
     }
-  }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true, attributeFilter: ["data-status", "hidden"] });
+  }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true, attributeFilter: ["data-status", "hidden", "aria-busy"] });
 })();
 """.replace("__FINAL__", json.dumps(list(FINAL)))
+
+
+#: what a ``--trace`` records: the timeline DevTools' Performance panel shows, the
+#: probe's marks (``speed:key``, ``:sent``, ``:arrived``, ``:jaxpr``) and the stacks of
+#: forced layouts
+TRACE_CATEGORIES = [
+    "devtools.timeline",
+    "disabled-by-default-devtools.timeline",
+    "disabled-by-default-devtools.timeline.frame",
+    "disabled-by-default-devtools.timeline.stack",
+    "blink.user_timing",
+    "toplevel",
+]
+#: main-thread events that run the page's script: a layout inside one was forced by it
+SCRIPT = {
+    "FunctionCall",
+    "EventDispatch",
+    "TimerFire",
+    "FireAnimationFrame",
+    "FireIdleCallback",
+    "RunMicrotasks",
+    "V8.Execute",
+    "EvaluateScript",
+}
+
+
+def _spans(events: list[dict[str, Any]]) -> list[tuple[float, float, str, dict[str, Any]]]:
+    """A thread's events with a duration, as (start, end, name, args), outermost first
+    when two start together (µs, the trace's clock)."""
+    out: list[tuple[float, float, str, dict[str, Any]]] = []
+    open_: dict[str, list[dict[str, Any]]] = {}
+    for e in sorted(events, key=lambda e: e["ts"]):
+        ph = e.get("ph")
+        if ph == "X" and "dur" in e:
+            args = {**(e.get("args") or {}), "__cpu": e.get("tdur", e["dur"])}
+            out.append((e["ts"], e["ts"] + e["dur"], e["name"], args))
+        elif ph == "B":
+            open_.setdefault(e["name"], []).append(e)
+        elif ph == "E" and open_.get(e["name"]):
+            b = open_[e["name"]].pop()
+            out.append(
+                (b["ts"], e["ts"], e["name"], {**(b.get("args") or {}), **(e.get("args") or {})})
+            )
+    out.sort(key=lambda s: (s[0], -s[1]))
+    return out
+
+
+def _clip(a: float, b: float, lo: float, hi: float) -> float:
+    return max(0.0, min(b, hi) - max(a, lo))
+
+
+def trace_breakdown(data: bytes) -> list[str]:
+    """Where the renderer's time went while each warm edit's jaxpr was on its way (a
+    trace taken with the probe's marks): per edit, median ms in each part of key → sent
+    → arrived → jaxpr on screen, the main thread's busy time, its self time per event
+    (the top ones, from key to jaxpr on screen), the layouts the page's script forced,
+    and the compositor's and raster threads' busy time."""
+    raw = json.loads(data)
+    events: list[dict[str, Any]] = raw["traceEvents"] if isinstance(raw, dict) else raw
+    thread_names = {
+        (e["pid"], e["tid"]): e["args"]["name"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "thread_name"
+    }
+    marks = sorted(
+        (e["ts"], e["name"], e["pid"])
+        for e in events
+        if str(e.get("name", "")).startswith("speed:") and e.get("ph") in ("R", "I", "i", "n", "b")
+    )
+    if not marks:
+        return ["trace: no probe marks in it"]
+    pid = marks[0][2]
+    # the edits: key, then the first sent, arrived, jaxpr after it
+    edits: list[dict[str, float]] = []
+    for ts, name, _ in marks:
+        part = name.split(":", 1)[1]
+        if part == "key":
+            edits.append({"key": ts})
+        elif edits and part not in edits[-1]:
+            edits[-1][part] = ts
+    edits = [e for e in edits if {"sent", "arrived", "jaxpr"} <= set(e)]
+    if not edits:
+        return ["trace: no edit with all its marks"]
+    process_names = {
+        e["pid"]: e["args"]["name"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
+    by_thread: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for e in events:
+        if e.get("ph") in ("X", "B", "E") and (e["pid"], e["tid"]) in thread_names:
+            name = thread_names[(e["pid"], e["tid"])]
+            if e["pid"] == pid and name == "CrRendererMain":
+                name = "main"
+            process = "page" if e["pid"] == pid else process_names.get(e["pid"], str(e["pid"]))
+            by_thread.setdefault((process, name), []).append(e)
+    spans = {t: _spans(ev) for t, ev in by_thread.items()}
+    main = spans.get(("page", "main"), [])
+    segments = (
+        ("key→sent", "key", "sent"),
+        ("sent→arrived", "sent", "arrived"),
+        ("arrived→jaxpr", "arrived", "jaxpr"),
+    )
+
+    def busy(thread: list[tuple[float, float, str, dict[str, Any]]], lo: float, hi: float) -> float:
+        total, reach = 0.0, lo
+        for a, b, _, _ in thread:  # the union of the spans (nested ones inside their parent)
+            if b <= reach or a >= hi:
+                continue
+            total += _clip(max(a, reach), b, lo, hi)
+            reach = max(reach, b)
+        return total / 1000
+
+    def cpu_ms(
+        thread: list[tuple[float, float, str, dict[str, Any]]], lo: float, hi: float
+    ) -> float:
+        total, reach = 0.0, lo
+        for a, b, _, args in thread:  # the outermost spans' thread time, the part in the window
+            if b <= reach or a >= hi:
+                continue
+            if b > a:
+                total += args["__cpu"] * _clip(max(a, reach), b, lo, hi) / (b - a)
+            reach = max(reach, b)
+        return total / 1000
+
+    self_ms: dict[str, float] = {}
+    forced: dict[str, int] = {}
+    layouts = 0
+    for edit in edits:
+        lo, hi = edit["key"], edit["jaxpr"]
+        stack: list[int] = []  # indices in `inside` of the spans open at this one
+        children: dict[int, float] = {}
+        inside = [s for s in main if s[1] > lo and s[0] < hi]
+        for i, s in enumerate(inside):
+            while stack and inside[stack[-1]][1] <= s[0]:
+                stack.pop()
+            if stack:
+                children[stack[-1]] = children.get(stack[-1], 0.0) + _clip(s[0], s[1], lo, hi)
+            if s[2] in ("Layout", "UpdateLayoutTree"):
+                layouts += 1
+                script = next(
+                    (inside[p][2] for p in reversed(stack) if inside[p][2] in SCRIPT), None
+                )
+                if script is not None:
+                    begin = s[3].get("beginData") or s[3].get("data") or {}
+                    frames = begin.get("stackTrace") or []
+                    where = next(
+                        (f.get("functionName") for f in frames if f.get("functionName")), script
+                    )
+                    key = f"{s[2]} in {where}"
+                    forced[key] = forced.get(key, 0) + 1
+            stack.append(i)
+        for i, s in enumerate(inside):
+            if s[2] in ("ThreadControllerImpl::RunTask", "RunTask"):
+                continue  # the task itself: its children say what it did
+            own = _clip(s[0], s[1], lo, hi) - children.get(i, 0.0)
+            self_ms[s[2]] = self_ms.get(s[2], 0.0) + own / 1000
+    n = len(edits)
+    lines = [f"trace: {n} edits (ms per edit, median; the renderer's threads)"]
+    for label, a, b in segments:
+        span = statistics.median((e[b] - e[a]) / 1000 for e in edits)
+        main_busy = statistics.median(busy(main, e[a], e[b]) for e in edits)
+        main_cpu = statistics.median(cpu_ms(main, e[a], e[b]) for e in edits)
+        lines.append(
+            f"  {label}: {span:.1f} ms, the page's main thread busy {main_busy:.1f} (CPU {main_cpu:.1f})"
+        )
+    for label, a, b in (("key→arrived", "key", "arrived"), ("arrived→jaxpr", "arrived", "jaxpr")):
+        cpu = {
+            t: statistics.median(cpu_ms(sp, e[a], e[b]) for e in edits) for t, sp in spans.items()
+        }
+        top_cpu = sorted(cpu.items(), key=lambda kv: -kv[1])[:6]
+        lines.append(
+            f"  CPU time {label}, all the browser's threads: {sum(cpu.values()):.1f} ("
+            + ", ".join(f"{p} {t} {v:.1f}" for (p, t), v in top_cpu)
+            + ")"
+        )
+    top = sorted(self_ms.items(), key=lambda kv: -kv[1])[:14]
+    lines.append(
+        "  main thread self time key→jaxpr, per edit: "
+        + ", ".join(f"{k} {v / n:.1f}" for k, v in top)
+    )
+    lines.append(
+        f"  style/layout passes key→jaxpr per edit: {layouts / n:.1f}; forced by script, per edit:"
+    )
+    for where, count in sorted(forced.items(), key=lambda kv: -kv[1])[:10]:
+        lines.append(f"    {where}: {count / n:.1f}")
+    return lines
 
 
 def frame_diff(page: dict[str, Any], api: dict[str, Any]) -> list[str]:
@@ -300,11 +513,19 @@ def main() -> None:
     parser.add_argument("--pool", default="zygote", help="the server's pool (fake: no JAX)")
     parser.add_argument("--dist", type=Path, default=ROOT / "frontend" / "dist")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait per run")
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        help="a Chromium trace of the warm edits written here, and where the renderer's time went",
+    )
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
 
     page_rows: dict[str, dict[str, list[float]]] = {}
+    breakdown: list[str] = []
+    unchecked: list[str] = []  # edits whose jaxpr on show was not the run's
     api_rows: dict[str, dict[str, list[float]]] = {}
     replace: dict[str, list[float]] = {}
     stamp = str(int(time.time()))
@@ -344,6 +565,7 @@ def main() -> None:
                 if args.examples:
                     ids = [i for i in args.examples.split(",") if i in ids]
                 final = ",".join(f".run-status[data-status={s}]" for s in FINAL)
+                traced = False
                 for example in ids:
                     page.select_option("#examples", example)  # loads it and runs it (the warm-up)
                     page.wait_for_selector(final)
@@ -357,6 +579,9 @@ def main() -> None:
                     request = next(m for m in reversed(frames) if m.get("type") == "run")["payload"]
                     api.run({**request, "code": request["code"] + f"\n# {stamp} api warm\n"})
                     statuses: list[str] = []
+                    if args.trace is not None and not traced:
+                        browser.start_tracing(page=page, categories=TRACE_CATEGORIES)
+                        traced = True
 
                     for i in range(args.repeat):
                         # who goes first alternates: neither run always follows the other's
@@ -380,7 +605,9 @@ def main() -> None:
                         statuses.append(page.get_attribute(".run-status", "data-status") or "?")
                         rows["sent"].append(m["sent"] - m["t0"])
                         rows["all"].append(m["all"] - m["t0"])
-                        if m["jaxpr"] is not None and m["arrived"] is not None:
+                        if m["jaxpr"] is not None and not m["checked"]:
+                            unchecked.append(f"{example} edit {i}")
+                        elif m["jaxpr"] is not None and m["arrived"] is not None:
                             rows["jaxpr"].append(m["jaxpr"] - m["t0"])
                             rows["wire"].append(m["arrived"] - m["sent"])
                             rows["page"].append(m["jaxpr"] - m["arrived"] + m["sent"] - m["t0"])
@@ -395,6 +622,10 @@ def main() -> None:
                         f"{example}: {args.repeat} edits, statuses {sorted(set(statuses))}",
                         file=sys.stderr,
                     )
+                if traced:
+                    trace = browser.stop_tracing()
+                    args.trace.write_bytes(trace)
+                    breakdown = trace_breakdown(trace)
                 if args.replace:
                     first = next(f for f in frames if f.get("type") == "run")["payload"]
                     replace = replace_cost(api, first, args.replace, stamp)
@@ -451,6 +682,13 @@ def main() -> None:
             f"the page's server part (sent→jaxpr event) over the API's jaxpr: "
             f"{statistics.median(every['wire']) / statistics.median(every['api']):.2f}×"
         )
+    if unchecked:
+        print(
+            f"left out: {len(unchecked)} edits where the pane showed a jaxpr as new that was "
+            f"not the run's (not arrived yet, or another text): {', '.join(unchecked)}"
+        )
+    for line in breakdown:
+        print(line)
     if replace:
         print(
             "a second run asked for while the first is going (API, ms from asking to its jaxpr, median / p95):"

@@ -53,11 +53,26 @@ export class OutputsController implements RunView {
   /** the code lines banded and the links drawn again after the output is painted: two
    * editor updates that need not stand between an event and its text on screen */
   private readonly links: AfterPaint;
+  /** the editor's `# ^?` lines and hovers (a `shapes` event: it follows the jaxpr at
+   * once), set after the jaxpr's frame is painted */
+  private readonly shapes: AfterPaint;
+  private pendingShapes: Parameters<typeof setShapes.of>[0] | null = null;
+  /** the pipelines of the last run started: the IR panes keep their texts on show
+   * (stale) for a run of the same pipelines, so the bands stay as they are */
+  private lastPipelines = "";
+  /** whether the editor shows an error mark (cleared at a run's start only if so: an
+   * editor update is a measure in the next frame) */
+  private errorMarked = false;
 
   constructor(private readonly d: OutputsDeps) {
     this.links = new AfterPaint(() => {
       this.d.refreshBands();
       this.d.refreshLinks();
+    });
+    this.shapes = new AfterPaint(() => {
+      const spans = this.pendingShapes;
+      this.pendingShapes = null;
+      if (spans !== null) this.d.editor().dispatch({ effects: setShapes.of(spans) });
     });
   }
 
@@ -71,8 +86,10 @@ export class OutputsController implements RunView {
     this.d.tabs.mark(tab, badge);
   }
 
-  /** A run starts (sent, or painted from the page): the outputs are cleared for it,
-   * unless it follows a painted run (`keep`): its outputs then replace the painted ones. */
+  /** A run starts (sent, or painted from the page): the outputs are cleared for it
+   * (the IR texts kept on show, stale, until the run's replace them), unless it
+   * follows a painted run (`keep`): its outputs then replace the painted ones. Only
+   * what changes is written: the page is laid out once for the run's start. */
   start(request: RunBody, keep = false): void {
     const { ui, panes } = this.d;
     ui.cancelBtn.disabled = false;
@@ -86,9 +103,12 @@ export class OutputsController implements RunView {
     const pipelines = ["main", ...(request.compare ?? []).map((_, i) => String(i))];
     panes.scheduler.reset(pipelines, this.labels);
     panes.progress.reset(pipelines, this.labels);
-    panes.progress.setWorker("");
-    this.d.editor().dispatch({ effects: setErrorMark.of(null) });
-    this.links.soon(); // the bands of the cleared panes, after the frame
+    this.pendingShapes = null; // the last run's, not set yet: this run's replace them
+    if (this.errorMarked) this.d.editor().dispatch({ effects: setErrorMark.of(null) });
+    this.errorMarked = false;
+    // the bands follow the IR texts: drawn again only when the panes were cleared
+    if (pipelines.join("\n") !== this.lastPipelines) this.links.soon();
+    this.lastPipelines = pipelines.join("\n");
     this.d.tabs.runStarts();
   }
 
@@ -103,7 +123,7 @@ export class OutputsController implements RunView {
     switch (event.type) {
       case "accepted": {
         const w = event.worker;
-        if (w) panes.progress.setWorker([w.backend ?? w.platform, w.device_kind, w.devices ? `${w.devices} device${w.devices === 1 ? "" : "s"}` : "", w.jax_version ? `jax ${w.jax_version}` : ""].filter(Boolean).join(" · "));
+        panes.progress.setWorker(!w ? "" : [w.backend ?? w.platform, w.device_kind, w.devices ? `${w.devices} device${w.devices === 1 ? "" : "s"}` : "", w.jax_version ? `jax ${w.jax_version}` : ""].filter(Boolean).join(" · "));
         if (event.cached === true) panes.progress.setNote(this.cachedNote(event.age_s, event.cached_at));
         panes.progress.started();
         break;
@@ -112,7 +132,10 @@ export class OutputsController implements RunView {
         panes.progress.stage(p, event.stage, event.ms ?? null);
         break;
       case "shapes": // the editor's hovers and `# ^?` lines (editor-shapes.ts): pipeline A's
-        if (p === "main") this.d.editor().dispatch({ effects: setShapes.of(event.spans) });
+        if (p === "main") {
+          this.pendingShapes = event.spans;
+          this.shapes.soon();
+        }
         break;
       case "jaxpr":
       case "stablehlo":
@@ -127,6 +150,7 @@ export class OutputsController implements RunView {
         panes.progress.failed(p, event.stage);
         if (event.line != null && event.line > 0) {
           this.d.editor().dispatch({ effects: setErrorMark.of({ line: event.line, kind: event.kind, hint: event.hint ?? "" }) });
+          this.errorMarked = true;
         }
         const pane = panes.activeIr();
         if (!pane || !pane.has(p)) tabs.select("errors");
@@ -205,6 +229,7 @@ export class OutputsController implements RunView {
     this.d.ui.cancelBtn.disabled = true;
     document.body.classList.remove("running");
     this.d.panes.scheduler.end();
+    this.links.soon(); // an IR pane may have dropped its stale text: the bands follow
     this.showOffer();
   }
 

@@ -45,6 +45,35 @@ export class AfterPaint {
   }
 }
 
+/** `work` run at most once per `ms` however often it is asked for (`soon`), the first
+ * time `ms` after the last run; `now` runs it at once (and drops a run pending). */
+export class Throttled {
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private last = -Infinity;
+
+  constructor(
+    private readonly work: () => void,
+    private readonly ms: number,
+    private readonly clock: () => number = () => performance.now(),
+    private readonly timers: { set: (f: () => void, ms: number) => ReturnType<typeof setTimeout>; clear: (t: ReturnType<typeof setTimeout>) => void } = {
+      set: (f, ms) => setTimeout(f, ms),
+      clear: (t) => clearTimeout(t),
+    },
+  ) {}
+
+  soon(): void {
+    if (this.timer !== null) return;
+    this.timer = this.timers.set(() => this.now(), Math.max(0, this.last + this.ms - this.clock()));
+  }
+
+  now(): void {
+    if (this.timer !== null) this.timers.clear(this.timer);
+    this.timer = null;
+    this.last = this.clock();
+    this.work();
+  }
+}
+
 export interface ScheduledPane {
   tab: TabId;
   pane: OutputPane;

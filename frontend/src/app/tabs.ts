@@ -2,7 +2,36 @@
 // produces, or the tab the user picked before when that one has output; never an empty
 // Errors tab after a run that went well. TabChoice is that rule alone (unit-tested);
 // TabController keeps the tab bar (a keyboard-operable tablist) in step with it.
+import { AfterPaint } from "./render";
 import { OPENS_ITSELF, TABS, type TabId } from "./tabtable";
+
+/** The tabs' marks (the dot of a tab that got output, its badge), written once after
+ * the next paint however many events asked for them: a run's outputs come in bursts,
+ * and a mark written with the jaxpr would lay the tab bar out in the jaxpr's frame. */
+export class TabMarks {
+  private pending = new Map<TabId, string | undefined>();
+  private readonly later: AfterPaint;
+
+  constructor(
+    private readonly write: (id: TabId, badge: string | undefined) => void,
+    later?: (work: () => void) => void,
+  ) {
+    this.later = new AfterPaint(() => this.flush(), later);
+  }
+
+  /** `id` got output; `badge`: its new badge (undefined: unchanged). */
+  mark(id: TabId, badge?: string): void {
+    this.pending.set(id, badge ?? this.pending.get(id));
+    this.later.soon();
+  }
+
+  /** Writes the marks asked for (at once: a run starts and clears them). */
+  flush(): void {
+    const pending = this.pending;
+    this.pending = new Map();
+    for (const [id, badge] of pending) this.write(id, badge);
+  }
+}
 
 export class TabChoice {
   active: TabId = "jaxpr";
@@ -48,6 +77,7 @@ export interface TabElements {
 export class TabController {
   readonly choice = new TabChoice();
   private readonly listeners: ((id: TabId) => void)[] = [];
+  private readonly marks = new TabMarks((id, badge) => this.write(id, badge));
 
   constructor(private readonly ui: TabElements) {
     for (const [i, t] of TABS.entries()) {
@@ -98,17 +128,24 @@ export class TabController {
     for (const l of this.listeners) l(id);
   }
 
-  /** Marks a tab that got output while another is shown; sets its badge. */
+  /** Marks a tab that got output while another is shown; sets its badge (after the
+   * next paint: TabMarks). */
   mark(id: TabId, badge?: string): void {
-    if (id !== this.active) this.ui.tabs[id].classList.add("fresh");
+    this.marks.mark(id, badge);
+  }
+
+  private write(id: TabId, badge: string | undefined): void {
+    const tab = this.ui.tabs[id];
+    if (id !== this.active && !tab.classList.contains("fresh")) tab.classList.add("fresh");
     if (badge !== undefined) {
-      const b = this.ui.tabs[id].querySelector(".tab-badge");
-      if (b) b.textContent = badge;
+      const b = tab.querySelector(".tab-badge");
+      if (b && b.textContent !== badge) b.textContent = badge;
     }
   }
 
   runStarts(): void {
-    for (const t of TABS) this.ui.tabs[t.id].classList.remove("fresh");
+    this.marks.flush(); // the last run's marks, before this run clears the dots
+    for (const t of TABS) if (this.ui.tabs[t.id].classList.contains("fresh")) this.ui.tabs[t.id].classList.remove("fresh");
     const to = this.choice.runStarts();
     if (to !== null) this.select(to);
   }

@@ -1,5 +1,7 @@
 // The jaxpr, StableHLO and HLO panes: read-only CodeMirror views with highlighting
-// and colour bands; in compare mode a side-by-side diff of the two pipelines.
+// and colour bands; in compare mode a side-by-side diff of the two pipelines. A new
+// run leaves the last run's text on show, marked stale (aria-busy, dimmed), until its
+// own replaces it (ir_texts.ts): the page is not laid out again while the run goes.
 import type { MergeView } from "@codemirror/merge";
 import { highlightSelectionMatches, searchKeymap } from "@codemirror/search";
 import { EditorState, type Extension } from "@codemirror/state";
@@ -11,28 +13,22 @@ import { outputLinking, setSources, sourceMap } from "../linking";
 import { hloLanguage, jaxprLanguage, mlirLanguage } from "../modes";
 import { opDocsTooltip } from "../opdocs-tooltip";
 import type { IrType, RunEvent, Sources } from "../protocol";
+import { IrTexts, minimalChange } from "./ir_texts";
 import type { OutputPane } from "./pane";
 
 const LANGUAGES: Record<IrType, Language> = { jaxpr: jaxprLanguage, stablehlo: mlirLanguage, hlo: hloLanguage };
 export const IR_TITLES: Record<IrType, string> = { jaxpr: "jaxpr", stablehlo: "StableHLO", hlo: "HLO" };
 
-interface Output {
-  text: string;
-  sources: Map<number, number>;
-}
-
 export type HoverFn = (codeLine: number | null, from: EditorView) => void;
 
 export class IrPane implements OutputPane {
   readonly consumes: readonly IrType[];
-  private outputs = new Map<string, Output>();
-  private pipelines: string[] = ["main"];
+  private readonly texts = new IrTexts();
   private labels: Record<string, string> = {};
   private single: EditorView | null = null;
   private merge: MergeView | null = null;
   private body: HTMLElement;
   private note: HTMLElement;
-  private ended = false;
   /** bumped by every render: a compare view loaded late draws only if still current */
   private generation = 0;
 
@@ -49,18 +45,19 @@ export class IrPane implements OutputPane {
     this.render();
   }
 
-  /** A new run: forget the old texts; `pipelines` are "main" and the compare ones. */
+  /** A new run; `pipelines` are "main" and the compare ones. The old texts stay on
+   * show, stale, until the new ones come (unless the pipelines changed). */
   reset(pipelines: string[], labels: Record<string, string>): void {
-    this.outputs.clear();
-    this.pipelines = pipelines;
     this.labels = labels;
-    this.ended = false;
-    this.render();
+    if (this.texts.reset(pipelines)) this.render();
+    else this.renderNote();
+    this.markStale();
   }
 
   set(pipeline: string, text: string, sources: Sources | undefined): void {
-    this.outputs.set(pipeline, { text, sources: sourceMap(sources) });
+    this.texts.set(pipeline, { text, sources: sourceMap(sources) });
     this.render();
+    this.markStale();
   }
 
   show(event: RunEvent, pipeline: string): void {
@@ -68,16 +65,19 @@ export class IrPane implements OutputPane {
   }
 
   end(): void {
-    this.ended = true;
-    this.renderNote();
+    if (this.texts.end()) this.render();
+    else this.renderNote();
+    this.markStale();
   }
 
+  /** Whether the run on show sent `pipeline`'s text (a stale one does not count). */
   has(pipeline = "main"): boolean {
-    return this.outputs.has(pipeline);
+    return this.texts.has(pipeline);
   }
 
+  /** The run on show's text (never a stale one). */
   text(pipeline = "main"): string | undefined {
-    return this.outputs.get(pipeline)?.text;
+    return this.texts.text(pipeline);
   }
 
   /** Every view showing output now (one, or two in compare mode). */
@@ -86,11 +86,9 @@ export class IrPane implements OutputPane {
     return this.single ? [this.single] : [];
   }
 
-  /** Code lines that produced some output line in this pane. */
+  /** Code lines that produced some output line on show in this pane. */
   codeLines(): Set<number> {
-    const lines = new Set<number>();
-    for (const out of this.outputs.values()) for (const l of out.sources.values()) lines.add(l);
-    return lines;
+    return this.texts.codeLines();
   }
 
   private extensions(label: string): Extension {
@@ -107,29 +105,41 @@ export class IrPane implements OutputPane {
     ];
   }
 
+  /** The text on show is the last run's (stale) while the new run's is on its way:
+   * said by aria-busy on the pane (style.css dims it), written only when it changes. */
+  private markStale(): void {
+    const busy = this.texts.isStale();
+    if ((this.root.getAttribute("aria-busy") === "true") !== busy) {
+      if (busy) this.root.setAttribute("aria-busy", "true");
+      else this.root.removeAttribute("aria-busy");
+    }
+  }
+
   private renderNote(): void {
     const title = IR_TITLES[this.kind];
-    const missing = this.pipelines.filter((p) => !this.outputs.has(p));
-    if (missing.length === 0) this.note.textContent = "";
-    else if (this.ended) this.note.textContent = `No ${title}: the run ended before this stage.`;
-    else this.note.textContent = `Waiting for the ${title}…`;
-    this.note.hidden = missing.length === 0;
+    const missing = this.texts.missing().length > 0;
+    const text = !missing ? "" : this.texts.ended ? `No ${title}: the run ended before this stage.` : `Waiting for the ${title}…`;
+    // written only when it changes: an unchanged note is no layout
+    if (this.note.textContent !== text) this.note.textContent = text;
+    if (this.note.hidden !== !missing) this.note.hidden = !missing;
   }
 
   private render(): void {
     this.generation++;
     this.renderNote();
-    const compare = this.pipelines.length > 1;
+    const compare = this.texts.pipelines.length > 1;
     if (!compare) {
       this.destroyMerge();
-      const out = this.outputs.get("main");
+      const out = this.texts.shown("main");
       if (!this.single) {
         this.single = new EditorView({ parent: this.body, state: EditorState.create({ doc: "", extensions: this.extensions(IR_TITLES[this.kind]) }) });
       }
       const view = this.single;
-      view.dom.hidden = !out;
+      if (view.dom.hidden !== !out) view.dom.hidden = !out;
+      // the text on show changed where the new one differs from it, not replaced
+      // whole: the lines both share are not drawn again
       view.dispatch({
-        changes: { from: 0, to: view.state.doc.length, insert: out?.text ?? "" },
+        changes: minimalChange(view.state.doc.toString(), out?.text ?? "") ?? undefined,
         effects: setSources.of(out?.sources ?? new Map()),
       });
       return;
@@ -149,9 +159,9 @@ export class IrPane implements OutputPane {
     }
     this.destroyMerge();
     clear(this.body);
-    const [pa, pb] = this.pipelines as [string, string];
-    const a = this.outputs.get(pa);
-    const b = this.outputs.get(pb);
+    const [pa, pb] = this.texts.pipelines as [string, string];
+    const a = this.texts.shown(pa);
+    const b = this.texts.shown(pb);
     const head = h(
       "div",
       { class: "merge-head" },

@@ -1,6 +1,13 @@
 // Stage progress: one chip per stage as it finishes, per pipeline; the run's status.
+import { Throttled } from "../app/render";
 import { clear, h } from "../dom";
 import { fmtMs } from "../format";
+
+/** While a run goes, its status and chips are drawn at most this often (ms): a warm
+ * edit's jaxpr comes sooner, so no frame is drawn for progress between the run's start
+ * and its jaxpr (each was a layout and a paint on the cores the run needs, issue 26);
+ * a run's start and its end are drawn at once. */
+export const PROGRESS_MS = 100;
 
 const MAIN_STAGES = ["exec", "args", "trace", "lower", "compile", "execute", "timing"];
 const COMPARE_STAGES = ["trace", "lower", "compile", "execute"];
@@ -19,8 +26,8 @@ export class Progress {
   private statusEl: HTMLElement;
   private workerEl: HTMLElement;
   private noteEl: HTMLElement;
-  /** the stage chips are to be drawn at the next frame */
-  private rowsQueued = false;
+  /** the status and the chips drawn again, at most every PROGRESS_MS while a run goes */
+  private readonly drawing = new Throttled(() => this.draw(), PROGRESS_MS);
 
   constructor(readonly root: HTMLElement) {
     this.statusEl = h("span", { class: "run-status", role: "status", "aria-live": "polite", "data-status": "idle" });
@@ -28,7 +35,7 @@ export class Progress {
     this.noteEl = h("span", { class: "run-note" });
     this.rows = h("div", { class: "stage-rows" });
     root.append(h("div", { class: "status-line" }, this.statusEl, this.workerEl, this.noteEl), this.rows);
-    this.render();
+    this.drawing.now();
   }
 
   reset(pipelines: string[], labels: Record<string, string>): void {
@@ -37,12 +44,14 @@ export class Progress {
     this.stages = new Map(pipelines.map((p) => [p, new Map()]));
     this.status = "queued";
     this.detail = "";
-    this.noteEl.replaceChildren();
-    this.render();
+    if (this.noteEl.firstChild) this.noteEl.replaceChildren();
+    this.drawing.now(); // the run's start, at once
   }
 
+  /** The worker of the run on show (kept from the last run until the next one's
+   * `accepted` says its own: no layout between). */
   setWorker(text: string): void {
-    this.workerEl.textContent = text;
+    if (this.workerEl.textContent !== text) this.workerEl.textContent = text;
   }
 
   /** A note after the worker (e.g. that the answer came from the cache); none: cleared. */
@@ -52,7 +61,7 @@ export class Progress {
 
   started(): void {
     if (this.status === "queued") this.status = "running";
-    this.render();
+    this.drawing.soon();
   }
 
   stage(pipeline: string, stage: string, ms: number | null): void {
@@ -67,26 +76,26 @@ export class Progress {
     if (!stage) return;
     if (!this.stages.has(pipeline)) this.stages.set(pipeline, new Map());
     this.stages.get(pipeline)!.set(stage, { ms: null, failed: true });
-    this.render();
+    this.drawing.soon();
   }
 
   done(status: string, ms: number | null | undefined, reason: string | null | undefined): void {
     this.status = (["ok", "error", "timeout", "killed", "cancelled"].includes(status) ? status : "error") as RunStatus;
     this.detail = [ms != null ? `in ${fmtMs(ms)}` : "", reason ?? ""].filter(Boolean).join(" — ");
-    this.render();
+    this.drawing.now(); // the run's end, at once
   }
 
   problem(message: string): void {
     this.status = "error";
     this.detail = message;
-    this.render();
+    this.drawing.now();
   }
 
   isLive(): boolean {
     return this.status === "queued" || this.status === "running";
   }
 
-  private render(): void {
+  private draw(): void {
     const words: Record<RunStatus, string> = {
       idle: "Ready — Ctrl+Enter runs",
       queued: "Waiting for a worker…",
@@ -101,21 +110,10 @@ export class Progress {
     // unchanged (a stage came while running): left alone, the page not laid out again
     if (this.statusEl.dataset.status !== this.status) this.statusEl.dataset.status = this.status;
     if (this.statusEl.textContent !== text) this.statusEl.textContent = text;
-    // while a run goes, its stage chips are drawn once per frame, however many stages
-    // came in it (the events before the jaxpr never wait for them); at its end, at once
-    const raf = (globalThis as { requestAnimationFrame?: (cb: () => void) => number }).requestAnimationFrame;
-    if (this.isLive() && raf) {
-      if (!this.rowsQueued) {
-        this.rowsQueued = true;
-        raf(() => this.rowsQueued && this.renderRows());
-      }
-      return;
-    }
     this.renderRows();
   }
 
   private renderRows(): void {
-    this.rowsQueued = false;
     clear(this.rows);
     if (this.status === "idle") return;
     const live = this.isLive();

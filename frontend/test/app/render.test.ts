@@ -1,6 +1,6 @@
 // Rendering off the critical path: the pane on show at once, the others when shown or idle.
 import { describe, expect, it } from "vitest";
-import { AfterPaint, PaneScheduler, type ScheduledPane } from "../../src/app/render";
+import { AfterPaint, PaneScheduler, Throttled, type ScheduledPane } from "../../src/app/render";
 import type { TabId } from "../../src/app/tabtable";
 import { parseEvent, type RunEvent } from "../../src/protocol";
 import { FakePane, JAXPR } from "./fakes";
@@ -97,5 +97,70 @@ describe("AfterPaint", () => {
     expect(later).toHaveLength(1);
     later.shift()!();
     expect(runs).toBe(2);
+  });
+});
+
+describe("Throttled", () => {
+  function setup(ms = 100) {
+    let clock = 0;
+    const timers: { at: number; f: () => void; id: number }[] = [];
+    let n = 0;
+    let runs = 0;
+    const t = new Throttled(
+      () => runs++,
+      ms,
+      () => clock,
+      {
+        set: (f, wait) => {
+          timers.push({ at: clock + wait, f, id: ++n });
+          return n as unknown as ReturnType<typeof setTimeout>;
+        },
+        clear: (id) => {
+          const i = timers.findIndex((x) => x.id === (id as unknown as number));
+          if (i >= 0) timers.splice(i, 1);
+        },
+      },
+    );
+    const advance = (to: number) => {
+      clock = to;
+      for (const x of timers.filter((x) => x.at <= to)) {
+        timers.splice(timers.indexOf(x), 1);
+        x.f();
+      }
+    };
+    return { t, advance, timers, runs: () => runs };
+  }
+
+  it("runs at once when asked now, then at most once per interval however often it is asked", () => {
+    const { t, advance, timers, runs } = setup();
+    t.now(); // a run's start: drawn at once
+    expect(runs()).toBe(1);
+    for (const at of [1, 5, 20, 60]) {
+      advance(at);
+      t.soon(); // stages of a warm run: no draw before 100 ms
+    }
+    expect(runs()).toBe(1);
+    expect(timers).toHaveLength(1);
+    advance(100);
+    expect(runs()).toBe(2);
+    advance(150);
+    t.soon();
+    advance(199);
+    expect(runs()).toBe(2);
+    advance(200);
+    expect(runs()).toBe(3);
+  });
+
+  it("drops the run pending when asked now (a run's end drawn at once, once)", () => {
+    const { t, advance, timers, runs } = setup();
+    t.now();
+    advance(10);
+    t.soon();
+    advance(30);
+    t.now();
+    expect(runs()).toBe(2);
+    expect(timers).toHaveLength(0);
+    advance(500);
+    expect(runs()).toBe(2);
   });
 });

@@ -1,6 +1,6 @@
 // The tab choice: outputs first, the user's pick kept, never an empty Errors tab.
 import { describe, expect, it } from "vitest";
-import { TabChoice } from "../../src/app/tabs";
+import { TabChoice, TabMarks } from "../../src/app/tabs";
 import { OPENS_ITSELF, TABS, startsGroup } from "../../src/app/tabtable";
 
 describe("the tab table", () => {
@@ -60,5 +60,31 @@ describe("TabChoice", () => {
     c.runStarts();
     expect(c.outputArrived("passes")).toBeNull();
     expect(c.outputArrived("graph")).toBeNull();
+  });
+});
+
+describe("TabMarks", () => {
+  it("writes the marks once after the paint, however many events asked, the last badge kept", () => {
+    const later: (() => void)[] = [];
+    const written: [string, string | undefined][] = [];
+    const m = new TabMarks((id, badge) => written.push([id, badge]), (w) => later.push(w));
+    m.mark("stablehlo");
+    m.mark("hlo");
+    m.mark("errors", "1");
+    m.mark("errors"); // no new badge: the one asked for stays
+    m.mark("hlo");
+    expect(written).toEqual([]); // nothing in the frame that shows the jaxpr
+    expect(later).toHaveLength(1);
+    later.shift()!();
+    expect(written).toEqual([
+      ["stablehlo", undefined],
+      ["hlo", undefined],
+      ["errors", "1"],
+    ]);
+    m.mark("console", "");
+    m.flush(); // a run starts: written at once
+    expect(written.at(-1)).toEqual(["console", ""]);
+    later.shift()!(); // the later write finds nothing left
+    expect(written).toHaveLength(4);
   });
 });
