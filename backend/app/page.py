@@ -17,6 +17,7 @@ through ``html.escape``.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import html
 import json
@@ -201,6 +202,31 @@ def static_block(request: dict[str, Any], events: list[dict[str, Any]] | None) -
     return f'<article id="{STATIC_ID}">' + "".join(code) + outputs + "</article>"
 
 
+#: the built page's entry module, as index.html names it
+_ENTRY = re.compile(r'<script\s+type="module"[^>]*\ssrc="/([^"]+)"')
+
+
+@functools.lru_cache(maxsize=8)
+def _entry_has(path: str, mtime_ns: int, marker: str) -> bool:
+    return marker in Path(path).read_text(errors="replace")
+
+
+def entry_adopts_early(dist: Path) -> bool:
+    """Whether the built page's entry adopts the early run (it reads
+    ``window.__jaxplayEarly``, frontend/src/app/socket.ts): an older bundle would send
+    the run again on a socket of its own, so its pages get no early run."""
+    try:
+        found = _ENTRY.search((dist / "index.html").read_text())
+        if found is None:
+            return False
+        entry = (dist / found.group(1)).resolve()
+        if not entry.is_relative_to(dist.resolve()) or not entry.is_file():
+            return False
+        return _entry_has(str(entry), entry.stat().st_mtime_ns, "__jaxplayEarly")
+    except OSError:
+        return False
+
+
 #: where the early run's tags go: after the charset (else the ``<head>`` tag)
 _CHARSET = re.compile(r"<meta\s+charset[^>]*>", re.I)
 _HEAD = re.compile(r"<head(\s[^>]*)?>", re.I)
@@ -223,7 +249,8 @@ def page_html(
         head += carried
         events = initial["events"] if initial is not None and carried else None
         body = static_block(json.loads(snippet_json), events)
-        first = "" if carried else early_tags(snippet_json, _script_json)
+        adopts = not carried and index.is_file() and entry_adopts_early(dist)
+        first = early_tags(snippet_json, _script_json) if adopts else ""
     if index.is_file():
         head += STATIC_STYLE if body else ""
         text = index.read_text()

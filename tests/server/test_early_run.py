@@ -35,10 +35,13 @@ BUILT_INDEX = """<!doctype html>
 EARLY_TAG = re.compile(r'<script type="application/json" id="jaxplay-early">(.*?)</script>', re.S)
 
 
-def built(tmp_path: Path) -> Path:
+def built(tmp_path: Path, adopts: bool = True) -> Path:
+    """A built page whose entry adopts the early run (reads ``window.__jaxplayEarly``)."""
     dist = tmp_path / "dist"
-    dist.mkdir()
+    (dist / "assets").mkdir(parents=True)
     (dist / "index.html").write_text(BUILT_INDEX)
+    entry = "const e = window.__jaxplayEarly;" if adopts else "const e = null;"
+    (dist / "assets/index-0.js").write_text(entry)
     return dist
 
 
@@ -113,6 +116,13 @@ def test_no_early_run_without_a_link_with_its_answer_or_for_a_run_not_known_here
     assert "jaxplay-early" in page_html(dist, snippet, big)
     # the placeholder page (no build) runs over REST: no early run, its own CSP
     assert "jaxplay-early" not in page_html(tmp_path / "none", snippet)
+
+
+def test_no_early_run_for_a_bundle_that_would_send_the_run_again(tmp_path: Path) -> None:
+    """An entry built before the early run (it does not adopt it) sends the run itself."""
+    snippet = stored({"code": "def f(x):\n    return x\n"})
+    assert "jaxplay-early" in page_html(built(tmp_path / "new"), snippet)
+    assert "jaxplay-early" not in page_html(built(tmp_path / "old", adopts=False), snippet)
 
 
 def test_a_run_sent_before_the_hello_arrives_is_served(make_client: Make) -> None:
