@@ -6,7 +6,10 @@ re-run, and the warning on a run whose code wrote to jaxplay's output channel.""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
+
+import httpx
 
 from .test_page import FINAL, set_code, wait_done
 
@@ -183,6 +186,60 @@ def test_a_shared_links_results_sent_with_the_page_are_painted_without_a_run(
         page.click("#run")
         assert ok(page)
         assert frames.runs() == [1]
+    finally:
+        context.close()
+
+
+def test_a_new_links_run_is_sent_once_by_the_pages_first_script(browser: Any, server: Any) -> None:
+    """A link never run: the server's first script in the page sent its run
+    (backend/app/early_run.py) before the entry loaded; the page adopted it: one run
+    frame for the visit, on one socket, and its jaxpr on show."""
+    code = CODE.replace("2.0", f"{time.time_ns() % 10_000}.5")  # never run before
+    body = {"code": code, "args": "(jnp.ones(3),)", "transforms": [{"name": "jit"}]}
+    sid = httpx.post(f"{server.url}/api/v1/snippets", json=body).json()["id"]
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=server.url)
+    try:
+        # when the socket was made (the first script runs while the HTML is parsed, the
+        # entry module only after), and whether the CSP refused any script
+        context.add_init_script(
+            """(() => {
+              const Native = window.WebSocket;
+              window.WebSocket = class extends Native {
+                constructor(...a) { super(...a); window.__madeWhile ??= document.readyState; }
+              };
+              window.__refused = [];
+              document.addEventListener("securitypolicyviolation",
+                (e) => window.__refused.push(e.violatedDirective));
+            })();"""
+        )
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        frames = Frames(page)
+        response = page.goto(f"/s/{sid}")
+        assert response is not None and 'id="jaxplay-early"' in response.text()
+        assert page.evaluate("window.__madeWhile") == "loading"
+        assert page.evaluate("window.__refused") == []
+        assert ok(page)
+        assert "sin" in page.evaluate("window.jaxplay.text('jaxpr')")
+        page.wait_for_timeout(300)  # a second frame, if any, would be sent by now
+        assert frames.runs() == [1], frames.sent
+        assert frames.sent[0]["payload"] == {
+            "code": code,
+            "entry": "f",
+            "args": "(jnp.ones(3),)",
+            "transforms": [{"name": "jit"}],
+            "compare": [],
+            "backend": "auto",
+            "devices": 1,
+            "config": {},
+        }
+        assert len(frames.sockets) == 1 and frames.cancels() == 0
+        assert page.evaluate("window.jaxplay.runsSent()") == 1
+        # the page's next run follows on the adopted socket
+        page.click("#run")
+        wait_runs(page, 2)
+        assert ok(page)
+        assert frames.runs() == [1, 2] and len(frames.sockets) == 1
     finally:
         context.close()
 
