@@ -5,12 +5,12 @@ NaN and Inf counts) at the user's line that made it, and the first NaN and Inf f
 An interpreter over the jaxpr, as ``jax.core.eval_jaxpr``: each equation is
 ``primitive.bind(*inputs, **params)``, except that the equations holding a jaxpr are
 stepped into (``jit``, calls, ``checkpoint``, ``custom_jvp``/``custom_vjp``, the taken
-branch of ``cond``, and every iteration of ``scan`` and ``while``). A short jaxpr
-stepped (the run's, a loop body, a branch taken: at most ``COMPILED_SEGMENT_MAX``
-equations) is bound under one ``jax.jit`` whose outputs are every equation's outputs:
-one XLA compile rather than one per distinct primitive call, and a loop body's compile
-serves all its iterations; a longer one is dispatched eagerly (XLA's compile of a
-program with every intermediate an output grows faster than its size). A differentiated
+branch of ``cond``, and every iteration of ``scan`` and ``while``). How a jaxpr's
+equations are evaluated is sandbox/engine/trace_segments.py's: in chunks of at most
+``COMPILED_SEGMENT_MAX`` equations, each compiled whole (every equation's outputs its
+outputs) or bound an equation at a time through compiles shared by every jaxpr
+walked, whichever compiles less; a loop or a ``cond`` is not compiled with them: its
+outputs are those of its body as stepped (the last carry, the ys stacked). A differentiated
 pipeline's jaxpr is the whole computation, backward pass included: JAX names the
 transposed equations' name stacks ``transpose(...)`` (the backward pass) and the
 others of a differentiation ``jvp(...)`` (the forward pass); an equation with
@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from sandbox.engine import trace_segments as segments
 from sandbox.engine.sources import snippet_line
 from sandbox.protocol.limits import (
     MAX_MESSAGE_CHARS,
@@ -46,9 +47,8 @@ from sandbox.protocol.requests import SNIPPET_FILENAME
 
 #: A loop of at most this many iterations shows each; a longer one is summarised.
 ITERATIONS_SHOWN = 8
-#: A jaxpr of at most this many equations to walk is compiled whole (one compile, all
-#: its loop's iterations served by it); a longer one is dispatched equation by equation.
-COMPILED_SEGMENT_MAX = 48
+#: A chunk of at most this many equations to walk is compiled whole (trace_segments.py).
+COMPILED_SEGMENT_MAX = segments.COMPILED_SEGMENT_MAX
 #: The parameter holding the jaxpr of each primitive stepped into like a call.
 CALL_JAXPR_PARAMS = {
     "pjit": "jaxpr",
@@ -276,14 +276,6 @@ class _Where:
     name_stack: str
 
 
-class _Full(Exception):
-    """A segment's budget is spent (raised while tracing it)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 def _call_jaxpr(eqn: Any) -> Any:
     """The jaxpr an equation is stepped into like a call, or None."""
     param = CALL_JAXPR_PARAMS.get(eqn.primitive.name)
@@ -292,19 +284,6 @@ def _call_jaxpr(eqn: Any) -> Any:
 
 def _eqn_cost(eqn: Any) -> int:
     return sum(_aval_bytes(v) for v in eqn.outvars)
-
-
-def _static_cost(jaxpr: Any) -> tuple[int, int]:
-    """What evaluating ``jaxpr`` as one segment walks: (bytes of outputs, equations),
-    call bodies inlined (a loop counted as its one equation)."""
-    total_bytes, steps = 0, 0
-    for eqn in jaxpr.eqns:
-        sub = _call_jaxpr(eqn)
-        if sub is not None:
-            b, s = _static_cost(_parts(sub)[0])
-            total_bytes, steps = total_bytes + b, steps + s
-        total_bytes, steps = total_bytes + _eqn_cost(eqn), steps + 1
-    return total_bytes, steps
 
 
 def _bind(eqn: Any, values: list[Any]) -> list[Any]:
@@ -316,52 +295,6 @@ def _bind(eqn: Any, values: list[Any]) -> list[Any]:
     with ctx if ctx is not None else contextlib.nullcontext():
         out = eqn.primitive.bind(*values, **params)
     return list(out) if eqn.primitive.multiple_results else [out]
-
-
-def _walk(
-    jaxpr: Any, consts: list[Any], args: list[Any], out: list[Any], budget: list[int] | None
-) -> list[Any]:
-    """Evaluate ``jaxpr`` (under jit's trace), appending each walked equation's outputs
-    to ``out`` in the order the stepper reads them: a call's body equations, then the
-    call; a loop or a cond bound whole. ``budget`` ([bytes, equations]) stops it."""
-    env: dict[Any, Any] = {}
-    for var, value in zip(
-        [*getattr(jaxpr, "constvars", ()), *jaxpr.invars], [*consts, *args], strict=True
-    ):
-        env[var] = value
-
-    def read(atom: Any) -> Any:
-        return atom.val if isinstance(atom, _LITERAL) else env[atom]
-
-    for eqn in jaxpr.eqns:
-        inputs = [read(v) for v in eqn.invars]
-        sub = _call_jaxpr(eqn)
-        if sub is not None:
-            inner, inner_consts = _parts(sub)
-            outs = _walk(inner, inner_consts, inputs, out, budget)
-        if budget is not None:
-            cost = _eqn_cost(eqn)
-            if budget[1] < 1:
-                raise _Full("steps")
-            if budget[0] < cost:
-                raise _Full("bytes")
-            budget[0], budget[1] = budget[0] - cost, budget[1] - 1
-        if sub is None:
-            outs = _bind(eqn, inputs)
-        out.append(list(outs))
-        for var, value in zip(eqn.outvars, outs, strict=True):
-            env[var] = value
-    return [read(v) for v in jaxpr.outvars]
-
-
-@dataclass
-class _Segment:
-    """One jaxpr compiled whole with every walked equation's outputs as outputs: what
-    the stepper reads instead of dispatching each equation (one compile per jaxpr,
-    not one per primitive)."""
-
-    fn: Any
-    cut: str | None = None
 
 
 class Stepper:
@@ -382,9 +315,14 @@ class Stepper:
         self.steps = 0
         self.cut: str | None = None
         self.notes: list[str] = []
-        #: compiled segments by jaxpr (the jaxpr kept alive with it)
-        self._segments: dict[tuple[int, bool], tuple[Any, _Segment]] = {}
-        self._costs: dict[int, tuple[int, int]] = {}
+        #: each jaxpr walked, flattened, and its plan when it fits whole (the jaxpr
+        #: kept alive with them)
+        self._flat: dict[int, tuple[Any, segments.Flat]] = {}
+        self._plans: dict[int, tuple[Any, segments.Plan]] = {}
+        #: the equations compiled alone, shared by every jaxpr walked
+        self._ops = segments.Ops(_bind)
+        #: a while loop's condition, compiled once per loop
+        self._tests: dict[int, tuple[Any, Any]] = {}
 
     # --- running -------------------------------------------------------------------
 
@@ -406,58 +344,47 @@ class Stepper:
         finally:
             self.sink = outer
 
-    def _cost(self, jaxpr: Any) -> tuple[int, int]:
-        if id(jaxpr) not in self._costs:
-            self._costs[id(jaxpr)] = _static_cost(jaxpr)
-        return self._costs[id(jaxpr)]
+    def _flattened(self, jaxpr: Any) -> segments.Flat:
+        if id(jaxpr) not in self._flat:
+            flat = segments.flatten(jaxpr, _call_jaxpr, _parts, _LITERAL, _eqn_cost)
+            self._flat[id(jaxpr)] = (jaxpr, flat)
+        return self._flat[id(jaxpr)][1]
 
     def _feed(
         self, jaxpr: Any, consts: list[Any], args: list[Any], where: _Where
-    ) -> Iterator[list[Any]]:
-        """Each walked equation's outputs, from one compiled evaluation of ``jaxpr``;
-        within the budget left (a prefix of the equations where it is not enough)."""
-        import jax
-
-        cost_bytes, cost_steps = self._cost(jaxpr)
+    ) -> Iterator[list[Any] | segments.Pending]:
+        """Each walked equation's outputs (sandbox/engine/trace_segments.py), within
+        the budget left (a prefix of the equations where it is not enough)."""
+        flat = self._flattened(jaxpr)
         left = [self.max_bytes - self.bytes, self.max_steps - self.steps]
         # nothing past the rows the event can still take (each walked equation is a
         # row; one more, so that the row budget is the one said to cut)
         left[1] = min(left[1], self.max_rows - self.live + 1)
-        fits = cost_bytes <= left[0] and cost_steps <= left[1]
-        key = (id(jaxpr), fits)
-        if key not in self._segments or not fits:
-            segment = _Segment(None)
-
-            def evaluate(consts: list[Any], args: list[Any]) -> list[Any]:
-                out: list[Any] = []
-                try:
-                    _walk(jaxpr, consts, args, out, None if fits else list(left))
-                except _Full as full:
-                    segment.cut = full.reason
-                return out
-
-            # XLA's compile of a program whose every intermediate is an output grows
-            # faster than its size (92 equations: 8 s against 2 s eagerly, where the
-            # pipeline's own compile took 1.7 s): a long jaxpr is dispatched equation
-            # by equation, JAX compiling each distinct primitive call once
-            small = min(cost_steps, left[1]) <= COMPILED_SEGMENT_MAX
-            segment.fn = jax.jit(evaluate) if small else evaluate
-            self._segments[key] = (jaxpr, segment)
-        segment = self._segments[key][1]
-        try:
-            outs = segment.fn(consts, args)
-        except Exception as exc:
+        count, cut = segments.prefix(flat, left[0], left[1])
+        if cut is not None:
+            plan = segments.plan(flat, count, cut, self._ops)
+        else:
+            if id(jaxpr) not in self._plans:
+                self._plans[id(jaxpr)] = (jaxpr, segments.plan(flat, count, None, self._ops))
+            plan = self._plans[id(jaxpr)][1]
+        outs = segments.run(plan, consts, args)
+        while True:
+            try:
+                got = next(outs)
+            except StopIteration:
+                break
+            except Exception as exc:
+                raise _Cut(
+                    "error",
+                    f"stopped at equation {where.path or '0'}…: evaluating its jaxpr raised "
+                    f"{type(exc).__name__}: {exc}",
+                ) from exc
+            yield got
+        if plan.cut is not None:
+            limit = self.max_bytes if plan.cut == "bytes" else self.max_steps
+            what = "bytes of outputs" if plan.cut == "bytes" else "equations"
             raise _Cut(
-                "error",
-                f"stopped at equation {where.path or '0'}…: evaluating its jaxpr raised "
-                f"{type(exc).__name__}: {exc}",
-            ) from exc
-        yield from outs
-        if segment.cut is not None:
-            limit = self.max_bytes if segment.cut == "bytes" else self.max_steps
-            what = "bytes of outputs" if segment.cut == "bytes" else "equations"
-            raise _Cut(
-                segment.cut,
+                plan.cut,
                 f"stopped after {self.steps} equations: the next would take the {what} evaluated past {limit:,}",
             )
 
@@ -467,7 +394,7 @@ class Stepper:
         consts: list[Any],
         args: list[_Value],
         where: _Where,
-        feed: Iterator[list[Any]] | None = None,
+        feed: Iterator[list[Any] | segments.Pending] | None = None,
     ) -> list[_Value]:
         env: dict[Any, _Value] = {}
         constvars = list(getattr(jaxpr, "constvars", ()))
@@ -497,7 +424,12 @@ class Stepper:
         return [read(v) for v in jaxpr.outvars]
 
     def _step(
-        self, eqn: Any, inputs: list[_Value], where: _Where, path: str, feed: Iterator[list[Any]]
+        self,
+        eqn: Any,
+        inputs: list[_Value],
+        where: _Where,
+        path: str,
+        feed: Iterator[list[Any] | segments.Pending],
     ) -> list[_Value]:
         name = eqn.primitive.name
         own_stack = str(eqn.source_info.name_stack)
@@ -512,14 +444,16 @@ class Stepper:
             raise RuntimeError(f"the compiled walk made no outputs for equation {path}")
         self.steps += 1
         self.bytes += _eqn_cost(eqn)
-        values = [_Value(v, None, False, False) for v in outs]
         try:
-            if name == "scan":
-                self._scan(eqn, inputs, inner)
-            elif name == "while":
-                self._while(eqn, inputs, inner)
-            elif name == "cond":
-                self._cond(eqn, inputs, inner)
+            if isinstance(outs, segments.Pending):  # a loop or a cond: its body stepped
+                if name == "scan":
+                    got = self._scan(eqn, inputs, inner)
+                elif name == "while":
+                    got = self._while(eqn, inputs, inner)
+                else:
+                    got = self._cond(eqn, inputs, inner)
+                outs.outs = [_uniform(v, var) for v, var in zip(got, eqn.outvars, strict=True)]
+                outs = outs.outs
         except _Cut:
             raise
         except Exception as exc:
@@ -528,6 +462,7 @@ class Stepper:
                 "error",
                 f"stopped at equation {path} ({name}){where_text}: {type(exc).__name__}: {exc}",
             ) from exc
+        values = [_Value(v, None, False, False) for v in outs]
         described = [stats(v.value) for v in values[:MAX_TRACE_ROW_VALUES]]
         row_nan = any(d.get("nan_count") for d in described)
         row_inf = any(d.get("inf_count") for d in described)
@@ -596,26 +531,46 @@ class Stepper:
             finally:
                 loop.add(rows)
 
-    def _scan(self, eqn: Any, inputs: list[_Value], where: _Where) -> None:
+    def _scan(self, eqn: Any, inputs: list[_Value], where: _Where) -> list[Any]:
+        """Steps every iteration; the scan's outputs: the last carry and the ys of
+        the iterations stacked (the scan bound whole where they cannot be)."""
         params = eqn.params
         length, reverse = int(params["length"]), bool(params.get("reverse", False))
         consts, carry, xs = _scan_split(params, inputs)
+        ys: list[list[Any]] = [[] for _ in range(length)]
         loop = _Loop(self)
         with self._loop(loop):
             for step in range(length):
                 i = length - 1 - step if reverse else step
                 sliced = [_Value(_index(x.value, i), x.row, x.nan, x.inf) for x in xs]
                 outs = self._iteration(loop, params["jaxpr"], [*consts, *carry, *sliced], where)
-                carry, _ = _scan_out_split(params, outs, len(carry))
+                carry, y = _scan_out_split(params, outs, len(carry))
+                ys[i] = [v.value for v in y]
+        last = [v.value for v in carry]
+        if length:
+            flat = [*last, *(_stack([y[k] for y in ys]) for k in range(len(ys[0])))]
+            split_carry, split_ys = _scan_out_split(params, flat, len(last))
+            # the flat outputs are the carry, then the ys, as the scan splits them
+            split = [*split_carry, *split_ys]
+            in_order = len(split) == len(flat) and all(
+                a is b for a, b in zip(split, flat, strict=True)
+            )
+            shapes = [tuple(np.shape(v)) for v in flat]
+            if in_order and shapes == [tuple(v.aval.shape) for v in eqn.outvars]:
+                return flat
+        return _bind(eqn, [v.value for v in inputs])
 
-    def _while(self, eqn: Any, inputs: list[_Value], where: _Where) -> None:
+    def _while(self, eqn: Any, inputs: list[_Value], where: _Where) -> list[Any]:
         import jax
 
         params = eqn.params
         nc, nb = int(params["cond_nconsts"]), int(params["body_nconsts"])
         cond_consts, body_consts, carry = inputs[:nc], inputs[nc : nc + nb], inputs[nc + nb :]
         cond, cond_own = _parts(params["cond_jaxpr"])
-        test = jax.jit(lambda *a: jax.core.eval_jaxpr(cond, cond_own, *a))
+        if id(cond) not in self._tests:
+            test = segments.jit(lambda *a: jax.core.eval_jaxpr(cond, cond_own, *a))
+            self._tests[id(cond)] = (cond, test)
+        test = self._tests[id(cond)][1]
         loop = _Loop(self)
         with self._loop(loop):
             while True:
@@ -626,13 +581,14 @@ class Stepper:
                 if not bool(go):
                     break
                 carry = self._iteration(loop, params["body_jaxpr"], [*body_consts, *carry], where)
+        return [v.value for v in carry]
 
-    def _cond(self, eqn: Any, inputs: list[_Value], where: _Where) -> None:
+    def _cond(self, eqn: Any, inputs: list[_Value], where: _Where) -> list[Any]:
         branches = eqn.params["branches"]
         index = min(max(int(inputs[0].value), 0), len(branches) - 1)
         sub, consts = _parts(branches[index])
         branch = _Where(f"{where.path}b{index}.", where.depth, where.name_stack)
-        self._eval(sub, consts, inputs[1:], branch)
+        return [v.value for v in self._eval(sub, consts, inputs[1:], branch)]
 
     # --- the event -----------------------------------------------------------------
 
@@ -710,6 +666,17 @@ def _index(value: Any, i: int) -> Any:
         return np.asarray(value)[i]
     except Exception:  # an extended dtype (PRNG keys): JAX indexes it
         return value[i]
+
+
+def _stack(values: list[Any]) -> Any:
+    """The iterations' values of one scan output, stacked on the host (a JAX stack
+    would compile)."""
+    try:
+        return np.stack([np.asarray(v) for v in values])
+    except Exception:  # an extended dtype (PRNG keys): JAX stacks it
+        import jax.numpy as jnp
+
+        return jnp.stack(values)
 
 
 def _scan_split(

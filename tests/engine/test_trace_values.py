@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
+from jax.extend.core import Literal
 
 from sandbox.engine.trace_values import ITERATIONS_SHOWN, Stepper
 from sandbox.protocol.events import EVENT_ADAPTER
@@ -217,3 +218,148 @@ def test_a_compare_pipeline_is_stepped_only_when_asked(run) -> None:
         steps = [(r["primitive"], r["made"]) for r in event["rows"]]
         assert steps[:-1] == [(r["primitive"], r["made"]) for r in main["rows"]]
         assert steps[-1][0] == "jit" and event["first_nan"] == main["first_nan"]
+
+
+# --- a jaxpr longer than one compiled chunk (sandbox/engine/trace_segments.py) ---------
+
+GROWING = """import jax.numpy as jnp
+from jax import lax
+
+def f(x):
+    for i in range(13):
+        x = lax.pad(jnp.sin(x) * 1.5, 0.0, [(0, 1, 0)]) + 0.5
+    x = jnp.log(x - 10.0)
+    for i in range(2):
+        x = lax.pad(jnp.sin(x) * 1.5, 0.0, [(0, 1, 0)]) + 0.5
+    return x
+"""
+GROWING_LOG_LINE = 7
+REPEATING = """import jax.numpy as jnp
+
+def f(x):
+    for i in range(30):
+        x = jnp.sin(x) * 1.5 + jnp.cos(x)
+    return x
+"""
+
+
+def _snippet_f(code: str):
+    scope: dict = {}
+    exec(compile(code, "snippet.py", "exec"), scope)
+    return scope["f"]
+
+
+def _eager(fn, *args):
+    """Each equation of ``fn``'s jaxpr bound by JAX, in order: (primitive, outputs),
+    under one ``jax.jit`` returning them all (one compile, where binding each alone
+    would compile each shape). The snippets' jaxprs hold no calls, loops or branches."""
+    closed = jax.make_jaxpr(fn)(*args)
+
+    def every_output(*values):
+        env = dict(zip(closed.jaxpr.invars, values, strict=True))
+        made = []
+        for eqn in closed.jaxpr.eqns:
+            ins = [v.val if isinstance(v, Literal) else env[v] for v in eqn.invars]
+            out = eqn.primitive.bind(*ins, **eqn.params)
+            outs = list(out) if eqn.primitive.multiple_results else [out]
+            env.update(zip(eqn.outvars, outs, strict=True))
+            made.append(outs)
+        return made
+
+    made = jax.jit(every_output)(*args)
+    return [(eqn.primitive.name, outs) for eqn, outs in zip(closed.jaxpr.eqns, made, strict=True)]
+
+
+def _assert_rows_are(rows, expected, prefix: str) -> None:
+    assert len(rows) == len(expected)
+    for n, (row, (primitive, outs)) in enumerate(zip(rows, expected, strict=True)):
+        assert (row["eqn"], row["primitive"]) == (f"{prefix}{n}", primitive)
+        for described, value in zip(row["outputs"], outs, strict=True):
+            data = np.asarray(value)
+            assert (described["shape"], described["dtype"]) == (list(data.shape), str(data.dtype))
+            assert described["nan_count"] == int(np.isnan(data).sum()), (n, primitive)
+            assert described["inf_count"] == int(np.isinf(data).sum()), (n, primitive)
+            finite = data[np.isfinite(data)]
+            for key, want in (("min", finite.min), ("max", finite.max), ("mean", finite.mean)):
+                if finite.size:
+                    assert described[key] == pytest.approx(float(want()), rel=1e-5, abs=1e-6)
+                else:
+                    assert described[key] is None
+
+
+def test_a_long_jaxpr_is_planned_in_chunks_compiled_whole_or_bound_per_equation() -> None:
+    from sandbox.engine import trace_segments as segments
+    from sandbox.engine import trace_values as tv
+
+    def chunks(code: str):
+        closed = jax.make_jaxpr(_snippet_f(code))(jnp.arange(3.0))
+        flat = segments.flatten(closed.jaxpr, tv._call_jaxpr, tv._parts, tv._LITERAL, tv._eqn_cost)
+        planned = segments.plan(flat, len(flat.steps), None, segments.Ops(tv._bind))
+        return closed, planned.chunks
+
+    # every equation a new one (the shape grows): chunks of at most 48, each compiled whole
+    closed, growing = chunks(GROWING)
+    assert len(closed.jaxpr.eqns) == 62
+    assert [len(c.steps) for c in growing] == [segments.COMPILED_SEGMENT_MAX, 14]
+    assert all(c.fn is not None for c in growing)
+    # the same four equations again and again: bound one at a time, four compiles
+    closed, repeating = chunks(REPEATING)
+    assert len(closed.jaxpr.eqns) == 120 and len(repeating) == 3
+    assert all(c.fn is None and len(c.ops) == len(c.steps) for c in repeating)
+
+
+@pytest.mark.parametrize(
+    ("code", "transforms"),
+    [(GROWING, [{"name": "jit"}]), (REPEATING, [])],
+    ids=["compiled-chunks-under-jit", "per-equation"],
+)
+def test_a_long_jaxpr_steps_as_jax_binds_each_equation(run, code, transforms) -> None:
+    # (the growing one under jit: run eagerly, each of its shapes would compile)
+    request = {"code": code, "args": "jnp.arange(3.0)", "transforms": transforms}
+    event = trace_values(run({**request, "outputs": ["trace_values"], "timeout_s": 120}))
+    expected = _eager(_snippet_f(code), jnp.arange(3.0))
+    assert len(expected) > 48  # more than one chunk
+    rows = event["rows"]
+    if transforms:  # the jit's body, then the jit
+        assert (rows[-1]["eqn"], rows[-1]["primitive"]) == ("0", "jit")
+        rows = rows[:-1]
+    _assert_rows_are(rows, expected, "0." if transforms else "")
+    assert event["cut"] is None and event["evaluated_steps"] == len(event["rows"])
+    if code is GROWING:  # the NaN is made in the second chunk, by the log
+        first = next(n for n, (_, outs) in enumerate(expected) if np.isnan(outs[0]).any())
+        assert first > 48 and expected[first][0] == "log"
+        row = rows[first]
+        assert event["first_nan"] == event["first_bad"] == first
+        assert (row["primitive"], row["line"], row["made"]) == ("log", GROWING_LOG_LINE, ["nan"])
+        assert row["inputs"] == [first - 1]
+    else:
+        assert event["first_bad"] is None
+
+
+LOOPS = """import jax.numpy as jnp
+from jax import lax
+
+def f(xs):
+    c, ys = lax.scan(lambda c, x: (c * 0.5 + x, jnp.sin(c) * x), 0.0, xs, reverse=True)
+    n, v = lax.while_loop(lambda s: s[0] < 5, lambda s: (s[0] + 1, s[1] * 1.5), (0, c))
+    return ys.sum() + v + n
+"""
+
+
+def test_a_loop_row_is_what_jax_computes_from_its_stepped_iterations(run) -> None:
+    # a loop's outputs are its stepped iterations' (the last carry, the ys stacked)
+    event = trace_values(
+        run({"code": LOOPS, "args": "jnp.arange(12.0)", "outputs": ["trace_values"]})
+    )
+    xs = jnp.arange(12.0)
+    c, ys = lax.scan(lambda c, x: (c * 0.5 + x, jnp.sin(c) * x), jnp.asarray(0.0), xs, reverse=True)
+    n, v = lax.while_loop(lambda s: s[0] < 5, lambda s: (s[0] + 1, s[1] * 1.5), (0, c))
+    top = {r["primitive"]: r for r in event["rows"] if r["depth"] == 0}
+    for row, values in ((top["scan"], (c, ys)), (top["while"], (n, v))):
+        for described, value in zip(row["outputs"], values, strict=True):
+            data = np.asarray(value)
+            assert described["shape"] == list(data.shape)
+            assert described["min"] == pytest.approx(float(data.min()), rel=1e-6)
+            assert described["max"] == pytest.approx(float(data.max()), rel=1e-6)
+            assert described["mean"] == pytest.approx(float(data.mean()), rel=1e-6)
+    assert event["cut"] is None and event["first_bad"] is None
