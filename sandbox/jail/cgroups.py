@@ -29,6 +29,22 @@ log = logging.getLogger(__name__)
 CGROUP_FS = Path("/sys/fs/cgroup")
 _V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuset")
 _CPU_PERIOD_US = 100_000
+#: the CPU weight of one process (cgroup v1 ``cpu.shares``, v2 ``cpu.weight``): what a
+#: cgroup of its own weighs by default against its siblings
+_V1_SHARES, _V2_WEIGHT = 1024, 100
+
+
+def jails_weight(default: int, cpus: int | None = None) -> int:
+    """The CPU weight of the cgroup that holds every jail of this host: as many
+    processes' as there are CPUs for them (each run gets a CPU of its own). With the
+    default, one process's, all the jails together would weigh as one process against
+    the host's others, and a run on a busy host would wait on its CPU's run queue
+    several times as long as the same work in a process of its own (docs/sandbox.md,
+    "The edit loop on library code")."""
+    n = cpus if cpus is not None else len(os.sched_getaffinity(0))
+    return default * max(1, n)
+
+
 _instances = itertools.count(1)
 
 
@@ -191,7 +207,9 @@ class Cgroups:
             if (CGROUP_FS / "cgroup.controllers").exists() or (
                 config.cgroup_root and Path(config.cgroup_root, "cgroup.controllers").exists()
             ):
-                return cls._setup_v2(Path(config.cgroup_root or CGROUP_FS / "jaxplay"))
+                return cls._setup_v2(
+                    Path(config.cgroup_root or CGROUP_FS / "jaxplay"), weigh=not config.cgroup_root
+                )
             if (CGROUP_FS / "memory" / "memory.limit_in_bytes").exists():
                 return cls._setup_v1(config.cgroup_root)
         except OSError as exc:
@@ -204,7 +222,7 @@ class Cgroups:
         return cls(0, {})
 
     @classmethod
-    def _setup_v2(cls, root: Path) -> Cgroups:
+    def _setup_v2(cls, root: Path, weigh: bool = True) -> Cgroups:
         wanted = ["memory", "pids", "cpu", "cpuset"]
         if not root.exists():
             parent = root.parent
@@ -222,6 +240,9 @@ class Cgroups:
         missing = [c for c in wanted if c in available and c not in enabled]
         if missing:
             _write(root / "cgroup.subtree_control", " ".join("+" + c for c in missing))
+        if weigh:  # jaxplay's own group; an operator's root keeps the weight it was given
+            with contextlib.suppress(OSError):
+                _write(root / "cpu.weight", str(min(10_000, jails_weight(_V2_WEIGHT))))
         return cls(2, {"": root})
 
     @classmethod
@@ -237,6 +258,9 @@ class Cgroups:
                 else Path(str(mount) + _own_v1_path(controller)) / "jaxplay"
             )
             base.mkdir(exist_ok=True)
+            if controller == "cpu" and not configured:  # jaxplay's own group (as for v2)
+                with contextlib.suppress(OSError):
+                    _write(base / "cpu.shares", str(jails_weight(_V1_SHARES)))
             if controller == "cpuset":  # v1 cpusets start empty; inherit the parent's
                 for name in ("cpuset.cpus", "cpuset.mems"):
                     if not _read(base / name).strip():

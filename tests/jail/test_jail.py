@@ -14,6 +14,7 @@ import pytest
 
 from sandbox import pool_registry
 from sandbox.jail.bwrap import BASE_ENV, LAUNCH_ENV, Runtime, bwrap_argv, jail_returncode
+from sandbox.jail.cgroups import jails_weight
 from sandbox.jail.jail import Jailer, JailUnavailable
 from sandbox.jail.seccomp import filter_bpf
 from sandbox.jail.settings import GiB, JailConfig, JailLimits, MiB, describe, parse_bytes
@@ -141,6 +142,28 @@ def test_cgroups_of_a_dead_supervisor_are_swept() -> None:
     reused.mkdir()
     assert Jailer(TEST_LIMITS, JailConfig()).cgroups.main_root is not None
     assert not stale.exists() and not reused.exists()
+
+
+@needs_bwrap
+def test_the_jails_group_weighs_as_many_processes_as_cpus() -> None:
+    # all jails share jaxplay's group: with the default weight (one process's) a run on
+    # a busy host waits on its run queue several times as long as a process of its own
+    assert jails_weight(1024, 1) == 1024 and jails_weight(100, 4) == 400
+    config = JailConfig()
+    if config.cgroup_root:
+        pytest.skip("an operator's cgroup root keeps the weight it was given")
+    cgroups = Jailer(TEST_LIMITS, config).cgroups
+    cpus = len(os.sched_getaffinity(0))
+    if cgroups.version == 1:
+        shares = cgroups._roots["cpu"] / "cpu.shares"
+        assert int(shares.read_text()) == 1024 * cpus
+    elif cgroups.version == 2:
+        weight = cgroups._roots[""] / "cpu.weight"
+        if not weight.exists():
+            pytest.skip("no cpu controller delegated here")
+        assert int(weight.read_text()) == min(10_000, 100 * cpus)
+    else:
+        pytest.skip("no cgroups on this host")
 
 
 def test_device_nodes_are_bound_only_when_asked() -> None:
