@@ -58,6 +58,9 @@ for worker in "$@"; do
         case $c in
             memory) echo "$bytes" >"$dir/memory.limit_in_bytes" ;;
             pids) echo "$pids" >"$dir/pids.max" ;;
+            # the jails weigh a process per CPU, not one process for them all, against
+            # the host's other processes (sandbox/jail/cgroups.py jails_weight)
+            cpu) for d in "$top" "$dir"; do echo $((1024 * $(nproc))) >"$d/cpu.shares"; done ;;
         esac
         # the worker makes a cgroup per jail in it and moves the jail there; the
         # limits above stay root's
