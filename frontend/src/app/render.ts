@@ -66,6 +66,13 @@ export class Throttled {
     this.timer = this.timers.set(() => this.now(), Math.max(0, this.last + this.ms - this.clock()));
   }
 
+  /** Runs `work` once `ms` from now (the interval starts again), unless asked `now`. */
+  after(): void {
+    if (this.timer !== null) this.timers.clear(this.timer);
+    this.last = this.clock();
+    this.timer = this.timers.set(() => this.now(), this.ms);
+  }
+
   now(): void {
     if (this.timer !== null) this.timers.clear(this.timer);
     this.timer = null;

@@ -45,7 +45,10 @@ export class Progress {
     this.status = "queued";
     this.detail = "";
     if (this.noteEl.firstChild) this.noteEl.replaceChildren();
-    this.drawing.now(); // the run's start, at once
+    // the run's start: its status at once, its chips (all pending) with the first draw
+    // of its progress, PROGRESS_MS later: the start frame lays out the status alone
+    this.drawStatus();
+    this.drawing.after();
   }
 
   /** The worker of the run on show (kept from the last run until the next one's
@@ -96,6 +99,11 @@ export class Progress {
   }
 
   private draw(): void {
+    this.drawStatus();
+    this.renderRows();
+  }
+
+  private drawStatus(): void {
     const words: Record<RunStatus, string> = {
       idle: "Ready — Ctrl+Enter runs",
       queued: "Waiting for a worker…",
@@ -110,7 +118,6 @@ export class Progress {
     // unchanged (a stage came while running): left alone, the page not laid out again
     if (this.statusEl.dataset.status !== this.status) this.statusEl.dataset.status = this.status;
     if (this.statusEl.textContent !== text) this.statusEl.textContent = text;
-    this.renderRows();
   }
 
   private renderRows(): void {

@@ -151,6 +151,19 @@ describe("Throttled", () => {
     expect(runs()).toBe(3);
   });
 
+  it("starts the interval again when asked after (a run's start: its chips with the first draw)", () => {
+    const { t, advance, timers, runs } = setup();
+    t.now();
+    advance(1000);
+    t.after();
+    t.soon(); // a stage: drawn with the same run, not before
+    expect(timers).toHaveLength(1);
+    advance(1099);
+    expect(runs()).toBe(1);
+    advance(1100);
+    expect(runs()).toBe(2);
+  });
+
   it("drops the run pending when asked now (a run's end drawn at once, once)", () => {
     const { t, advance, timers, runs } = setup();
     t.now();
