@@ -39,8 +39,9 @@ pytestmark = pytest.mark.timeout(600)
 #: every kind the registry holds that a test machine can run (auto is zygote or
 #: subprocess, both here): the list must name them all
 KINDS = ["fake", "subprocess", "zygote", "redis"]
-#: each kind with the marker of what it needs (make test-fast leaves them out)
-NEEDS = {"zygote": pytest.mark.jail, "redis": pytest.mark.redis}
+#: each kind with the marker of what it needs (make test-fast leaves them out); the
+#: subprocess pool starts a Python that imports JAX per run: seconds
+NEEDS = {"zygote": pytest.mark.jail, "redis": pytest.mark.redis, "subprocess": pytest.mark.slow}
 POOLS = [pytest.param(kind, marks=NEEDS.get(kind, ())) for kind in KINDS]
 
 OK = "def f():\n    return 1\n"
@@ -129,7 +130,6 @@ def dones(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("kind", POOLS)
-@pytest.mark.slow
 def test_a_run_streams_accepted_first_and_exactly_one_done_last(
     kind: str, request: pytest.FixtureRequest
 ) -> None:
@@ -147,7 +147,6 @@ def test_a_run_streams_accepted_first_and_exactly_one_done_last(
 
 
 @pytest.mark.parametrize("kind", POOLS)
-@pytest.mark.slow
 def test_a_cancelled_run_ends_cancelled_within_the_grace(
     kind: str, request: pytest.FixtureRequest
 ) -> None:
