@@ -4,14 +4,18 @@ A real ``jaxplay serve`` (the jailed pool by default) serves frontend/dist; Debi
 Chromium, driven by Playwright as the browser tests drive it (tests/browser/
 conftest.py), opens shared links (``/s/{id}``) four ways:
 
-- **new, fresh**: a link whose request has never run, in a new browser (empty cache);
+- **new, fresh**: a link whose request has never run, in a new browser context (an
+  empty cache and cookie jar, a new tab);
 - **new, repeat**: another new link in the same browser (its HTTP cache warm);
 - **confirmed, fresh**: a link whose answer the result cache holds, confirmed (the
   server may serve it to anyone: it comes with the page, backend/app/routes/pages.py),
-  in a new browser;
+  in a new browser context;
 - **confirmed, repeat**: the same confirmed link again in that browser.
 
-Each visit reports, from the page's own Performance API: the bytes on the wire
+Before each visit the server and its pool's processes are left to settle (``settle``:
+under 5% of a CPU for half a second): making a confirmed link and the pool's new
+spares keep both CPUs busy for seconds, and a visit measured then timed that work,
+not the reader's page. Each visit reports, from the page's own Performance API: the bytes on the wire
 (``transferSize`` of the document and every resource: headers and encoded bodies, 0
 for what came from the browser's cache, a few hundred bytes for a 304), the encoded
 and decoded body bytes (of everything fetched until the network is idle, and of what
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -56,6 +61,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from tests.support.live_server import LiveServer  # noqa: E402
+from tests.support.processes import descendants  # noqa: E402
 
 TOKENS = ["page-delivery-a-0123456789", "page-delivery-b-0123456789"]
 CODE = "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.tanh(x) ** 2) * {c}\n"
@@ -150,6 +156,34 @@ SIZES = """
            documentAt: all[0] ? all[0].responseEnd : null };
 }
 """
+
+
+def _cpu_ticks(pids: set[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def settle(server_pid: int, within_s: float = 60.0, window_s: float = 0.5) -> float:
+    """Waits until the server and everything under it (its pool's jails) are idle:
+    under 5% of a CPU over ``window_s``. A visit measures a reader's page against a
+    server at rest, not against the work the benchmark itself just gave it (making a
+    confirmed link runs it in several tenants and a pristine run; the pool then starts
+    spares: seconds of both CPUs). Returns the seconds waited."""
+    started = time.monotonic()
+    while time.monotonic() - started < within_s:
+        pids = descendants(server_pid) | {server_pid}
+        before = _cpu_ticks(pids)
+        time.sleep(window_s)
+        used = (_cpu_ticks(pids) - before) / os.sysconf("SC_CLK_TCK")
+        if used < 0.05 * window_s:
+            break
+    return time.monotonic() - started
 
 
 def snippet(client: httpx.Client, c: str, entry_sends: bool = False) -> tuple[str, dict[str, Any]]:
@@ -259,6 +293,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     results: dict[str, list[dict[str, Any]]] = {}
+    settled: list[float] = []
     encodings: Counter[str] = Counter()
     stamp = str(int(time.time()))
     with tempfile.TemporaryDirectory() as tmp:
@@ -288,6 +323,7 @@ def main() -> None:
                         page = context.new_page()
                         for visit_kind, sid in zip(("fresh", "repeat"), ids, strict=True):
                             url = f"{server.url}/s/{sid}"
+                            settled.append(settle(server.pid))
                             got = visit(page, url, encodings, args.timeout)
                             results.setdefault(f"{kind}, {visit_kind}", []).append(got)
                         context.close()
@@ -303,6 +339,10 @@ def main() -> None:
     sends = "the entry" if args.entry_sends else "the page's first script where it can"
     print(
         f"page delivery, {args.repeat} rounds, pool {args.pool}, new links' runs sent by {sends} (medians)"
+    )
+    print(
+        f"before each visit the server and its pool were left to settle (under 5% of a CPU): "
+        f"median {statistics.median(settled):.1f} s, longest {max(settled):.1f} s"
     )
     head = (
         "visit",
