@@ -28,35 +28,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from functools import cache
-from typing import Any
+from typing import Any, get_args
 
-from sandbox.protocol import RunRequest
+from sandbox.protocol import RunRequest, TransformName
 
 #: transforms whose bare step (``{"name": n}``, no options) the page sends back as it
-#: came, without a problem (checked by frontend/test/app/early.test.ts)
-BARE_TRANSFORMS: frozenset[str] = frozenset(
-    {
-        "jit",
-        "grad",
-        "value_and_grad",
-        "vmap",
-        "pmap",
-        "jacfwd",
-        "jacrev",
-        "hessian",
-        "checkpoint",
-        "jvp",
-        "vjp",
-        "shard_map",
-        "smap",
-        "reshard",
-        "linearize",
-        "linear_transpose",
-        "checkify",
-    }
-)
+#: came, without a problem: every transform the protocol names (the fixture's list,
+#: which frontend/test/app/early.test.ts checks the page against, must name them all:
+#: tests/server/test_early_run.py)
+BARE_TRANSFORMS: frozenset[str] = frozenset(get_args(TransformName))
 
 #: the fields the page reads and sends as they are (``page_request``)
 _PAGE_FIELDS = frozenset(
@@ -156,14 +137,11 @@ EARLY_SCRIPT_CSP = (
 EARLY_ID = "jaxplay-early"
 
 
-def early_tags(stored_json: str, script_json: Any) -> str:
-    """The run's JSON tag and the script that sends it, or "" when ``page_request``
-    does not know the page's run of this link. ``script_json`` escapes the JSON for
-    an inert tag (backend/app/page.py ``_script_json``)."""
-    try:
-        stored = json.loads(stored_json)
-    except ValueError:
-        return ""
+def early_tags(stored: Any, script_json: Any) -> str:
+    """The run's JSON tag and the script that sends it, for the link that stores
+    ``stored`` (its parsed JSON), or "" when ``page_request`` does not know the page's
+    run of this link. ``script_json`` escapes the JSON for an inert tag
+    (backend/app/page.py ``_script_json``)."""
     request = page_request(stored) if isinstance(stored, dict) else None
     if request is None:
         return ""

@@ -211,14 +211,15 @@ def _entry_has(path: str, mtime_ns: int, marker: str) -> bool:
     return marker in Path(path).read_text(errors="replace")
 
 
-def entry_adopts_early(dist: Path) -> bool:
-    """Whether the built page's entry adopts the early run (it reads
-    ``window.__jaxplayEarly``, frontend/src/app/socket.ts): an older bundle would send
-    the run again on a socket of its own, so its pages get no early run."""
+def entry_adopts_early(dist: Path, index_html: str) -> bool:
+    """Whether the built page's entry (named by ``index_html``, dist's index.html)
+    adopts the early run (it reads ``window.__jaxplayEarly``, frontend/src/app/socket.ts):
+    an older bundle would send the run again on a socket of its own, so its pages get
+    no early run."""
+    found = _ENTRY.search(index_html)
+    if found is None:
+        return False
     try:
-        found = _ENTRY.search((dist / "index.html").read_text())
-        if found is None:
-            return False
         entry = (dist / found.group(1)).resolve()
         if not entry.is_relative_to(dist.resolve()) or not entry.is_file():
             return False
@@ -242,18 +243,19 @@ def page_html(
     A built page of a link that carries no answer opens with the script that sends its
     run (``early_tags``), first in its ``<head>``: no stylesheet or module waits before it."""
     index = dist / "index.html"
+    text = index.read_text() if index.is_file() else None
     head = body = first = ""
     if snippet_json is not None:
         head = snippet_tag(snippet_json)
         carried = initial_tag(initial) if initial is not None else ""
         head += carried
         events = initial["events"] if initial is not None and carried else None
-        body = static_block(json.loads(snippet_json), events)
-        adopts = not carried and index.is_file() and entry_adopts_early(dist)
-        first = early_tags(snippet_json, _script_json) if adopts else ""
-    if index.is_file():
+        stored = json.loads(snippet_json)
+        body = static_block(stored, events)
+        adopts = not carried and text is not None and entry_adopts_early(dist, text)
+        first = early_tags(stored, _script_json) if adopts else ""
+    if text is not None:
         head += STATIC_STYLE if body else ""
-        text = index.read_text()
         if first:  # after the charset, before anything that loads
             found = _CHARSET.search(text) or _HEAD.search(text)
             at = found.end() if found else 0
