@@ -47,8 +47,6 @@ from sandbox.protocol.requests import SNIPPET_FILENAME
 
 #: A loop of at most this many iterations shows each; a longer one is summarised.
 ITERATIONS_SHOWN = 8
-#: A chunk of at most this many equations to walk is compiled whole (trace_segments.py).
-COMPILED_SEGMENT_MAX = segments.COMPILED_SEGMENT_MAX
 #: The parameter holding the jaxpr of each primitive stepped into like a call.
 CALL_JAXPR_PARAMS = {
     "pjit": "jaxpr",
