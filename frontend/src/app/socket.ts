@@ -36,10 +36,27 @@ export function route(handlers: ConnectionHandlers): void {
 /** Sends `request` before the page is built; its events are held for the page.
  * Resolves once it is on the wire (or could not be sent). */
 export function sendEarly(request: RunBody): Promise<unknown> {
+  return holdEarly(request, () => conn.run(request)) ?? Promise.resolve();
+}
+
+/** Holds `request`'s run for the page's first run: its events are held from before
+ * `send` (an adopted socket replays the ones it got), `send` puts it on the wire (its
+ * seq) or finds it cannot (null: nothing held). Resolves once it is on the wire (or
+ * could not be sent: said when the page adopts the run, app/run.ts). */
+function holdEarly(request: RunBody, send: () => Promise<number> | null): Promise<unknown> | null {
   holding = true;
-  const sent = conn.run(request);
+  const sent = send();
+  if (sent === null) {
+    dropHeld();
+    return null;
+  }
   early = { request, sent };
-  return sent.catch(() => {}); // not reachable: said when the page adopts the run (app/run.ts)
+  return sent.catch(() => {});
+}
+
+function dropHeld(): void {
+  holding = false;
+  held.length = 0;
 }
 
 /** What the page's first script left (backend/app/early_run.py EARLY_SCRIPT). */
@@ -68,15 +85,7 @@ export function adoptEarly(holder: { __jaxplayEarly?: unknown } = window as neve
   delete holder.__jaxplayEarly;
   if (found === null) return null;
   const socket: EarlySocket = { socket: found.socket, seq: found.seq, sent: () => found.sent === true, messages: found.messages };
-  holding = true; // the replayed events are held with the rest
-  const sent = conn.adopt(socket);
-  if (sent === null) {
-    holding = false;
-    held.length = 0;
-    return null;
-  }
-  early = { request: found.request, sent };
-  return sent.catch(() => {}); // not reachable: said when the page adopts the run
+  return holdEarly(found.request, () => conn.adopt(socket));
 }
 
 /** JSON with every object's keys sorted: two requests that differ only in key order
@@ -94,8 +103,7 @@ export function takeEarly(request: RunBody | null): Promise<number> | null {
   const run = early;
   early = null;
   if (run && request !== null && canonical(run.request) === canonical(request)) return run.sent;
-  holding = false;
-  held.length = 0;
+  dropHeld();
   return null;
 }
 
