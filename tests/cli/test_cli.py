@@ -3,10 +3,14 @@
 Also runs every example in ``examples/`` with the command its header suggests, and
 checks the outcome the header promises (``-> ok`` or ``-> error: Kind at line N``).
 
-A local ``jaxplay run`` starts its own jail and imports JAX (seconds per command): the
-tests of the local path run it so (``jaxplay``); the others, the examples among them,
-send the same command to one real ``jaxplay serve`` with ``--server`` (``served``), whose
-warm pool runs them as it runs anyone's: the same request, the same rendering.
+A local ``jaxplay run`` starts its own jail and imports JAX (seconds per command): one
+test runs the console script so, end to end (``jaxplay``); the others, the examples among
+them, send the same command to one real ``jaxplay serve`` with ``--server`` (``served``),
+whose warm pool runs them as it runs anyone's: the same request, the same rendering.
+One of them runs the console script in a process of its own; the rest run the same
+typer app in this process (``in_process``: the console script is ``backend.cli:main``,
+which calls it), since a new Python's imports alone took about 2 s a command on a
+loaded machine, the time the examples' runs take.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from backend.cli import app
 from tests.support.live_server import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +58,14 @@ def jaxplay(
     )
 
 
+def in_process(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """``jaxplay *argv`` through the console script's typer app in this process: its exit
+    status, stdout and stderr as a subprocess's. An exception the command lets out fails
+    the test (as a traceback and exit status 1 would)."""
+    result = CliRunner().invoke(app, list(argv), input=stdin, catch_exceptions=False)
+    return subprocess.CompletedProcess(argv, result.exit_code, result.stdout, result.stderr)
+
+
 def events_of(proc: subprocess.CompletedProcess) -> list[dict[str, Any]]:
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     assert lines, f"no output; exit {proc.returncode}; stderr:\n{proc.stderr[-3000:]}"
@@ -62,16 +76,17 @@ def events_of(proc: subprocess.CompletedProcess) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Any]]:
-    """``jaxplay`` with ``--server`` to a real server on the real pool (a jail)."""
+    """``jaxplay`` with ``--server`` to a real server on the real pool (a jail), in this
+    process (``in_process``); ``process=True``: the console script in a process of its own."""
     tmp = tmp_path_factory.mktemp("cli-served")
     settings = {"JAXPLAY_RATE_LIMIT_PER_MINUTE": "0", "JAXPLAY_QUEUE_TIMEOUT_S": "120"}
     server = LiveServer(tmp / "jaxplay.sqlite3", env=settings, log=tmp / "serve.log")
     server.start()
     try:
 
-        def run(*argv: str, **kw: Any) -> subprocess.CompletedProcess:
+        def run(*argv: str, process: bool = False, **kw: Any) -> subprocess.CompletedProcess:
             assert argv[0] == "run"
-            return jaxplay(*argv, "--server", server.url, **kw)
+            return (jaxplay if process else in_process)(*argv, "--server", server.url, **kw)
 
         yield run
     finally:
@@ -117,7 +132,7 @@ def test_human_readable_output_contains_the_jaxpr(
     argv = ["run", str(snippet), "--args", "(jnp.ones((3,)),)", "--transform", "grad"]
     as_json = served(*argv, "--transform", "jit", "--output", "jaxpr", "--json")
     (jaxpr,) = [e["text"] for e in events_of(as_json) if e["type"] == "jaxpr"]
-    human = served(*argv, "--transform", "jit")
+    human = served(*argv, "--transform", "jit", process=True)  # the console script
     assert human.returncode == 0, human.stderr[-3000:]
     assert jaxpr in human.stdout  # the text, exactly as JAX prints it
     assert "{ lambda ; a:f32[3]. let" in human.stdout
@@ -199,14 +214,14 @@ def test_request_from_a_file(served: Callable[..., Any], tmp_path: Path) -> None
 
 
 @real_run
-def test_syntax_error_in_the_file(tmp_path: Path) -> None:
+def test_syntax_error_in_the_file(served: Callable[..., Any], tmp_path: Path) -> None:
     path = tmp_path / "broken.py"
     path.write_text("import jax.numpy as jnp\n\n\ndef f(x)\n    return jnp.sin(x)\n")
-    human = jaxplay("run", str(path), "--args", "jnp.ones(3)")
+    human = served("run", str(path), "--args", "jnp.ones(3)")
     assert human.returncode not in (0, 2), human.returncode  # the run failed, the request was fine
     assert "SyntaxError" in human.stdout
     assert "line 4" in human.stdout
-    as_json = jaxplay("run", str(path), "--args", "jnp.ones(3)", "--json")
+    as_json = served("run", str(path), "--args", "jnp.ones(3)", "--json")
     assert as_json.returncode == human.returncode
     events = events_of(as_json)
     (error,) = [e for e in events if e["type"] == "error"]
@@ -247,9 +262,8 @@ def test_a_jax_error_names_the_sharp_bit(served: Callable[..., Any], tmp_path: P
         "extra-field",
     ],
 )
-@pytest.mark.slow
 def test_bad_request_is_refused_with_exit_code_2(change: dict[str, Any], names: list[str]) -> None:
-    proc = jaxplay("run", "--request", "-", "--json", stdin=json.dumps(_request(**change)))
+    proc = in_process("run", "--request", "-", "--json", stdin=json.dumps(_request(**change)))
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     assert proc.stdout.strip() == "", "a refused request runs nothing"
     message = proc.stderr.strip()
@@ -258,23 +272,20 @@ def test_bad_request_is_refused_with_exit_code_2(change: dict[str, Any], names: 
         assert name in message, (name, message)
 
 
-@pytest.mark.slow
 def test_request_that_is_not_json() -> None:
-    proc = jaxplay("run", "--request", "-", stdin="{not json")
+    proc = in_process("run", "--request", "-", stdin="{not json")
     assert proc.returncode == 2
     assert proc.stderr.strip() and "Traceback" not in proc.stderr
 
 
-@pytest.mark.slow
 def test_short_form_unknown_transform(snippet: Path) -> None:
-    proc = jaxplay("run", str(snippet), "--transform", "grud")
+    proc = in_process("run", str(snippet), "--transform", "grud")
     assert proc.returncode == 2
     assert "transforms" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.slow
 def test_missing_file() -> None:
-    proc = jaxplay("run", "no/such/file.py")
+    proc = in_process("run", "no/such/file.py")
     assert proc.returncode == 2
     assert "no/such/file.py" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -319,9 +330,10 @@ def test_every_example_suggests_a_command() -> None:
 
 
 @real_run
-def test_make_example() -> None:
-    """The Makefile's ``make example`` command, as written there."""
-    proc = jaxplay(
+def test_make_example(served: Callable[..., Any]) -> None:
+    """The Makefile's ``make example`` command, as written there (to the server: the
+    local path is test_json_lines_parse_and_end_with_done's)."""
+    proc = served(
         "run", "examples/grad_of_loss.py", "--args", "(jnp.ones((3,)),)",
         "--transform", "grad", "--transform", "jit",
     )  # fmt: skip
