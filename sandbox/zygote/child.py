@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 from sandbox.engine.api import Engine
 from sandbox.jail import seccomp
 from sandbox.zygote.cleanup import reap_children
-from sandbox.zygote.control import BASE, HURRY, child_report, run_token, warm_word
+from sandbox.zygote.control import BASE, CHECK, HURRY, child_report, run_token, warm_word
 from sandbox.zygote.watch import Watch, first_differences
 
 PR_SET_DUMPABLE = 4
@@ -225,10 +225,12 @@ def serve_runs(
 ) -> NoReturn:
     """A kept process: one run after another, each on the descriptors the zygote
     sends (``run TOKEN``), as long as the zygote keeps it. After each run it lets go
-    of the run's pipes (so that the run's end is seen), says so, puts back what the
-    engine gave the run, checks its state against the baseline and says what it
-    found; both words carry the run's token, which stray writes of a run's code to
-    this socket (it is open during the run) do not."""
+    of the run's pipes (so that the run's end is seen), says so, waits until the
+    zygote has reported the run's end (``check``: the check's CPU must not delay that
+    report, on the jail's one CPU), puts back what the engine gave the run, checks its
+    state against the baseline and says what it found; both words carry the run's
+    token, which stray writes of a run's code to this socket (it is open during the
+    run) do not."""
     while True:
         token = (run_token(order) or b"").decode(errors="replace")
         event_fd = fds[1]
@@ -237,6 +239,8 @@ def serve_runs(
             os.close(event_fd)
         _quiet_stdio()  # the run's pipes let go: its end is seen
         if not say(sock, child_report(token, code=code)) or code != 0:
+            os._exit(code)
+        if not _told(sock, CHECK):  # dropped instead (the zygote closed its end)
             os._exit(code)
         try:
             changes = _after_run(watch)
@@ -251,6 +255,14 @@ def serve_runs(
             os._exit(0)
         if run_token(order) is None or len(fds) != 3:
             os._exit(0)
+
+
+def _told(sock: socket.socket, word: bytes) -> bool:
+    """Wait for the zygote's next word; whether it is ``word``."""
+    try:
+        return sock.recv(16) == word
+    except OSError:
+        return False
 
 
 def _after_run(watch: Watch) -> list[str]:

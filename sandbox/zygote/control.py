@@ -217,6 +217,10 @@ ONCE = b"once"
 #: zygote → child: ``run <token>``: run, and after a clean run report (with the
 #: token) and wait for the tenant's next run
 RUN = b"run "
+#: zygote → a kept child that reported its run's end: the end is reported to the pool
+#: now (after the cleanup), check your state. A jail has one CPU: a check that began
+#: at once would hold the zygote's report back by its share of the CPU
+CHECK = b"check"
 #: How long a child's ``warm <json>`` may be.
 MAX_WARM_BYTES = 4000
 

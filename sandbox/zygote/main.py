@@ -32,8 +32,10 @@ A run order may carry ``keep`` (``runs``, ``rss_kib``): then a warm child that t
 its baseline (watch.py; it says ``base`` on its socket, or is told to ``hurry``)
 gets ``run`` rather than ``once``, and when its run ends it does not exit: it lets
 go of the run's pipes and says ``{"code"}``; if no other process is left the zygote
-spares it in the cleanup, answers ``Exited`` with ``judging`` true, then waits for
-the child's own check (``{"changes"}``), compares the kernel's view of it
+spares it in the cleanup, answers ``Exited`` with ``judging`` true, then tells it
+``check`` (it waits for that: on the jail's one CPU its check would delay the
+cleanup and ``Exited``), waits for the child's own check (``{"changes"}``),
+compares the kernel's view of it
 (kernel_view.py), and says ``Kept`` (``kept``, ``why``). A kept child is the next
 run's warm child; ``Started`` says how many runs it ``reused``. The zygote itself
 never runs user code and is not dumpable, so a run's processes (same uid) cannot
@@ -66,6 +68,7 @@ from sandbox.zygote.child import PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, prctl,
 from sandbox.zygote.cleanup import cleanup, kept_paths
 from sandbox.zygote.control import (
     BASE,
+    CHECK,
     HURRY,
     VERSION,
     Exited,
@@ -327,11 +330,10 @@ class ZygoteProcess:
         _send(self.ctl, Exited(status=status, clean=clean, judging=judging))
         if judging:
             assert kept_sock is not None
-            why = (
-                stray
-                or _check_report(kept_sock, token.decode())
-                or self._judge(pid, reused + 1, keep)
-            )
+            why = stray
+            if not why:
+                say(kept_sock, CHECK)  # its own check, now that the run's end is said
+                why = _check_report(kept_sock, token.decode()) or self._judge(pid, reused + 1, keep)
             if why:
                 self._drop(pid, kept_sock, False)
             else:
