@@ -73,17 +73,22 @@ FINAL = ("ok", "error", "timeout", "killed", "cancelled", "tampered")
 
 #: in the page before its own scripts: the key press, the run frame, the jaxpr event's
 #: arrival, the jaxpr pane showing the new jaxpr, the status saying the run ended. The
-#: page keeps the last run's jaxpr on show while a run goes, marked stale (aria-busy on
-#: its panel; a page before that emptied the pane): the new jaxpr is on show when the
-#: pane shows a jaxpr not marked stale after it was cleared or marked; checked then:
-#: the run's jaxpr event had arrived and the pane's text is that event's text
-#: (``checked``; an edit that fails it is left out of the figures and said).
+#: page keeps the last run's jaxpr on show while a run goes (marked stale only when
+#: the new one is late; a page before that marked it at once, one before that emptied
+#: the pane), and the benchmark's edits leave the jaxpr's text as it was: the new jaxpr
+#: is on show when, after the run was sent, the pane shows a jaxpr not marked stale
+#: and the page holds this run's jaxpr for it (``jaxplay.text``: this run's text, never
+#: the last run's), looked at on every change to the page and once the page has
+#: handled the jaxpr's message (its text drawn again may change nothing); checked
+#: then: the run's jaxpr event had arrived and the pane's text is that event's text
+#: (``checked``; an edit that fails it, or whose jaxpr was never seen, is left out of
+#: the figures and said).
 PROBE = """
 (() => {
-  const m = (window.__speed = { t0: null, sent: null, arrived: null, jaxpr: null, all: null, cleared: false });
+  const m = (window.__speed = { t0: null, sent: null, arrived: null, jaxpr: null, all: null });
   document.addEventListener("keydown", (e) => {
     if ((e.ctrlKey || e.metaKey) && e.key === "Enter") {
-      Object.assign(m, { t0: e.timeStamp, sent: null, arrived: null, jaxpr: null, all: null, cleared: false, checked: null, jaxprData: null });
+      Object.assign(m, { t0: e.timeStamp, sent: null, arrived: null, jaxpr: null, all: null, checked: null, jaxprData: null });
       performance.mark("speed:key");
     }
   }, true);
@@ -105,6 +110,7 @@ PROBE = """
           m.arrived = performance.now();
           m.jaxprData = e.data; // parsed when checked, not before the page's own handler
           performance.mark("speed:arrived");
+          setTimeout(look, 0); // after the page's own handler (registered after this one)
         }
       });
     }
@@ -118,26 +124,27 @@ PROBE = """
     const s = document.querySelector(".run-status");
     return s !== null && __FINAL__.includes(s.dataset.status);
   };
-  new MutationObserver(() => {
-    if (m.t0 === null) return;
-    if (!m.cleared) {
-      if (!shows()) m.cleared = true; // the new run cleared the old jaxpr or marked it stale
-      else return;
-    }
+  // this run's jaxpr (null while the pane shows the last run's, stale or not)
+  const runText = () => (window.jaxplay ? window.jaxplay.text("jaxpr") : null);
+  function look() {
+    if (m.t0 === null || m.sent === null) return;
     if (m.jaxpr === null && m.jaxprAsked !== m.t0 && shows()) {
-      m.jaxprAsked = m.t0;
-      const text = window.jaxplay ? window.jaxplay.text("jaxpr") : null;
-      m.checked = m.jaxprData !== null && text === JSON.parse(m.jaxprData).payload.text;
-      requestAnimationFrame(() => {
-        m.jaxpr = performance.now();
-        performance.mark("speed:jaxpr");
-      });
+      const text = runText();
+      if (text !== null && text !== undefined) {
+        m.jaxprAsked = m.t0;
+        m.checked = m.jaxprData !== null && text === JSON.parse(m.jaxprData).payload.text;
+        requestAnimationFrame(() => {
+          m.jaxpr = performance.now();
+          performance.mark("speed:jaxpr");
+        });
+      }
     }
-    if (m.all === null && m.allAsked !== m.t0 && m.sent !== null && ended()) {
+    if (m.all === null && m.allAsked !== m.t0 && ended()) {
       m.allAsked = m.t0;
       requestAnimationFrame(() => (m.all = performance.now()));
     }
-  }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true, attributeFilter: ["data-status", "hidden", "aria-busy"] });
+  }
+  new MutationObserver(look).observe(document, { subtree: true, childList: true, characterData: true, attributes: true, attributeFilter: ["data-status", "hidden", "aria-busy"] });
 })();
 """.replace("__FINAL__", json.dumps(list(FINAL)))
 
@@ -605,7 +612,9 @@ def main() -> None:
                         statuses.append(page.get_attribute(".run-status", "data-status") or "?")
                         rows["sent"].append(m["sent"] - m["t0"])
                         rows["all"].append(m["all"] - m["t0"])
-                        if m["jaxpr"] is not None and not m["checked"]:
+                        if m["jaxpr"] is None:
+                            unchecked.append(f"{example} edit {i} (no jaxpr seen)")
+                        elif not m["checked"]:
                             unchecked.append(f"{example} edit {i}")
                         elif m["jaxpr"] is not None and m["arrived"] is not None:
                             rows["jaxpr"].append(m["jaxpr"] - m["t0"])
@@ -685,7 +694,7 @@ def main() -> None:
     if unchecked:
         print(
             f"left out: {len(unchecked)} edits where the pane showed a jaxpr as new that was "
-            f"not the run's (not arrived yet, or another text): {', '.join(unchecked)}"
+            f"not the run's (not arrived yet, or another text), or none: {', '.join(unchecked)}"
         )
     for line in breakdown:
         print(line)

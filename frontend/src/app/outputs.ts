@@ -65,6 +65,12 @@ export class OutputsController implements RunView {
   private errorMarked = false;
 
   constructor(private readonly d: OutputsDeps) {
+    // the cancel button follows the status drawn (a run's start is drawn START_DRAW_MS
+    // after it, app/render.ts: a warm edit draws nothing before its jaxpr)
+    d.panes.progress.onLive((live) => {
+      d.ui.cancelBtn.disabled = !live;
+      document.body.classList.toggle("running", live);
+    });
     this.links = new AfterPaint(() => {
       this.d.refreshBands();
       this.d.refreshLinks();
@@ -89,17 +95,19 @@ export class OutputsController implements RunView {
   /** A run starts (sent, or painted from the page): the outputs are cleared for it
    * (the IR texts kept on show, stale, until the run's replace them), unless it
    * follows a painted run (`keep`): its outputs then replace the painted ones. Only
-   * what changes is written: the page is laid out once for the run's start. */
+   * what changes is written, and what a warm edit changes is drawn later: its status
+   * and the cancel button START_DRAW_MS after the start (app/render.ts), the tabs'
+   * dots at its end: no frame is drawn between the key and the jaxpr. */
   start(request: RunBody, keep = false): void {
     const { ui, panes } = this.d;
-    ui.cancelBtn.disabled = false;
-    document.body.classList.add("running");
-    if (keep) return;
+    if (keep) {
+      ui.cancelBtn.disabled = false;
+      document.body.classList.add("running");
+      return;
+    }
     panes.errors.reset();
-    this.mark("errors", "");
-    this.mark("console", "");
-    ui.banner.hidden = true;
-    ui.offer.hidden = true;
+    if (!ui.banner.hidden) ui.banner.hidden = true;
+    if (!ui.offer.hidden) ui.offer.hidden = true;
     const pipelines = ["main", ...(request.compare ?? []).map((_, i) => String(i))];
     panes.scheduler.reset(pipelines, this.labels);
     panes.progress.reset(pipelines, this.labels);
@@ -110,6 +118,8 @@ export class OutputsController implements RunView {
     if (pipelines.join("\n") !== this.lastPipelines) this.links.soon();
     this.lastPipelines = pipelines.join("\n");
     this.d.tabs.runStarts();
+    this.d.tabs.badge("errors", "");
+    this.d.tabs.badge("console", "");
   }
 
   event(event: RunEvent): void {
@@ -220,14 +230,15 @@ export class OutputsController implements RunView {
   /** The Errors and Console badges cleared (an across run: its view says the rest). */
   clearErrors(): void {
     this.d.panes.errors.reset();
-    this.mark("errors", "");
-    this.mark("console", "");
+    this.d.tabs.badge("errors", "");
+    this.d.tabs.badge("console", "");
   }
 
   /** The run on show is over (however it ended). */
   ended(): void {
     this.d.ui.cancelBtn.disabled = true;
     document.body.classList.remove("running");
+    this.d.tabs.runEnds();
     this.d.panes.scheduler.end();
     this.links.soon(); // an IR pane may have dropped its stale text: the bands follow
     this.showOffer();

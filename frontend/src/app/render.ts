@@ -8,6 +8,13 @@ import type { RunEvent } from "../protocol";
 import type { OutputPane } from "../panes/pane";
 import type { TabId } from "./tabtable";
 
+/** A run's start is drawn this long (ms) after it starts, unless it ended or its
+ * output came first (its status, the cancel button, the IR panes' stale mark): a warm
+ * edit's jaxpr comes sooner, and no frame is drawn between the key and the jaxpr. Each
+ * was a style pass, a layout, a paint and a raster, with their animations' frames, on
+ * the cores the run needs (issue 26). */
+export const START_DRAW_MS = 100;
+
 /** Runs `work` when the page is idle (requestIdleCallback where there is one). */
 export type IdleScheduler = (work: () => void) => void;
 
@@ -66,11 +73,12 @@ export class Throttled {
     this.timer = this.timers.set(() => this.now(), Math.max(0, this.last + this.ms - this.clock()));
   }
 
-  /** Runs `work` once `ms` from now (the interval starts again), unless asked `now`. */
-  after(): void {
+  /** Runs `work` once `ms` (or `delay`) from now (the interval starts again), unless
+   * asked `now`. */
+  after(delay = this.ms): void {
     if (this.timer !== null) this.timers.clear(this.timer);
     this.last = this.clock();
-    this.timer = this.timers.set(() => this.now(), this.ms);
+    this.timer = this.timers.set(() => this.now(), delay);
   }
 
   now(): void {

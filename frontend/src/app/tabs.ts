@@ -7,9 +7,14 @@ import { OPENS_ITSELF, TABS, type TabId } from "./tabtable";
 
 /** The tabs' marks (the dot of a tab that got output, its badge), written once after
  * the next paint however many events asked for them: a run's outputs come in bursts,
- * and a mark written with the jaxpr would lay the tab bar out in the jaxpr's frame. */
+ * and a mark written with the jaxpr would lay the tab bar out in the jaxpr's frame.
+ * A run's start leaves the dots as they are; its end takes the dots off the tabs that
+ * got no output in it (a warm edit's outputs go to the same tabs: the tab bar is not
+ * laid out again at its start, nor at all). */
 export class TabMarks {
   private pending = new Map<TabId, string | undefined>();
+  /** the tabs that got output since the run on show started */
+  private got = new Set<TabId>();
   private readonly later: AfterPaint;
 
   constructor(
@@ -21,11 +26,24 @@ export class TabMarks {
 
   /** `id` got output; `badge`: its new badge (undefined: unchanged). */
   mark(id: TabId, badge?: string): void {
+    this.got.add(id);
     this.pending.set(id, badge ?? this.pending.get(id));
     this.later.soon();
   }
 
-  /** Writes the marks asked for (at once: a run starts and clears them). */
+  /** A run starts: the last run's marks written now, the tabs with output counted anew. */
+  runStarts(): void {
+    this.flush();
+    this.got.clear();
+  }
+
+  /** The run ended: its marks written now; of `ids`, the tabs that got no output in it. */
+  runEnds(ids: readonly TabId[]): TabId[] {
+    this.flush();
+    return ids.filter((id) => !this.got.has(id));
+  }
+
+  /** Writes the marks asked for (at once: a run starts or ends). */
   flush(): void {
     const pending = this.pending;
     this.pending = new Map();
@@ -134,20 +152,29 @@ export class TabController {
     this.marks.mark(id, badge);
   }
 
+  /** Sets `id`'s badge now, no dot (written only when it changes). */
+  badge(id: TabId, badge: string): void {
+    const b = this.ui.tabs[id].querySelector(".tab-badge");
+    if (b && b.textContent !== badge) b.textContent = badge;
+  }
+
   private write(id: TabId, badge: string | undefined): void {
     const tab = this.ui.tabs[id];
     if (id !== this.active && !tab.classList.contains("fresh")) tab.classList.add("fresh");
-    if (badge !== undefined) {
-      const b = tab.querySelector(".tab-badge");
-      if (b && b.textContent !== badge) b.textContent = badge;
-    }
+    if (badge !== undefined) this.badge(id, badge);
   }
 
   runStarts(): void {
-    this.marks.flush(); // the last run's marks, before this run clears the dots
-    for (const t of TABS) if (this.ui.tabs[t.id].classList.contains("fresh")) this.ui.tabs[t.id].classList.remove("fresh");
+    this.marks.runStarts();
     const to = this.choice.runStarts();
     if (to !== null) this.select(to);
+  }
+
+  /** The run on show ended: the dots of the tabs it sent nothing to go. */
+  runEnds(): void {
+    for (const id of this.marks.runEnds(TABS.map((t) => t.id))) {
+      if (this.ui.tabs[id].classList.contains("fresh")) this.ui.tabs[id].classList.remove("fresh");
+    }
   }
 
   outputArrived(tab: TabId): void {

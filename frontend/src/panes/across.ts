@@ -47,6 +47,9 @@ export class AcrossView {
 
   setStatus(status: AcrossStatus, text: string): void {
     this.statusEl.dataset.status = status;
+    // styled by class: no style reads a data-status (the run status's changes at a
+    // run's start draw no frame, app/render.ts START_DRAW_MS)
+    this.statusEl.classList.toggle("bad", status === "error");
     this.statusEl.textContent = text;
   }
 
@@ -62,7 +65,7 @@ export class AcrossView {
       answer.versions.map((v) =>
         h(
           "li",
-          { "data-version": v.version, "data-status": v.status },
+          { "data-version": v.version, "data-status": v.status, class: v.status === "ok" ? null : "bad" },
           h("strong", {}, v.version),
           ` ${v.status}`,
           v.jax_version && v.jax_version !== v.version ? ` (ran jax ${v.jax_version})` : "",

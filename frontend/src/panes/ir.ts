@@ -1,12 +1,14 @@
 // The jaxpr, StableHLO and HLO panes: read-only CodeMirror views with highlighting
 // and colour bands; in compare mode a side-by-side diff of the two pipelines. A new
-// run leaves the last run's text on show, marked stale (aria-busy, dimmed), until its
-// own replaces it (ir_texts.ts): the page is not laid out again while the run goes.
+// run leaves the last run's text on show, marked stale (aria-busy, dimmed) from
+// START_DRAW_MS after its start, until its own replaces it (ir_texts.ts): the page is
+// not laid out again while the run goes, and a warm edit's text comes before the mark.
 import type { MergeView } from "@codemirror/merge";
 import { highlightSelectionMatches, searchKeymap } from "@codemirror/search";
 import { EditorState, type Extension } from "@codemirror/state";
 import { EditorView, keymap, lineNumbers } from "@codemirror/view";
 import type { Language } from "@codemirror/language";
+import { START_DRAW_MS, Throttled } from "../app/render";
 import { highlighting } from "../highlight";
 import { clear, h } from "../dom";
 import { outputLinking, setSources, sourceMap } from "../linking";
@@ -31,6 +33,9 @@ export class IrPane implements OutputPane {
   private note: HTMLElement;
   /** bumped by every render: a compare view loaded late draws only if still current */
   private generation = 0;
+  /** the stale mark written START_DRAW_MS after a run's start, or at once when its
+   * text (or its end) comes first */
+  private readonly staleMark = new Throttled(() => this.markStale(), START_DRAW_MS);
 
   constructor(
     readonly kind: IrType,
@@ -51,13 +56,13 @@ export class IrPane implements OutputPane {
     this.labels = labels;
     if (this.texts.reset(pipelines)) this.render();
     else this.renderNote();
-    this.markStale();
+    this.staleMark.after();
   }
 
   set(pipeline: string, text: string, sources: Sources | undefined): void {
     this.texts.set(pipeline, { text, sources: sourceMap(sources) });
     this.render();
-    this.markStale();
+    this.staleMark.now();
   }
 
   show(event: RunEvent, pipeline: string): void {
@@ -67,7 +72,7 @@ export class IrPane implements OutputPane {
   end(): void {
     if (this.texts.end()) this.render();
     else this.renderNote();
-    this.markStale();
+    this.staleMark.now();
   }
 
   /** Whether the run on show sent `pipeline`'s text (a stale one does not count). */

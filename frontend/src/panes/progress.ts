@@ -1,12 +1,15 @@
 // Stage progress: one chip per stage as it finishes, per pipeline; the run's status.
-import { Throttled } from "../app/render";
+// The status element's `data-status` is the run's state as it is now (scripts and tests
+// wait on it); its look (`data-drawn`, its words, the chips) is drawn at most every
+// PROGRESS_MS while a run goes, the first time START_DRAW_MS after its start: a warm
+// edit's jaxpr comes before that, and no frame is drawn between the key and the jaxpr
+// (issue 26: each was a layout, a paint and a raster on the cores the run needs).
+import { START_DRAW_MS, Throttled } from "../app/render";
 import { clear, h } from "../dom";
 import { fmtMs } from "../format";
 
-/** While a run goes, its status and chips are drawn at most this often (ms): a warm
- * edit's jaxpr comes sooner, so no frame is drawn for progress between the run's start
- * and its jaxpr (each was a layout and a paint on the cores the run needs, issue 26);
- * a run's start and its end are drawn at once. */
+/** While a run goes, its status and chips are drawn at most this often (ms); its end
+ * at once. */
 export const PROGRESS_MS = 100;
 
 const MAIN_STAGES = ["exec", "args", "trace", "lower", "compile", "execute", "timing"];
@@ -22,15 +25,20 @@ export class Progress {
   private labels: Record<string, string> = {};
   private status: RunStatus = "idle";
   private detail = "";
+  /** the note on show belongs to the run on show (else it goes with the next draw) */
+  private noteDrawn = true;
   private rows: HTMLElement;
   private statusEl: HTMLElement;
   private workerEl: HTMLElement;
   private noteEl: HTMLElement;
   /** the status and the chips drawn again, at most every PROGRESS_MS while a run goes */
   private readonly drawing = new Throttled(() => this.draw(), PROGRESS_MS);
+  /** whether the status drawn is a live one (queued, running), and who follows it */
+  private drawnLive = false;
+  private readonly liveListeners: ((live: boolean) => void)[] = [];
 
   constructor(readonly root: HTMLElement) {
-    this.statusEl = h("span", { class: "run-status", role: "status", "aria-live": "polite", "data-status": "idle" });
+    this.statusEl = h("span", { class: "run-status", role: "status", "aria-live": "polite", "data-status": "idle", "data-drawn": "idle" });
     this.workerEl = h("span", { class: "worker" });
     this.noteEl = h("span", { class: "run-note" });
     this.rows = h("div", { class: "stage-rows" });
@@ -42,13 +50,12 @@ export class Progress {
     this.pipelines = pipelines;
     this.labels = labels;
     this.stages = new Map(pipelines.map((p) => [p, new Map()]));
-    this.status = "queued";
+    this.setStatus("queued");
     this.detail = "";
-    if (this.noteEl.firstChild) this.noteEl.replaceChildren();
-    // the run's start: its status at once, its chips (all pending) with the first draw
-    // of its progress, PROGRESS_MS later: the start frame lays out the status alone
-    this.drawStatus();
-    this.drawing.after();
+    // the run's start is drawn START_DRAW_MS from now (the last run's status and note
+    // on show until then), or at once if it ends first
+    this.noteDrawn = false;
+    this.drawing.after(START_DRAW_MS);
   }
 
   /** The worker of the run on show (kept from the last run until the next one's
@@ -57,13 +64,20 @@ export class Progress {
     if (this.workerEl.textContent !== text) this.workerEl.textContent = text;
   }
 
+  /** `listener` is told when the status drawn becomes live (queued, running) or not:
+   * the cancel button follows what the status says. */
+  onLive(listener: (live: boolean) => void): void {
+    this.liveListeners.push(listener);
+  }
+
   /** A note after the worker (e.g. that the answer came from the cache); none: cleared. */
   setNote(...content: (Node | string)[]): void {
     this.noteEl.replaceChildren(...content);
+    this.noteDrawn = true;
   }
 
   started(): void {
-    if (this.status === "queued") this.status = "running";
+    if (this.status === "queued") this.setStatus("running");
     this.drawing.soon();
   }
 
@@ -83,13 +97,13 @@ export class Progress {
   }
 
   done(status: string, ms: number | null | undefined, reason: string | null | undefined): void {
-    this.status = (["ok", "error", "timeout", "killed", "cancelled"].includes(status) ? status : "error") as RunStatus;
+    this.setStatus((["ok", "error", "timeout", "killed", "cancelled"].includes(status) ? status : "error") as RunStatus);
     this.detail = [ms != null ? `in ${fmtMs(ms)}` : "", reason ?? ""].filter(Boolean).join(" — ");
     this.drawing.now(); // the run's end, at once
   }
 
   problem(message: string): void {
-    this.status = "error";
+    this.setStatus("error");
     this.detail = message;
     this.drawing.now();
   }
@@ -98,7 +112,17 @@ export class Progress {
     return this.status === "queued" || this.status === "running";
   }
 
+  /** The run's state, in `data-status` at once: no style reads it, so no frame is
+   * drawn for it (the look follows with the next draw). */
+  private setStatus(status: RunStatus): void {
+    this.status = status;
+    if (this.statusEl.dataset.status !== status) this.statusEl.dataset.status = status;
+  }
+
   private draw(): void {
+    // the last run's note (e.g. "cached") goes with the first draw of a new run
+    if (!this.noteDrawn && this.noteEl.firstChild) this.noteEl.replaceChildren();
+    this.noteDrawn = true;
     this.drawStatus();
     this.renderRows();
   }
@@ -116,8 +140,13 @@ export class Progress {
     };
     const text = [words[this.status], this.detail].filter(Boolean).join(" ");
     // unchanged (a stage came while running): left alone, the page not laid out again
-    if (this.statusEl.dataset.status !== this.status) this.statusEl.dataset.status = this.status;
+    if (this.statusEl.dataset.drawn !== this.status) this.statusEl.dataset.drawn = this.status;
     if (this.statusEl.textContent !== text) this.statusEl.textContent = text;
+    const live = this.isLive();
+    if (live !== this.drawnLive) {
+      this.drawnLive = live;
+      for (const l of this.liveListeners) l(live);
+    }
   }
 
   private renderRows(): void {

@@ -164,6 +164,29 @@ describe("Throttled", () => {
     expect(runs()).toBe(2);
   });
 
+  it("waits the delay asked for after, then the interval as before (a run's start drawn late, stale marks)", () => {
+    const { t, advance, timers, runs } = setup(100);
+    t.now();
+    advance(1000);
+    t.after(40);
+    t.soon(); // the run's accepted and stages: no draw before the start's
+    expect(timers).toHaveLength(1);
+    advance(1039);
+    expect(runs()).toBe(1);
+    advance(1040);
+    expect(runs()).toBe(2);
+    t.soon();
+    advance(1139);
+    expect(runs()).toBe(2);
+    advance(1140);
+    expect(runs()).toBe(3);
+    t.after(40);
+    advance(1150);
+    t.now(); // the text came first: at once, nothing left pending
+    expect(runs()).toBe(4);
+    expect(timers).toHaveLength(0);
+  });
+
   it("drops the run pending when asked now (a run's end drawn at once, once)", () => {
     const { t, advance, timers, runs } = setup();
     t.now();

@@ -88,3 +88,27 @@ describe("TabMarks", () => {
     expect(written).toHaveLength(4);
   });
 });
+
+describe("TabMarks across runs", () => {
+  it("leaves the dots at a run's start and names at its end the tabs that got no output in it", () => {
+    const later: (() => void)[] = [];
+    const written: [string, string | undefined][] = [];
+    const m = new TabMarks((id, badge) => written.push([id, badge]), (w) => later.push(w));
+    m.mark("stablehlo");
+    m.mark("cost");
+    m.runStarts(); // the last run's marks written now; nothing else
+    expect(written).toEqual([
+      ["stablehlo", undefined],
+      ["cost", undefined],
+    ]);
+    m.mark("stablehlo"); // this run's output: the same tab
+    m.mark("errors", "1");
+    expect(m.runEnds(["jaxpr", "stablehlo", "cost", "errors"])).toEqual(["jaxpr", "cost"]);
+    expect(written.slice(2)).toEqual([
+      ["stablehlo", undefined],
+      ["errors", "1"],
+    ]); // written at the end, not left for after the paint
+    later.splice(0).forEach((w) => w());
+    expect(written).toHaveLength(4);
+  });
+});
