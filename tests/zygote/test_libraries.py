@@ -173,7 +173,10 @@ def kept_run(live: LivePool, tenant: str, code: str) -> Ran:
 @pytest.mark.parametrize("name", list(PATCHING))
 def test_a_run_that_patches_a_library_is_its_process_s_last(pool: LivePool, name: str) -> None:
     patch, probe = PATCHING[name]
-    tenant = f"lib-patch-{name}"
+    # one patching tenant and one other for every case (each case starts from a process
+    # kept for it and checks its own patch): a tenant of its own per case waited for a
+    # jail importing JAX and the libraries, twice a case
+    tenant = "lib-patch"
     first = kept_run(pool, tenant, probe)
     assert first.result.out.strip() == PROBE_OUT[name]
     bad = run(pool, tenant, code=patch + IDENTITY, args="(1.0,)", outputs=["value"])
@@ -182,5 +185,5 @@ def test_a_run_that_patches_a_library_is_its_process_s_last(pool: LivePool, name
     assert not bad.kept  # ...which is not used again
     after = run(pool, tenant, code=probe + IDENTITY, args="(1.0,)", outputs=["value"])
     assert after.reused == 0 and after.result.out.strip() == PROBE_OUT[name]
-    other = run(pool, f"{tenant}-other", code=probe + IDENTITY, args="(1.0,)", outputs=["value"])
+    other = run(pool, "lib-other", code=probe + IDENTITY, args="(1.0,)", outputs=["value"])
     assert other.result.out.strip() == PROBE_OUT[name]
