@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +99,8 @@ class RunService:
         self.metrics = metrics
         self.confirmer = confirmer
         self._draining: set[asyncio.Task[None]] = set()
+        #: runs' evidence being written to the cache, after their done was sent
+        self._recording: set[asyncio.Task[None]] = set()
         #: cache key -> resolved when the run computing it ends (single flight)
         self._leaders: dict[str, asyncio.Future[None]] = {}
 
@@ -115,9 +117,39 @@ class RunService:
         task.add_done_callback(self._draining.discard)
 
     async def aclose(self) -> None:
-        """Wait for runs being drained (at shutdown)."""
+        """Wait for runs being drained, and for their evidence (at shutdown)."""
         if self._draining:
             await asyncio.wait(set(self._draining), timeout=self.settings.cancel_grace_s + 1)
+        if self._recording:
+            await asyncio.wait(set(self._recording), timeout=self.settings.cancel_grace_s + 1)
+
+    def record_later(
+        self, request: RunRequest, evidence: Coroutine[Any, Any, None], leader_key: str | None
+    ) -> None:
+        """Write a run's evidence to the cache (``evidence``) after its ``done`` is sent,
+        not before: the client has its answer a write sooner. Nothing else changes: the
+        run's key stays led until the write is done (``leader_key``, the key the run
+        led, or else the request's key, when no other run leads it), so a request for
+        it that comes meanwhile waits for the write and then finds what it would have
+        found had the write come first."""
+        key = leader_key
+        if key is None:
+            key = self.cache.key_for(request)
+            if key is not None and key not in self._leaders:
+                self._leaders[key] = asyncio.get_running_loop().create_future()
+            else:
+                key = None  # another run leads it: its end resolves it
+        task = asyncio.get_running_loop().create_task(evidence)
+        self._recording.add(task)
+
+        def written(task: asyncio.Task[None]) -> None:
+            self._recording.discard(task)
+            self._resolve(key)
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                log_internal("cache.record", error)
+
+        task.add_done_callback(written)
 
     def prepare(self, request: RunRequest) -> RunRequest:
         """The request as it will run: ``timeout_s`` capped by the server's maximum; a
@@ -354,10 +386,12 @@ class RunStream:
                             event.get("dropped", 0),
                             cached=True,
                         )
-                    if self._kept is not None and status == "ok":
-                        await self._evidence(self._kept.events())
+                    kept = self._kept.events() if self._kept is not None else None
                     self._kept = None  # nothing more to keep: the server lets it go
-                    self._svc._resolve(self.leader_key)
+                    if kept is not None and status == "ok":  # after the done is sent
+                        self._svc.record_later(self._request, self._evidence(kept), self.leader_key)
+                    else:
+                        self._svc._resolve(self.leader_key)
                     self.leader_key = None
                     yield event
                     return
@@ -365,12 +399,11 @@ class RunStream:
             await self.close()
             self._record(status)
 
-    async def _evidence(self, events: list[dict[str, Any]] | None) -> None:
-        """The run's evidence to the cache (None: it is none). A confirmed answer this
-        run contradicted asks for a pristine re-check (a candidate waits until someone
-        else asks for it, or its snippet is shared: ``RunService.confirm_soon``)."""
-        if events is None:
-            return
+    async def _evidence(self, events: list[dict[str, Any]]) -> None:
+        """The run's evidence to the cache (``RunService.record_later``). A confirmed
+        answer this run contradicted asks for a pristine re-check (a candidate waits
+        until someone else asks for it, or its snippet is shared:
+        ``RunService.confirm_soon``)."""
         recorded = await self._svc.cache.record(
             self._request, self._caller.tenant, self.run_id, events
         )

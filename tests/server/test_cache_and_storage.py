@@ -599,6 +599,45 @@ def test_sharing_a_snippet_confirms_its_answer_before_anyone_opens_it(make_clien
     assert events(client, body, CAROL)[0]["cached"] is True
 
 
+def test_a_run_is_answered_before_its_evidence_is_written(make_client: Make) -> None:
+    """The cache's write follows the run's done (issue 22: a write less before the
+    answer); a request for the same key meanwhile waits for that write, and then
+    finds what it would have found had the write come first."""
+    client, pool = make(make_client)
+    services = client.app.state.services  # type: ignore[attr-defined]
+    gate = threading.Event()
+    write = services.storage.record_result
+
+    async def held(*args: Any) -> Any:
+        await asyncio.to_thread(gate.wait)
+        return await write(*args)
+
+    services.storage.record_result = held
+    body = {"code": CODE + "# answered first\n", "outputs": NO_TIMING}
+    answers: list[list[dict[str, Any]]] = []
+    alice = threading.Thread(target=lambda: answers.append(events(client, body, ALICE)))
+    alice.start()
+    alice.join(10)  # a bound on a deadlock, not a speed: the write waits for the gate
+    if alice.is_alive():
+        gate.set()
+        alice.join()
+        pytest.fail("the run's answer waited for its evidence to be written")
+    assert answers[0][-1]["type"] == "done" and answers[0][-1]["status"] == "ok"
+    bob = threading.Thread(target=lambda: answers.append(events(client, body, BOB)))
+    bob.start()
+    joined = services.metrics.cache.labels("joined")
+    deadline = time.monotonic() + 30
+    while joined._value.get() < 1:  # Bob waits for Alice's write
+        assert time.monotonic() < deadline and bob.is_alive()
+        time.sleep(0.005)
+    assert pool.total == 1  # Bob's request made no run while the write was held
+    gate.set()
+    bob.join()
+    # Alice's candidate, found once written, made the pristine run that confirmed it
+    assert answers[1][0]["cached"] is True
+    assert pool.pristine == [False, True]
+
+
 def test_a_run_s_evidence_is_kept_only_while_it_can_be_used() -> None:
     """KeptEvents (the relay's and the pristine runs' one keeper): accepted, the shown
     outputs and done; nothing once past the entry limit or after an error."""
