@@ -27,6 +27,9 @@ from typing import Any
 
 #: A chunk compiled whole holds at most this many steps.
 COMPILED_SEGMENT_MAX = 48
+#: What one more step adds to the compile of a chunk compiled whole, in compiles of
+#: one equation alone (``plan``)
+WHOLE_STEP_SHARE = 1 / 7
 #: The equations the stepper evaluates itself, stepping their bodies (a ``Pending``).
 HOST_PRIMITIVES = frozenset({"scan", "while", "cond"})
 #: What each of the stepper's compiles is given (the run's own compiles keep XLA's
@@ -142,18 +145,35 @@ def _op_key(eqn: Any) -> Any:
         return ("eqn", id(eqn))
 
 
+def _compile_key(step: Step) -> Any:
+    """What decides the compile of an equation bound alone."""
+    return (_op_key(step.eqn), _types(step))
+
+
 def _types(step: Step) -> tuple[Any, ...]:
     types = []
     for var in step.eqn.invars:
         aval = getattr(var, "aval", None)
-        types.append(
-            (
-                getattr(aval, "shape", None),
-                str(getattr(aval, "dtype", None)),
-                getattr(aval, "weak_type", False),
-            )
-        )
+        types.append((getattr(aval, "shape", None), str(getattr(aval, "dtype", None))))
     return tuple(types)
+
+
+def _strong(value: Any, dtype: Any) -> Any:
+    """``value`` as a strongly typed array of ``dtype`` (an array of another kind, an
+    extended dtype's, as it is)."""
+    import jax
+    import numpy as np
+
+    if isinstance(value, jax.Array):
+        return np.asarray(value) if value.weak_type and value.dtype == dtype else value
+    if isinstance(value, np.ndarray) or dtype is None:
+        return value
+    try:
+        if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
+            return value
+        return np.asarray(value, dtype=dtype)
+    except Exception:  # what NumPy will not make an array of: as it is
+        return value
 
 
 @dataclass(eq=False)
@@ -188,16 +208,25 @@ class Ops:
         self.compiled: set[Any] = set()
 
     def fn(self, step: Step) -> Any:
+        """The step's compiled function, given its inputs strongly typed (a weakly
+        typed input, a literal, would otherwise compile the equation a second time:
+        a primitive's computation does not depend on its inputs' weak types)."""
         key = _op_key(step.eqn)
         if key not in self.fns:
             eqn, bind = step.eqn, self.bind
             self.fns[key] = (eqn, jit(lambda *values: bind(eqn, list(values))))
-        self.compiled.add((key, _types(step)))
-        return self.fns[key][1]
+        self.compiled.add(_compile_key(step))
+        shared = self.fns[key][1]
+        dtypes = [getattr(getattr(v, "aval", None), "dtype", None) for v in step.eqn.invars]
+
+        def call(*values: Any) -> Any:
+            return shared(*map(_strong, values, dtypes))
+
+        return call
 
     def new(self, steps: list[Step]) -> int:
         """How many distinct compiles binding ``steps`` alone would cost."""
-        return len({(_op_key(s.eqn), _types(s)) for s in steps} - self.compiled)
+        return len({_compile_key(s) for s in steps} - self.compiled)
 
 
 @dataclass(eq=False)
@@ -210,9 +239,11 @@ class Plan:
 def plan(flat: Flat, count: int, cut: str | None, ops: Ops) -> Plan:
     """The first ``count`` steps in chunks, each compiled whole or bound a step at a
     time, whichever compiles less: alone, each equation not yet compiled alone is a
-    compile of its own (XLA's compile time is mostly per operation, so a chunk of n
-    equations costs about n + 1 such compiles). A loop or a ``cond`` is a chunk of its
-    own, evaluated by the stepper (``Pending``)."""
+    compile of its own; whole, a chunk of n equations costs about 1 + n / 7 such
+    compiles (``WHOLE_STEP_SHARE``: measured on this CPU at XLA's level 0, a compile
+    of one equation about 35 ms, a chunk's about 35 ms and 5-10 ms per equation, every
+    equation's outputs an output). A loop or a ``cond`` is a chunk of its own,
+    evaluated by the stepper (``Pending``)."""
     chunks: list[Chunk] = []
     run: list[Step] = []
 
@@ -236,7 +267,7 @@ def plan(flat: Flat, count: int, cut: str | None, ops: Ops) -> Plan:
 def _chunk(steps: list[Step], ops: Ops) -> Chunk:
     computing = [s for s in steps if not s.call]
     chunk = Chunk(steps)
-    if 2 * ops.new(computing) > len(computing) + 1:
+    if ops.new(computing) > 1 + len(computing) * WHOLE_STEP_SHARE:
         made: set[int] = set()
         reads: dict[int, None] = {}
         for step in computing:

@@ -166,17 +166,33 @@ def _merge(a: dict[str, Any], b: dict[str, Any], n: int) -> dict[str, Any]:
     return out
 
 
+#: whether a dtype has no numbers to describe (PRNG keys, float0), per dtype
+_NO_NUMBERS: dict[Any, bool] = {}
+
+
+def _no_numbers(dtype: Any) -> bool:
+    import jax
+
+    try:
+        return _NO_NUMBERS[dtype]
+    except (KeyError, TypeError):
+        none = bool(
+            jax.dtypes.issubdtype(dtype, jax.dtypes.extended) or getattr(dtype, "itemsize", 1) == 0
+        )
+        with contextlib.suppress(TypeError):  # a dtype with no hash: asked each time
+            _NO_NUMBERS[dtype] = none
+        return none
+
+
 def stats(value: Any) -> dict[str, Any]:
     """Shape, dtype and, where they mean something, min/max/mean over the finite
     elements and NaN/Inf counts (inexact dtypes only; a complex value by magnitude)."""
-    import jax
-
     dtype = getattr(value, "dtype", None)
     if dtype is None:
         value = np.asarray(value)
         dtype = value.dtype
     described: dict[str, Any] = {"shape": list(np.shape(value)), "dtype": str(dtype)}
-    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended) or getattr(dtype, "itemsize", 1) == 0:
+    if _no_numbers(dtype):
         return described  # PRNG keys, float0: no numbers to describe
     data = np.asarray(value)
     if data.dtype.kind not in "biufc":  # bfloat16, float8...: numpy's float32 holds them
@@ -188,11 +204,14 @@ def stats(value: Any) -> dict[str, Any]:
         data = data.astype(np.int8)
     finite = data
     if inexact:
-        nan, inf = np.isnan(data), np.isinf(data)
-        described["nan_count"] = int(np.count_nonzero(nan))
-        described["inf_count"] = int(np.count_nonzero(inf))
-        if described["nan_count"] or described["inf_count"]:
-            finite = data[~(nan | inf)]
+        ok = np.isfinite(data)
+        if ok.all():
+            described["nan_count"] = described["inf_count"] = 0
+        else:
+            nan = int(np.count_nonzero(np.isnan(data)))
+            described["nan_count"] = nan
+            described["inf_count"] = int(data.size - np.count_nonzero(ok)) - nan
+            finite = data[ok]
     if finite.size:
         described["min"] = float(finite.min())
         described["max"] = float(finite.max())
@@ -321,6 +340,9 @@ class Stepper:
         self._ops = segments.Ops(_bind)
         #: a while loop's condition, compiled once per loop
         self._tests: dict[int, tuple[Any, Any]] = {}
+        #: each equation's name stack, line and output bytes (a loop's body is stepped
+        #: again each iteration: read once), the equation kept alive with them
+        self._facts: dict[int, tuple[Any, str, int | None, int]] = {}
 
     # --- running -------------------------------------------------------------------
 
@@ -430,9 +452,13 @@ class Stepper:
         feed: Iterator[list[Any] | segments.Pending],
     ) -> list[_Value]:
         name = eqn.primitive.name
-        own_stack = str(eqn.source_info.name_stack)
+        facts = self._facts.get(id(eqn))
+        if facts is None:
+            info = eqn.source_info
+            facts = (eqn, str(info.name_stack), _line(info), _eqn_cost(eqn))
+            self._facts[id(eqn)] = facts
+        _, own_stack, line, cost = facts
         inner = _Where(f"{path}.", where.depth + 1, f"{where.name_stack}/{own_stack}")
-        line = _line(eqn.source_info)
         sub = _call_jaxpr(eqn)
         if sub is not None:
             body, consts = _parts(sub)
@@ -441,7 +467,7 @@ class Stepper:
         if outs is None:
             raise RuntimeError(f"the compiled walk made no outputs for equation {path}")
         self.steps += 1
-        self.bytes += _eqn_cost(eqn)
+        self.bytes += cost
         try:
             if isinstance(outs, segments.Pending):  # a loop or a cond: its body stepped
                 if name == "scan":

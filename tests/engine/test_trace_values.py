@@ -363,3 +363,57 @@ def test_a_loop_row_is_what_jax_computes_from_its_stepped_iterations(run) -> Non
             assert described["max"] == pytest.approx(float(data.max()), rel=1e-6)
             assert described["mean"] == pytest.approx(float(data.mean()), rel=1e-6)
     assert event["cut"] is None and event["first_bad"] is None
+
+
+def test_an_equation_bound_alone_compiles_once_for_weak_and_strong_inputs() -> None:
+    # a literal or a weakly typed value, then a strongly typed one: the same compile
+    # (a primitive's computation does not depend on its inputs' weak types)
+    from jax import monitoring
+
+    from sandbox.engine import trace_segments as segments
+    from sandbox.engine import trace_values as tv
+
+    closed = jax.make_jaxpr(lambda x, y: x * y)(1.0, 2.0)  # weakly typed inputs
+    flat = segments.flatten(closed.jaxpr, tv._call_jaxpr, tv._parts, tv._LITERAL, tv._eqn_cost)
+    ops = segments.Ops(tv._bind)
+    fn = ops.fn(flat.steps[0])
+    weak = jnp.asarray(3.0)  # a weakly typed JAX array
+    assert weak.weak_type
+    expected = [float(weak * 1.5), 0.5, -4.0]  # (JAX's own compile, before counting)
+    compiles: list[str] = []
+
+    def listen(event: str, _secs: float, **_: object) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(event)
+
+    monitoring.register_event_duration_secs_listener(listen)
+    try:
+        got = [
+            float(fn(weak, 1.5)[0]),
+            float(fn(np.float32(2.0), np.asarray(0.25, np.float32))[0]),
+            float(fn(jnp.float32(-1.0), jnp.float32(4.0))[0]),
+        ]
+    finally:
+        monitoring.unregister_event_duration_listener(listen)
+    assert got == expected
+    assert len(compiles) == 1, compiles
+    assert ops.new(flat.steps) == 0
+
+
+def test_stats_count_nans_and_infs_and_describe_the_finite_rest() -> None:
+    from sandbox.engine.trace_values import stats
+
+    data = np.array([1.0, np.nan, np.inf, -np.inf, 2.5, np.nan, -3.0], np.float32)
+    described = stats(jnp.asarray(data))
+    assert (described["nan_count"], described["inf_count"]) == (
+        int(np.isnan(data).sum()),
+        int(np.isinf(data).sum()),
+    )
+    finite = data[np.isfinite(data)]
+    assert (described["min"], described["max"]) == (float(finite.min()), float(finite.max()))
+    assert described["mean"] == pytest.approx(float(finite.astype(np.float64).mean()))
+    # all of it NaN or Inf: counted, nothing to take a min of
+    empty = stats(np.array([np.nan, np.inf], np.float32))
+    assert (empty["nan_count"], empty["inf_count"]) == (1, 1) and "min" not in empty
+    clean = stats(np.arange(4, dtype=np.float32))
+    assert (clean["nan_count"], clean["inf_count"], clean["mean"]) == (0, 0, 1.5)
