@@ -12,8 +12,9 @@ from tests.gates import check_jail_gate, needs_jail
 # The services' fixtures, for every test that asks for one (tests/support/fixtures.py).
 from tests.support.fixtures import pg_url, postgres, prefix, redis_server  # noqa: F401
 
-# A real jailed warm pool on its own event loop, per module (tests/support/live_pool.py).
-from tests.support.live_pool import degraded_pool, live_pool  # noqa: F401
+# A real jailed warm pool on its own event loop, per module, and one for the session
+# (tests/support/live_pool.py).
+from tests.support.live_pool import _session_pool, degraded_pool, live_pool, shared_pool  # noqa: F401
 
 TESTS = Path(__file__).resolve().parent
 #: fixtures that bring up a service: a test using one (directly or through another

@@ -41,29 +41,29 @@ def entries(live: LivePool, tenant: str) -> set[str]:
     return set(eval(r.out))
 
 
-def test_cache_fills_and_stays_with_its_tenant(live_pool: LivePool) -> None:
+def test_cache_fills_and_stays_with_its_tenant(shared_pool: LivePool) -> None:
     """A tenant's runs fill its cache and find it again; another tenant never sees it."""
-    first = shown(live_pool, "cache-red")
-    mine = entries(live_pool, "cache-red")
+    first = shown(shared_pool, "cache-red")
+    mine = entries(shared_pool, "cache-red")
     assert any(name.endswith("-cache") for name in mine), mine
-    plant = live_pool.run(
+    plant = shared_pool.run(
         f"open({CACHE_DIR!r} + '/planted-by-red-cache', 'wb').write(b'junk')", tenant="cache-red"
     )
     assert plant.status == "ok", plant.events
-    assert "planted-by-red-cache" in entries(live_pool, "cache-red")  # it is kept...
-    theirs = entries(live_pool, "cache-blue")
+    assert "planted-by-red-cache" in entries(shared_pool, "cache-red")  # it is kept...
+    theirs = entries(shared_pool, "cache-blue")
     assert "planted-by-red-cache" not in theirs  # ...for its own tenant only
-    assert shown(live_pool, "cache-blue") == first
-    assert shown(live_pool, "cache-red") == first  # the junk entry changes nothing
+    assert shown(shared_pool, "cache-blue") == first
+    assert shown(shared_pool, "cache-red") == first  # the junk entry changes nothing
 
 
-def test_a_run_that_corrupts_the_cache_and_jax(live_pool: LivePool) -> None:
+def test_a_run_that_corrupts_the_cache_and_jax(shared_pool: LivePool) -> None:
     """Run A overwrites every cache entry, patches jax.numpy.sum, sets config flags and
     leaves a thread running: the next run of the same tenant shows what a fresh
     tenant's does."""
-    fresh = shown(live_pool, "cache-fresh")
-    shown(live_pool, "cache-bad")  # fills the cache with these very computations
-    a = live_pool.run(
+    fresh = shown(shared_pool, "cache-fresh")
+    shown(shared_pool, "cache-bad")  # fills the cache with these very computations
+    a = shared_pool.run(
         textwrap.dedent(f"""
         import os, threading, time, jax, jax.numpy as jnp
         for name in os.listdir({CACHE_DIR!r}):
@@ -80,8 +80,8 @@ def test_a_run_that_corrupts_the_cache_and_jax(live_pool: LivePool) -> None:
         tenant="cache-bad",
     )
     assert a.status == "ok" and "corrupted" in a.out and "corrupted 0" not in a.out, a.events
-    assert shown(live_pool, "cache-bad") == fresh
-    b = live_pool.run(
+    assert shown(shared_pool, "cache-bad") == fresh
+    b = shared_pool.run(
         PRELUDE
         + textwrap.dedent("""
         import threading, jax, jax.numpy as jnp
@@ -95,11 +95,11 @@ def test_a_run_that_corrupts_the_cache_and_jax(live_pool: LivePool) -> None:
     assert b.status == "ok" and "LEAK" not in b.out and b.out.count("SAFE") == 4, b.out
 
 
-def test_a_run_that_fills_or_breaks_the_cache(live_pool: LivePool) -> None:
+def test_a_run_that_fills_or_breaks_the_cache(shared_pool: LivePool) -> None:
     """Links, directories, foreign names, a full mount, a locked directory: the
     zygote empties the cache, the jail lives on, the next run is as if fresh."""
-    fresh = shown(live_pool, "cache-fresh2")
-    shown(live_pool, "cache-full")
+    fresh = shown(shared_pool, "cache-fresh2")
+    shown(shared_pool, "cache-full")
     d = CACHE_DIR
     for planting in (
         f"os.symlink('/tmp', {d!r} + '/link-cache')",
@@ -114,9 +114,9 @@ def test_a_run_that_fills_or_breaks_the_cache(live_pool: LivePool) -> None:
         f"    except OSError: pass",
         f"os.chmod({d!r}, 0)",
     ):
-        a = live_pool.run(f"import os\n{planting}\nprint('planted')", tenant="cache-full")
+        a = shared_pool.run(f"import os\n{planting}\nprint('planted')", tenant="cache-full")
         assert a.status == "ok" and "planted" in a.out, (planting, a.events)
-        after = live_pool.run(
+        after = shared_pool.run(
             textwrap.dedent(f"""
             import os, stat
             st = os.lstat({d!r})
@@ -131,4 +131,4 @@ def test_a_run_that_fills_or_breaks_the_cache(live_pool: LivePool) -> None:
         )
         assert after.status == "ok" and "sane" in after.out, (planting, after.events)
         assert after.zygote == a.zygote  # the same jail: emptied, not retired
-        assert shown(live_pool, "cache-full") == fresh, planting
+        assert shown(shared_pool, "cache-full") == fresh, planting

@@ -11,8 +11,8 @@ from tests.support.live_pool import LivePool, needs_bwrap
 pytestmark = [needs_bwrap, needs_plugin]
 
 
-def test_a_gpu_target_compile_runs_in_the_jail(live_pool: LivePool) -> None:
-    result = live_pool.run(
+def test_a_gpu_target_compile_runs_in_the_jail(shared_pool: LivePool) -> None:
+    result = shared_pool.run(
         CODE,
         args=ARGS,
         transforms=[{"name": "grad"}, {"name": "jit"}],

@@ -20,8 +20,8 @@ def test_the_jail_binds_cpu_possible_only_with_the_extra() -> None:
     assert tpu_extra.CPU_POSSIBLE in Runtime.discover().ro_paths
 
 
-def test_a_topology_compile_runs_in_the_jail(live_pool: LivePool) -> None:
-    result = live_pool.run(
+def test_a_topology_compile_runs_in_the_jail(shared_pool: LivePool) -> None:
+    result = shared_pool.run(
         CODE,
         args="(jnp.ones((256, 128)), jnp.ones((128, 64)))",
         mesh=MESH,

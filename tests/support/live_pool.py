@@ -1,6 +1,7 @@
 """A real jailed warm pool on its own event loop (LivePool, make_live_pool, and the
-module-scoped fixtures live_pool and degraded_pool that tests/conftest.py offers every
-test), and the checks that nothing of a run is left behind."""
+fixtures tests/conftest.py offers every test: live_pool and degraded_pool, a pool per
+module, and shared_pool, one pool for the session), and the checks that nothing of a
+run is left behind."""
 
 from __future__ import annotations
 
@@ -186,6 +187,36 @@ def live_pool() -> Iterator[LivePool]:
         yield live
     finally:
         live.close()
+
+
+@pytest.fixture(scope="session")
+def _session_pool() -> Iterator[LivePool]:
+    skip_without_jail()
+    live = make_live_pool()
+    try:
+        yield live
+    finally:
+        live.close()
+
+
+@pytest.fixture(scope="module")
+def shared_pool(_session_pool: LivePool) -> Iterator[LivePool]:
+    """live_pool's pool (the same limits and settings), one for the session: for the
+    modules whose checks are each about their own runs (what a run shows, what its
+    tenant's next run shows), not about the pool (its zygotes, its processes, its
+    counters: those modules take live_pool, a pool of their own). Each pool costs
+    its spares' jails importing JAX, seconds a module. When a module ends, its
+    tenants' zygotes retire, so the next module's tenants take spares as they would
+    from a new pool."""
+    live = _session_pool
+    yield live
+
+    async def end_turns() -> None:
+        for tenant in {z.tenant for z in live.pool.zygotes if z.tenant is not None}:
+            live.pool.end_turn(tenant)
+        await live.pool.drain()
+
+    live.call(end_turns())
 
 
 #: The degraded mode: no cgroups, rlimits, per-jail uids and tmpfs sizes only.

@@ -93,25 +93,25 @@ def kept_process(live: LivePool, tenant: str) -> Ran:
 
 
 @pytest.fixture(scope="module")
-def fresh(live_pool: LivePool) -> list[dict[str, Any]]:
+def fresh(shared_pool: LivePool) -> list[dict[str, Any]]:
     """What a fresh tenant's first run of the request shows."""
-    ran, shown = shown_run(live_pool, "reuse-fresh")
+    ran, shown = shown_run(shared_pool, "reuse-fresh")
     assert ran.reused == 0
     return shown
 
 
 def test_a_tenant_s_later_runs_reuse_its_process(
-    live_pool: LivePool, fresh: list[dict[str, Any]]
+    shared_pool: LivePool, fresh: list[dict[str, Any]]
 ) -> None:
     """Edits of a tenant run in one process, each showing what a fresh one shows."""
-    before = live_pool.pool.stats()["reused"]
-    runs = [shown_run(live_pool, "reuse-normal", edit) for edit in (1.0, 2.0, 1.0)]
+    before = shared_pool.pool.stats()["reused"]
+    runs = [shown_run(shared_pool, "reuse-normal", edit) for edit in (1.0, 2.0, 1.0)]
     assert [r.reused for r, _ in runs] == [0, 1, 2]
     assert all(r.kept for r, _ in runs)
     assert len({r.result.zygote for r, _ in runs}) == 1
     assert runs[0][1] == runs[2][1] == fresh  # byte for byte, as a fresh process
     assert runs[1][1] != fresh  # the edit is seen
-    assert live_pool.pool.stats()["reused"] == before + 2
+    assert shared_pool.pool.stats()["reused"] == before + 2
 
 
 #: Runs that change what a later run of their process would see or rely on, and the
@@ -157,17 +157,17 @@ CHANGING = {
 
 @pytest.mark.parametrize("name", list(CHANGING))
 def test_a_run_that_changes_its_process_is_its_last(
-    live_pool: LivePool, fresh: list[dict[str, Any]], name: str
+    shared_pool: LivePool, fresh: list[dict[str, Any]], name: str
 ) -> None:
     tenant = SHARED
-    first = kept_process(live_pool, tenant)
-    bad = run(live_pool, CHANGING[name], tenant)
+    first = kept_process(shared_pool, tenant)
+    bad = run(shared_pool, CHANGING[name], tenant)
     assert bad.reused == first.reused + 1  # it ran in the kept process...
     # a run whose code wrote to the event pipe says so (issue 20)
     statuses = ("tampered",) if name == "writes to every descriptor" else ("ok", "error")
     assert bad.result.status in statuses, bad.result.events
     assert not bad.kept  # ...which is not used again
-    after, shown = shown_run(live_pool, tenant)
+    after, shown = shown_run(shared_pool, tenant)
     assert after.reused == 0
     assert after.result.zygote == first.result.zygote  # the jail lives on
     assert shown == fresh
@@ -201,69 +201,69 @@ def kept_probe(live: LivePool, tenant: str) -> Ran:
 
 @pytest.mark.parametrize("name", list(UNAFFECTED))
 def test_a_run_that_changes_nothing_kept_leaves_its_process_as_fresh(
-    live_pool: LivePool, fresh: list[dict[str, Any]], name: str
+    shared_pool: LivePool, fresh: list[dict[str, Any]], name: str
 ) -> None:
     tenant = SHARED
-    probe = kept_probe(live_pool, tenant)
-    did = run(live_pool, UNAFFECTED[name], tenant)
+    probe = kept_probe(shared_pool, tenant)
+    did = run(shared_pool, UNAFFECTED[name], tenant)
     assert did.reused == probe.reused + 1  # in the probe's process
     assert did.result.status == ("error" if name == "a user error" else "ok"), did.result.events
     assert did.kept, did.result.events[-1]
-    after, shown = shown_run(live_pool, tenant)
+    after, shown = shown_run(shared_pool, tenant)
     assert after.reused == probe.reused + 2 and shown == fresh
-    again = run(live_pool, RANDOM_PROBE, tenant)
+    again = run(shared_pool, RANDOM_PROBE, tenant)
     # fresh draws, as a fresh interpreter's: neither the first run's nor seed 7's
     assert again.reused == probe.reused + 3 and again.result.out != probe.result.out
     assert not again.result.out.startswith(str(random.Random(7).random()))
 
 
-def test_a_cancelled_run_kills_the_kept_process(live_pool: LivePool) -> None:
+def test_a_cancelled_run_kills_the_kept_process(shared_pool: LivePool) -> None:
     """Cancel: its process is killed (the jail stays); a timeout retires the jail."""
     tenant = SHARED
-    first = kept_process(live_pool, tenant)
+    first = kept_process(shared_pool, tenant)
     cancelled = run(
-        live_pool, "import time\ntime.sleep(8)", tenant, cancel_after_s=1.0, timeout_s=9.0
+        shared_pool, "import time\ntime.sleep(8)", tenant, cancel_after_s=1.0, timeout_s=9.0
     )
     assert cancelled.result.status == "cancelled" and cancelled.reused == first.reused + 1
     assert not cancelled.kept
-    after, _ = shown_run(live_pool, tenant)
+    after, _ = shown_run(shared_pool, tenant)
     assert after.reused == 0 and after.result.zygote == first.result.zygote
-    again = kept_process(live_pool, tenant)
-    timed_out = run(live_pool, "import time\ntime.sleep(8)", tenant, timeout_s=1.0)
+    again = kept_process(shared_pool, tenant)
+    timed_out = run(shared_pool, "import time\ntime.sleep(8)", tenant, timeout_s=1.0)
     assert timed_out.result.status == "timeout" and timed_out.reused == again.reused + 1
-    last, _ = shown_run(live_pool, tenant)
+    last, _ = shown_run(shared_pool, tenant)
     assert last.reused == 0 and last.result.zygote != again.result.zygote
 
 
-def test_reuse_off_gives_every_run_a_fresh_process(live_pool: LivePool) -> None:
+def test_reuse_off_gives_every_run_a_fresh_process(shared_pool: LivePool) -> None:
     """Off (JAXPLAY_POOL_REUSE_RUNS=0), even with a process kept from before: it runs
     the next run and goes; then fresh children."""
-    kept = kept_process(live_pool, SHARED)
-    settings = live_pool.pool.settings
-    live_pool.pool.settings = dataclasses.replace(settings, pool_reuse_runs=0)
+    kept = kept_process(shared_pool, SHARED)
+    settings = shared_pool.pool.settings
+    shared_pool.pool.settings = dataclasses.replace(settings, pool_reuse_runs=0)
     try:
-        runs = [shown_run(live_pool, SHARED)[0] for _ in range(3)]
+        runs = [shown_run(shared_pool, SHARED)[0] for _ in range(3)]
     finally:
-        live_pool.pool.settings = settings
+        shared_pool.pool.settings = settings
     assert [r.reused for r in runs] == [kept.reused + 1, 0, 0]
     assert not any(r.kept for r in runs)
 
 
 def test_a_process_serves_at_most_its_runs_under_its_memory_bound(
-    live_pool: LivePool,
+    shared_pool: LivePool,
 ) -> None:
     """At most JAXPLAY_POOL_REUSE_RUNS runs (2 here), and never over its RSS bound
     (1 MiB here: none is kept)."""
-    settings = live_pool.pool.settings
+    settings = shared_pool.pool.settings
     try:
-        live_pool.pool.settings = dataclasses.replace(settings, pool_reuse_runs=2)
-        first = kept_process(live_pool, "reuse-bound-runs")
-        second, _ = shown_run(live_pool, "reuse-bound-runs")
-        third, _ = shown_run(live_pool, "reuse-bound-runs")
-        live_pool.pool.settings = dataclasses.replace(settings, pool_reuse_rss_bytes=1 << 20)
-        small = [shown_run(live_pool, "reuse-bound-rss")[0] for _ in range(2)]
+        shared_pool.pool.settings = dataclasses.replace(settings, pool_reuse_runs=2)
+        first = kept_process(shared_pool, "reuse-bound-runs")
+        second, _ = shown_run(shared_pool, "reuse-bound-runs")
+        third, _ = shown_run(shared_pool, "reuse-bound-runs")
+        shared_pool.pool.settings = dataclasses.replace(settings, pool_reuse_rss_bytes=1 << 20)
+        small = [shown_run(shared_pool, "reuse-bound-rss")[0] for _ in range(2)]
     finally:
-        live_pool.pool.settings = settings
+        shared_pool.pool.settings = settings
     assert (first.reused, second.reused, third.reused) == (0, 1, 0)
     assert not second.kept
     assert [r.reused for r in small] == [0, 0] and not any(r.kept for r in small)
@@ -310,12 +310,12 @@ def test_the_check_sees_changes_and_adopts_runtime_modules() -> None:
     assert done.returncode == 0 and "checked" in done.stdout, done.stderr[-2000:]
 
 
-def test_the_jailed_process_checks_with_the_same_implementation(live_pool: LivePool) -> None:
+def test_the_jailed_process_checks_with_the_same_implementation(shared_pool: LivePool) -> None:
     """The jail binds the source tree with the built extension: a kept process's check
     is the C one wherever it is built here (tests/zygote/test_identity_check.py
     fails in CI where it is not), and the process is kept."""
     code = "import sys\nprint(sys.modules['sandbox.zygote.watch'].IDENTITY_CHECK)\n"
-    runs = [run(live_pool, code, SHARED) for _ in range(3)]
+    runs = [run(shared_pool, code, SHARED) for _ in range(3)]
     assert all(r.result.status == "ok" for r in runs), runs[-1].result.events
     assert [r.result.out.strip() for r in runs] == [state_watch.IDENTITY_CHECK] * 3
     assert max(r.reused for r in runs) >= 1  # a cold first child is never kept
