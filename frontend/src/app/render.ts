@@ -8,11 +8,11 @@ import type { RunEvent } from "../protocol";
 import type { OutputPane } from "../panes/pane";
 import type { TabId } from "./tabtable";
 
-/** A run's start is drawn this long (ms) after it starts, unless it ended or its
- * output came first (its status, the cancel button, the IR panes' stale mark): a warm
- * edit's jaxpr comes sooner, and no frame is drawn between the key and the jaxpr. Each
- * was a style pass, a layout, a paint and a raster, with their animations' frames, on
- * the cores the run needs (issue 26). */
+/** A run's start is drawn this long (ms) after it starts, unless it ended first (its
+ * status and the cancel button; the IR panes' stale mark later, panes/ir.ts STALE_MS):
+ * a warm edit's jaxpr comes sooner, and no frame is drawn between the key and the
+ * jaxpr. Each was a style pass, a layout, a paint and a raster, with their animations'
+ * frames, on the cores the run needs (issue 26). */
 export const START_DRAW_MS = 100;
 
 /** Runs `work` when the page is idle (requestIdleCallback where there is one). */

@@ -1,14 +1,14 @@
 // The jaxpr, StableHLO and HLO panes: read-only CodeMirror views with highlighting
 // and colour bands; in compare mode a side-by-side diff of the two pipelines. A new
 // run leaves the last run's text on show, marked stale (aria-busy, dimmed) from
-// START_DRAW_MS after its start, until its own replaces it (ir_texts.ts): the page is
-// not laid out again while the run goes, and a warm edit's text comes before the mark.
+// STALE_MS after its start, until its own replaces it (ir_texts.ts): the page is not
+// laid out again while the run goes, and a warm edit's text comes before the mark.
 import type { MergeView } from "@codemirror/merge";
 import { highlightSelectionMatches, searchKeymap } from "@codemirror/search";
 import { EditorState, type Extension } from "@codemirror/state";
 import { EditorView, keymap, lineNumbers } from "@codemirror/view";
 import type { Language } from "@codemirror/language";
-import { START_DRAW_MS, Throttled } from "../app/render";
+import { Throttled } from "../app/render";
 import { highlighting } from "../highlight";
 import { clear, h } from "../dom";
 import { outputLinking, setSources, sourceMap } from "../linking";
@@ -20,6 +20,10 @@ import type { OutputPane } from "./pane";
 
 const LANGUAGES: Record<IrType, Language> = { jaxpr: jaxprLanguage, stablehlo: mlirLanguage, hlo: hloLanguage };
 export const IR_TITLES: Record<IrType, string> = { jaxpr: "jaxpr", stablehlo: "StableHLO", hlo: "HLO" };
+
+/** The last run's text on show is marked stale (aria-busy, dimmed) when the new one
+ * is this late (ms): a warm edit's comes sooner, and its pane is drawn once. */
+export const STALE_MS = 250;
 
 export type HoverFn = (codeLine: number | null, from: EditorView) => void;
 
@@ -33,9 +37,9 @@ export class IrPane implements OutputPane {
   private note: HTMLElement;
   /** bumped by every render: a compare view loaded late draws only if still current */
   private generation = 0;
-  /** the stale mark written START_DRAW_MS after a run's start, or at once when its
-   * text (or its end) comes first */
-  private readonly staleMark = new Throttled(() => this.markStale(), START_DRAW_MS);
+  /** the stale mark written STALE_MS after a run's start, or at once when its text
+   * (or its end) comes first */
+  private readonly staleMark = new Throttled(() => this.markStale(), STALE_MS);
 
   constructor(
     readonly kind: IrType,
