@@ -101,11 +101,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         srv.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
-    # Module scope, not session: Playwright's sync API keeps an asyncio loop running
-    # in this thread while it is open, and every later test that calls asyncio.run()
-    # would fail. It must be closed before pytest moves on to the other test files.
+    # One Chromium for tests/browser (launching one takes ~3 s on a loaded machine),
+    # not for the session: Playwright's sync API keeps an asyncio loop running in this
+    # thread while it is open, and every later test that calls asyncio.run() would
+    # fail. It is closed before pytest moves on to the other test folders (no test here
+    # calls asyncio.run). Each test still has its own context (``open_page``).
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
