@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from backend.cli import app
 from sandbox.pool import versioned
 from sandbox.pool.fake import FakePool
 from sandbox.protocol import RunRequest
@@ -34,6 +36,15 @@ def jaxplay(*args: str, versions_dir: Path, **env: str) -> subprocess.CompletedP
     )
 
 
+def in_process(*args: str, versions_dir: Path) -> subprocess.CompletedProcess[str]:
+    """``jaxplay *args`` through the console script's typer app in this process (what
+    differs from ``jaxplay`` is a new Python's imports, seconds on a loaded machine)."""
+    result = CliRunner().invoke(
+        app, list(args), env={"JAXPLAY_JAX_VERSIONS_DIR": str(versions_dir)}, catch_exceptions=False
+    )
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
 def stamp(root: Path, version: str) -> None:
     (root / version).mkdir(parents=True)
     (root / version / STAMP).write_text(
@@ -44,31 +55,29 @@ def stamp(root: Path, version: str) -> None:
 @pytest.mark.slow
 def test_versions_lists_offered_installed_and_default(tmp_path: Path) -> None:
     stamp(tmp_path, "0.10.2")
-    result = jaxplay("versions", "--json", versions_dir=tmp_path)
+    result = jaxplay("versions", "--json", versions_dir=tmp_path)  # the console script
     assert result.returncode == 0, result.stderr
     rows = {r["version"]: r for r in map(json.loads, result.stdout.splitlines())}
     assert set(OFFERED) <= set(rows)
     assert rows["0.10.2"]["installed"] and not rows["0.10.2"]["default"]
     assert rows[str(default_version())]["default"] and rows[str(default_version())]["installed"]
     assert not rows["0.5.3"]["installed"]
-    table = jaxplay("versions", versions_dir=tmp_path)
+    table = in_process("versions", versions_dir=tmp_path)
     assert "installable" in table.stdout and "jaxplay versions add VERSION" in table.stdout
 
 
-@pytest.mark.slow
 def test_versions_add_refuses_what_is_not_offered(tmp_path: Path) -> None:
-    result = jaxplay("versions", "add", "9.9.9", versions_dir=tmp_path)
+    result = in_process("versions", "add", "9.9.9", versions_dir=tmp_path)
     assert result.returncode == 1
     assert "jax 9.9.9 is not offered; offered: 0.4.38" in result.stderr
-    assert jaxplay("versions", "add", versions_dir=tmp_path).returncode == 2
+    assert in_process("versions", "add", versions_dir=tmp_path).returncode == 2
 
 
-@pytest.mark.slow
 def test_versions_remove(tmp_path: Path) -> None:
     stamp(tmp_path, "0.10.2")
-    assert jaxplay("versions", "remove", "0.10.2", versions_dir=tmp_path).returncode == 0
+    assert in_process("versions", "remove", "0.10.2", versions_dir=tmp_path).returncode == 0
     assert environment(tmp_path, "0.10.2") is None
-    assert jaxplay("versions", "remove", "0.10.2", versions_dir=tmp_path).returncode == 1
+    assert in_process("versions", "remove", "0.10.2", versions_dir=tmp_path).returncode == 1
 
 
 @pytest.mark.slow
