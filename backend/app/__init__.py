@@ -1,6 +1,28 @@
-"""The jaxplay server: ``create_app(settings)`` (see factory.py). Never imports JAX."""
+"""The jaxplay server: ``create_app(settings)`` (see factory.py). Never imports JAX.
 
-from backend.app.factory import create_app
-from backend.app.settings import Settings
+The names are loaded when first used, not with the package: the command line reads
+``backend.app.settings`` for every command, and the server's framework (FastAPI and
+the routes, ~1.5 s of imports) is needed only by ``serve`` and ``worker``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from backend.app.factory import create_app
+    from backend.app.settings import Settings
 
 __all__ = ["Settings", "create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "create_app":
+        from backend.app.factory import create_app
+
+        return create_app
+    if name == "Settings":
+        from backend.app.settings import Settings
+
+        return Settings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
