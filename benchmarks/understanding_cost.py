@@ -1,6 +1,7 @@
 """What the understanding outputs add to a run (issue 23's target: at most 2x the run
 without them, on the golden corpus): ``autodiff``, ``trace_values``, ``shapes`` and the
-``checks`` (all five at once), each added alone to a case's own request.
+``checks`` (all five at once), each added alone to a case's own request; with
+``--variants check_grad ...``, one check alone (``check_<name>`` for each check).
 
 The cases: every golden case (tests/golden/cases) that ends ``ok`` on the installed
 JAX, and every example of the page's menu (examples/menu.json, with its compare
@@ -16,7 +17,8 @@ its ratio that median over the plain run's median. Prints per case, per variant 
 median and worst ratio, and the load average before and after.
 
     .venv/bin/python benchmarks/understanding_cost.py [--repeats 3] [--only NAME ...]
-        [--variants trace_values checks] [--checks nans infs] [--json OUT]
+        [--variants trace_values checks check_checkify check_grad] [--checks nans infs]
+        [--json OUT]
 """
 
 from __future__ import annotations
@@ -38,7 +40,10 @@ from tests.golden import case_names, load_case, request_of  # noqa: E402
 from tests.support.warm_engine import WarmEngine  # noqa: E402
 
 DEFAULT_OUTPUTS = ["jaxpr", "stablehlo", "hlo", "value", "cost"]
-VARIANTS = ("autodiff", "trace_values", "shapes", "checks")
+#: the variants run by default: each output alone, the checks all at once
+DEFAULT_VARIANTS = ("autodiff", "trace_values", "shapes", "checks")
+#: and, when named, each check alone (``check_grad``: the request's check ``grad`` only)
+VARIANTS = (*DEFAULT_VARIANTS, *(f"check_{name}" for name in CHECK_NAMES))
 #: the checks the ``checks`` variant asks (``--checks``; default: all five at once)
 CHECKS_ASKED: list[str] = list(CHECK_NAMES)
 
@@ -102,6 +107,8 @@ def variant(request: dict[str, Any], name: str) -> dict[str, Any]:
         return request
     if name == "checks":
         return {**request, "checks": list(CHECKS_ASKED)}
+    if name.startswith("check_"):
+        return {**request, "checks": [name.removeprefix("check_")]}
     return {**request, "outputs": [*request["outputs"], name]}
 
 
@@ -117,7 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", nargs="*", help="case names containing any of these")
-    parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument("--variants", nargs="*", default=list(DEFAULT_VARIANTS), choices=VARIANTS)
     parser.add_argument(
         "--checks",
         nargs="*",
@@ -154,7 +161,7 @@ def main() -> None:
                 for name in names:
                     wall, status, events = timed(engine, variant(request, name))
                     times[name].append(wall)
-                    if status != "ok" and name != "checks":
+                    if status != "ok" and not name.startswith("check"):
                         notes.append(f"{name} ended {status}")
             medians[case] = {n: statistics.median(t) for n, t in times.items()}
             base = medians[case]["plain"]
