@@ -347,3 +347,27 @@ def test_key_reuse_runs_the_pipeline_only_where_its_jaxpr_holds_a_typed_key() ->
     )
     subject, calls = _subject(made_inside, (jnp.array([0.0, 2.0]), 0), jax.jit)
     assert check_key_reuse(subject)["status"] == "failed" and calls == [1]
+
+
+def test_checkify_says_each_kind_of_error_as_jax_does_under_vmap() -> None:
+    # the check calls the checkified pipeline under jax.jit; JAX's own, called as it
+    # is, one error set at a time (its message is the first error of that set)
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import checkify
+
+    from sandbox.engine.checks import Subject, check_checkify
+
+    def f(x, i):
+        return jnp.log(x) + jnp.arange(3.0)[i]
+
+    pipeline = jax.vmap(f)
+    args = (jnp.array([1.0, -1.0, 2.0, -3.0]), jnp.array([0, 1, 7, 2]))
+    expected = sorted(
+        str(checkify.checkify(pipeline, errors=errors)(*args)[0].get()).strip()
+        for errors in (checkify.nan_checks, checkify.index_checks)
+    )
+    assert all(expected)  # a NaN (the log of -1) and an index out of bounds (7)
+    got = check_checkify(Subject(pipeline, args))
+    assert all(r["status"] == "failed" for r in got)
+    assert sorted(r["message"] for r in got) == expected
