@@ -123,6 +123,11 @@ class RunService:
         if self._recording:
             await asyncio.wait(set(self._recording), timeout=self.settings.cancel_grace_s + 1)
 
+    @property
+    def evidence_pending(self) -> int:
+        """Runs whose evidence is being written (``record_later``)."""
+        return len(self._recording)
+
     def record_later(
         self, request: RunRequest, evidence: Coroutine[Any, Any, None], leader_key: str | None
     ) -> None:
@@ -256,8 +261,12 @@ class RunService:
             request = self.prepare(request)
         except ApiError:
             return
-        state, _ = await self.cache.lookup(request)
         key = self.cache.key_for(request)
+        pending = self._leaders.get(key) if key is not None else None
+        if pending is not None:  # its run, or its evidence being written (record_later)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(pending), self.settings.cache_join_wait_s)
+        state, _ = await self.cache.lookup(request)
         if key is not None and state in ("candidate", "own"):
             self.confirmer.ask(request, key)
 

@@ -56,10 +56,12 @@ def value(evs: list[dict[str, Any]]) -> str:
 
 
 def settle(client: TestClient) -> dict[str, Any]:
-    """Wait until the server's pristine runs asked for so far have ended."""
-    confirmer = client.app.state.services.runs.confirmer  # type: ignore[attr-defined]
+    """Wait until the runs' evidence is written (after their done: RunService.record_later)
+    and the server's pristine runs asked for so far have ended."""
+    runs = client.app.state.services.runs  # type: ignore[attr-defined]
+    confirmer = runs.confirmer
     deadline = time.monotonic() + 30
-    while confirmer.stats()["waiting"] or confirmer.stats()["running"]:
+    while runs.evidence_pending or confirmer.stats()["waiting"] or confirmer.stats()["running"]:
         assert time.monotonic() < deadline, confirmer.stats()
         time.sleep(0.01)
     stats: dict[str, Any] = confirmer.stats()
