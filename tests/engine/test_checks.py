@@ -128,8 +128,8 @@ s.defvjp(s_fwd, s_bwd)
 def f(x):
     return jnp.sum(s(x) * x)
 
-try:
-    check_grads(f, (jnp.array([0.5, 1.0, 2.0]),), order=1, modes=["rev"])
+try:  # the program the run compiles: f under a plain jit (the pipeline has none)
+    check_grads(jax.jit(f), (jnp.array([0.5, 1.0, 2.0]),), order=1, modes=["rev"])
 except AssertionError as e:
     print(e)
 """
@@ -371,3 +371,69 @@ def test_checkify_says_each_kind_of_error_as_jax_does_under_vmap() -> None:
     got = check_checkify(Subject(pipeline, args))
     assert all(r["status"] == "failed" for r in got)
     assert sorted(r["message"] for r in got) == expected
+
+
+def test_grad_checks_the_program_the_run_compiles_with_jax_s_own_error_sizes() -> None:
+    # a pipeline without a jit: the check differentiates it under jax.jit, as the run
+    # compiles it, so f itself is only traced, never called on values (check_grads on
+    # f as it is calls it on values, an operation at a time); the sizes are those of
+    # check_grads(jax.jit(f)) called directly
+    import jax
+    import jax.numpy as jnp
+    from jax.test_util import check_grads
+
+    from sandbox.engine.checks import check_grad
+
+    x = jnp.array([0.5, 1.0, 2.0])
+    subject, calls = _subject(CUSTOM_VJP.split("try:")[0], (x,))
+    with pytest.raises(AssertionError) as said:
+        check_grads(jax.jit(subject.namespace["f"]), (x,), order=1, modes=["rev"])
+    (got,) = check_grad(subject, [1], ["rev"])
+    assert calls == [0]
+    assert got["status"] == "failed" and got["line"] == BWD_LINE and "s_bwd" in got["message"]
+    jax_abs = float(re.search(r"Max absolute difference[^:]*: (\S+)", str(said.value)).group(1))
+    jax_rel = float(re.search(r"Max relative difference[^:]*: (\S+)", str(said.value)).group(1))
+    assert (got["max_abs_error"], got["max_rel_error"]) == (jax_abs, jax_rel)
+
+
+def test_grad_of_a_pipeline_with_its_own_jit_holds_its_static_and_integer_arguments() -> None:
+    import jax
+    import jax.numpy as jnp
+
+    from sandbox.engine.checks import AS_IS, Subject, check_grad
+
+    def f(x, n, kind):
+        return jnp.sum(jnp.sin(x) * n) if kind == "sin" else jnp.sum(x)
+
+    x = jnp.array([0.5, 1.0, 2.0])
+    own = Subject(jax.jit(f, static_argnums=(2,)), (x, 3, "sin"), static_argnums=(2,))
+    wrapped = Subject(f, (x, jnp.array(3), "sin"))  # no jit: a str closed over by ours
+    for subject in (own, wrapped):
+        got = check_grad(subject, [1], ["fwd", "rev"])
+        assert [r["status"] for r in got] == ["ok"] * 2, got
+        assert not any(AS_IS in r["message"] for r in got)
+
+
+PYTHON_IF = """import jax.numpy as jnp
+
+def f(x):
+    if x > 0:  # Python reads the value: jax.jit cannot trace it, grad can
+        return jnp.sin(x) * x
+    return -x
+"""
+
+
+def test_grad_of_a_pipeline_jit_cannot_trace_calls_it_as_it_is_and_says_so() -> None:
+    import jax
+    import jax.numpy as jnp
+
+    from sandbox.engine.checks import AS_IS, check_grad
+
+    subject, calls = _subject(PYTHON_IF, (jnp.array(0.7),))
+    with pytest.raises(jax.errors.ConcretizationTypeError):
+        jax.jit(jax.grad(subject.namespace["f"]))(0.7)
+    assert float(jax.grad(subject.namespace["f"])(0.7)) != 0.0  # as it is, it runs
+    got = check_grad(subject, [1], ["fwd", "rev"])
+    assert [r["status"] for r in got] == ["ok", "ok"], got
+    assert all(r["message"].endswith(AS_IS) for r in got)
+    assert calls[0] > 0  # called on values: as it is
