@@ -96,6 +96,17 @@ def caps(pid: int) -> dict[str, int]:
     return {k: int(v, 16) for k, v in status(pid).items() if k.startswith("Cap")}
 
 
+def describe(pid: int, held_caps: dict[str, int]) -> str:
+    """What a jailed process that failed a check is: its command, user namespace, caps."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        userns = os.readlink(f"/proc/{pid}/ns/user")
+    except FileNotFoundError:
+        cmdline, userns = "(gone)", "?"
+    host_userns = os.readlink("/proc/1/ns/user")
+    return f"pid {pid} {cmdline!r} userns {userns} (host {host_userns}) caps {held_caps}"
+
+
 def children(pid: int) -> list[int]:
     return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
@@ -339,7 +350,9 @@ def test_tenants_of_one_worker_container_share_no_per_uid_counter(stack: Stack) 
                         assert uid == WORKER_UID, jailed
                         continue
                     held_caps = caps(pid)
-                    assert not any(held_caps[k] for k in ("CapInh", "CapPrm", "CapEff", "CapAmb"))
+                    assert not any(
+                        held_caps[k] for k in ("CapInh", "CapPrm", "CapEff", "CapAmb")
+                    ), describe(pid, held_caps)
                 other_events += [json.loads(line) for line in other_lines if line]
             hog_events += [json.loads(line) for line in hog_lines if line]
         assert done(other_events)["status"] == "ok", done(other_events)
