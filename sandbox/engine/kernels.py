@@ -30,6 +30,7 @@ import io
 import logging
 import re
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -159,10 +160,63 @@ def interpreting(request: RunRequest, remarks: Any) -> Iterator[None]:
     root.addHandler(handler)
     pallas.pallas_call = pallas_call
     try:
-        yield
+        with _one_nan_rerun():
+            yield
     finally:
         pallas.pallas_call = original
         root.removeHandler(handler)
+
+
+class _Rerun(Exception):
+    """JAX's de-optimized re-run reached the pallas_call whose output it checks."""
+
+
+@contextlib.contextmanager
+def _one_nan_rerun() -> Iterator[None]:
+    """``pallas_call`` executed under ``jax_debug_nans``/``infs`` stops at itself.
+
+    JAX executes a pallas_call (its impl rule) as a ``jit`` of a function that binds
+    the same pallas_call again. Under jax_debug_nans/infs, a NaN/Inf in that jit's
+    output makes JAX run the function "de-optimized" to find the operation: it binds
+    the pallas_call, whose impl is that jit again, which makes the NaN again: a
+    recursion (a new jit compiled at each level) to Python's limit, a RecursionError
+    after seconds (JAX 0.6.2 to 0.12.0.1, any interpret mode: a kernel that reads
+    uninitialised memory, or computes a NaN). Here the re-run's bind of the very
+    pallas_call the impl is executing raises at once, and the impl raises what JAX
+    raises for an operation executed on its own (``dispatch.apply_primitive``):
+    ``FloatingPointError("invalid value (nan) encountered in pallas_call")``, from the
+    caller's frames (the line of the pallas_call in the pipeline). Put back when the run
+    ends (a kept process compares attributes by identity)."""
+    try:
+        from jax._src.pallas.pallas_call import pallas_call_p
+    except ImportError:
+        yield
+        return
+    original = pallas_call_p.impl
+    running = threading.local()
+
+    def impl(*args: Any, **params: Any) -> Any:
+        kernels: list[Any] = running.__dict__.setdefault("kernels", [])
+        kernel = params.get("jaxpr")
+        if any(k is kernel for k in kernels):
+            raise _Rerun()
+        kernels.append(kernel)
+        try:
+            return original(*args, **params)
+        except _Rerun as rerun:
+            # raised in JAX's handler of the InternalFloatingPointError that names the
+            # invalid value's kind ("nan" or "inf")
+            kind = getattr(rerun.__context__, "ty", None)
+            what = f"invalid value ({kind})" if kind else "invalid value"
+            raise FloatingPointError(f"{what} encountered in pallas_call") from None
+        finally:
+            kernels.pop()
+
+    pallas_call_p.def_impl(impl)
+    try:
+        yield
+    finally:
+        pallas_call_p.def_impl(original)
 
 
 # --- the kernels output ---------------------------------------------------------------

@@ -437,3 +437,42 @@ def test_grad_of_a_pipeline_jit_cannot_trace_calls_it_as_it_is_and_says_so() -> 
     assert [r["status"] for r in got] == ["ok", "ok"], got
     assert all(r["message"].endswith(AS_IS) for r in got)
     assert calls[0] > 0  # called on values: as it is
+
+
+PALLAS_LOG = """import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+def kernel(x_ref, o_ref):
+    o_ref[...] = jnp.log(x_ref[...])
+
+def f(x):
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+"""
+PALLAS_CALL_LINE = 9
+
+
+def test_nans_and_infs_stop_at_a_pallas_call_as_at_an_operation_run_on_its_own() -> None:
+    """A pallas_call executes as a jit of itself: JAX's de-optimized re-run of a NaN in
+    its output reached the same jit again, to a RecursionError. In a run it stops at the
+    pallas_call, with what JAX says for the operation executed on its own."""
+    import jax
+    import jax.numpy as jnp
+    from jax._src import dispatch
+    from jax._src.pallas.pallas_call import pallas_call_p
+
+    from sandbox.engine.checks import check_debug_values
+    from sandbox.engine.kernels import _pallas_eqns, interpreting
+
+    original_impl = pallas_call_p.impl
+    with interpreting(RunRequest(code=PALLAS_LOG, args="()"), None):
+        for name, flag, value in (("nans", jax.debug_nans, -1.0), ("infs", jax.debug_infs, 0.0)):
+            x = jnp.full((8, 128), value)
+            subject, _ = _subject(PALLAS_LOG, (x,), jax.jit)
+            got = check_debug_values(subject, name)
+            (eqn,) = _pallas_eqns(jax.make_jaxpr(subject.fn)(x).jaxpr)
+            with pytest.raises(FloatingPointError) as jax_says, flag(True):
+                dispatch.apply_primitive(pallas_call_p, x, **eqn.params)
+            assert got["status"] == "failed", got
+            assert (got["message"], got["line"]) == (str(jax_says.value), PALLAS_CALL_LINE)
+    assert pallas_call_p.impl is original_impl
