@@ -96,21 +96,9 @@ class Subject:
 
         return fn, tuple(self.args[i] for i in positions)
 
-    def compiled_over(self, positions: list[int]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        """As :meth:`over`, the program the run compiles (pipeline.py ``lowerable``): the
-        pipeline itself where its outermost transform is ``jit``/``pmap`` (it has
-        ``lower``), else that function under a plain ``jax.jit``: jit of the closure
-        over the chosen arguments, the others (static, integer, any Python value)
-        constants of the closure, as ``jax.jit(f)`` of a one-argument ``f``."""
-        import jax
-
-        fn, chosen = self.over(positions)
-        if self.has_own_jit():
-            return fn, chosen
-        return jax.jit(fn), chosen
-
     def has_own_jit(self) -> bool:
-        """The pipeline's outermost transform is jit or pmap: the run lowers it as it is."""
+        """The pipeline's outermost transform is jit or pmap: the run lowers it as it is
+        (pipeline.py ``lowerable``); else the run lowers it under a plain ``jax.jit``."""
         return hasattr(self.fn, "lower")
 
     def dynamic(self) -> list[int]:
@@ -458,13 +446,8 @@ def _unjittable() -> tuple[type[BaseException], ...]:
     return tuple(getattr(jax.errors, n) for n in names if hasattr(jax.errors, n))
 
 
+#: what a result says where the fallback ran: the pipeline without our jit
 AS_IS = " (the pipeline called as it is: jax.jit cannot trace it)"
-
-
-def _as_is(fn: Any, subject: Subject) -> str:
-    """What a result says where the fallback ran: the pipeline without our jit."""
-    compiled = subject.has_own_jit() or getattr(fn, "lower", None) is not None
-    return "" if compiled else AS_IS
 
 
 def check_grad(subject: Subject, orders: list[int], modes: list[str]) -> list[Result]:
@@ -472,13 +455,15 @@ def check_grad(subject: Subject, orders: list[int], modes: list[str]) -> list[Re
     once per order and mode: pass or fail, JAX's max absolute and relative errors, and
     the custom rule's line (each result's ``line``).
 
-    What is checked is the program the run compiles (:meth:`Subject.compiled_over`):
-    the pipeline's own jit or pmap, else the pipeline under ``jax.jit``. Called as it
+    What is checked is the program the run compiles: the pipeline's own jit or pmap,
+    else the pipeline under ``jax.jit`` (of the closure over the chosen arguments: the
+    others, static, integer or any Python value, constants of the closure). Called as it
     is, a pipeline without a jit would be evaluated an operation at a time, a compile
     per operation and per derivative (25 compiles for a 14-equation ``grad``, 7 under
     jit); and its finite differences are of the compiled program's values, which are
     the run's. Where ``jax.jit`` cannot trace the pipeline (it reads a value in Python),
     the pipeline as it is, as the run calls it."""
+    import jax
     from jax.test_util import check_grads
 
     unjittable = _unjittable()
@@ -492,8 +477,9 @@ def check_grad(subject: Subject, orders: list[int], modes: list[str]) -> list[Re
         rules = []
     where = "; ".join(f"{kind} rule {name} at line {line}" for kind, name, line in rules)
     line = rules[0][2] if rules else None
-    fn, args = subject.compiled_over(positions)
-    bare, _ = subject.over(positions)
+    bare, args = subject.over(positions)
+    fn = bare if subject.has_own_jit() else jax.jit(bare)
+    as_is = ""  # AS_IS once the fallback ran
     results = []
     for order in orders:
         for mode in modes:
@@ -507,7 +493,7 @@ def check_grad(subject: Subject, orders: list[int], modes: list[str]) -> list[Re
                     # The jit we added cannot trace it (Python control flow on a value,
                     # NumPy on a value): neither can the run's lowering; its call, as it
                     # is, can, and so does check_grads on the pipeline as it is.
-                    fn = bare
+                    fn, as_is = bare, AS_IS
                     check_grads(fn, args, order=order, modes=[mode])
             except AssertionError as exc:
                 text = "\n".join(s for s in str(exc).strip().splitlines() if s.strip())
@@ -515,7 +501,7 @@ def check_grad(subject: Subject, orders: list[int], modes: list[str]) -> list[Re
                     result(
                         "grad",
                         "failed",
-                        text + (f"\n({where})" if where else "") + _as_is(fn, subject),
+                        text + (f"\n({where})" if where else "") + as_is,
                         line,
                         max_abs_error=_measure(_MAX_ABS, text),
                         max_rel_error=_measure(_MAX_REL, text),
@@ -532,7 +518,7 @@ def check_grad(subject: Subject, orders: list[int], modes: list[str]) -> list[Re
             except Exception as exc:
                 results.append({**_broken("grad", exc), **about})
                 continue
-            said = f"order {order} ({mode}) matches finite differences" + _as_is(fn, subject)
+            said = f"order {order} ({mode}) matches finite differences" + as_is
             results.append(
                 result("grad", "ok", said + (f" ({where})" if where else ""), line, **about)
             )
