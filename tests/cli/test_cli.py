@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from backend.cli import app
+from tests.support.cli import in_process
 from tests.support.live_server import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,14 +55,6 @@ def jaxplay(
         cwd=ROOT,
         env=env,
     )
-
-
-def in_process(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """``jaxplay *argv`` through the console script's typer app in this process: its exit
-    status, stdout and stderr as a subprocess's. An exception the command lets out fails
-    the test (as a traceback and exit status 1 would)."""
-    result = CliRunner().invoke(app, list(argv), input=stdin, catch_exceptions=False)
-    return subprocess.CompletedProcess(argv, result.exit_code, result.stdout, result.stderr)
 
 
 def events_of(proc: subprocess.CompletedProcess) -> list[dict[str, Any]]:

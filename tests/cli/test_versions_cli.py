@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from backend.cli import app
 from sandbox.pool import versioned
 from sandbox.pool.fake import FakePool
 from sandbox.protocol import RunRequest
 from sandbox.versions import OFFERED, STAMP, default_version, environment
 from tests.gates import jail_required
+from tests.support.cli import in_process as run_in_process
 
 JAXPLAY = [sys.executable, "-c", "from backend.cli import main; main()"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,12 +36,8 @@ def jaxplay(*args: str, versions_dir: Path, **env: str) -> subprocess.CompletedP
 
 
 def in_process(*args: str, versions_dir: Path) -> subprocess.CompletedProcess[str]:
-    """``jaxplay *args`` through the console script's typer app in this process (what
-    differs from ``jaxplay`` is a new Python's imports, seconds on a loaded machine)."""
-    result = CliRunner().invoke(
-        app, list(args), env={"JAXPLAY_JAX_VERSIONS_DIR": str(versions_dir)}, catch_exceptions=False
-    )
-    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+    """``jaxplay *args`` in this process, on ``versions_dir`` (as ``jaxplay``)."""
+    return run_in_process(*args, env={"JAXPLAY_JAX_VERSIONS_DIR": str(versions_dir)})
 
 
 def stamp(root: Path, version: str) -> None:
