@@ -179,24 +179,24 @@ def make_live_pool(
     return live
 
 
-@pytest.fixture(scope="module")
-def live_pool() -> Iterator[LivePool]:
+def _opened_pool() -> Iterator[LivePool]:
+    """A live pool with the tests' limits and settings, closed after its fixture's scope."""
     skip_without_jail()
     live = make_live_pool()
     try:
         yield live
     finally:
         live.close()
+
+
+@pytest.fixture(scope="module")
+def live_pool() -> Iterator[LivePool]:
+    yield from _opened_pool()
 
 
 @pytest.fixture(scope="session")
 def _session_pool() -> Iterator[LivePool]:
-    skip_without_jail()
-    live = make_live_pool()
-    try:
-        yield live
-    finally:
-        live.close()
+    yield from _opened_pool()
 
 
 @pytest.fixture(scope="module")
