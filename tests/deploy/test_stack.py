@@ -116,18 +116,22 @@ LAUNCHERS = {"setpriv", "bwrap"}
 HELD = ("CapInh", "CapPrm", "CapEff", "CapAmb")
 
 
+def holds_capabilities(held_caps: dict[str, int]) -> bool:
+    return any(held_caps[k] for k in HELD)
+
+
 def assert_holds_no_capability(pid: int) -> None:
     """A jailed process holds no capability; a launcher may for its start only, so it
     must be one and drop them (or be gone) within seconds: a run's process never may."""
     with contextlib.suppress(FileNotFoundError):
         held_caps = caps(pid)
-        if not any(held_caps[k] for k in HELD):
+        if not holds_capabilities(held_caps):
             return
         name = Path(f"/proc/{pid}/comm").read_text().strip()
         assert name in LAUNCHERS, describe(pid, held_caps)
         deadline = time.monotonic() + 10
-        while any(caps(pid)[k] for k in HELD):
-            assert time.monotonic() < deadline, f"a launcher kept them: {describe(pid, caps(pid))}"
+        while holds_capabilities(held_caps := caps(pid)):
+            assert time.monotonic() < deadline, f"a launcher kept them: {describe(pid, held_caps)}"
             time.sleep(0.05)
 
 
