@@ -291,7 +291,7 @@ def run(
     except Exception as exc:
         from backend.app.pools import PoolConfigError
         from backend.client import ServerError
-        from sandbox.library_choices import LibraryUnavailable
+        from sandbox.environments.library_choices import LibraryUnavailable
         from sandbox.pool.versioned import VersionUnavailable
 
         if isinstance(exc, PoolConfigError):  # e.g. no jail: what is missing

@@ -7,7 +7,7 @@
     jaxplay versions remove 0.10.2
     jaxplay versions libraries       # the libraries (Flax, Optax...) each version offers
 
-Environments live under ``JAXPLAY_JAX_VERSIONS_DIR`` (sandbox/versions.py says what
+Environments live under ``JAXPLAY_JAX_VERSIONS_DIR`` (sandbox/environments/versions.py says what
 each holds). Installing is the operator's act, here: a run never installs anything.
 ``add`` installs exactly a committed lock's wheels (pip ``--require-hashes``), within
 a time limit. Registered on the ``jaxplay`` typer app by ``register(app)``. This module
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sandbox.versions import INSTALL_TIMEOUT_S
+from sandbox.environments.versions import INSTALL_TIMEOUT_S
 
 if TYPE_CHECKING:
     from backend.app.settings import Settings
@@ -49,7 +49,7 @@ def versions(
         return
     from dataclasses import asdict
 
-    from sandbox.versions import listing
+    from sandbox.environments.versions import listing
 
     settings = _settings()
     rows = listing(settings.jax_versions_dir)
@@ -80,7 +80,12 @@ def add(
 ) -> None:
     """Install JAX versions, each in its own environment with an interpreter it supports,
     exactly as its committed lock pins them (`jaxplay versions lock` makes one)."""
-    from sandbox.versions import InstallError, default_version, grant_jail_access, install
+    from sandbox.environments.versions import (
+        InstallError,
+        default_version,
+        grant_jail_access,
+        install,
+    )
 
     settings = _settings()
     wanted = list(dict.fromkeys([*(settings.jax_versions if configured else []), *(version or [])]))
@@ -112,8 +117,8 @@ def lock_versions(
     ] = INSTALL_TIMEOUT_S,
 ) -> None:
     """Resolve each version's packages for the interpreter it would use and write them,
-    pinned by sha256, to sandbox/version_locks/ for `add` (review and commit them)."""
-    from sandbox.versions import InstallError, lock
+    pinned by sha256, to sandbox/environments/version_locks/ for `add` (review and commit them)."""
+    from sandbox.environments.versions import InstallError, lock
 
     failed = 0
     for v in version:
@@ -130,7 +135,7 @@ def remove(
     version: Annotated[list[str], typer.Argument(help="Versions to delete.")],
 ) -> None:
     """Delete installed versions' environments (never the default's)."""
-    from sandbox.versions import remove as remove_version
+    from sandbox.environments.versions import remove as remove_version
 
     settings = _settings()
     missing = 0
@@ -152,9 +157,9 @@ def list_libraries(
     ] = None,
 ) -> None:
     """The JAX libraries (Flax, Optax, Equinox...) each version offers, as its committed
-    library lock pins them (sandbox/libraries.py; scripts/lock_libraries.py makes them)."""
-    from sandbox import libraries, library_choices
-    from sandbox.versions import OFFERED, version_key
+    library lock pins them (sandbox/environments/libraries.py; scripts/lock_libraries.py makes them)."""
+    from sandbox.environments import libraries, library_choices
+    from sandbox.environments.versions import OFFERED, version_key
 
     for v in sorted(version or OFFERED, key=version_key):
         paths = libraries.locks_of(v)

@@ -20,7 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sandbox.gpu_target_request import GPU_TARGETS  # noqa: E402
+from sandbox.protocol.gpu_target_request import GPU_TARGETS  # noqa: E402
 from tests.engine.test_gpu_target import ARGS, CODE, engine  # noqa: E402
 
 

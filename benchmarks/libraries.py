@@ -35,7 +35,7 @@ t0 = time.monotonic()
 from sandbox.engine import api
 api.prepare()
 t1 = time.monotonic()
-from sandbox import libraries
+from sandbox.environments import libraries
 mode = MODE
 if mode == "preloaded":
     libraries.preimport()

@@ -24,11 +24,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend.app.settings import Settings
+from sandbox.environments.versions import default_version, installed
 from sandbox.jail.jail import Jailer
 from sandbox.pool.versioned import VersionedPool
 from sandbox.pool.zygote_pool import ZygotePool
 from sandbox.protocol import RunRequest
-from sandbox.versions import default_version, installed
 
 REQUEST: dict[str, Any] = {
     "code": "import jax.numpy as jnp\n\ndef f(x, y):\n    return jnp.sum(jnp.tanh(x @ y) ** 2)\n",

@@ -132,7 +132,7 @@ for wheel_set, files in lists.items():
     for name, requirements in files.items():
         (out / wheel_set / name).write_text("".join(f"{r}\n" for r in requirements))
 # the other versions of a library the operator offers beside the set's (its committed,
-# hash-pinned alternatives lock: sandbox/library_choices.py), each downloaded alone and
+# hash-pinned alternatives lock: sandbox/environments/library_choices.py), each downloaded alone and
 # installed by the worker image as an overlay, as make setup does into .jaxplay/libs
 alternatives = library_choices.lock_path(jax, python_version)
 (out / "base" / "alternatives.lock").write_text(

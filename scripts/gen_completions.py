@@ -1,6 +1,6 @@
 """Generates the editor's completion index for one JAX version: the public names of
 ``jax``, ``jax.numpy``, ``jax.lax``, ``jax.nn``, ``jax.random`` (and a few of their
-submodules) and of the libraries runs import (flax, optax, equinox: sandbox/libraries.py),
+submodules) and of the libraries runs import (flax, optax, equinox: sandbox/environments/libraries.py),
 each with its kind, its signature and the first line of its documentation, from what
 that version's environment has installed. Nothing is fetched. The page loads the file
 of the JAX version picked (frontend/src/completions.ts) the first time the editor asks

@@ -7,7 +7,7 @@
 
 Every setting is declared once, with its type, default and description: the server's
 in backend/app/settings.py, the sandbox's in sandbox/jail/settings.py and
-sandbox/pool/settings.py (composed by sandbox/settings.py). Only the text between
+sandbox/pool/settings.py (composed by sandbox/assembly/settings.py). Only the text between
 the two markers is generated; the page's prose around it is written by hand.
 """
 

@@ -1,11 +1,11 @@
-"""Pin the library set (sandbox/libraries.py) for each offered JAX version, by hash.
+"""Pin the library set (sandbox/environments/libraries.py) for each offered JAX version, by hash.
 
     .venv/bin/python scripts/lock_libraries.py 0.12.0.1 0.10.2   # resolve and write
     .venv/bin/python scripts/lock_libraries.py --all             # every version with a lock
     .venv/bin/python scripts/lock_libraries.py --check           # offline drift check
     .venv/bin/python scripts/lock_libraries.py --alternatives 0.12.0.1  # its alternatives
 
-For each committed version lock (``sandbox/version_locks/jax-V-pyM-MACHINE.txt``) it
+For each committed version lock (``sandbox/environments/version_locks/jax-V-pyM-MACHINE.txt``) it
 resolves, with pip's resolver in a scratch environment of that interpreter, the
 version's own pins (exactly) together with every library of the table, and writes
 ``libraries-jax-V-pyM-MACHINE.txt``: each package the libraries need beyond the
@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox import libraries, library_choices
-from sandbox.versions import LOCKS, find_python
+from sandbox.environments import libraries, library_choices
+from sandbox.environments.versions import LOCKS, find_python
 
 PIP_TIMEOUT_S = 900
 
@@ -119,7 +119,7 @@ def lock_one(base: Path, say=print, locks: Path = LOCKS) -> Path:
         lines.append(f"{meta['name'].lower()}=={meta['version']} --hash=sha256:{digest}")
     path = libraries.lock_path(version, minor, locks)
     header = [
-        f"# The library set (sandbox/libraries.py) for jax {version}, CPython {minor} on "
+        f"# The library set (sandbox/environments/libraries.py) for jax {version}, CPython {minor} on "
         f"{platform.machine()}: what it needs beyond {base.name}, pinned by hash.",
         "# Made by scripts/lock_libraries.py; installed with pip --require-hashes --no-deps.",
         *(f"# not offered: {n}: {why}" for n, why in sorted(not_offered.items())),
@@ -185,7 +185,7 @@ def lock_alternatives(base: Path, say=print, locks: Path = LOCKS) -> Path | None
                     lines.append(f"{got}=={alt} --hash=sha256:{digest}")
     path = library_choices.lock_path(version, minor, locks)
     header = [
-        f"# Alternative library versions (sandbox/library_choices.py) for jax {version}, "
+        f"# Alternative library versions (sandbox/environments/library_choices.py) for jax {version}, "
         f"CPython {minor} on {platform.machine()}: each resolved with {base.name} and the rest "
         "of its library set, pinned by hash.",
         "# Made by scripts/lock_libraries.py --alternatives; each installed alone "

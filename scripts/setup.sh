@@ -44,7 +44,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ sandbox/zygote/_ide
     fi
 fi
 
-# The JAX libraries runs may import (Flax, Optax, Equinox...: sandbox/libraries.py,
+# The JAX libraries runs may import (Flax, Optax, Equinox...: sandbox/environments/libraries.py,
 # docs/sandbox.md "Libraries"), exactly as the default version's committed library
 # lock pins them, every wheel by its sha256; again when the lock changed. The jail runs
 # .venv's interpreter; the server never imports them.
@@ -56,22 +56,22 @@ if [ -f "$liblock" ] && ! cmp -s "$liblock" .venv/.jaxplay-libraries; then
 fi
 # Other versions of some of them a request may pick ("libraries": {"optax": "0.2.6"}),
 # as the default version's committed alternatives lock pins them, each alone in an
-# overlay directory under .jaxplay/libs (sandbox/library_choices.py); only those missing.
-.venv/bin/python -m sandbox.library_choices
+# overlay directory under .jaxplay/libs (sandbox/environments/library_choices.py); only those missing.
+.venv/bin/python -m sandbox.environments.library_choices
 
 # JAX's TPU extra (libtpu), only when asked for: deviceless TPU compiles (docs/api.md,
 # "Deviceless TPU compiles"). It is Google's binary under Google Cloud's terms, not an
-# open-source licence; it goes into .venv/libtpu-extra, off sys.path (sandbox/tpu_extra.py).
+# open-source licence; it goes into .venv/libtpu-extra, off sys.path (sandbox/environments/tpu_extra.py).
 if [ "${JAXPLAY_TPU_EXTRA:-0}" = 1 ]; then
-    .venv/bin/python -m sandbox.tpu_extra
+    .venv/bin/python -m sandbox.environments.tpu_extra
 fi
 
 # JAX's CUDA plugin (jax-cuda12-plugin and -pjrt, Apache-2.0, ~490 MB, without NVIDIA's
 # CUDA libraries), only when asked for: deviceless GPU compiles (docs/api.md,
 # "Deviceless GPU compiles"). It goes into .venv/cuda-extra, off sys.path
-# (sandbox/cuda_extra.py), so CPU runs never load it.
+# (sandbox/environments/cuda_extra.py), so CPU runs never load it.
 if [ "${JAXPLAY_CUDA_EXTRA:-0}" = 1 ]; then
-    .venv/bin/python -m sandbox.cuda_extra
+    .venv/bin/python -m sandbox.environments.cuda_extra
 fi
 
 # The jail's unprivileged uid (docs/sandbox.md, "Who runs the jail"). When jaxplay runs

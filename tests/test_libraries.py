@@ -1,4 +1,4 @@
-"""The library set (sandbox/libraries.py): its committed locks agree with the table,
+"""The library set (sandbox/environments/libraries.py): its committed locks agree with the table,
 and the pre-import leaves a process a zygote can still fork. Jailed runs of library
 code: tests/zygote/test_libraries.py."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import libraries, library_choices
-from sandbox.versions import default_version
+from sandbox.environments import libraries, library_choices
+from sandbox.environments.versions import default_version
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,7 +77,7 @@ def test_preimport_imports_the_set_and_starts_no_backend() -> None:
     and no thread (one CPU, as in a jail)."""
     script = (
         "import json, os, sys, jax, jax.numpy\n"
-        "from sandbox import libraries\n"
+        "from sandbox.environments import libraries\n"
         "done = libraries.preimport()\n"
         "from jax._src import xla_bridge\n"
         "print(json.dumps({'imported': done.imported, 'skipped': done.skipped,\n"
@@ -113,6 +113,6 @@ def test_jaxplay_versions_libraries_lists_each_version_s_set() -> None:
         pinned = " ".join(f"{k}=={v}" for k, v in libraries.offered(version).items())
         assert line == f"jax {version}: {pinned}"
         assert "flax==" in line and "optax==" in line
-    # an alternative the operator offers (sandbox/library_choices.py), under its version
+    # an alternative the operator offers (sandbox/environments/library_choices.py), under its version
     alt = library_choices.listed("0.12.0.1")[0]
     assert out.output.splitlines()[-1].startswith(f"  alternative: {alt.name}=={alt.version} (")

@@ -16,8 +16,8 @@ from backend.app.settings import Settings, declarations, setting_sources, show_v
 from backend.cli import app
 from backend.serve_cli import serve
 from backend.worker_cli import worker
+from sandbox.assembly.settings import SandboxSettings
 from sandbox.jail.settings import MiB
-from sandbox.settings import SandboxSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -229,7 +229,7 @@ def test_values_are_shown_as_the_environment_takes_them() -> None:
 READS_ENVIRONMENT = {
     # the settings' readers, called once at start-up
     "backend/app/settings.py": "the program's settings",
-    "sandbox/settings.py": "the sandbox's settings",
+    "sandbox/assembly/settings.py": "the sandbox's settings",
     "sandbox/jail/settings.py": "the jail's settings (the sandbox used on its own)",
     "sandbox/pool/settings.py": "the pool's settings (the sandbox used on its own)",
     # not settings: JAX's and XLA's own variables, inside a jail
@@ -239,7 +239,7 @@ READS_ENVIRONMENT = {
     "sandbox/zygote/main.py": "JAX_PLATFORMS, reported in the zygote's hello",
     "sandbox/zygote/watch.py": "the environment as part of a process's state",
     # installing a JAX version: where an interpreter of each Python is (setup time)
-    "sandbox/versions.py": "JAXPLAY_PYTHON_3_x, PYENV_ROOT",
+    "sandbox/environments/versions.py": "JAXPLAY_PYTHON_3_x, PYENV_ROOT",
 }
 
 

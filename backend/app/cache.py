@@ -59,7 +59,7 @@ from backend.app.storage import (
     ResultRecord,
     Storage,
 )
-from sandbox.library_choices import pool_name
+from sandbox.environments.library_choices import pool_name
 from sandbox.protocol import OUTPUT_TABLE, RunRequest
 
 log = get_logger("cache")

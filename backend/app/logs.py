@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-from sandbox.redact import redact_url
+from sandbox.queue.redact import redact_url
 
 __all__ = ["fields", "get_logger", "redact_url"]
 

@@ -1,5 +1,5 @@
 """The server's pool, built from its settings through the sandbox's one registry
-(sandbox/pool_registry.py): ``jaxplay serve``, ``run`` and ``worker`` all come here.
+(sandbox/assembly/pool_registry.py): ``jaxplay serve``, ``run`` and ``worker`` all come here.
 
 The settings name the kind (``pool``, or ``redis`` when ``queue_url`` is set); this
 module fills that kind's options from them, refuses an unknown name, and refuses a
@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from backend.app.logs import fields, get_logger
 from backend.app.settings import Settings
-from sandbox import pool_registry
-from sandbox.pool.base import Pool
-from sandbox.pool_registry import (
+from sandbox.assembly import pool_registry
+from sandbox.assembly.pool_registry import (
     AutoOptions,
     CustomOptions,
     FakeOptions,
@@ -25,6 +24,7 @@ from sandbox.pool_registry import (
     SubprocessOptions,
     ZygoteOptions,
 )
+from sandbox.pool.base import Pool
 
 if TYPE_CHECKING:
     from sandbox.queue.devices import DeviceSetup
@@ -125,8 +125,8 @@ def with_versions(settings: Settings, pool: Pool) -> Pool:
     """The local pool, able to run every installed JAX version (a pool per version,
     started on demand: sandbox/pool/versioned.py). Unchanged where this environment
     has no JAX (a server-only install), as there is then no default version."""
+    from sandbox.environments.versions import default_version, grant_jail_access
     from sandbox.pool.versioned import VersionedPool
-    from sandbox.versions import default_version, grant_jail_access
 
     version = default_version()
     if version is None:

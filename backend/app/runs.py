@@ -167,7 +167,9 @@ class RunService:
                 self.pool.resolve_version(request.jax_version)
             except VersionUnavailable as exc:
                 raise ApiError(422, "invalid_request", str(exc), field="jax_version")
-        if request.libraries:  # another version of a library (sandbox/library_choices.py)
+        if (
+            request.libraries
+        ):  # another version of a library (sandbox/environments/library_choices.py)
             if not isinstance(self.pool, ChoosesLibraries):
                 raise ApiError(
                     422, "invalid_request",

@@ -3,7 +3,7 @@
 Each setting is ``JAXPLAY_<NAME>`` (e.g. ``JAXPLAY_PORT=9000``) with a type, a default
 and a description. The server's own are this class's fields; the sandbox's (the
 jail's limits, how jails are made, the warm pool's sizes) are declared in
-sandbox/settings.py and held here as ``settings.sandbox``, read from the same
+sandbox/assembly/settings.py and held here as ``settings.sandbox``, read from the same
 environment, so one object carries them all. ``Settings()`` reads the environment
 when it is called, never at import time; a command calls it once at start-up
 (backend/cli_common.py, flags on top) and passes it down. ``declarations()`` lists
@@ -25,11 +25,11 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import Field, InstanceOf, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sandbox.gpu_target_request import GPU_TARGETS
+from sandbox.assembly.settings import OWNER, SandboxSettings, SettingInfo
+from sandbox.assembly.settings import declarations as sandbox_declarations
 from sandbox.jail.settings import GiB, KiB, MiB
-from sandbox.settings import OWNER, SandboxSettings, SettingInfo
-from sandbox.settings import declarations as sandbox_declarations
-from sandbox.sharding_request import TPU_TOPOLOGY_PATTERN
+from sandbox.protocol.gpu_target_request import GPU_TARGETS
+from sandbox.protocol.sharding_request import TPU_TOPOLOGY_PATTERN
 
 _REPO = Path(__file__).resolve().parents[2]
 DATABASE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
@@ -479,11 +479,11 @@ class Settings(BaseSettings):
         default="json", description="`json`: one JSON object per line; `text`: for a terminal."
     )
 
-    # --- the sandbox: its settings are declared in sandbox/settings.py -----------
+    # --- the sandbox: its settings are declared in sandbox/assembly/settings.py -----------
     sandbox: InstanceOf[SandboxSettings] = Field(
         default_factory=SandboxSettings,
         description="The sandbox's settings (the jail's limits, how jails are made, the "
-        "warm pool's sizes), each its own `JAXPLAY_*` variable (sandbox/settings.py).",
+        "warm pool's sizes), each its own `JAXPLAY_*` variable (sandbox/assembly/settings.py).",
     )
 
     @model_validator(mode="before")

@@ -114,7 +114,9 @@ class SnippetCreated(BaseModel):
 class LibraryInfo(BaseModel):
     name: str = Field(description="The library as pip names it (`flax`, `dm-haiku`).")
     version: str = Field(description="Its version with this JAX version.")
-    what: str = Field(default="", description="What it is, in one line (sandbox/libraries.py).")
+    what: str = Field(
+        default="", description="What it is, in one line (sandbox/environments/libraries.py)."
+    )
     alternatives: list[str] = Field(
         default_factory=list,
         description="Other versions of it a request may pick (`libraries`: "

@@ -1,10 +1,10 @@
 // The JAX libraries a version offers (GET /api/v1/backends: each version's
-// `libraries`, from sandbox/libraries.py's table and the version's lock), as the
+// `libraries`, from sandbox/environments/libraries.py's table and the version's lock), as the
 // "libraries" popover beside the JAX version picker shows them, and the import line
 // each one is conventionally written with. Pure functions: app/libraries.ts draws them.
 import * as z from "zod/mini";
 
-/** The conventional import of each library of the curated set (sandbox/libraries.py),
+/** The conventional import of each library of the curated set (sandbox/environments/libraries.py),
  * by pip's name: what "insert import" adds at the top of the code. The one table of
  * these spellings in the page. */
 export const IMPORTS: Readonly<Record<string, string>> = {

@@ -28,7 +28,7 @@ export function outputRefusal(output: Output, t: Targets): string | null {
 }
 
 /** What the request must change to go with its targets (the server's rules in
- * sandbox/gpu_target_request.py and sandbox/sharding_request.py), in words. */
+ * sandbox/protocol/gpu_target_request.py and sandbox/protocol/sharding_request.py), in words. */
 export function targetProblems(t: Targets, backend: Backend, hasMesh: boolean): string[] {
   const problems: string[] = [];
   if (t.gpuTarget && t.tpuTopology) problems.push(`pick one: GPU ${t.gpuTarget} or TPU ${t.tpuTopology}`);

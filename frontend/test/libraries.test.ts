@@ -1,11 +1,11 @@
-// The import table against the curated set (sandbox/libraries.py, read as text: its
+// The import table against the curated set (sandbox/environments/libraries.py, read as text: its
 // names and the modules each one's zygote imports), where an import goes in the code,
 // and the popover's view model from a backends response's versions.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { IMPORTS, importInsertion, importLine, librariesView, versionsWithLibraries, withImport } from "../src/libraries";
 
-const table = readFileSync(new URL("../../sandbox/libraries.py", import.meta.url), "utf8");
+const table = readFileSync(new URL("../../sandbox/environments/libraries.py", import.meta.url), "utf8");
 /** name -> the modules of its Library(...) row */
 const curated = new Map(
   [...table.matchAll(/Library\(\s*"([^"]+)",\s*\(([^)]*)\)/g)].map((m) => [m[1]!, [...m[2]!.matchAll(/"([^"]+)"/g)].map((x) => x[1]!)]),

@@ -1,4 +1,4 @@
-"""Where JAX versions differ, in one place (sandbox/versions.py lists the offered ones).
+"""Where JAX versions differ, in one place (sandbox/environments/versions.py lists the offered ones).
 
 Every version runs the same engine; each function here does one thing the way the
 running JAX supports it, and says which versions need which way. They are probed

@@ -1,7 +1,7 @@
 """Compiling for a named NVIDIA GPU without one: XLA's deviceless GPU compile.
 
 JAX's CUDA plugin (``jax-cuda12-plugin`` and ``jax-cuda12-pjrt``, installed off
-``sys.path`` by sandbox/cuda_extra.py and registered here) can describe a GPU it
+``sys.path`` by sandbox/environments/cuda_extra.py and registered here) can describe a GPU it
 does not have: ``jax.experimental.topologies.get_topology_desc(platform=
 "cuda", target_config=...)`` takes XLA's ``GpuTargetConfigProto`` (as text; one
 file per target in ``gpu_targets/``) and returns a compile-only device. A function
@@ -22,9 +22,9 @@ import re
 import sys
 from typing import Any
 
-from sandbox import cuda_extra
 from sandbox.engine.sharding import abstract_args as on_devices
-from sandbox.gpu_target_request import GPU_TARGETS, GPU_TARGETS_DIR
+from sandbox.environments import cuda_extra
+from sandbox.protocol.gpu_target_request import GPU_TARGETS, GPU_TARGETS_DIR
 
 #: One GPU: the topology ``get_topology_desc`` builds (slices x hosts x devices)
 TOPOLOGY = "1x1x1"
@@ -40,7 +40,7 @@ def target_config(name: str) -> str:
 @functools.cache
 def _register_plugin() -> None:
     """Register JAX's CUDA plugin from the environment's extra folder (off
-    ``sys.path``: sandbox/cuda_extra.py) as JAX's own plugin discovery would; a
+    ``sys.path``: sandbox/environments/cuda_extra.py) as JAX's own plugin discovery would; a
     process that started its CPU backend already may still add it."""
     import jax
 

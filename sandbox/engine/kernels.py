@@ -321,7 +321,7 @@ def _gpu_target_of(args: Any) -> str:
     default one."""
     import jax
 
-    from sandbox.gpu_target_request import GPU_TARGETS
+    from sandbox.protocol.gpu_target_request import GPU_TARGETS
 
     kinds = {d[0]: name for name in GPU_TARGETS if (d := _gpu_device(name)) is not None}
     for leaf in jax.tree_util.tree_leaves(args):

@@ -47,7 +47,7 @@ def worker_info(request: RunRequest) -> dict[str, Any]:
     import jax
     import jaxlib
 
-    from sandbox import libraries
+    from sandbox.environments import libraries
 
     devices = jax.devices()
     return {

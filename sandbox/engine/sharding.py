@@ -1,6 +1,6 @@
 """Meshes, shardings and the collectives XLA inserts, for one run.
 
-The request spells a mesh and PartitionSpecs as JSON (sandbox/sharding_request.py);
+The request spells a mesh and PartitionSpecs as JSON (sandbox/protocol/sharding_request.py);
 this builds the JAX objects over the run's devices, places the example arguments,
 and describes a compiled program's shardings: which device holds which block of
 each argument and output, and every collective in the per-device HLO.
@@ -18,7 +18,7 @@ from typing import Any
 from sandbox.engine.compat import out_info
 from sandbox.engine.sources import hlo_sources
 from sandbox.protocol.limits import MAX_COLLECTIVES, MAX_SHARD_BLOCKS
-from sandbox.sharding_request import MeshSpec
+from sandbox.protocol.sharding_request import MeshSpec
 
 #: the collectives of XLA's HLO; ``-start`` forms (async) count as their op
 COLLECTIVE_KINDS = (

@@ -1,6 +1,6 @@
 """Deviceless TPU compiles: a named TPU topology's devices, and their HBM.
 
-With JAX's TPU extra installed (sandbox/tpu_extra.py), libtpu describes a TPU
+With JAX's TPU extra installed (sandbox/environments/tpu_extra.py), libtpu describes a TPU
 slice it does not have (``jax.experimental.topologies.get_topology_desc("v5e:2x2",
 platform="tpu")``): compile-only devices that a mesh can be built over, so that
 ``jit(...).lower(ShapeDtypeStruct(..., sharding=...)).compile()`` gives the TPU's
@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sandbox import tpu_extra
+from sandbox.environments import tpu_extra
 
 #: Set before libtpu loads. No TPU is attached, so libtpu must not ask the GCE
 #: metadata server what it is (the jail has no network: it would wait, then fail);

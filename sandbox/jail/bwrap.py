@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import sandbox
-from sandbox import tpu_extra
+from sandbox.environments import tpu_extra
 from sandbox.jail import compile_cache
 from sandbox.jail.settings import JailLimits
 
@@ -65,7 +65,7 @@ class Runtime:
     ro_paths: tuple[str, ...]
     #: directories put first on the interpreter's ``sys.path`` (bound read-only too):
     #: a library overlay, another version of one library of the set
-    #: (sandbox/library_choices.py)
+    #: (sandbox/environments/library_choices.py)
     path_first: tuple[str, ...] = ()
 
     def with_path_first(self, paths: Sequence[str]) -> Runtime:
@@ -82,7 +82,7 @@ class Runtime:
     @classmethod
     def for_environment(cls, base_prefix: str, prefix: str) -> Runtime:
         """The interpreter installed at ``base_prefix`` with the virtual environment at
-        ``prefix`` (another JAX version's: sandbox/versions.py)."""
+        ``prefix`` (another JAX version's: sandbox/environments/versions.py)."""
         package = Path(sandbox.__file__).resolve().parent
         candidates = [Path(base_prefix), Path(prefix), package]
         kept: list[Path] = []

@@ -3,7 +3,7 @@
 The jail mounts a tmpfs of its own at ``CACHE_DIR`` (sandbox/jail/bwrap.py), beside
 ``/tmp``: private to this jail (its mount namespace), gone with it, never shared with
 another tenant (a cache entry is executable code). The zygote points JAX's persistent
-cache at it before it forks (``enable``); the warm child's trusted warm-ups and the
+cache at it before it forks (sandbox/zygote/main.py's ``enable_compile_cache``); the warm child's trusted warm-ups and the
 tenant's own runs write it; the between-run wipe of ``/tmp`` and ``/dev/shm`` leaves
 it. After each run, once every process of the run is gone, the zygote checks it
 (``sane``) and empties it when a run has put anything there that JAX would not: a
@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import sys
 
 CACHE_DIR = "/var/cache/jaxplay-xla"
 #: More entries than a person's session of edits makes (each eager operation on each
@@ -28,16 +27,6 @@ MAX_ENTRIES = 4000
 #: Emptied when fuller than this: a full mount would only make writes fail.
 MAX_USED_FRACTION = 0.8
 _ENTRY = re.compile(r"^[A-Za-z0-9_.-]+-cache$")  # jax/_src/lru_cache.py's names
-
-
-def enable(path: str = CACHE_DIR) -> bool:
-    """In the zygote, after the worker imported JAX and before any fork. Only when
-    the jail mounted the cache's tmpfs and the worker uses JAX."""
-    if "jax" not in sys.modules or not os.path.ismount(path):
-        return False
-    from sandbox.engine import persistent_cache
-
-    return persistent_cache.enable(path)
 
 
 def sane(path: str = CACHE_DIR) -> bool:

@@ -101,7 +101,7 @@ class Jailer:
         config: JailConfig | None = None,
         hardening: Hardening | None = None,
     ) -> None:
-        # the settings are read once, at start-up, and passed in (sandbox/settings.py);
+        # the settings are read once, at start-up, and passed in (sandbox/assembly/settings.py);
         # without them, the declared defaults
         self.limits = limits or JailLimits()
         self.config = config or JailConfig()

@@ -1,7 +1,7 @@
 """The jail's settings: every limit is one field with a default and a line of help.
 
 Each field is ``JAXPLAY_<FIELD>``. The program reads them once at start-up
-(sandbox/settings.py composes every part of the sandbox; the server's settings hold
+(sandbox/assembly/settings.py composes every part of the sandbox; the server's settings hold
 that) and passes them down; ``from_env()`` is for the sandbox used on its own. This
 module stays dependency-free: the jail's runtime has no pydantic to count on.
 """

@@ -3,5 +3,5 @@
 ``base`` is the one interface (``Pool``, its handle contract, the optional
 capabilities); the local pools live here (``subprocess_pool``, ``fake``,
 ``versioned``), the jailed warm pool in sandbox/zygote/, the Redis pool in
-sandbox/queue/. Every one is built by name through sandbox/pool_registry.py.
+sandbox/queue/. Every one is built by name through sandbox/assembly/pool_registry.py.
 """

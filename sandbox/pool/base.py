@@ -1,6 +1,6 @@
 """The one pool interface: submit a run, get an async stream of events, cancel.
 
-A pool is what ``sandbox.pool_registry`` builds by name: ``zygote`` (jailed warm
+A pool is what ``sandbox.assembly.pool_registry`` builds by name: ``zygote`` (jailed warm
 zygotes), ``subprocess`` (a fresh unjailed process per run, development only),
 ``redis`` (remote ``jaxplay worker`` machines, sandbox/queue/), ``fake`` (scripted
 events, for fast tests), and ``VersionedPool`` around a local one (one pool per JAX
@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from sandbox.protocol import RunRequest
 
 if TYPE_CHECKING:
+    from sandbox.environments.versions import Environment, Row
     from sandbox.pool.budget import Budget
-    from sandbox.versions import Environment, Row
 
 #: How long after ``cancel()`` a handle may take to end with ``done`` ``cancelled``
 #: (the server drops a run that takes longer: ``JAXPLAY_CANCEL_GRACE_S``, this default).
@@ -149,7 +149,7 @@ class RunsVersions(Protocol):
 
 @runtime_checkable
 class ChoosesLibraries(Protocol):
-    """A pool that runs a request's choice of library versions (sandbox/library_choices.py)."""
+    """A pool that runs a request's choice of library versions (sandbox/environments/library_choices.py)."""
 
     def resolve_libraries(
         self, version: str | None, choices: dict[str, str]

@@ -44,7 +44,7 @@ class SubprocessPool:
         self._pristine = 0
 
     def for_environment(self, env: Any) -> SubprocessPool:
-        """The same pool running another JAX version's interpreter (sandbox/versions.py)."""
+        """The same pool running another JAX version's interpreter (sandbox/environments/versions.py)."""
         return SubprocessPool(self._max, self._limits, python=env.python)
 
     async def start(self) -> None:

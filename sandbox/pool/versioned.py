@@ -2,7 +2,7 @@
 
 A request's ``jax_version`` picks the pool. The default version's pool is the one the
 server was configured with; another version's is made from it for that version's
-environment (sandbox/versions.py) — for the jailed warm pool, the same jailer with
+environment (sandbox/environments/versions.py) — for the jailed warm pool, the same jailer with
 that version's interpreter and venv bound instead — started on its first run and
 closed once it has had no run for ``idle_s``, so an old version costs nothing until
 someone asks for it. Every version's warm pool takes its places and zygotes from the
@@ -23,8 +23,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sandbox import library_choices
-from sandbox.library_choices import LibraryUnavailable
+from sandbox.environments import library_choices
+from sandbox.environments.library_choices import LibraryUnavailable
+from sandbox.environments.versions import (
+    OFFERED,
+    Environment,
+    Row,
+    installed,
+    listing,
+    unknown_version_message,
+)
 from sandbox.pool.base import (
     ForEnvironment,
     Pool,
@@ -35,14 +43,6 @@ from sandbox.pool.base import (
     WaitsReady,
 )
 from sandbox.protocol import RunRequest
-from sandbox.versions import (
-    OFFERED,
-    Environment,
-    Row,
-    installed,
-    listing,
-    unknown_version_message,
-)
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def pool_for_environment(base: Any, env: Environment) -> Pool:
 
 def pool_with_overlay(base: Any, env: Environment | None, overlay: tuple[str, ...]) -> Pool:
     """A pool like ``base`` whose zygotes start with ``overlay`` (library directories,
-    sandbox/library_choices.py) first on ``sys.path``, running ``env``'s interpreter
+    sandbox/environments/library_choices.py) first on ``sys.path``, running ``env``'s interpreter
     (None: the default's); it takes from ``base``'s budget like another version's."""
     from sandbox.pool.zygote_pool import ZygotePool
 
@@ -125,7 +125,7 @@ class VersionedPool:
         self.idle_s = idle_s
         self._make = make
         self._grant = grant
-        #: where the library overlays are (sandbox/library_choices.py)
+        #: where the library overlays are (sandbox/environments/library_choices.py)
         self.libs_dir = libs_dir if libs_dir is not None else library_choices.LIBS
         self._make_overlay = make_overlay
         #: version (or version and library choices, ``library_choices.pool_name``) -> its started pool, and

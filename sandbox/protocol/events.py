@@ -137,7 +137,7 @@ class WorkerIdentity(_Event):
     libraries: Annotated[dict[str, Short], Field(max_length=64)] | None = Field(
         None,
         description="The curated libraries installed beside this JAX (name -> version: "
-        "sandbox/libraries.py); the result cache's key covers them.",
+        "sandbox/environments/libraries.py); the result cache's key covers them.",
     )
 
 

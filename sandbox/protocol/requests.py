@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sandbox.gpu_target_request import GPU_TARGETS, check_gpu_target
-from sandbox.libraries import LIBRARIES
+from sandbox.environments.libraries import LIBRARIES
+from sandbox.environments.versions import JAX_VERSION_PATTERN
 from sandbox.protocol.checks import (
     CHECK_NAMES,
     CHECKS,
@@ -20,6 +20,7 @@ from sandbox.protocol.checks import (
     GradMode,
 )
 from sandbox.protocol.events import Output
+from sandbox.protocol.gpu_target_request import GPU_TARGETS, check_gpu_target
 from sandbox.protocol.limits import (
     MAX_CODE_BYTES,
     MAX_COMPARE,
@@ -30,7 +31,7 @@ from sandbox.protocol.limits import (
     MAX_TRANSFORMS,
 )
 from sandbox.protocol.output_table import DEFAULT_OUTPUTS
-from sandbox.sharding_request import (
+from sandbox.protocol.sharding_request import (
     TPU_TOPOLOGY_PATTERN,
     LoweringPlatform,
     MeshSpec,
@@ -44,12 +45,10 @@ from sandbox.sharding_request import (
 #: The file name user code is compiled under; it is what JAX's source locations,
 #: tracebacks and HLO metadata show, and what the engine maps lines from.
 SNIPPET_FILENAME = "snippet.py"
-#: a library of the set a request may pick a version of (sandbox/libraries.py), and
+#: a library of the set a request may pick a version of (sandbox/environments/libraries.py), and
 #: how that version is spelled (PEP 440's public versions, roughly)
 LIBRARY_NAMES = tuple(lib.name for lib in LIBRARIES)
 LIBRARY_VERSION_PATTERN = r"^[0-9][0-9A-Za-z.+!-]{0,40}$"
-#: how a JAX version is spelled in a request (``0.4.38``, ``0.12.0.1``)
-JAX_VERSION_PATTERN = r"^\d+\.\d+\.\d+(\.\d+)?$"
 Backend = Literal["cpu", "gpu", "tpu", "auto"]
 
 #: Options each transform accepts, spelled as the JAX function of that name spells
@@ -66,7 +65,7 @@ TRANSFORM_OPTIONS: dict[str, frozenset[str]] = {
     "checkpoint": frozenset({"prevent_cse", "policy"}),
     "jvp": frozenset({"tangents"}),
     "vjp": frozenset({"cotangents"}),
-    # sharding (sandbox/sharding_request.py checks their specs against the mesh)
+    # sharding (sandbox/protocol/sharding_request.py checks their specs against the mesh)
     "shard_map": frozenset({"in_specs", "out_specs", "axis_names", "check_vma"}),
     "smap": frozenset({"in_axes", "out_axes", "axis_name"}),
     "reshard": frozenset({"out_specs"}),

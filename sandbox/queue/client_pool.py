@@ -41,11 +41,12 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from sandbox import libraries, library_choices
-from sandbox.library_choices import LibraryUnavailable
+from sandbox.environments import libraries, library_choices
+from sandbox.environments.library_choices import LibraryUnavailable
 from sandbox.pool.base import PoolFull, PristineUnsupported
 from sandbox.protocol import PROTOCOL_VERSION, RunRequest, done_event
 from sandbox.queue.keys import BACKENDS, JOBS_MAXLEN, Job, Keys, decode_event
+from sandbox.queue.redact import redact_url
 from sandbox.queue.transport import (
     RedisClient,
     connect,
@@ -55,7 +56,6 @@ from sandbox.queue.transport import (
     still_wanted,
     stream_entries,
 )
-from sandbox.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ class RedisPool:
             "backends": {name: dict(b) for name, b in backends.items()},
         }
 
-    # --- library choices (sandbox/library_choices.py) ------------------------------
+    # --- library choices (sandbox/environments/library_choices.py) ------------------------------
 
     def _workers_menu(self) -> tuple[str | None, dict[str, list[str]]]:
         """The JAX version the CPU workers registered and the alternatives every one of

@@ -51,8 +51,8 @@ from sandbox.queue.keys import (
     decode_event,
     entry_ms,
 )
+from sandbox.queue.redact import redact_url
 from sandbox.queue.transport import RedisClient, connect, publish, still_wanted, stream_entries
-from sandbox.redact import redact_url
 from sandbox.supervisor import human_bytes
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class WorkerInfo:
     worker: dict[str, Any] = field(default_factory=dict)
     pool: str = ""
     #: library -> the alternative versions its pool runs on the probe's JAX version
-    #: (sandbox/library_choices.py: the overlays installed here); servers offer them
+    #: (sandbox/environments/library_choices.py: the overlays installed here); servers offer them
     alternatives: dict[str, list[str]] = field(default_factory=dict)
 
 

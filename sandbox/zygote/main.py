@@ -58,9 +58,9 @@ import sys
 import time
 from typing import Any
 
-from sandbox import libraries
-from sandbox.engine import api
+from sandbox.engine import api, persistent_cache
 from sandbox.engine.api import Engine
+from sandbox.environments import libraries
 from sandbox.jail import compile_cache
 from sandbox.jail.seccomp import ZYGOTE_PID
 from sandbox.zygote import child
@@ -112,6 +112,16 @@ def _fd_arg(argv: list[str], i: int) -> int | None:
     return int(argv[i]) if len(argv) > i and argv[i] != "-" else None
 
 
+def enable_compile_cache(path: str = compile_cache.CACHE_DIR) -> bool:
+    """Point JAX's persistent compilation cache at the jail's own tmpfs, after the
+    worker imported JAX and before any fork; only when the jail mounted that tmpfs
+    (sandbox/jail/compile_cache.py) and the worker uses JAX. Here, where the zygote
+    starts its runs, so that the jail itself never reaches into the engine."""
+    if "jax" not in sys.modules or not os.path.ismount(path):
+        return False
+    return persistent_cache.enable(path)
+
+
 def main(argv: list[str]) -> None:
     ctl = socket.socket(fileno=int(argv[1]))
     run_filter_fd, log_fd = _fd_arg(argv, 2), _fd_arg(argv, 3)
@@ -131,7 +141,7 @@ def main(argv: list[str]) -> None:
     api.prepare()  # warm what a run's first use of JAX pays, once
     libraries.preimport()  # Flax, Optax, Equinox...: a run's own import of them costs ~0
     api.discover_backends()
-    cache_on = compile_cache.enable()  # the tenant's own, in its jail: before any child compiles
+    cache_on = enable_compile_cache()  # the tenant's own, in its jail: before any child compiles
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them on first GC
     ms = (time.monotonic() - started) * 1000

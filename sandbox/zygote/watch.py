@@ -66,7 +66,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sandbox import libraries
+from sandbox.environments import libraries
 
 try:  # built by the install (pyproject.toml, ext-modules); see IDENTITY_CHECK
     from sandbox.zygote import _identity
@@ -103,7 +103,7 @@ _TAINTING = frozenset(
 )
 #: Packages whose classes' attributes are compared too (those of every other module
 #: are not: ~10 ms more per run for the whole process), the libraries the zygote
-#: imports (sandbox/libraries.py) among them.
+#: imports (sandbox/environments/libraries.py) among them.
 CLASS_FAMILIES = (
     frozenset({"jax", "jaxlib", "numpy", "ml_dtypes", "opt_einsum", "builtins", "sys", "sandbox"})
     | libraries.PACKAGES

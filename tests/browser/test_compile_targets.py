@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sandbox import cuda_extra, tpu_extra
+from sandbox.environments import cuda_extra, tpu_extra
 
 from .conftest import Server, open_page
 from .test_page import clear_pipeline, set_code, set_field, wait_done

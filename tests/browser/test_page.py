@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from sandbox.libraries import installed_here
+from sandbox.environments.libraries import installed_here
 
 from .conftest import ROOT, Server
 

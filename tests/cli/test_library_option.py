@@ -10,8 +10,8 @@ import typer
 from typer.testing import CliRunner
 
 from backend import cli
-from sandbox import libraries, library_choices
-from sandbox.versions import default_version
+from sandbox.environments import libraries, library_choices
+from sandbox.environments.versions import default_version
 
 
 def test_library_options_become_the_request_s_libraries() -> None:

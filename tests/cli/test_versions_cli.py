@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from sandbox.environments.versions import OFFERED, STAMP, default_version, environment
 from sandbox.pool import versioned
 from sandbox.pool.fake import FakePool
 from sandbox.protocol import RunRequest
-from sandbox.versions import OFFERED, STAMP, default_version, environment
 from tests.gates import jail_required
 from tests.support.cli import in_process as run_in_process
 
@@ -93,12 +93,12 @@ def test_run_refuses_a_version_not_installed_naming_the_command(tmp_path: Path) 
 def test_a_run_never_installs_a_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The versioned pool refuses an offered version that is not installed, naming the
     operator's command, and installs nothing (no install, no process)."""
-    import sandbox.versions
+    import sandbox.environments.versions
 
     def no_install(*_: Any, **__: Any) -> Any:
         raise AssertionError("a run installed a version")
 
-    monkeypatch.setattr(sandbox.versions, "install", no_install)
+    monkeypatch.setattr(sandbox.environments.versions, "install", no_install)
     monkeypatch.setattr(subprocess, "run", no_install)
     monkeypatch.setattr(subprocess, "Popen", no_install)
 
@@ -123,7 +123,7 @@ def test_install_needs_a_committed_lock_and_pins_by_hash(
 ) -> None:
     """`add` installs only what a lock pins (pip --require-hashes), and without one
     says how the operator makes it."""
-    import sandbox.versions as sv
+    import sandbox.environments.versions as sv
 
     monkeypatch.setattr(sv, "find_python", lambda minors: (sys.executable, "3.11.7"))
     locks = tmp_path / "locks"
@@ -153,7 +153,7 @@ def test_install_needs_a_committed_lock_and_pins_by_hash(
 
 
 def test_an_install_step_over_the_time_limit_stops_it() -> None:
-    import sandbox.versions as sv
+    import sandbox.environments.versions as sv
 
     deadline = sv._Deadline("0.10.2", 0.3)
     with pytest.raises(sv.InstallError, match=r"stopped after the 0\.3 s time limit"):
@@ -163,7 +163,7 @@ def test_an_install_step_over_the_time_limit_stops_it() -> None:
 def test_every_offered_version_has_a_committed_lock() -> None:
     """scripts/setup.sh's `versions add --configured` can install any offered version
     on this kind of machine, pinned (a lock per version, for its first interpreter)."""
-    from sandbox.versions import LOCKS, RELEASES
+    from sandbox.environments.versions import LOCKS, RELEASES
 
     for release in RELEASES:
         found = list(LOCKS.glob(f"jax-{release.version}-py*.txt"))

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import redis
 
-from sandbox import libraries, library_choices
+from sandbox.environments import libraries, library_choices
 
 from .conftest import Stack
 

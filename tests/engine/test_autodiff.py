@@ -174,7 +174,7 @@ def _older_version() -> tuple[str, Any] | None:
     """An installed JAX version before 0.7 (classic linearization is its default)."""
     import os
 
-    from sandbox.versions import installed
+    from sandbox.environments.versions import installed
 
     root = Path(__file__).resolve().parents[2]
     folder = Path(os.environ.get("JAXPLAY_JAX_VERSIONS_DIR") or root / ".jaxplay" / "versions")

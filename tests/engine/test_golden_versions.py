@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from sandbox.environments.versions import installed  # noqa: E402
 from sandbox.protocol import RunRequest  # noqa: E402
-from sandbox.versions import installed  # noqa: E402
 from tests.gates import missing_requirement  # noqa: E402
 from tests.golden import case_names, load_case, load_golden, parallel, request_of  # noqa: E402
 from tests.support.warm_engine import WarmEngine  # noqa: E402

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sandbox import cuda_extra
-from sandbox.gpu_target_request import GPU_TARGETS
+from sandbox.environments import cuda_extra
 from sandbox.protocol import RunRequest
+from sandbox.protocol.gpu_target_request import GPU_TARGETS
 from tests.conftest import run_events
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from sandbox import tpu_extra
 from sandbox.engine.profile import pass_times
+from sandbox.environments import tpu_extra
 from sandbox.protocol.limits import MAX_TRACE_GZ_BYTES
 
 CODE = """import jax
@@ -164,7 +164,7 @@ def test_every_gpu_target_has_published_peaks() -> None:
     """A gpu_target compile's device kind is its target file's device_description_str
     (what XLA reports); the roofline needs that device's peaks in the table."""
     from sandbox.engine import roofline
-    from sandbox.gpu_target_request import GPU_TARGETS_DIR
+    from sandbox.protocol.gpu_target_request import GPU_TARGETS_DIR
 
     kinds = [
         re.search(r'device_description_str: "([^"]+)"', p.read_text()).group(1)  # type: ignore[union-attr]

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sandbox import tpu_extra
+from sandbox.environments import tpu_extra
 from sandbox.protocol import RunRequest
 
 REFERENCE = Path(__file__).resolve().parent / "tpu_topology_reference.py"

@@ -7,7 +7,7 @@ import importlib.metadata
 from collections.abc import Callable
 from typing import Any
 
-from sandbox import libraries
+from sandbox.environments import libraries
 from sandbox.protocol import RunRequest
 
 

@@ -164,7 +164,7 @@ CASES = [
         for p in ('/home', '/run', '/boot', '/mnt', '/srv', '/opt', '/root/.ssh'):
             probe('list ' + p, lambda p=p: os.listdir(p), errno.ENOENT)
         # /sys: absent, but for one file where JAX's TPU extra is installed (libtpu
-        # aborts without it: sandbox/tpu_extra.py)
+        # aborts without it: sandbox/environments/tpu_extra.py)
         found = [os.path.join(d, f) for d, _, fs in os.walk('/sys') for f in fs]
         must('/sys: at most cpu/possible', found in ([], ['/sys/devices/system/cpu/possible']), found)
         # /var holds nothing but the way to the tenant's compilation cache (its own tmpfs)

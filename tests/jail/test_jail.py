@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import pool_registry
+from sandbox.assembly import pool_registry
+from sandbox.assembly.pool_registry import AutoOptions
 from sandbox.jail.bwrap import BASE_ENV, LAUNCH_ENV, Runtime, bwrap_argv, jail_returncode
 from sandbox.jail.cgroups import jails_weight
 from sandbox.jail.jail import Jailer, JailUnavailable
@@ -20,7 +21,6 @@ from sandbox.jail.seccomp import filter_bpf
 from sandbox.jail.settings import GiB, JailConfig, JailLimits, MiB, describe, parse_bytes
 from sandbox.pool.settings import PoolSettings
 from sandbox.pool.subprocess_pool import SubprocessPool
-from sandbox.pool_registry import AutoOptions
 from sandbox.protocol import RunRequest
 from sandbox.supervisor.jailed import JailedRun
 from tests.support.live_pool import TEST_LIMITS, needs_bwrap

@@ -6,7 +6,7 @@ run's output."""
 
 from __future__ import annotations
 
-from sandbox import tpu_extra
+from sandbox.environments import tpu_extra
 from sandbox.jail.bwrap import Runtime
 from tests.engine.test_tpu_topology import MESH, needs_extra
 from tests.support.live_pool import LivePool, needs_bwrap

@@ -21,16 +21,16 @@ from typing import Any
 
 import pytest
 
-from sandbox import pool_registry
-from sandbox.jail.settings import GiB, JailLimits, MiB
-from sandbox.pool.base import CANCEL_GRACE_S, Pool, WaitsReady
-from sandbox.pool.settings import PoolSettings
-from sandbox.pool_registry import (
+from sandbox.assembly import pool_registry
+from sandbox.assembly.pool_registry import (
     FakeOptions,
     RedisOptions,
     SubprocessOptions,
     ZygoteOptions,
 )
+from sandbox.jail.settings import GiB, JailLimits, MiB
+from sandbox.pool.base import CANCEL_GRACE_S, Pool, WaitsReady
+from sandbox.pool.settings import PoolSettings
 from sandbox.protocol import RunRequest
 from tests.gates import skip_without_jail, skip_without_services
 

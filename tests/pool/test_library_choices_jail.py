@@ -1,4 +1,4 @@
-"""A request's alternative library version through the real jail (sandbox/library_choices.py).
+"""A request's alternative library version through the real jail (sandbox/environments/library_choices.py).
 
 One versioned jailed pool: a run that asks for the committed alternative (optax 0.2.6 on
 the default JAX) imports that version, from its overlay, and its ``accepted`` says so
@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from sandbox import libraries, library_choices
+from sandbox.environments import libraries, library_choices
+from sandbox.environments.versions import default_version
 from sandbox.jail.jail import Jailer
 from sandbox.pool.settings import PoolSettings
 from sandbox.pool.versioned import VersionedPool
 from sandbox.pool.zygote_pool import ZygotePool
 from sandbox.protocol import RunRequest
-from sandbox.versions import default_version
 from tests.support.live_pool import TEST_LIMITS, needs_bwrap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def test_a_run_imports_the_version_it_asked_for_and_accepted_says_it() -> None:
         message = f"no optax alternative installed for jax {VERSION} in {library_choices.LIBS}"
         if os.environ.get("CI"):
             pytest.fail(f"{message}: make setup installs it")
-        pytest.skip(f"{message} (.venv/bin/python -m sandbox.library_choices)")
+        pytest.skip(f"{message} (.venv/bin/python -m sandbox.environments.library_choices)")
     alt = alts[0]
     default = libraries.installed_here()["optax"]
     assert alt.version != default

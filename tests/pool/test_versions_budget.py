@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
+from sandbox.environments.versions import default_environment
 from sandbox.jail.jail import Jailer
 from sandbox.jail.settings import JailConfig
 from sandbox.pool.base import PoolFull
 from sandbox.pool.versioned import pool_for_environment
 from sandbox.pool.zygote_pool import ZygotePool
 from sandbox.protocol import RunRequest
-from sandbox.versions import default_environment
 from tests.support.live_pool import TEST_LIMITS, TEST_POOL, needs_bwrap
 
 pytestmark = [needs_bwrap, pytest.mark.slow]

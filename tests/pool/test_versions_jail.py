@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
+from sandbox.environments.versions import default_version, installed, version_key
 from sandbox.jail.jail import Jailer
 from sandbox.pool.settings import PoolSettings
 from sandbox.pool.versioned import VersionedPool
 from sandbox.pool.zygote_pool import ZygotePool
 from sandbox.protocol import RunRequest
-from sandbox.versions import default_version, installed, version_key
 from tests.support.live_pool import TEST_LIMITS, needs_bwrap
 
 ROOT = Path(__file__).resolve().parents[2]

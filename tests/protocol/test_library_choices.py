@@ -1,4 +1,4 @@
-"""A request's choice of library versions (sandbox/library_choices.py), in process: the
+"""A request's choice of library versions (sandbox/environments/library_choices.py), in process: the
 request field's checks, what a JAX version offers and refuses, the alternatives lock's
 drift check, and how a zygote's interpreter is given the overlay. Through the API:
 tests/server/test_library_choices.py; in a real jail: tests/pool/test_library_choices_jail.py."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from sandbox import libraries, library_choices
+from sandbox.environments import libraries, library_choices
 from sandbox.jail.bwrap import Runtime, python_command
 from sandbox.protocol import RunRequest
 

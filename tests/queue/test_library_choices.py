@@ -1,5 +1,5 @@
 """A library choice through the queue (issue 22): a worker registers the alternatives its
-local pool runs (the overlays installed beside it, sandbox/library_choices.py), the
+local pool runs (the overlays installed beside it, sandbox/environments/library_choices.py), the
 server offers what every live worker registered and hands the choice on with the job.
 Fake local pools (no JAX), a real redis-server."""
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from sandbox import libraries, library_choices
-from sandbox.library_choices import LibraryUnavailable
+from sandbox.environments import libraries, library_choices
+from sandbox.environments.library_choices import LibraryUnavailable
 from sandbox.pool.fake import FakePool
 from tests.queue.test_queue import Cluster, go, request
 from tests.support.services import RedisServer

@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.app.cache import ResultCache
-from sandbox import libraries, library_choices
+from sandbox.environments import libraries, library_choices
 from sandbox.pool.versioned import VersionedPool
 from sandbox.protocol import RunRequest
 

@@ -18,10 +18,10 @@ from fastapi.testclient import TestClient
 
 from backend.app.cache import ResultCache
 from backend.app.storage import canonical_json, snippet_digest
-from sandbox import libraries
+from sandbox.environments import libraries
+from sandbox.environments.versions import STAMP
 from sandbox.pool.versioned import VersionedPool
 from sandbox.protocol import RunRequest
-from sandbox.versions import STAMP
 
 from .fakes import FakePool
 

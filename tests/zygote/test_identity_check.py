@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sandbox.versions import installed
+from sandbox.environments.versions import installed
 from sandbox.zygote import watch as state_watch
 
 ROOT = Path(__file__).resolve().parents[2]

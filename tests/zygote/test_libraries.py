@@ -1,4 +1,4 @@
-"""The library set in real jails (sandbox/libraries.py): a Flax NNX training step, an
+"""The library set in real jails (sandbox/environments/libraries.py): a Flax NNX training step, an
 Equinox MLP's filtered gradient and an Optax schedule (the examples/ files) run
 through the engine in a jail show the jaxpr, byte for byte, and the values, by
 sha256, that JAX and the libraries called directly in a fresh process give
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from sandbox import libraries
+from sandbox.environments import libraries
 from sandbox.protocol import RunRequest
 from tests.gates import skip_without_jail
 from tests.support.live_pool import TEST_LIMITS, TEST_POOL, LivePool, Result, make_live_pool

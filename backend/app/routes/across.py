@@ -21,8 +21,8 @@ from backend.app.runs import RunStream
 from backend.app.services import ServicesDep
 from backend.app.tenancy import caller_for
 from backend.app.wire import ERROR_RESPONSES, RunBody
+from sandbox.environments.versions import version_key
 from sandbox.protocol import JAX_VERSION_PATTERN
-from sandbox.versions import version_key
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])
 

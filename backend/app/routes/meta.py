@@ -13,7 +13,7 @@ from backend.app.errors import ApiError
 from backend.app.runs import DEVICELESS_TARGETS
 from backend.app.services import Services, ServicesDep
 from backend.app.wire import BackendsAnswer, Health, LibraryInfo, VersionInfo, WorkerInfo
-from sandbox import libraries
+from sandbox.environments import libraries
 from sandbox.pool.base import ChoosesLibraries, RunsVersions
 
 router = APIRouter(tags=["server"])

@@ -1,8 +1,8 @@
 """JAX's CUDA plugin for deviceless GPU compiles (``gpu_target``): where it lives,
 and installing it (``JAXPLAY_CUDA_EXTRA=1 make setup``, or ``python -m
-sandbox.cuda_extra``).
+sandbox.environments.cuda_extra``).
 
-Free of JAX (how an extra is kept and installed: sandbox/extras.py). The plugin (``jax-cuda12-plugin`` and ``jax-cuda12-pjrt``, about
+Free of JAX (how an extra is kept and installed: sandbox/environments/extras.py). The plugin (``jax-cuda12-plugin`` and ``jax-cuda12-pjrt``, about
 490 MB, Apache-2.0; without NVIDIA's CUDA library wheels, which a compile without a
 GPU does not load) goes into a folder of the virtual environment that is not on
 ``sys.path`` (``<venv>/cuda-extra``): JAX registers every plugin it can import
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sandbox.extras import Extra, ExtraMissing
+from sandbox.environments.extras import Extra, ExtraMissing
 
 
 class CudaExtraMissing(ExtraMissing):

@@ -1,11 +1,11 @@
 """Alternative versions of the curated libraries: a request may pick one (issue 22).
 
-Each JAX version's library set (sandbox/libraries.py) has one version of each library,
+Each JAX version's library set (sandbox/environments/libraries.py) has one version of each library,
 its default. An operator may offer others, like Compiler Explorer's menu: they are
 listed in ``ALTERNATIVES`` (per JAX version: library -> extra versions), then
 ``scripts/lock_libraries.py --alternatives V`` resolves each with pip together with
 V's own lock and the rest of its library set (it must need nothing else: the rest of
-the set stays as it is) and writes ``sandbox/version_locks/alternatives-jax-<V>-py<M>-
+the set stays as it is) and writes ``sandbox/environments/version_locks/alternatives-jax-<V>-py<M>-
 <machine>.txt``, one line per alternative, its wheel pinned by sha256. ``make setup``
 (for the default version) and ``jaxplay versions add V`` install each line alone as an
 overlay directory::
@@ -37,8 +37,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox import libraries
-from sandbox.libraries import LOCKS, canonical
+from sandbox.environments import libraries
+from sandbox.environments.libraries import LOCKS, canonical
 
 #: The alternatives an operator offers: JAX version -> library (the table's name) ->
 #: versions besides the default. Each needs a line in that version's alternatives lock
@@ -48,7 +48,7 @@ ALTERNATIVES: dict[str, dict[str, tuple[str, ...]]] = {
     "0.12.0.1": {"optax": ("0.2.6",)},
 }
 #: where the overlays live, beside the versions' environments (.jaxplay/versions)
-LIBS = Path(__file__).resolve().parents[1] / ".jaxplay" / "libs"
+LIBS = Path(__file__).resolve().parents[2] / ".jaxplay" / "libs"
 #: written last into an overlay: the lock line it installed (it is complete)
 STAMP = libraries.OVERLAY_STAMP
 #: at most this many libraries chosen in one request
@@ -103,7 +103,9 @@ def read_lock(path: Path) -> list[Alternative]:
             raise ValueError(f"{path}:{n}: not a pinned requirement with its hash: {line!r}")
         name = tables.get(canonical(m["name"]))
         if name is None:
-            raise ValueError(f"{path}:{n}: {m['name']} is not a library of sandbox/libraries.py")
+            raise ValueError(
+                f"{path}:{n}: {m['name']} is not a library of sandbox/environments/libraries.py"
+            )
         found.append(Alternative(name, m["version"], m["sha"]))
     return found
 

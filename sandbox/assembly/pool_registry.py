@@ -72,7 +72,7 @@ class ZygoteOptions:
     #: sandbox/queue/devices.py); None: the plain CPU jail
     device: DeviceSetup | None = None
     #: the jail's limits and config and the pool's sizes, read at start-up
-    #: (sandbox/settings.py); None: their declared defaults
+    #: (sandbox/assembly/settings.py); None: their declared defaults
     limits: JailLimits | None = None
     jail: JailConfig | None = None
     pool: PoolSettings | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-GPU_TARGETS_DIR = Path(__file__).resolve().parent / "engine" / "gpu_targets"
+GPU_TARGETS_DIR = Path(__file__).resolve().parents[1] / "engine" / "gpu_targets"
 #: The GPU targets a request may name: ``h100``, ``a100``, ...
 GPU_TARGETS: tuple[str, ...] = tuple(sorted(p.stem for p in GPU_TARGETS_DIR.glob("*.txtpb")))
 #: What a compile for a GPU the worker does not have cannot give: nothing runs

@@ -8,7 +8,7 @@ resolves its names against each offered JAX version with pip's resolver;
 (``GET /api/v1/backends``) and ``jaxplay versions`` list what each version offers;
 the zygote calls ``preimport()``; docs/sandbox.md ("Libraries") describes it.
 
-A version's library lock (``sandbox/version_locks/libraries-jax-<version>-py<minor>-
+A version's library lock (``sandbox/environments/version_locks/libraries-jax-<version>-py<minor>-
 <machine>.txt``) pins, each wheel by its sha256, the libraries pip resolved as
 compatible with that JAX and everything they need beyond the version's own lock. A
 library with no release compatible with that JAX (or its interpreter) is named on a
@@ -193,7 +193,7 @@ def installed(prefix: str | Path) -> dict[str, str]:
 
 
 _HERE: dict[str, str] | None = None
-#: written last into a library overlay (sandbox/library_choices.py): it is complete
+#: written last into a library overlay (sandbox/environments/library_choices.py): it is complete
 OVERLAY_STAMP = ".jaxplay-overlay"
 
 
@@ -209,7 +209,7 @@ def installed_here() -> dict[str, str]:
 def overlaid(path: Iterable[str]) -> dict[str, str]:
     """The table's libraries in the overlay directories on ``path`` (``sys.path``):
     another version of a library, put before the environment's own by a request's
-    choice (sandbox/library_choices.py); the first found wins, as for an import."""
+    choice (sandbox/environments/library_choices.py); the first found wins, as for an import."""
     wanted = {canonical(lib.name): lib.name for lib in LIBRARIES}
     found: dict[str, str] = {}
     for entry in path:

@@ -1,8 +1,8 @@
 """JAX's TPU extra (``libtpu``) for deviceless TPU compiles: where it lives, and
-installing it (``JAXPLAY_TPU_EXTRA=1 make setup``, or ``python -m sandbox.tpu_extra``).
+installing it (``JAXPLAY_TPU_EXTRA=1 make setup``, or ``python -m sandbox.environments.tpu_extra``).
 
 Free of JAX: the jail (sandbox/jail/bwrap.py) asks whether an environment has it
-(how an extra is kept and installed: sandbox/extras.py).
+(how an extra is kept and installed: sandbox/environments/extras.py).
 libtpu is Google's binary, under Google Cloud's terms, not an open-source licence
 (docs/api.md, "Deviceless TPU compiles"): it is installed only when the operator
 asks, never by default. It goes into a folder of the virtual environment that is
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sandbox.extras import Extra, ExtraMissing
+from sandbox.environments.extras import Extra, ExtraMissing
 
 #: libtpu's own allocator (tcmalloc) aborts at load unless it can read this host file
 #: (the CPUs that may exist); a jail with the extra has it bound read-only

@@ -8,7 +8,7 @@ its backends); the engine points JAX at it only for the runs that ask for it. Be
 inside the environment, it is bound read-only into every jail with it. A stamp file,
 written last, says which JAX it was installed for: JAX and its extras are released
 in lockstep, so another JAX version is refused with what to do.
-sandbox/tpu_extra.py and sandbox/cuda_extra.py are the two extras.
+sandbox/environments/tpu_extra.py and sandbox/environments/cuda_extra.py are the two extras.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ install that failed or was interrupted) is wiped and made again by the next ``ad
 
 Installing is an operator's act (``jaxplay versions add``), never a run's: what it
 installs is pinned, every wheel by its sha256, in a lock committed with jaxplay
-(``sandbox/version_locks/jax-<version>-py<minor>-<machine>.txt``, made by ``jaxplay
+(``sandbox/environments/version_locks/jax-<version>-py<minor>-<machine>.txt``, made by ``jaxplay
 versions lock``, read by ``pip install --require-hashes``), and each of its steps has
 a time limit (``install``'s ``timeout_s``). The JAX libraries runs may import (Flax,
-Optax, Equinox...: sandbox/libraries.py) come from a second lock beside it,
+Optax, Equinox...: sandbox/environments/libraries.py) come from a second lock beside it,
 ``libraries-jax-<version>-...``, installed after it the same way.
 
 This module never imports JAX: the server reads versions from package metadata.
@@ -42,9 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sandbox
-from sandbox import libraries, library_choices
-from sandbox.protocol import JAX_VERSION_PATTERN
+from sandbox.environments import libraries, library_choices
 
+#: how a JAX version is spelled: a request's ``jax_version`` (``0.4.38``, ``0.12.0.1``),
+#: an environment's folder, a lock's name
+JAX_VERSION_PATTERN = r"^\d+\.\d+\.\d+(\.\d+)?$"
 _VERSION = re.compile(JAX_VERSION_PATTERN)
 
 #: written last into an environment: it is complete
@@ -518,13 +520,13 @@ def _install_libraries(
     pip_output: int | None,
     deadline: _Deadline,
 ) -> None:
-    """Install the library set its committed library lock pins (sandbox/libraries.py),
+    """Install the library set its committed library lock pins (sandbox/environments/libraries.py),
     once: the stamp names the lock it installed. Without a library lock, none."""
     pinned = libraries.lock_path(env.version, env.python_version, locks)
     stamp_path = Path(env.prefix) / STAMP
     stamp = json.loads(stamp_path.read_text())
     # the other versions of some libraries a request may pick, each in an overlay of
-    # its own (sandbox/library_choices.py): those not installed yet
+    # its own (sandbox/environments/library_choices.py): those not installed yet
     library_choices.install(env.version, env.python_version, env.python, locks=locks, say=say)
     if not pinned.is_file() or stamp.get("libraries_lock") == pinned.name:
         return
