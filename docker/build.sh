@@ -100,7 +100,7 @@ WHEELS=$OUT/wheels
 import subprocess, sys, tomllib
 from pathlib import Path
 
-from sandbox import libraries, library_choices
+from sandbox.environments import libraries, library_choices
 
 out, python_version = Path(sys.argv[1]), sys.argv[2]
 pyproject = tomllib.loads(Path("pyproject.toml").read_text())

@@ -48,7 +48,7 @@ fi
 # docs/sandbox.md "Libraries"), exactly as the default version's committed library
 # lock pins them, every wheel by its sha256; again when the lock changed. The jail runs
 # .venv's interpreter; the server never imports them.
-liblock=$(.venv/bin/python -c 'import sys, importlib.metadata as m; from sandbox import libraries; print(libraries.lock_path(m.version("jax"), "%d.%d" % sys.version_info[:2]))')
+liblock=$(.venv/bin/python -c 'import sys, importlib.metadata as m; from sandbox.environments import libraries; print(libraries.lock_path(m.version("jax"), "%d.%d" % sys.version_info[:2]))')
 if [ -f "$liblock" ] && ! cmp -s "$liblock" .venv/.jaxplay-libraries; then
     echo "setup: installing the JAX libraries of $liblock into .venv"
     .venv/bin/python -m pip install -q --require-hashes --no-deps --only-binary=:all: -r "$liblock"
