@@ -13,6 +13,7 @@ from importlib.metadata import version as package_version
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from starlette.routing import Route
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from backend.app.admission import Admission
@@ -23,6 +24,8 @@ from backend.app.compression import Compression
 from backend.app.confirm import Confirmer
 from backend.app.errors import install_error_handlers
 from backend.app.logs import fields, get_logger, redact_url
+from backend.app.mcp_endpoint import PATH as MCP_PATH
+from backend.app.mcp_endpoint import McpEndpoint
 from backend.app.metrics import Metrics, serve_metrics
 from backend.app.middleware import (
     AccessLog,
@@ -98,7 +101,8 @@ def create_app(
             ),
         )
         try:
-            yield
+            async with mcp.running() if mcp is not None else contextlib.nullcontext():
+                yield
         finally:
             if probe is not None:
                 probe.cancel()
@@ -126,6 +130,12 @@ def create_app(
     )
     install_error_handlers(app)
     mount_docs(app, settings.frame_ancestors)
+    # The MCP endpoint (agents): its tools call the routes below as the caller.
+    mcp = McpEndpoint(settings, version) if settings.mcp_enabled else None
+    if mcp is not None:
+        app.router.routes.append(
+            Route(MCP_PATH, mcp.app, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+        )
     for router in (
         runs.router,
         across.router,

@@ -454,6 +454,20 @@ class Settings(BaseSettings):
         default=4 * 1024 * 1024, ge=0, description="Results larger than this are not cached."
     )
 
+    # --- agents (MCP), bug reports, notebooks, public figures -------------------------
+    mcp_enabled: bool = Field(
+        default=True,
+        description="Serve the MCP endpoint `/mcp` (Streamable HTTP; docs/api.md, \"MCP\"). "
+        "Its tools call the REST API as the caller, under the same limits.",
+    )
+    mcp_output_chars: int = Field(
+        default=20_000,
+        ge=200,
+        le=1_000_000,
+        description="Characters of each output (a jaxpr, an HLO, a diff) an MCP tool "
+        "answers; a longer one is cut, with its total and `truncated: true`.",
+    )
+
     # --- metrics -------------------------------------------------------------------
     metrics_public: bool = Field(
         default=False,
