@@ -36,6 +36,7 @@ from backend.app.middleware import (
 )
 from backend.app.pools import make_pool
 from backend.app.routes import across, meta, pages, runs, snippets, watch, ws
+from backend.app.routes import notebooks as notebook_import
 from backend.app.routes.docs import mount_docs
 from backend.app.runs import RunService
 from backend.app.services import Services
@@ -140,6 +141,7 @@ def create_app(
         runs.router,
         across.router,
         watch.router,
+        notebook_import.router,  # before snippets: /snippets/import is not an id
         snippets.router,
         meta.router,
         pages.router,
