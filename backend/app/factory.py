@@ -35,7 +35,7 @@ from backend.app.middleware import (
     SecurityHeaders,
 )
 from backend.app.pools import make_pool
-from backend.app.routes import across, meta, pages, runs, snippets, watch, ws
+from backend.app.routes import across, meta, pages, report, runs, snippets, watch, ws
 from backend.app.routes import notebooks as notebook_import
 from backend.app.routes.docs import mount_docs
 from backend.app.runs import RunService
@@ -142,6 +142,7 @@ def create_app(
         across.router,
         watch.router,
         notebook_import.router,  # before snippets: /snippets/import is not an id
+        report.router,
         snippets.router,
         meta.router,
         pages.router,

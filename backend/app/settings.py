@@ -457,7 +457,7 @@ class Settings(BaseSettings):
     # --- agents (MCP), bug reports, notebooks, public figures -------------------------
     mcp_enabled: bool = Field(
         default=True,
-        description="Serve the MCP endpoint `/mcp` (Streamable HTTP; docs/api.md, \"MCP\"). "
+        description='Serve the MCP endpoint `/mcp` (Streamable HTTP; docs/api.md, "MCP"). '
         "Its tools call the REST API as the caller, under the same limits.",
     )
     mcp_output_chars: int = Field(
@@ -466,6 +466,14 @@ class Settings(BaseSettings):
         le=1_000_000,
         description="Characters of each output (a jaxpr, an HLO, a diff) an MCP tool "
         "answers; a longer one is cut, with its total and `truncated: true`.",
+    )
+    report_hlo_chars: int = Field(
+        default=20_000,
+        ge=1000,
+        le=60_000,
+        description="Characters of the HLO a bug report (`/api/v1/snippets/{id}/report.md`) "
+        "shows inline (GitHub takes 65 536 in an issue); the whole HLO is its "
+        "`report.hlo.txt`, to attach.",
     )
 
     # --- metrics -------------------------------------------------------------------

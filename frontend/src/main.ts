@@ -35,6 +35,7 @@ import { conn, release, route, takeEarly } from "./app/socket";
 import { RunController } from "./app/run";
 import { Runner } from "./app/runner";
 import { installShareButton } from "./app/share";
+import { installNotebookImport } from "./app/notebook-import";
 import { installRunShortcut } from "./app/shortcuts";
 import { startPage } from "./app/start";
 import { PlayStore } from "./app/store";
@@ -192,6 +193,7 @@ installShareButton(ui.shareBtn, {
   },
   toast: (...content) => toast.show(...content),
 });
+installNotebookImport(ui.shareBtn, { toast: (...content) => toast.show(...content) });
 
 // For scripts and tests: the full texts (CodeMirror renders only what is on screen).
 Object.assign(window, {
