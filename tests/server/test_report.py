@@ -57,7 +57,8 @@ def shown_value(server: LiveServer, body: dict[str, Any]) -> str:
 
 
 def python_blocks(markdown: str) -> list[str]:
-    return re.findall(r"^(`{3,})python\n(.*?)\n\1$", markdown, re.S | re.M)
+    """The bodies of the report's ```python fences."""
+    return [m[1] for m in re.findall(r"^(`{3,})python\n(.*?)\n\1$", markdown, re.S | re.M)]
 
 
 def test_the_markdown_repro_runs_in_a_fresh_python(server: LiveServer, tmp_path: Path) -> None:
@@ -69,7 +70,7 @@ def test_the_markdown_repro_runs_in_a_fresh_python(server: LiveServer, tmp_path:
     for section in ("### Description", "### Config and flags", "### System info", "### HLO"):
         assert section in report
     assert f"{server.url}/s/{sid}" in report and "jit(grad(f, argnums=1))" in report
-    ((_, script),) = python_blocks(report)
+    (script,) = python_blocks(report)
     assert "jaxplay" not in script.split("\n", 1)[1] and "sandbox" not in script
     path = tmp_path / "repro.py"
     path.write_text(script)
@@ -114,7 +115,7 @@ def test_an_error_is_reported_as_the_run_showed_it(server: LiveServer, tmp_path:
     sid = snippet(server, body)
     report = httpx.get(f"{server.url}/api/v1/snippets/{sid}/report.md", timeout=180).text
     assert "`f` raises TypeError" in report and "No HLO: the run did not compile." in report
-    ((_, script),) = python_blocks(report)
+    (script,) = python_blocks(report)
     (tmp_path / "repro.py").write_text(script)
     done = subprocess.run([sys.executable, "-I", str(tmp_path / "repro.py")],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
