@@ -37,7 +37,9 @@ from backend.app.middleware import (
 from backend.app.pools import make_pool
 from backend.app.routes import across, meta, pages, report, runs, snippets, watch, ws
 from backend.app.routes import notebooks as notebook_import
+from backend.app.routes import stats as public_stats
 from backend.app.routes.docs import mount_docs
+from backend.app.run_stats import RunStats
 from backend.app.runs import RunService
 from backend.app.services import Services
 from backend.app.settings import Settings
@@ -84,6 +86,9 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services = await _start_services(settings, version, metrics, pool, pool_name, storage)
         app.state.services = services
+        # the public figures (GET /api/v1/stats), written beside the snippets
+        services.runs.stats = stats = RunStats(services.storage)
+        stats.start()
         metrics_listener = None
         if settings.metrics_port is not None:
             metrics_listener = await serve_metrics(
@@ -115,6 +120,7 @@ def create_app(
                 if services.runs.confirmer.pool is not services.pool:
                     await _close_quietly("pristine pool", services.runs.confirmer.pool.close())
             await _close_quietly("pool", services.pool.close())
+            await _close_quietly("stats", stats.close())
             await _close_quietly("storage", services.storage.close())
             if metrics_listener is not None:
                 metrics_listener.close()
@@ -143,6 +149,7 @@ def create_app(
         watch.router,
         notebook_import.router,  # before snippets: /snippets/import is not an id
         report.router,
+        public_stats.router,
         snippets.router,
         meta.router,
         pages.router,

@@ -475,6 +475,12 @@ class Settings(BaseSettings):
         "shows inline (GitHub takes 65 536 in an issue); the whole HLO is its "
         "`report.hlo.txt`, to attach.",
     )
+    public_stats: bool = Field(
+        default=True,
+        description="Publish the service's figures: `GET /api/v1/stats` and the `/stats` "
+        "page (runs, cache hit rate, first-output latency per JAX version; no code or "
+        "identity is kept for them). Off: both answer 404.",
+    )
 
     # --- metrics -------------------------------------------------------------------
     metrics_public: bool = Field(
