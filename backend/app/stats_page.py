@@ -55,6 +55,7 @@ def plot(bars: list[dict[str, Any]]) -> str:
         if bar["p50_ms"] is not None:
             y = HEIGHT - PAD - inner_h * bar["p50_ms"] / top_ms
             points.append(f"{x + step / 2:.1f},{y:.1f}")
+            parts.append(f'<circle cx="{x + step / 2:.1f}" cy="{y:.1f}" r="3" class="p50-dot"/>')
         if i % 6 == 0:
             parts.append(f'<text x="{x:.1f}" y="{HEIGHT - PAD + 16}" class="label">-{ago} h</text>')
     if points:
@@ -96,7 +97,7 @@ table {{ border-collapse: collapse; margin: .5em 0 1.5em; }}
 th, td {{ padding: .25em .9em; border-bottom: 1px solid #dde; text-align: right; }}
 th:first-child {{ text-align: left; }}
 svg .run {{ fill: #9db8e8; }} svg .hit {{ fill: #3a6fc9; }}
-svg .p50 {{ fill: none; stroke: #d9480f; stroke-width: 2; }}
+svg .p50 {{ fill: none; stroke: #d9480f; stroke-width: 2; }} svg .p50-dot {{ fill: #d9480f; }}
 svg .axis {{ stroke: #888; }} svg .label {{ font-size: 11px; fill: #555; }}
 p.note {{ color: #555; font-size: 13px; }}
 </style></head><body>
