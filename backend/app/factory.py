@@ -87,7 +87,7 @@ def create_app(
         services = await _start_services(settings, version, metrics, pool, pool_name, storage)
         app.state.services = services
         # the public figures (GET /api/v1/stats), written beside the snippets
-        services.runs.stats = stats = RunStats(services.storage)
+        services.runs.stats = stats = RunStats(services.storage, settings.stats_cache_s)
         stats.start()
         metrics_listener = None
         if settings.metrics_port is not None:

@@ -35,8 +35,14 @@ IR_EVENTS = frozenset({"jaxpr", "stablehlo", "hlo"})
 
 
 class RunStats:
-    def __init__(self, storage: Storage) -> None:
+    """``cache_s``: figures are made at most once in that many seconds (the route is
+    public: a client asking in a loop costs one query, not one each)."""
+
+    def __init__(self, storage: Storage, cache_s: float = 5.0) -> None:
         self._storage = storage
+        self._cache_s = cache_s
+        self._made: tuple[float, dict[str, Any]] | None = None
+        self._making = asyncio.Lock()
         self._buffer: list[RunRow] = []
         self._lost = 0
         self._task: asyncio.Task[None] | None = None
@@ -73,11 +79,18 @@ class RunStats:
             except Exception as exc:  # figures are not worth a failed run
                 log_internal("storage.record_runs", exc)
 
-    async def figures(self, now: float | None = None) -> dict[str, Any]:
-        await self.flush()
-        now = time.time() if now is None else now
-        rows = await self._storage.run_rows(now - DAY_S)
-        return figures(rows, now)
+    async def figures(self) -> dict[str, Any]:
+        async with self._making:  # callers that come together share one making
+            made = self._made
+            if made is not None and time.monotonic() - made[0] < self._cache_s:
+                return made[1]
+            await self.flush()
+            now = time.time()
+            rows = await self._storage.run_rows(now - DAY_S)
+            # a busy day is 10^5 rows: counted off the event loop, which serves runs
+            answer = await asyncio.to_thread(figures, rows, now)
+            self._made = (time.monotonic(), answer)
+            return answer
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -106,10 +119,12 @@ def _summary(rows: list[RunRow]) -> dict[str, Any]:
 
 def _window(rows: Iterable[RunRow], since: float) -> dict[str, Any]:
     kept = [r for r in rows if r.at >= since]
-    versions = sorted({r.jax_version for r in kept})
+    by_version: dict[str, list[RunRow]] = {}
+    for r in kept:
+        by_version.setdefault(r.jax_version, []).append(r)
     return {
         **_summary(kept),
-        "per_version": {v: _summary([r for r in kept if r.jax_version == v]) for v in versions},
+        "per_version": {v: _summary(by_version[v]) for v in sorted(by_version)},
     }
 
 
@@ -123,15 +138,18 @@ class HourBar:
 
 
 def hours(rows: list[RunRow], now: float) -> list[HourBar]:
-    """The last day by the hour, oldest first: 24 bars, the last ending now."""
+    """The last day by the hour, oldest first: 24 bars, the last ending now (one pass)."""
+    start = now - DAY_S
+    buckets: list[list[RunRow]] = [[] for _ in range(24)]
+    for r in rows:
+        if start <= r.at <= now:
+            buckets[min(23, int((r.at - start) // HOUR_S))].append(r)
     bars = []
-    for i in range(24):
-        start = now - DAY_S + i * HOUR_S
-        inside = [r for r in rows if start <= r.at < start + HOUR_S or (i == 23 and r.at == now)]
+    for i, inside in enumerate(buckets):
         latencies = [r.first_ir_ms for r in inside if r.first_ir_ms is not None]
         bars.append(
             HourBar(
-                start=start,
+                start=start + i * HOUR_S,
                 runs=len(inside),
                 cache_hits=sum(1 for r in inside if r.cached),
                 p50_ms=percentile(latencies, 0.5),

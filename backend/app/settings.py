@@ -481,6 +481,13 @@ class Settings(BaseSettings):
         "page (runs, cache hit rate, first-output latency per JAX version; no code or "
         "identity is kept for them). Off: both answer 404.",
     )
+    stats_cache_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=3600,
+        description="The public figures are made at most once in this many seconds, "
+        "whoever asks how often.",
+    )
 
     # --- metrics -------------------------------------------------------------------
     metrics_public: bool = Field(

@@ -37,6 +37,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         "JAXPLAY_API_TOKENS": f'["{TOKEN}"]',
         "JAXPLAY_CACHE_JOIN_WAIT_S": "120",
         "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0",
+        "JAXPLAY_STATS_CACHE_S": "0",  # each figure below is read right after its runs
     }
     live = LiveServer(db, "--pool", "subprocess", "--unsafe-no-jail", env=env).start()
     yield live
@@ -107,6 +108,22 @@ def test_the_page_is_the_same_figures(server: LiveServer) -> None:
     assert "script-src 'self'" in r.headers["content-security-policy"]
     assert "<script" not in r.text and 'data-testid="stats-plot"' in r.text
     assert f"<td>{stats['day']['runs']}</td>" in r.text
+
+
+def test_figures_are_made_once_per_cache_period(tmp_path: Path) -> None:
+    """A client asking in a loop gets the same figures (one query) until they are
+    ``JAXPLAY_STATS_CACHE_S`` old."""
+    env = {"JAXPLAY_PROBE_ON_START": "false", "JAXPLAY_STATS_CACHE_S": "3600"}
+    live = LiveServer(tmp_path / "c.sqlite3", "--pool", "tests.server.fakes:FakePool",
+                      "--unsafe-no-jail", env=env).start()  # fmt: skip
+    try:
+        first = httpx.get(live.url + "/api/v1/stats").json()
+        r = httpx.post(live.url + "/api/v1/runs", json={"code": "def f():\n    return 1\n"})
+        assert r.status_code == 200
+        again = httpx.get(live.url + "/api/v1/stats").json()
+        assert again == first and again["day"]["runs"] == 0
+    finally:
+        live.stop()
 
 
 def test_off_means_404(tmp_path: Path) -> None:
