@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import mcp_types as types
 from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -295,24 +295,39 @@ class _OriginCheck:
 
 
 class McpEndpoint:
-    """The ASGI app served at ``/mcp`` and the context its sessions run in."""
+    """The ASGI app served at ``/mcp`` and the context its sessions run in. The SDK's
+    session manager runs once per lifespan: each start of the app makes a new one."""
 
     def __init__(self, settings: Settings, version: str) -> None:
         self.server = make_server(settings, version)
-        self.manager = StreamableHTTPSessionManager(
+        self.settings = settings
+        self._manager: StreamableHTTPSessionManager | None = None
+        self.app: ASGIApp = _OriginCheck(self._serve, settings)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        manager = self._manager
+        if manager is None:  # only between lifespans (a test client's app, not started)
+            body = ErrorBody(status=503, error="starting", message="the server is not started")
+            await error_response(body)(scope, receive, send)
+            return
+        await manager.asgi_app(scope, receive, send)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        manager = StreamableHTTPSessionManager(
             app=self.server,
             json_response=True,
             stateless=True,  # every POST stands alone: any replica can answer it
             # Host and Origin are checked by jaxplay's own rules (HostCheck, _OriginCheck)
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-            max_request_body_size=settings.max_body_bytes,
+            max_request_body_size=self.settings.max_body_bytes,
         )
-        self.app: ASGIApp = _OriginCheck(StreamableHTTPASGIApp(self.manager), settings)
-
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        async with self.manager.run():
-            yield
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
 
 
 def tool_schemas() -> str:

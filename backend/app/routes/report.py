@@ -18,7 +18,7 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import Response
 
 from backend.app import report as report_text
 from backend.app.caller import Caller
@@ -28,7 +28,7 @@ from backend.app.repro import repro
 from backend.app.routes.snippets import load_snippet, snippet_url
 from backend.app.services import Services, ServicesDep
 from backend.app.tenancy import client_of
-from backend.app.wire import ERROR_RESPONSES
+from backend.app.wire import ERROR_RESPONSES, ErrorBody
 from sandbox.protocol import RunRequest
 
 router = APIRouter(prefix="/api/v1", tags=["snippets"])
@@ -159,16 +159,21 @@ async def gather(
     )
 
 
-_REPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
-    404: {"description": "No snippet has this id."},
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody, "description": "No snippet has this id."},
     **ERROR_RESPONSES,
 }
 
 
+def _answers(media_type: str, what: str) -> dict[int | str, dict[str, Any]]:
+    return {200: {"description": what, "content": {media_type: {"schema": {"type": "string"}}}},
+            **_ERRORS}  # fmt: skip
+
+
 @router.get(
     "/snippets/{snippet_id}/report.md",
-    response_class=PlainTextResponse,
-    responses=_REPORT_RESPONSES,
+    response_class=Response,
+    responses=_answers("text/markdown", "The report, as Markdown."),
 )
 async def report_markdown(
     snippet_id: str, request: Request, services: ServicesDep, across: AcrossQuery = None
@@ -183,7 +188,11 @@ async def report_markdown(
     )
 
 
-@router.get("/snippets/{snippet_id}/report.ipynb", responses=_REPORT_RESPONSES)
+@router.get(
+    "/snippets/{snippet_id}/report.ipynb",
+    response_class=Response,
+    responses=_answers("application/x-ipynb+json", "The report, as a notebook (nbformat v4)."),
+)
 async def report_notebook(
     snippet_id: str, request: Request, services: ServicesDep, across: AcrossQuery = None
 ) -> Response:
@@ -201,8 +210,8 @@ async def report_notebook(
 
 @router.get(
     "/snippets/{snippet_id}/report.hlo.txt",
-    response_class=PlainTextResponse,
-    responses=_REPORT_RESPONSES,
+    response_class=Response,
+    responses=_answers("text/plain", "The run's optimised HLO, whole."),
 )
 async def report_hlo(snippet_id: str, request: Request, services: ServicesDep) -> Response:
     """The run's optimised HLO, whole: the report's attachment."""
