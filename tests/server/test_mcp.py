@@ -55,6 +55,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         "JAXPLAY_PROBE_ON_START": "false",
         "JAXPLAY_MCP_OUTPUT_CHARS": "300",
         "JAXPLAY_MAX_TIMEOUT_S": "30",
+        "JAXPLAY_API_TOKENS": '["mcp-tenant-b-0123456789"]',
+        "JAXPLAY_CACHE_JOIN_WAIT_S": "120",
     }
     live = LiveServer(db, "--pool", "subprocess", "--unsafe-no-jail", env=env).start()
     yield live
@@ -212,3 +214,24 @@ def test_jaxplay_mcp_proxies_stdio_to_the_server(server: LiveServer) -> None:
     assert not result.is_error, result.content
     (value,) = [o for o in result.structured_content["outputs"] if o["type"] == "value"]
     assert value["text"] == "42"
+
+
+def test_an_agent_cannot_hand_another_its_answer(server: LiveServer) -> None:
+    """One person's agent runs code whose answer changes with every run; another
+    person's agent asks for the same request. Through MCP as through REST, the second is
+    never served the first's unconfirmed answer: it waits for the pristine run, which
+    disagrees, and then runs on its own."""
+    request = {
+        "code": "import time\n\nSEED = time.time_ns()\n\ndef f():\n    return SEED\n",
+        "outputs": ["value"],
+    }
+    first = call(server.url, "run", request)  # the address's tenant
+    second = call(server.url, "run", request, authorization="Bearer mcp-tenant-b-0123456789")
+    assert not first.is_error and not second.is_error, (first.content, second.content)
+    assert second.structured_content["cached"] is False
+
+    def value(result: Any) -> str:
+        (out,) = [o for o in result.structured_content["outputs"] if o["type"] == "value"]
+        return str(out["text"])
+
+    assert value(first) != value(second)
