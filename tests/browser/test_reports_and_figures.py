@@ -48,6 +48,7 @@ def test_open_a_notebook_and_report_it(page: Any, server: Server, tmp_path: Path
     path.write_text(nbformat.writes(nb))
     with page.expect_navigation(url="**/s/*"):
         page.set_input_files("[data-testid=notebook-file]", str(path))
+    page.wait_for_function("() => window.jaxplay !== undefined")  # the new page's script
     assert "def g(x):" in page.evaluate("() => window.jaxplay.code()")
     assert "pip install" not in page.evaluate("() => window.jaxplay.code()")
     assert page.input_value("#entry") == "g"
@@ -65,3 +66,26 @@ def test_open_a_notebook_and_report_it(page: Any, server: Server, tmp_path: Path
         "return jnp.sum(jnp.cos(x) ** 2)" in report.text
         and "args = (jnp.ones((2,)),)" in report.text
     )
+
+
+def test_a_notebook_dropped_on_the_editor_becomes_its_link(page: Any) -> None:
+    """Dropped on the code itself, a notebook becomes its link, and neither the code
+    nor the autosave holds the file's JSON afterwards. (The page takes the drop in the
+    capture phase, before the editor's own file drop; a synthetic drop like this one
+    does not make CodeMirror read the file in time either, so this checks the outcome,
+    not that order.)"""
+    nb = new_notebook(cells=[new_code_cell("%%time\ndef dropped(x):\n    return x + 1")])
+    transfer = page.evaluate_handle(
+        """(text) => {
+            const dt = new DataTransfer();
+            dt.items.add(new File([text], "dropped.ipynb", {type: "application/x-ipynb+json"}));
+            return dt;
+        }""",
+        nbformat.writes(nb),
+    )
+    with page.expect_navigation(url="**/s/*"):
+        page.dispatch_event("[data-testid=code]", "drop", {"dataTransfer": transfer})
+    page.wait_for_function("() => window.jaxplay !== undefined")
+    code = page.evaluate("() => window.jaxplay.code()")
+    assert code.startswith("def dropped(x):") and "%%time" not in code
+    assert "nbformat" not in page.evaluate("() => JSON.stringify(localStorage)")

@@ -54,11 +54,18 @@ export function installNotebookImport(anchor: HTMLElement, hooks: { toast: (...c
   document.addEventListener("dragover", (e) => {
     if (e.dataTransfer?.types.includes("Files")) e.preventDefault();
   });
-  document.addEventListener("drop", (e) => {
-    const file = [...(e.dataTransfer?.files ?? [])].find(isNotebook);
-    if (!file) return; // not ours: the editor takes dropped text as before
-    e.preventDefault();
-    void take(file);
-  });
+  // Captured before the editor sees it: CodeMirror would read a dropped file into the
+  // code (and the autosave) before the page leaves for the notebook's link.
+  document.addEventListener(
+    "drop",
+    (e) => {
+      const file = [...(e.dataTransfer?.files ?? [])].find(isNotebook);
+      if (!file) return; // not ours: the editor takes dropped text as before
+      e.preventDefault();
+      e.stopPropagation();
+      void take(file);
+    },
+    { capture: true },
+  );
   return button;
 }
