@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.app import mcp_results, op_docs
 from backend.app.errors import error_response
-from backend.app.local_api import LocalApi
+from backend.app.local_api import CallerGone, LocalApi
 from backend.app.logs import fields, get_logger
 from backend.app.routes.across import AcrossBody
 from backend.app.routes.ws import origin_allowed
@@ -248,6 +248,9 @@ def make_server(settings: Settings, version: str) -> Server[Any]:
         except ToolFailed as exc:
             log.info("mcp.refused", extra=fields(tool=tool.name, error=exc.text[:200]))
             return _failed(exc.text, exc.body)
+        except CallerGone:  # nobody reads this answer: its run was cancelled
+            log.info("mcp.gone", extra=fields(tool=tool.name))
+            return _failed("the client went away; the call was cancelled", {})
         return types.CallToolResult(
             content=[types.TextContent(text=text)], structured_content=structured
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -235,3 +236,37 @@ def test_an_agent_cannot_hand_another_its_answer(server: LiveServer) -> None:
         return str(out["text"])
 
     assert value(first) != value(second)
+
+
+def test_an_agent_that_hangs_up_ends_its_run(server: LiveServer) -> None:
+    """An agent that stops waiting holds no place: its run ends within seconds, not at
+    its 25 s sleep's end (as a REST run ends when its client leaves)."""
+
+    def ended_early() -> float:
+        text = httpx.get(server.url + "/metrics").text
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("jaxplay_runs_total{")
+            and ('status="cancelled"' in line or 'status="abandoned"' in line)
+        )
+
+    before = ended_early()
+    request = {
+        "code": "import time\ntime.sleep(25)\n\ndef f():\n    return 1\n",
+        "outputs": ["value"],
+    }
+
+    async def hang_up() -> None:
+        http = httpx2.AsyncClient(timeout=httpx2.Timeout(3.0))
+        async with Client(streamable_http_client(server.url + "/mcp", http_client=http)) as c:
+            await c.call_tool("run", request)
+
+    left = time.monotonic()
+    with pytest.raises(ExceptionGroup) as raised:  # the SDK's task group carries it
+        asyncio.run(hang_up())
+    assert raised.group_contains(httpx2.ReadTimeout)  # the client's own 3 s, nothing else
+    while ended_early() == before and time.monotonic() - left < 15:
+        time.sleep(0.25)
+    assert ended_early() == before + 1, "the run went on after its agent hung up"
+    assert time.monotonic() - left < 15
