@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from backend import serve_cli, settings_cli, versions_cli, worker_cli
+from backend import mcp_cli, serve_cli, settings_cli, versions_cli, worker_cli
 from backend.cli_common import validation_problems
 from backend.render import render_event
 from sandbox.pool.base import ChoosesLibraries, RunsVersions
@@ -313,6 +313,7 @@ def main() -> None:
 
 
 serve_cli.register(app)
+mcp_cli.register(app)
 worker_cli.register(app)
 versions_cli.register(app)
 settings_cli.register(app)

@@ -238,6 +238,8 @@ READS_ENVIRONMENT = {
     "sandbox/engine/tpu_topology.py": "libtpu's variables",
     "sandbox/zygote/main.py": "JAX_PLATFORMS, reported in the zygote's hello",
     "sandbox/zygote/watch.py": "the environment as part of a process's state",
+    # not read at all: the text of a bug report's repro script sets XLA_FLAGS for its devices
+    "backend/app/repro.py": "XLA_FLAGS, written into the repro it makes",
     # installing a JAX version: where an interpreter of each Python is (setup time)
     "sandbox/environments/versions.py": "JAXPLAY_PYTHON_3_x, PYENV_ROOT",
 }

@@ -13,6 +13,7 @@ from importlib.metadata import version as package_version
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from starlette.routing import Route
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from backend.app.admission import Admission
@@ -23,6 +24,8 @@ from backend.app.compression import Compression
 from backend.app.confirm import Confirmer
 from backend.app.errors import install_error_handlers
 from backend.app.logs import fields, get_logger, redact_url
+from backend.app.mcp_endpoint import PATH as MCP_PATH
+from backend.app.mcp_endpoint import McpEndpoint
 from backend.app.metrics import Metrics, serve_metrics
 from backend.app.middleware import (
     AccessLog,
@@ -32,8 +35,11 @@ from backend.app.middleware import (
     SecurityHeaders,
 )
 from backend.app.pools import make_pool
-from backend.app.routes import across, meta, pages, runs, snippets, watch, ws
+from backend.app.routes import across, meta, pages, report, runs, snippets, watch, ws
+from backend.app.routes import notebooks as notebook_import
+from backend.app.routes import stats as public_stats
 from backend.app.routes.docs import mount_docs
+from backend.app.run_stats import RunStats
 from backend.app.runs import RunService
 from backend.app.services import Services
 from backend.app.settings import Settings
@@ -80,6 +86,9 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services = await _start_services(settings, version, metrics, pool, pool_name, storage)
         app.state.services = services
+        # the public figures (GET /api/v1/stats), written beside the snippets
+        services.runs.stats = stats = RunStats(services.storage, settings.stats_cache_s)
+        stats.start()
         metrics_listener = None
         if settings.metrics_port is not None:
             metrics_listener = await serve_metrics(
@@ -98,7 +107,8 @@ def create_app(
             ),
         )
         try:
-            yield
+            async with mcp.running() if mcp is not None else contextlib.nullcontext():
+                yield
         finally:
             if probe is not None:
                 probe.cancel()
@@ -110,6 +120,7 @@ def create_app(
                 if services.runs.confirmer.pool is not services.pool:
                     await _close_quietly("pristine pool", services.runs.confirmer.pool.close())
             await _close_quietly("pool", services.pool.close())
+            await _close_quietly("stats", stats.close())
             await _close_quietly("storage", services.storage.close())
             if metrics_listener is not None:
                 metrics_listener.close()
@@ -126,10 +137,19 @@ def create_app(
     )
     install_error_handlers(app)
     mount_docs(app, settings.frame_ancestors)
+    # The MCP endpoint (agents): its tools call the routes below as the caller.
+    mcp = McpEndpoint(settings, version) if settings.mcp_enabled else None
+    if mcp is not None:
+        app.router.routes.append(
+            Route(MCP_PATH, mcp.app, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+        )
     for router in (
         runs.router,
         across.router,
         watch.router,
+        notebook_import.router,  # before snippets: /snippets/import is not an id
+        report.router,
+        public_stats.router,
         snippets.router,
         meta.router,
         pages.router,

@@ -37,6 +37,7 @@ from backend.app.storage import (
     CachedResult,
     CacheLimits,
     ResultRecord,
+    RunRow,
     Trim,
 )
 
@@ -207,6 +208,32 @@ class PgStorage:
             return str(state), str(digest)
 
         return await self._call(put)
+
+    # --- public figures (backend/app/run_stats.py) ------------------------------------
+
+    async def record_runs(self, rows: list[RunRow], keep_since: float) -> None:
+        async def put(conn: psycopg.AsyncConnection[Any]) -> None:
+            async with conn.transaction():
+                async with conn.cursor() as cur:
+                    await cur.executemany(
+                        "INSERT INTO run_stats (at, jax_version, cached, status, first_ir_ms)"
+                        " VALUES (%s, %s, %s, %s, %s)",
+                        [(r.at, r.jax_version, r.cached, r.status, r.first_ir_ms) for r in rows],
+                    )
+                await conn.execute("DELETE FROM run_stats WHERE at < %s", (keep_since,))
+
+        await self._call(put)
+
+    async def run_rows(self, since: float) -> list[RunRow]:
+        async def get(conn: psycopg.AsyncConnection[Any]) -> list[RunRow]:
+            cur = await conn.execute(
+                "SELECT at, jax_version, cached, status, first_ir_ms FROM run_stats"
+                " WHERE at >= %s ORDER BY at",
+                (since,),
+            )
+            return [RunRow(a, v, bool(c), st, ms) for a, v, c, st, ms in await cur.fetchall()]
+
+        return await self._call(get)
 
 
 async def _one(conn: psycopg.AsyncConnection[Any], sql: str, params: tuple[Any, ...]) -> Any:

@@ -24,7 +24,9 @@ from backend.app.confirm import Confirmer
 from backend.app.errors import ApiError, log_internal
 from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
+from backend.app.run_stats import IR_EVENTS, RunStats
 from backend.app.settings import Settings
+from backend.app.storage import RunRow
 from sandbox.pool.base import ChoosesLibraries, Pool, RunHandle, RunsVersions
 from sandbox.protocol import (
     OUTPUTS,
@@ -98,6 +100,8 @@ class RunService:
         self.cache = cache
         self.metrics = metrics
         self.confirmer = confirmer
+        #: the public figures (backend/app/run_stats.py), when the factory keeps them
+        self.stats: RunStats | None = None
         self._draining: set[asyncio.Task[None]] = set()
         #: runs' evidence being written to the cache, after their done was sent
         self._recording: set[asyncio.Task[None]] = set()
@@ -190,6 +194,7 @@ class RunService:
         self, request: RunRequest, caller: Caller, *, use_cache: bool = True
     ) -> RunStream:
         """Admit the run (or raise Overloaded) and return its stream of events."""
+        keyed = time.monotonic()  # the public first-output latency counts from here
         request = self.prepare(request)
         self.admission.check_rate(caller.rate_key)
         hit: Hit | None = None
@@ -199,13 +204,14 @@ class RunService:
         else:
             hit, leader_key = await self._consult_cache(request, caller.tenant)
         if hit is not None and "timing" not in request.outputs:
-            return RunStream(self, request, caller, None, None, hit)
+            return RunStream(self, request, caller, None, None, hit, keyed)
         try:
             stream = await self._admit(request, caller, hit)
         except BaseException:
             self._resolve(leader_key)
             raise
         stream.leader_key = leader_key
+        stream.keyed = keyed
         return stream
 
     async def _consult_cache(
@@ -317,6 +323,7 @@ class RunStream:
         handle: RunHandle | None,
         ticket: Ticket | None,
         hit: Hit | None,
+        keyed: float | None = None,
     ) -> None:
         self._svc = service
         self._request = request
@@ -340,6 +347,11 @@ class RunStream:
         self._waiting: asyncio.Timeout | None = None
         self._overdue_cancel: asyncio.Task[None] | None = None
         self._started = time.monotonic()
+        #: when the server keyed the request, the JAX version that answered, and the
+        #: first IR event's time since: the run's public figures (run_stats.py)
+        self.keyed = self._started if keyed is None else keyed
+        self._answered_by = request.jax_version or ""
+        self._first_ir_ms: float | None = None
         self._closed = False
         self._iterated = False
         self._seen_accepted = self._seen_result = False
@@ -369,6 +381,7 @@ class RunStream:
         try:
             if self._cached is not None:
                 for event in self._replay():
+                    self._note_public(event)
                     yield event
                     if self._cancelled is not None:
                         break
@@ -422,10 +435,19 @@ class RunStream:
         if recorded is not None and recorded.contradicted and confirmer is not None:
             confirmer.ask(self._request, recorded.key)
 
+    def _note_public(self, event: dict[str, Any]) -> None:
+        """The run's public figures: the JAX version that answered, the first IR event."""
+        kind = event["type"]
+        if kind == "accepted" and isinstance(event.get("worker"), dict):
+            self._answered_by = str(event["worker"].get("jax_version") or self._answered_by)
+        elif kind in IR_EVENTS and self._first_ir_ms is None:
+            self._first_ir_ms = (time.monotonic() - self.keyed) * 1000
+
     def _observe(self, event: dict[str, Any]) -> None:
         """What the server learns from an event (validated): the worker, and stage
         times measured on the server's own clock (the event's ``ms`` is the
         worker's word; a metric takes none of it), each stage once."""
+        self._note_public(event)
         kind, metrics, now = event["type"], self._svc.metrics, time.monotonic()
         if kind == "accepted" and not self._seen_accepted:
             self._stage_clock = now
@@ -445,6 +467,17 @@ class RunStream:
         cached = "true" if self._cached is not None else "false"
         ms = (time.monotonic() - self._started) * 1000
         self._svc.metrics.run_ended(status, cached == "true", ms / 1000)
+        stats = self._svc.stats
+        if stats is not None and not self._caller.tenant.startswith("server:"):
+            stats.note(
+                RunRow(
+                    time.time(),
+                    self._answered_by or "default",
+                    cached == "true",
+                    status,
+                    self._first_ir_ms,
+                )
+            )
         log.info(
             "run.done",
             extra=fields(

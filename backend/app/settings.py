@@ -454,6 +454,41 @@ class Settings(BaseSettings):
         default=4 * 1024 * 1024, ge=0, description="Results larger than this are not cached."
     )
 
+    # --- agents (MCP), bug reports, notebooks, public figures -------------------------
+    mcp_enabled: bool = Field(
+        default=True,
+        description='Serve the MCP endpoint `/mcp` (Streamable HTTP; docs/api.md, "MCP"). '
+        "Its tools call the REST API as the caller, under the same limits.",
+    )
+    mcp_output_chars: int = Field(
+        default=20_000,
+        ge=200,
+        le=1_000_000,
+        description="Characters of each output (a jaxpr, an HLO, a diff) an MCP tool "
+        "answers; a longer one is cut, with its total and `truncated: true`.",
+    )
+    report_hlo_chars: int = Field(
+        default=20_000,
+        ge=1000,
+        le=60_000,
+        description="Characters of the HLO a bug report (`/api/v1/snippets/{id}/report.md`) "
+        "shows inline (GitHub takes 65 536 in an issue); the whole HLO is its "
+        "`report.hlo.txt`, to attach.",
+    )
+    public_stats: bool = Field(
+        default=True,
+        description="Publish the service's figures: `GET /api/v1/stats` and the `/stats` "
+        "page (runs, cache hit rate, first-output latency per JAX version; no code or "
+        "identity is kept for them). Off: both answer 404.",
+    )
+    stats_cache_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=3600,
+        description="The public figures are made at most once in this many seconds, "
+        "whoever asks how often.",
+    )
+
     # --- metrics -------------------------------------------------------------------
     metrics_public: bool = Field(
         default=False,

@@ -83,6 +83,19 @@ class ResultRecord:
 
 
 @dataclass(frozen=True)
+class RunRow:
+    """One run's public figures (backend/app/run_stats.py): when it ended, the JAX
+    version that answered, whether the cache did, its status, and the time from its
+    key to its first IR event as the server saw it. Nothing else of the run."""
+
+    at: float
+    jax_version: str
+    cached: bool
+    status: str
+    first_ir_ms: float | None
+
+
+@dataclass(frozen=True)
 class CacheLimits:
     max_entries: int
     max_bytes: int
@@ -230,6 +243,14 @@ class Storage(Protocol):
         """``key``'s confirmed entry was just served (at most one write a minute each)."""
         ...
 
+    async def record_runs(self, rows: list[RunRow], keep_since: float) -> None:
+        """Add runs' figures (backend/app/run_stats.py); drop those before ``keep_since``."""
+        ...
+
+    async def run_rows(self, since: float) -> list[RunRow]:
+        """The runs' figures recorded at or after ``since`` (every replica's)."""
+        ...
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS snippets (
@@ -254,6 +275,18 @@ CREATE TABLE IF NOT EXISTS cache_results (
 #: Columns added since the table was first made (SQLite has no ADD COLUMN IF NOT
 #: EXISTS: ``_open`` adds the missing ones). ``grp``: the client group whose run left
 #: the entry (its candidates' quota); ``served``: when it was last served (trimming).
+# What a run's public figures keep (backend/app/run_stats.py): no code, no tenant, no
+# address; kept a couple of days at most.
+_RUN_STATS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS run_stats (
+    at          REAL NOT NULL,
+    jax_version TEXT NOT NULL,
+    cached      INTEGER NOT NULL,
+    status      TEXT NOT NULL,
+    first_ir_ms REAL
+);
+CREATE INDEX IF NOT EXISTS run_stats_at ON run_stats (at);
+"""
 _ADDED_COLUMNS = {"grp": "TEXT NOT NULL DEFAULT ''", "served": "REAL NOT NULL DEFAULT 0"}
 _SCHEMA_AFTER = """
 CREATE INDEX IF NOT EXISTS cache_results_age ON cache_results (created, size);
@@ -334,6 +367,7 @@ class SqliteStorage:
             if column not in have:
                 db.execute(f"ALTER TABLE cache_results ADD COLUMN {column} {kind}")
         db.executescript(_SCHEMA_AFTER)
+        db.executescript(_RUN_STATS_SCHEMA)
         db.execute(_RECOUNT)
         self._db = db
 
@@ -397,6 +431,41 @@ class SqliteStorage:
     ) -> tuple[str, str]:
         answer: tuple[str, str] = await self._call(self._record_result, key, record, limits)
         return answer
+
+    async def record_runs(self, rows: list[RunRow], keep_since: float) -> None:
+        await self._call(self._record_runs, rows, keep_since)
+
+    def _record_runs(self, rows: list[RunRow], keep_since: float) -> None:
+        db = self._conn()
+        # Figures, not promises: a crash of the machine may lose the last few (no fsync).
+        db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(
+                    "INSERT INTO run_stats (at, jax_version, cached, status, first_ir_ms)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    [(r.at, r.jax_version, int(r.cached), r.status, r.first_ir_ms) for r in rows],
+                )
+                db.execute("DELETE FROM run_stats WHERE at < ?", (keep_since,))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        finally:
+            db.execute("PRAGMA synchronous=FULL")
+
+    async def run_rows(self, since: float) -> list[RunRow]:
+        rows: list[RunRow] = await self._call(self._run_rows, since)
+        return rows
+
+    def _run_rows(self, since: float) -> list[RunRow]:
+        cur = self._conn().execute(
+            "SELECT at, jax_version, cached, status, first_ir_ms FROM run_stats"
+            " WHERE at >= ? ORDER BY at",
+            (since,),
+        )
+        return [RunRow(a, v, bool(c), st, ms) for a, v, c, st, ms in cur.fetchall()]
 
     async def mark_served(self, key: str) -> None:
         now = time.time()

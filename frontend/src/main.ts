@@ -35,6 +35,8 @@ import { conn, release, route, takeEarly } from "./app/socket";
 import { RunController } from "./app/run";
 import { Runner } from "./app/runner";
 import { installShareButton } from "./app/share";
+import { installNotebookImport } from "./app/notebook-import";
+import { installReportButton } from "./app/report";
 import { installRunShortcut } from "./app/shortcuts";
 import { startPage } from "./app/start";
 import { PlayStore } from "./app/store";
@@ -192,6 +194,18 @@ installShareButton(ui.shareBtn, {
   },
   toast: (...content) => toast.show(...content),
 });
+installNotebookImport(
+  installReportButton(ui.shareBtn, {
+    request: () => {
+      const problems: StepProblem[] = [];
+      const request = toRequest(store.state, problems);
+      return problems.length ? null : request;
+    },
+    acrossVersions: () => across.lastVersions,
+    toast: (...content) => toast.show(...content),
+  }),
+  { toast: (...content) => toast.show(...content) },
+);
 
 // For scripts and tests: the full texts (CodeMirror renders only what is on screen).
 Object.assign(window, {

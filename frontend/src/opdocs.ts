@@ -6,6 +6,7 @@
 import { docLink, h, withCode } from "./dom";
 import jaxprDocs from "./generated/jaxpr-primitives.json";
 import stablehloDocs from "./generated/stablehlo-ops.json";
+import hloDocs from "./hlo-ops.json";
 
 export interface OpDoc {
   title: string;
@@ -22,27 +23,13 @@ type DocKind = "jaxpr" | "stablehlo" | "hlo";
 const PRIMS = jaxprDocs.primitives as Record<string, { summary: string; signature: string; transforms: string[]; url: string }>;
 const OPS = stablehloDocs.ops as Record<string, { summary: string; operands: string[]; url: string }>;
 
-const XLA_SEMANTICS = "https://openxla.org/xla/operation_semantics";
+const XLA_SEMANTICS = hloDocs.xla_semantics;
 
 /** HLO opcodes whose StableHLO op has another name. */
-const HLO_TO_STABLEHLO: Record<string, string> = {
-  dot: "dot_general",
-  conditional: "case",
-  broadcast: "broadcast_in_dim",
-  "bitcast-convert": "bitcast_convert",
-  "custom-call": "custom_call",
-};
+const HLO_TO_STABLEHLO: Record<string, string> = hloDocs.hlo_to_stablehlo;
 
 /** HLO opcodes with no StableHLO op: what XLA means by them. */
-const HLO_ONLY: Record<string, string> = {
-  fusion: "A group of instructions XLA fused into one kernel: the values between them stay in registers or cache instead of memory. The fused computation is the group's content.",
-  parameter: "An input of the computation: the function's argument, or the operand a fusion or loop body receives.",
-  bitcast: "Reinterprets a buffer as another shape with the same bytes; no data moves.",
-  copy: "Copies a buffer, often to change its layout or to give a loop its own copy.",
-  call: "Runs another computation on its operands (XLA keeps small while loops on CPU as calls).",
-  "copy-start": "Starts an asynchronous copy.",
-  "copy-done": "Waits for an asynchronous copy.",
-};
+const HLO_ONLY: Record<string, string> = hloDocs.hlo_only;
 
 export function docFor(kind: DocKind, op: string): OpDoc | null {
   if (kind === "jaxpr") {

@@ -18,6 +18,7 @@ from backend.app.storage import (
     PRISTINE,
     CacheLimits,
     ResultRecord,
+    RunRow,
     Storage,
     canonical_json,
     snippet_digest,
@@ -199,8 +200,13 @@ def test_migrations_run_once_even_when_replicas_start_together(pg_url: str) -> N
                 "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
             ).fetchall()
         }
-    assert rows == [(1, "initial"), (2, "agreeing_cache"), (3, "pristine_cache")]
-    assert {"snippets", "cache_results", "jaxplay_migrations"} <= tables
+    assert rows == [
+        (1, "initial"),
+        (2, "agreeing_cache"),
+        (3, "pristine_cache"),
+        (4, "run_stats"),
+    ]
+    assert {"snippets", "cache_results", "jaxplay_migrations", "run_stats"} <= tables
     assert "results" not in tables  # the old cache (format 1) is dropped
 
 
@@ -249,3 +255,24 @@ def test_the_database_password_never_reaches_the_logs(
     assert started and started[0].fields["database"].endswith(url.split("@", 1)[1])  # type: ignore[attr-defined]
     assert "pg-s3cret-pw" not in caplog.text
     assert all("pg-s3cret-pw" not in str(getattr(r, "fields", "")) for r in caplog.records)
+
+
+def test_run_figures_are_kept_two_days_and_shared_by_replicas(url: str) -> None:
+    """The public figures' rows (backend/app/run_stats.py): two replicas write, either
+    reads both; rows before ``keep_since`` go."""
+
+    async def go() -> None:
+        a, b = await opened(url), await opened(url)
+        await a.record_runs([RunRow(100.0, "0.4.38", True, "ok", 12.5)], keep_since=0.0)
+        await b.record_runs([RunRow(200.0, "0.12.0.1", False, "error", None)], keep_since=0.0)
+        assert await a.run_rows(0.0) == [
+            RunRow(100.0, "0.4.38", True, "ok", 12.5),
+            RunRow(200.0, "0.12.0.1", False, "error", None),
+        ]
+        assert await b.run_rows(150.0) == [RunRow(200.0, "0.12.0.1", False, "error", None)]
+        await a.record_runs([RunRow(300.0, "0.4.38", False, "ok", 7.0)], keep_since=150.0)
+        assert [r.at for r in await b.run_rows(0.0)] == [200.0, 300.0]
+        await a.close()
+        await b.close()
+
+    run(go)

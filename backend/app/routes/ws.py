@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, WebSocket
 from pydantic import BaseModel, ValidationError
+from starlette.requests import HTTPConnection
 
 from backend.app.admission import CLIENT_GONE
 from backend.app.caller import Caller
@@ -357,7 +358,7 @@ class Connection:
             await stream.close()
 
 
-def origin_allowed(ws: WebSocket, settings: Settings, origin: str) -> bool:
+def origin_allowed(ws: HTTPConnection, settings: Settings, origin: str) -> bool:
     """A browser page may open the WebSocket only from the server's own origin or one
     of ``ws_origins`` and ``cors_origins`` (a site allowed to call the API may open its
     socket too). The own origin is ``public_url``'s when it is set, and the request's
@@ -371,7 +372,7 @@ def origin_allowed(ws: WebSocket, settings: Settings, origin: str) -> bool:
     else:
         host = ws.headers.get("host", "")
         if host_allowed(host, settings.allowed_hosts):
-            scheme = "https" if ws.url.scheme == "wss" else "http"
+            scheme = "https" if ws.url.scheme in ("wss", "https") else "http"
             own.add(f"{scheme}://{host}".lower())
     own.update(o.rstrip("/").lower() for o in [*settings.ws_origins, *settings.cors_origins])
     return origin.rstrip("/").lower() in own

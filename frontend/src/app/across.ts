@@ -26,6 +26,8 @@ export interface AcrossHooks {
 export class AcrossController {
   on = false;
   private versions: VersionInfo[] = [];
+  /** the versions of the last comparison shown (a bug report's "first changed in") */
+  lastVersions: string[] | null = null;
   private loading: Promise<{ view: AcrossViewLike; mod: AcrossModule }> | null = null;
   private abort: AbortController | null = null;
 
@@ -92,7 +94,10 @@ export class AcrossController {
       if (!answer.success) {
         view.setStatus("error", "The server's answer did not validate (see the console).");
         console.warn("jaxplay: across answer:", answer.error);
-      } else view.show(answer.data);
+      } else {
+        view.show(answer.data);
+        this.lastVersions = made.body.versions;
+      }
     } catch (e) {
       if (abort.signal.aborted) view.setStatus("cancelled", "Cancelled: the page stopped waiting (versions already started finish on the server).");
       else view.setStatus("error", `Cannot reach the server: ${(e as Error).message}`);
