@@ -150,8 +150,14 @@ def test_wall_clock_kills_an_infinite_while_loop_under_jit(run) -> None:
             "timeout_s": 3,
         }
     )
-    # the wall clock ended it (its reason), long before anything else would have
-    assert events[-1]["status"] == "timeout" and events[-1]["reason"] == "wall clock 3 s"
+    # the wall clock ended it (its reason), long before anything else would have, and
+    # the run names the stage that needed more time: the call, after exec and args
+    done = events[-1]
+    assert done["status"] == "timeout" and done["timeout_stage"] == "execute", done
+    assert done["reason"].startswith(
+        "wall clock 3 s, reached in the execute stage (stages done: exec "
+    )
+    assert ", args " in done["reason"] and "compile" not in done["reason"], done
     assert time.monotonic() - started < 60
 
 
