@@ -104,6 +104,9 @@ def bounded_repr(output: Any) -> tuple[str, int]:
     leaves, treedef = jax.tree_util.tree_flatten(output)
     if len(leaves) <= BOUNDED_REPR_LEAVES:
         return repr(output), 0
+    if _builtin_tree(output):  # lists, tuples and dicts: printed here, each leaf once
+        printer = _Printer()
+        return printer.show(output), printer.left_out
     kept: list[Any] = []
     used = 0
     for leaf in leaves:
@@ -119,6 +122,40 @@ def bounded_repr(output: Any) -> tuple[str, int]:
         return repr(jax.tree_util.tree_unflatten(treedef, kept)), left_out
     except Exception:
         return repr(output), 0
+
+
+def _builtin_tree(value: Any) -> bool:
+    """Whether ``value`` is lists, tuples and dicts (Python's own, as ``repr`` prints
+    them) down to its leaves."""
+    if type(value) in (list, tuple):
+        return all(_builtin_tree(item) for item in value)
+    if type(value) is dict:
+        return all(_builtin_tree(item) for item in value.values())
+    return value is None or jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(value))
+
+
+class _Printer:
+    """``repr`` of lists, tuples and dicts as Python prints them, each leaf printed
+    until MAX_REPR characters are made, the rest shown as ``…`` (and counted)."""
+
+    def __init__(self) -> None:
+        self.used = 0
+        self.left_out = 0
+
+    def show(self, value: Any) -> str:
+        if type(value) is list:
+            return "[" + ", ".join(self.show(item) for item in value) + "]"
+        if type(value) is tuple:
+            items = [self.show(item) for item in value]
+            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+        if type(value) is dict:
+            return "{" + ", ".join(f"{k!r}: {self.show(v)}" for k, v in value.items()) + "}"
+        if self.used > MAX_REPR:
+            self.left_out += value is not None
+            return repr(value) if value is None else "…"
+        text = repr(value)
+        self.used += len(text)
+        return text
 
 
 def value_event(output: Any) -> dict[str, Any]:
