@@ -18,9 +18,10 @@ import jax
 MIN_BATCH_S = 0.005
 #: at least this many batches, when the budget allows
 MIN_BATCHES = 5
-#: at least this many, whatever the budget: a call slower than the budget allows
-#: MIN_BATCHES of (a big program, op by op) gets three, so that the time spent
-#: timing grows with the call's cost, not five times it
+#: at least this many when the budget allows them but not MIN_BATCHES: a call
+#: slower than the budget allows five of (a big program, op by op) gets three, and
+#: one whose warm-up alone spent the budget (an eager ``scan`` compiles its body
+#: there) gets one, so that timing costs about what the call costs, not five times
 FEWEST_BATCHES = 3
 MAX_RUNS = 100_000
 #: The budget is a ceiling: once this many batches agree to within SETTLED_SPREAD
@@ -34,10 +35,12 @@ def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     jax.block_until_ready(fn(*args))
 
 
-def _fewest(took: float, budget_s: float) -> int:
+def _fewest(took: float, budget_s: float, deadline: float) -> int:
     """The batches a measurement takes at least: MIN_BATCHES when they fit the
-    budget, else FEWEST_BATCHES."""
-    return MIN_BATCHES if took * MIN_BATCHES <= budget_s else FEWEST_BATCHES
+    budget, else FEWEST_BATCHES, or one when the budget is spent already."""
+    if took * MIN_BATCHES <= budget_s:
+        return MIN_BATCHES
+    return FEWEST_BATCHES if time.perf_counter() < deadline else 1
 
 
 def measure_fresh(
@@ -48,7 +51,7 @@ def measure_fresh(
     deadline = time.perf_counter() + budget_s
     start = time.perf_counter()
     _call(fn, fresh())
-    fewest = _fewest(time.perf_counter() - start, budget_s)
+    fewest = _fewest(time.perf_counter() - start, budget_s, deadline)
     per_call: list[float] = []
     while len(per_call) < MAX_RUNS and (len(per_call) < fewest or time.perf_counter() < deadline):
         args = fresh()
@@ -79,7 +82,7 @@ def measure(
         number *= 2 if took * 10 >= MIN_BATCH_S else 10
     per_call = [took / number]
     runs = number
-    fewest = _fewest(took, budget_s)
+    fewest = _fewest(took, budget_s, deadline)
     while runs + number <= MAX_RUNS:
         if len(per_call) >= fewest and time.perf_counter() + took > deadline:
             break

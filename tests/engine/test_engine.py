@@ -85,9 +85,9 @@ def test_timing_compares_eager_and_compiled_and_mutes_the_loops(run) -> None:
     labels = [row["label"] for row in timing["rows"]]
     assert labels == ["f (eager)", "jit(f)"]
     for row in timing["rows"]:
-        # five batches at least, or three for a call too slow for five in the budget
+        # five batches at least, or fewer for a call too slow for five in the budget
         # (a tenth of the run: sandbox/engine/run.py): this f prints on every call
-        assert row["batches"] >= 3 and row["runs"] >= row["batches"]
+        assert row["runs"] >= row["batches"] >= 1
         assert 0 < row["min_ms"] <= row["median_ms"] and row["iqr_ms"] >= 0
     assert timing["rows"][0]["compile_ms"] is None and timing["rows"][1]["compile_ms"] > 0
     timing_out = [e for e in by_type(events, "stdout") if e["stage"] == "timing"]
