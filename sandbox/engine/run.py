@@ -350,9 +350,8 @@ class Run:
         executed = False
         if wanted(outputs, "executed"):
             call_args = pipelines.copy_args(args) if pipe.donates else args
-            if run_compiled:
-                dynamic = pipe.dynamic_args(call_args)
-                call = functools.partial(compiled, *dynamic)
+            if run_compiled and compiled is not None:
+                call = functools.partial(compiled, *pipe.dynamic_args(call_args))
             else:
                 call = functools.partial(pipe.fn, *call_args)
             results.value = self.staged("execute", lambda: jax.block_until_ready(call()))
