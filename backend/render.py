@@ -29,8 +29,11 @@ def _fmt_bytes(value: Any) -> str:
 def _ir_text(event: dict[str, Any]) -> str:
     # a text in parts: its first part here (without the line saying what follows),
     # the rest as its ``text_part`` events arrive
-    text = event["text"][: event["shown_chars"]] if event.get("parts") else event["text"]
-    return f"── {HEADINGS[event['type']]}{_pipeline_tag(event)} ──\n{text.rstrip()}"
+    if event.get("parts"):  # cut only its last newline: the next part goes on from there
+        text = event["text"][: event["shown_chars"]].removesuffix("\n")
+    else:
+        text = event["text"].rstrip()
+    return f"── {HEADINGS[event['type']]}{_pipeline_tag(event)} ──\n{text}"
 
 
 def _value(event: dict[str, Any]) -> str:
@@ -241,7 +244,7 @@ def render_event(event: dict[str, Any]) -> str | None:
     if kind == "stage":
         return f"# {event['stage']}{tag}: {event['ms']:.1f} ms"
     if kind == "text_part":  # the next part of the IR text shown last (in order)
-        return str(event["text"]).rstrip("\n")
+        return str(event["text"]).removesuffix("\n")
     if kind in RENDERERS:
         return RENDERERS[kind](event)
     if kind == "error":
