@@ -27,7 +27,13 @@ def _fmt_bytes(value: Any) -> str:
 
 
 def _ir_text(event: dict[str, Any]) -> str:
-    return f"── {HEADINGS[event['type']]}{_pipeline_tag(event)} ──\n{event['text'].rstrip()}"
+    # a text in parts: its first part here (without the line saying what follows),
+    # the rest as its ``text_part`` events arrive
+    if event.get("parts"):  # cut only its last newline: the next part goes on from there
+        text = event["text"][: event["shown_chars"]].removesuffix("\n")
+    else:
+        text = event["text"].rstrip()
+    return f"── {HEADINGS[event['type']]}{_pipeline_tag(event)} ──\n{text}"
 
 
 def _value(event: dict[str, Any]) -> str:
@@ -237,6 +243,8 @@ def render_event(event: dict[str, Any]) -> str | None:
         ).rstrip("\n")
     if kind == "stage":
         return f"# {event['stage']}{tag}: {event['ms']:.1f} ms"
+    if kind == "text_part":  # the next part of the IR text shown last (in order)
+        return str(event["text"]).removesuffix("\n")
     if kind in RENDERERS:
         return RENDERERS[kind](event)
     if kind == "error":

@@ -65,9 +65,16 @@ from sandbox.protocol import OUTPUT_TABLE, RunRequest
 log = get_logger("cache")
 
 CACHE_FORMAT = 3
-#: what a run showed: its streams and every output OUTPUT_TABLE says may be kept
+#: what a run showed: its streams, every output OUTPUT_TABLE says may be kept, and the
+#: rest of an IR text too long for its event (``text_part``: the jaxpr, StableHLO and
+#: HLO, which are kept)
 CACHED_TYPES = frozenset(
-    {"stdout", "stderr", *(name for name, spec in OUTPUT_TABLE.items() if spec.cached)}
+    {
+        "stdout",
+        "stderr",
+        "text_part",
+        *(name for name, spec in OUTPUT_TABLE.items() if spec.cached),
+    }
 )
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from sandbox.engine import sources
 from sandbox.engine.compat import stablehlo_with_locations
 from sandbox.engine.sources import mlir_sources
-from sandbox.protocol.limits import MAX_SOURCES, MAX_TEXT_CHARS
+from sandbox.engine.text_parts import ir_events
 
 Needs = Literal["traced", "lowered", "compiled", "executed", "run"]
 
@@ -41,21 +41,22 @@ class Results:
 class Producer:
     needs: Needs
     what: str
-    make: Callable[[Results], dict[str, Any]] | None = None
+    #: its event, or (an IR text over one event's bound) its events in order
+    make: Callable[[Results], dict[str, Any] | list[dict[str, Any]]] | None = None
     #: it reads XLA's dump of the compile (passes, asm, memory)
     dumps: bool = False
 
 
-def _jaxpr(r: Results) -> dict[str, Any]:
+def _jaxpr(r: Results) -> list[dict[str, Any]]:
     text, spans = sources.printed_jaxpr(r.closed)  # printed once, with its spans
     return _text_event("jaxpr", text, sources.spans_sources, spans)
 
 
-def _stablehlo(r: Results) -> dict[str, Any]:
+def _stablehlo(r: Results) -> list[dict[str, Any]]:
     return _stablehlo_event(r.lowered)
 
 
-def _hlo(r: Results) -> dict[str, Any]:
+def _hlo(r: Results) -> list[dict[str, Any]]:
     return _text_event("hlo", r.compiled.as_text(), sources.hlo_sources)
 
 
@@ -138,34 +139,24 @@ def _checks(r: Results) -> dict[str, Any]:
 
 def _text_event(
     kind: str, text: str, mapper: Callable[..., list[dict[str, int]]], *extra: Any
-) -> dict[str, Any]:
-    return _ir_event(kind, text, _safe_sources(mapper, *extra, text))
+) -> list[dict[str, Any]]:
+    return ir_events(kind, text, _safe_sources(mapper, *extra, text))
 
 
-def _ir_event(kind: str, text: str, sources: list[dict[str, int]]) -> dict[str, Any]:
-    """An IR text within the event's bound: past MAX_TEXT_CHARS it is cut at a line's
-    end and says so (the source map keeps the lines shown)."""
-    if len(text) > MAX_TEXT_CHARS:
-        cut = text.rfind("\n", 0, MAX_TEXT_CHARS - 200) + 1
-        shown = text[:cut].count("\n")
-        text = text[:cut] + f"… ({len(text) - cut} more characters not shown)\n"
-        sources = [s for s in sources if s["out_line"] <= shown]
-    return {"type": kind, "text": text, "sources": sources}
-
-
-def _stablehlo_event(lowered: Any) -> dict[str, Any]:
+def _stablehlo_event(lowered: Any) -> list[dict[str, Any]]:
     text = lowered.as_text()
 
     def mapper(plain: str) -> list[dict[str, int]]:
         return mlir_sources(plain, stablehlo_with_locations(lowered))
 
-    return _ir_event("stablehlo", text, _safe_sources(mapper, text))
+    return ir_events("stablehlo", text, _safe_sources(mapper, text))
 
 
 def _safe_sources(mapper: Callable[..., list[dict[str, int]]], *args: Any) -> list[dict[str, int]]:
-    # A mapping that fails is left empty: the text itself is still exact.
+    # A mapping that fails is left empty: the text itself is still exact. Every line
+    # is mapped: a long text's map is split with it (text_parts.py).
     try:
-        return mapper(*args)[:MAX_SOURCES]
+        return mapper(*args)
     except Exception as exc:
         print(f"jaxplay: source mapping failed: {type(exc).__name__}: {exc}", file=sys.__stderr__)
         return []

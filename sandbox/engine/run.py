@@ -30,6 +30,13 @@ T = TypeVar("T")
 #: per-row time budget for the timing comparison, and the total across rows
 TIMING_ROW_BUDGET_S = 0.4
 TIMING_TOTAL_BUDGET_S = 2.0
+#: The timing is jaxplay's own work, not the user's: its budget is this share of
+#: the CPU time the run took before it (at least TIMING_MIN_BUDGET_S, at most the
+#: total above), so that it grows with the program and never dominates a run. CPU
+#: time, not wall time: on a loaded machine the wall clock counts other processes'
+#: work. A tiny function is called thousands of times even in the least budget.
+TIMING_SHARE = 0.1
+TIMING_MIN_BUDGET_S = 0.03
 PLATFORMS = {"cpu": "cpu", "gpu": "cuda", "tpu": "tpu"}
 #: The run's token (worker message ``token``) that tags each event line (emitter.py)
 _TOKEN = re.compile(r"^[0-9a-f]{16,64}$")
@@ -85,11 +92,14 @@ class TimingRow:
     fn: Callable[..., Any]
     args: tuple[Any, ...]
     donates: bool = False
+    #: the run's ``execute`` stage called ``fn`` on ``args`` already: no warm-up
+    warm: bool = False
 
 
 class Run:
     def __init__(self, request: RunRequest, run_id: str, emitter: Emitter) -> None:
         self.request, self.run_id, self.emitter = request, run_id, emitter
+        self.started_cpu = time.process_time()
         self.errors = 0
         self.entry_line: int | None = None
         self.timing_rows: list[TimingRow] = []
@@ -116,16 +126,18 @@ class Run:
             self.emit({"type": "stage", "stage": stage, "ms": (time.perf_counter() - start) * 1000})
         return result
 
-    def render(self, what: str, fn: Callable[[], dict[str, Any]]) -> None:
-        """Build and emit a view; a failure here is jaxplay's, not the user's."""
+    def render(self, what: str, fn: Callable[[], dict[str, Any] | list[dict[str, Any]]]) -> None:
+        """Build and emit a view (an IR text over one event's bound is several events:
+        sandbox/engine/text_parts.py); a failure here is jaxplay's, not the user's."""
         from sandbox.engine.errors import engine_error_event
 
         try:
-            event = fn()
+            made = fn()
         except Exception as exc:
             self.errors += 1
-            event = engine_error_event(what, exc)
-        self.emit(event)
+            made = engine_error_event(what, exc)
+        for event in made if isinstance(made, list) else [made]:
+            self.emit(event)
 
     def jit_shardings(self) -> dict[str, Any]:
         from sandbox.engine.sharding import jit_shardings
@@ -325,17 +337,37 @@ class Run:
                 self.make(results, "compiled")
         if abstract:
             return
+        # A pipeline that is a jit is run as the executable the run compiled: calling
+        # the jit would look its executable up again (or compile it again, when the
+        # compile had dump options), and the executable's first call, a good share of
+        # a big program's run, would be paid twice (here and by the timing's warm-up).
+        # Not with a ``config`` of the request's: the jit's own call does more than the
+        # executable's under some (jax_debug_nans re-runs a NaN de-optimised to name
+        # the operation that made it).
+        run_compiled = (
+            compiled is not None and pipe.transforms[-1:] == ["jit"] and not self.request.config
+        )
+        executed = False
         if wanted(outputs, "executed"):
             call_args = pipelines.copy_args(args) if pipe.donates else args
-            results.value = self.staged(
-                "execute", lambda: jax.block_until_ready(pipe.fn(*call_args))
-            )
+            if run_compiled and compiled is not None:
+                call = functools.partial(compiled, *pipe.dynamic_args(call_args))
+            else:
+                call = functools.partial(pipe.fn, *call_args)
+            results.value = self.staged("execute", lambda: jax.block_until_ready(call()))
+            executed = run_compiled and not pipe.donates
             self.make(results, "executed")
         if compiled is not None:
             name = self.emitter.pipeline
             self.timing_rows.append(
                 TimingRow(
-                    name, pipe.label, compile_ms, compiled, pipe.dynamic_args(args), pipe.donates
+                    name,
+                    pipe.label,
+                    compile_ms,
+                    compiled,
+                    pipe.dynamic_args(args),
+                    pipe.donates,
+                    warm=executed,
                 )
             )
 
@@ -347,7 +379,7 @@ class Run:
             TimingRow("main", f"{self.request.entry} (eager)", None, f, args),
             *self.timing_rows,
         ]
-        budget = min(TIMING_ROW_BUDGET_S, TIMING_TOTAL_BUDGET_S / len(rows))
+        budget = min(TIMING_ROW_BUDGET_S, timing_budget(self.started_cpu) / len(rows))
         measured, notes = [], []
         started = time.perf_counter()
         # The timing loops call the function hundreds of times: what it prints
@@ -358,7 +390,7 @@ class Run:
                 fresh = functools.partial(copy_args, row.args)
                 timer = functools.partial(measure_fresh, row.fn, fresh, budget)
             else:
-                timer = functools.partial(measure, row.fn, row.args, budget)
+                timer = functools.partial(measure, row.fn, row.args, budget, warm=row.warm)
             try:
                 stats = self.staged("timing", timer, report=False)
             except UserError as error:
@@ -389,6 +421,13 @@ class Run:
                 f"[{self.emitter.muted_lines} lines printed during the timing runs are not shown]\n",
             )
         self.emit({"type": "timing", "rows": measured, "notes": notes})
+
+
+def timing_budget(started_cpu: float) -> float:
+    """The timing's budget across its rows: TIMING_SHARE of the run's CPU time so
+    far, within TIMING_MIN_BUDGET_S and TIMING_TOTAL_BUDGET_S."""
+    spent = time.process_time() - started_cpu
+    return min(TIMING_TOTAL_BUDGET_S, max(TIMING_MIN_BUDGET_S, TIMING_SHARE * spent))
 
 
 def _is_abstract(args: tuple[Any, ...]) -> bool:

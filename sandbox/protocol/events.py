@@ -49,6 +49,7 @@ from sandbox.protocol.limits import (
     MAX_SOURCES,
     MAX_STREAM_CHARS,
     MAX_TEXT_CHARS,
+    MAX_TEXT_PARTS,
     MAX_TIMELINE_EVENTS,
     MAX_TIMING_ROWS,
     MAX_TRACE_GZ_BYTES,
@@ -182,20 +183,51 @@ class SourceLine(_Event):
 Sources = Annotated[list[SourceLine], Field(max_length=MAX_SOURCES)]
 
 
-class JaxprEvent(_PipelineEvent):
+class _IrTextEvent(_PipelineEvent):
+    """An IR text and its source map. A text over one event's bound (MAX_TEXT_CHARS)
+    comes in parts: this event holds its first lines and ``parts`` says how many
+    ``text_part`` events follow with the rest, in order."""
+
+    text: str = _text(MAX_TEXT_CHARS)
+    sources: Sources = Field(default_factory=list)
+    parts: Annotated[int, Field(ge=1, le=MAX_TEXT_PARTS - 1)] | None = Field(
+        None,
+        description="Set when the text is over one event's bound: the `text_part` events "
+        "that follow with the rest of it.",
+    )
+    shown_chars: Count | None = Field(
+        None,
+        description="With `parts`: the characters of `text` that are the IR; the rest of "
+        "`text` is one line saying how much follows (what a client that does not join "
+        "parts shows).",
+    )
+    full_chars: Count | None = Field(
+        None, description="With `parts`: the whole text's length in characters."
+    )
+
+
+class JaxprEvent(_IrTextEvent):
     type: Literal["jaxpr"]
-    text: str = _text(MAX_TEXT_CHARS)
-    sources: Sources = Field(default_factory=list)
 
 
-class StablehloEvent(_PipelineEvent):
+class StablehloEvent(_IrTextEvent):
     type: Literal["stablehlo"]
-    text: str = _text(MAX_TEXT_CHARS)
-    sources: Sources = Field(default_factory=list)
 
 
-class HloEvent(_PipelineEvent):
+class HloEvent(_IrTextEvent):
     type: Literal["hlo"]
+
+
+IrOutput = Literal["jaxpr", "stablehlo", "hlo"]
+
+
+class TextPartEvent(_PipelineEvent):
+    """The next part of an IR text announced by its event's ``parts``: its lines and
+    their source map (``out_line`` counted from the whole text's first line)."""
+
+    type: Literal["text_part"]
+    output: IrOutput
+    part: Annotated[int, Field(ge=1, le=MAX_TEXT_PARTS - 1)]
     text: str = _text(MAX_TEXT_CHARS)
     sources: Sources = Field(default_factory=list)
 
@@ -780,6 +812,13 @@ class DoneEvent(_Event):
     reason: str = _text(2000)
     dropped: Count | None = None
     cached: Literal[True] | None = None
+    timeout_stage: StageName | None = Field(
+        None,
+        description="With `timeout`: the stage the run was in when its wall clock ran out "
+        "(the one after the last `stage` event; `reason` says it in words). A client may "
+        "offer the run again with a longer `timeout_s`, up to the server's "
+        "`max_timeout_s`.",
+    )
 
 
 EVENT_MODELS: dict[str, type[_Event]] = {
@@ -790,6 +829,7 @@ EVENT_MODELS: dict[str, type[_Event]] = {
     "jaxpr": JaxprEvent,
     "stablehlo": StablehloEvent,
     "hlo": HloEvent,
+    "text_part": TextPartEvent,
     "value": ValueEvent,
     "cost": CostEvent,
     "timing": TimingEvent,
@@ -809,7 +849,7 @@ EVENT_MODELS: dict[str, type[_Event]] = {
 }
 AnyEvent = Annotated[
     AcceptedEvent | StdoutEvent | StderrEvent | StageEvent | JaxprEvent | StablehloEvent
-    | HloEvent | ValueEvent | CostEvent | TimingEvent | PassesEvent | AsmEvent | MemoryEvent
+    | HloEvent | TextPartEvent | ValueEvent | CostEvent | TimingEvent | PassesEvent | AsmEvent | MemoryEvent
     | RemarksEvent | ShardingEvent | ShapesEvent | ProfileEvent | ErrorEvent
     | KernelsEvent | AutodiffEvent | TraceValuesEvent | ChecksEvent | DoneEvent,
     Field(discriminator="type"),
@@ -840,7 +880,13 @@ def event_json_schema() -> dict[str, Any]:
 
 
 def done_event(
-    status: DoneStatus, ms: float, reason: str = "", dropped: int = 0, *, cached: bool = False
+    status: DoneStatus,
+    ms: float,
+    reason: str = "",
+    dropped: int = 0,
+    *,
+    cached: bool = False,
+    timeout_stage: str | None = None,
 ) -> dict[str, Any]:
     """A run's last event, ``done``: this is the only maker of one, whoever ends the run
     (the engine, the supervisor, a pool, the queue's worker, the server, a cached
@@ -851,4 +897,6 @@ def done_event(
         event["dropped"] = dropped
     if cached:
         event["cached"] = True
+    if timeout_stage is not None:
+        event["timeout_stage"] = timeout_stage
     return event

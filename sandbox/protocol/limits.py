@@ -21,9 +21,14 @@ MAX_EVENT_BYTES = 8 * 1024 * 1024
 MAX_EVENT_NODES = 300_000
 #: How deep one event line may nest (the deepest real one, a complex value, is 5)
 MAX_EVENT_DEPTH = 8
-#: An IR text (the engine cuts a longer one and says so); one stdout/stderr event
-#: (the engine splits longer output)
+#: An IR text in one event; one stdout/stderr event (the engine splits longer output)
 MAX_TEXT_CHARS = 2 * 1024 * 1024
+#: A whole jaxpr, StableHLO or HLO text: one longer than MAX_TEXT_CHARS comes in
+#: parts (its event, then ``text_part`` events); past this it is cut and says so.
+#: A 1,000-layer MLP's StableHLO is 4.7 M characters.
+MAX_FULL_TEXT_CHARS = 64 * 1024 * 1024
+#: the parts one IR text may come in (its event's and the ``text_part`` events')
+MAX_TEXT_PARTS = 64
 MAX_STREAM_CHARS = 16 * 1024
 #: An error's message (the engine cuts at 8 KiB and says so), a hint, a note
 MAX_MESSAGE_CHARS = 16 * 1024

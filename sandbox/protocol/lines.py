@@ -75,7 +75,10 @@ def validate_event(event: Any) -> dict[str, Any]:
 
 
 #: fields left out of an event unless set, rather than sent as null
-_ABSENT_UNLESS_SET = ("cached", "cached_at", "age_s", "dropped")
+_ABSENT_UNLESS_SET = (
+    "cached", "cached_at", "age_s", "dropped", "timeout_stage", "parts", "shown_chars",
+    "full_chars",
+)  # fmt: skip
 
 
 class ValidEvent(dict[str, Any]):

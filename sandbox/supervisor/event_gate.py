@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.protocol.events import OUTPUTS, WORKER_DONE_REASONS
+from sandbox.protocol.events import OUTPUTS, STAGES, WORKER_DONE_REASONS
 from sandbox.protocol.lines import BadEvent, parse_event_line
 from sandbox.protocol.output_table import OUTPUT_TABLE
 from sandbox.protocol.requests import RunRequest
@@ -67,6 +67,11 @@ class EventGate:
         # one per view that fails to render, one per timing row; and jaxplay's own
         self._max_errors = 3 + 8 * len(self._pipelines)
         self._seen: set[tuple[str, str]] = set()
+        #: per (IR output, pipeline) whose text comes in parts: [parts announced,
+        #: the next part expected]
+        self._parts: dict[tuple[str, str], list[int]] = {}
+        #: the stages reported so far, in order: (stage, pipeline, ms)
+        self.stages_done: list[tuple[str, str, float]] = []
         self.passed = 0
         self.errors = 0
         self.dropped = 0
@@ -109,6 +114,10 @@ class EventGate:
             if kind == "timing":
                 self._timing(event)
             self._once(kind, pipeline)
+            if event.get("parts"):
+                self._parts[(kind, pipeline)] = [event["parts"], 1]
+        elif kind == "text_part":
+            self._text_part(event)
         elif kind == "stage":
             self._stage(event, elapsed_ms)
         elif kind == "error":
@@ -138,6 +147,32 @@ class EventGate:
         if event["ms"] > elapsed_ms + 5:
             raise BadEvent("a stage longer than the run so far")
         self._once(f"stage {stage}", pipeline)
+        self.stages_done.append((stage, pipeline, event["ms"]))
+
+    def running_stage(self) -> str:
+        """The stage the run is in now: the one after the last reported, in the order
+        this request's stages come (``exec``, ``args``, each pipeline's own, then
+        ``timing``). Outputs are made between stages, so a run stopped while printing
+        a big HLO is counted in the stage after ``compile``."""
+        order = [s for s in STAGES if s in self._stages]
+        sequence = [(s, "main") for s in order if s in ("exec", "args")]
+        for name, _ in self._request.pipelines():
+            sequence += [(s, name) for s in order if s not in _RUN_STAGES]
+        sequence += [(s, "main") for s in order if s == "timing"]
+        if not self.stages_done:
+            return sequence[0][0]
+        last = self.stages_done[-1][:2]
+        index = sequence.index(last) if last in sequence else len(sequence) - 1
+        return sequence[min(index + 1, len(sequence) - 1)][0]
+
+    def _text_part(self, event: dict[str, Any]) -> None:
+        """A ``text_part`` passes only as the next of the parts its output's event
+        announced, in that output's pipeline."""
+        key = (event["output"], event["pipeline"])
+        announced = self._parts.get(key)
+        if announced is None or event["part"] != announced[1] or announced[1] > announced[0]:
+            raise BadEvent(f"a {event['output']} text part its event did not announce")
+        announced[1] += 1
 
     def _timing(self, event: dict[str, Any]) -> None:
         if any(row["pipeline"] not in self._pipelines for row in event["rows"]):

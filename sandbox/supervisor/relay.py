@@ -115,6 +115,8 @@ class RunSupervisor:
         self._wall_s = request.timeout_s if wall_s is None else wall_s
         self._limits = limits or OutputLimits()
         self._end: tuple[DoneStatus, str] | None = None  # (status, reason) decided by us
+        #: the stage the run's wall clock ran out in (``done.timeout_stage``)
+        self._timeout_stage: str | None = None
         self._queue: asyncio.Queue[tuple[dict[str, Any], int] | None] = asyncio.Queue(QUEUE_EVENTS)
         self._queued_bytes = 0
         self._room = asyncio.Event()
@@ -158,6 +160,18 @@ class RunSupervisor:
     async def cancel(self) -> None:
         self._stop("cancelled", "cancelled by the client")
 
+    def _timed_out(self) -> None:
+        """The wall clock ran out: say in which stage, and what the stages before it
+        took, so that the client knows what a longer ``timeout_s`` would be for."""
+        stage = self._gate.running_stage()
+        done = ", ".join(f"{s} {ms / 1000:.1f} s" for s, _, ms in self._gate.stages_done)
+        self._timeout_stage = stage
+        self._stop(
+            "timeout",
+            f"wall clock {self._wall_s:g} s, reached in the {stage} stage "
+            f"(stages done: {done or 'none'}); a longer timeout_s may let it finish",
+        )
+
     def _stop(self, status: DoneStatus, reason: str) -> None:
         if self._end is None:
             self._end = (status, reason)
@@ -182,9 +196,7 @@ class RunSupervisor:
                 asyncio.create_task(self._read_stderr(stderr)),
             ]
             waiter = asyncio.create_task(self._wait_then_end(readers))
-            watchdog = asyncio.get_running_loop().call_later(
-                self._wall_s, self._stop, "timeout", f"wall clock {self._wall_s:g} s"
-            )
+            watchdog = asyncio.get_running_loop().call_later(self._wall_s, self._timed_out)
             try:
                 while (item := await self._queue.get()) is not None:
                     self._queued_bytes -= item[1]
@@ -265,7 +277,8 @@ class RunSupervisor:
     def _final_done(self, returncode: int | None, ms: float) -> dict[str, Any]:
         gate = self._gate
         if self._end is not None:
-            return done_event(self._end[0], ms, self._end[1], gate.dropped)
+            stage = self._timeout_stage if self._end[0] == "timeout" else None
+            return done_event(self._end[0], ms, self._end[1], gate.dropped, timeout_stage=stage)
         limit = self._limit_hit()
         if limit is not None:
             return done_event(limit[0], ms, limit[1], gate.dropped)

@@ -153,7 +153,11 @@ def test_a_timeout_retires_the_zygote(live_pool: LivePool) -> None:
     retired = live_pool.pool.retired
     live_pool.call(live_pool.pool.ready())  # a spare is up: the time below is the run's own
     r = live_pool.run("while True:\n    pass\n", tenant="looper", timeout_s=1)
-    assert r.status == "timeout" and r.done["reason"] == "wall clock 1 s"
+    assert r.status == "timeout" and r.done["timeout_stage"] == "exec"
+    assert r.done["reason"] == (
+        "wall clock 1 s, reached in the exec stage (stages done: none); "
+        "a longer timeout_s may let it finish"
+    )
     # the request's 1 s ended it (the reason), not the limit's 10 s
     assert r.elapsed_s < TEST_LIMITS.max_wall_s
     assert live_pool.pool.retired == retired + 1

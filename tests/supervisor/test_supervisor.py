@@ -76,7 +76,8 @@ def test_wall_clock() -> None:
     events, elapsed = _events(
         "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)", timeout_s=1
     )
-    assert events[-1] == {**events[-1], "status": "timeout", "reason": "wall clock 1 s"}
+    assert events[-1]["status"] == "timeout" and events[-1]["timeout_stage"] == "exec"
+    assert events[-1]["reason"].startswith("wall clock 1 s, reached in the exec stage")
     # killed from outside, SIGTERM ignored: long before its 60 s sleep would end
     assert elapsed < 30
 
@@ -84,3 +85,47 @@ def test_wall_clock() -> None:
 def test_exit_without_done() -> None:
     events, _ = _events("sys.exit(3)")
     assert events[-1]["status"] == "error" and "status 3" in events[-1]["reason"]
+
+
+def test_a_timeout_names_the_stage_after_the_last_one_reported() -> None:
+    events, _ = _events(
+        "print(T + json.dumps({'type': 'stage', 'stage': 'exec', 'ms': 1}), flush=True)\n"
+        "print(T + json.dumps({'type': 'stage', 'stage': 'args', 'ms': 2}), flush=True)\n"
+        "time.sleep(0.4)\n"  # a stage is no longer than the run so far
+        "print(T + json.dumps({'type': 'stage', 'stage': 'trace', 'ms': 250}), flush=True)\n"
+        "time.sleep(60)",
+        timeout_s=2,
+    )
+    done = events[-1]
+    # the default outputs: after trace comes lower (the StableHLO), which ran out
+    assert done["status"] == "timeout" and done["timeout_stage"] == "lower", done
+    assert done["reason"] == (
+        "wall clock 2 s, reached in the lower stage (stages done: exec 0.0 s, args 0.0 s, "
+        "trace 0.2 s); a longer timeout_s may let it finish"
+    )
+
+
+def _gate_events(lines: list[dict]) -> tuple[list[dict], dict]:
+    worker = "".join(f"print(T + json.dumps({line!r}), flush=True)\n" for line in lines)
+    events, _ = _events(
+        worker + "print(T + json.dumps({'type': 'done', 'status': 'ok', 'ms': 1, 'reason': ''}))"
+    )
+    return events[:-1], events[-1]
+
+
+def test_text_parts_pass_only_in_order_after_the_event_that_announced_them() -> None:
+    head = {"type": "jaxpr", "text": "a\n… (2 more characters follow in 2 text_part events)\n",
+            "sources": [], "parts": 2, "shown_chars": 2, "full_chars": 4}  # fmt: skip
+    part = {"type": "text_part", "output": "jaxpr", "text": "b\n", "sources": []}
+    events, done = _gate_events([head, {**part, "part": 1}, {**part, "part": 2}])
+    assert [e.get("part") for e in events] == [None, 1, 2] and done["status"] == "ok"
+    # unannounced, out of order, one too many, another output's: refused, run tampered
+    for lines in (
+        [{**part, "part": 1}],
+        [head, {**part, "part": 2}],
+        [head, {**part, "part": 1}, {**part, "part": 1}],
+        [head, {**part, "part": 1}, {**part, "part": 2}, {**part, "part": 3}],
+        [head, {**part, "part": 1, "output": "hlo"}],
+    ):
+        events, done = _gate_events(lines)
+        assert done["status"] == "tampered" and done["dropped"] == 1, (lines, done)

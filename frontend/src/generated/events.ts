@@ -166,6 +166,7 @@ export const DoneEvent = z.object({
   reason: z.string().check(z.maxLength(2000)),
   dropped: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
   cached: z.optional(z.nullable(z.literal(true))),
+  timeout_stage: z.optional(z.nullable(z.enum(["exec", "args", "trace", "lower", "compile", "execute", "timing"]))),
 });
 
 export const ErrorEvent = z.object({
@@ -191,16 +192,22 @@ export const GridOperand = z.object({
 
 export const HloEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
-  type: z.literal("hlo"),
   text: z.string().check(z.maxLength(2097152)),
   sources: z.optional(z.array(SourceLine).check(z.maxLength(65536))),
+  parts: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(63)))),
+  shown_chars: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  full_chars: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  type: z.literal("hlo"),
 });
 
 export const JaxprEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
-  type: z.literal("jaxpr"),
   text: z.string().check(z.maxLength(2097152)),
   sources: z.optional(z.array(SourceLine).check(z.maxLength(65536))),
+  parts: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(63)))),
+  shown_chars: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  full_chars: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  type: z.literal("jaxpr"),
 });
 
 export const PallasKernel = z.object({
@@ -393,9 +400,12 @@ export const ShardingEvent = z.object({
 
 export const StablehloEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
-  type: z.literal("stablehlo"),
   text: z.string().check(z.maxLength(2097152)),
   sources: z.optional(z.array(SourceLine).check(z.maxLength(65536))),
+  parts: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(63)))),
+  shown_chars: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  full_chars: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  type: z.literal("stablehlo"),
 });
 
 export const StageEvent = z.object({
@@ -417,6 +427,16 @@ export const StdoutEvent = z.object({
   type: z.literal("stdout"),
   text: z.string().check(z.maxLength(16384)),
   stage: z.optional(z.nullable(z.enum(["request", "config", "exec", "args", "transform", "trace", "lower", "compile", "execute", "timing", "engine"]))),
+});
+
+/** The next part of an IR text announced by its event's ``parts``: its lines and their source map (``out_line`` counted from the whole text's first line). */
+export const TextPartEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("text_part"),
+  output: z.enum(["jaxpr", "stablehlo", "hlo"]),
+  part: z.int().check(z.gte(1), z.lte(63)),
+  text: z.string().check(z.maxLength(2097152)),
+  sources: z.optional(z.array(SourceLine).check(z.maxLength(65536))),
 });
 
 export const TimingRow = z.object({
@@ -493,6 +513,7 @@ export const Events = {
   jaxpr: JaxprEvent,
   stablehlo: StablehloEvent,
   hlo: HloEvent,
+  text_part: TextPartEvent,
   value: ValueEvent,
   cost: CostEvent,
   timing: TimingEvent,

@@ -1,0 +1,213 @@
+"""Big programs through jaxplay's engine against plain JAX, stage by stage (issue 32).
+
+The programs of benchmarks/scale_programs.py (an unrolled MLP of 10 to 1,000 layers,
+a Flax NNX transformer of 6 blocks, the same under ``jax.checkpoint`` and as a
+``lax.scan``), each under grad then jit with the page's default outputs, in ONE warm
+process pinned to ``--cpus`` CPUs (one, as a jail has, by default), interleaved edit by
+edit (each edit a new comment: the cell re-run, its IR the same):
+
+- plain JAX as a notebook user re-runs the cell to see the same things: ``exec`` of the
+  code (its eager set-up), ``make_jaxpr`` and ``str`` of it, ``jit(g).lower`` and
+  ``as_text``, ``compile`` and ``as_text``, ``cost_analysis``, and one call of the
+  compiled executable (the least plain JAX can do for these outputs; it has no
+  source maps, shapes or timing);
+- jaxplay's engine (``run_message``: every output with its source maps, the events),
+  its ``stage`` events and its time to ``done``.
+
+Per program: the medians of each stage side by side, the run's other time (outputs,
+source maps, events: ``outputs+``), to done, and the ratio; then the CPU time of the
+whole (``time.process_time``), the figure to read on a loaded machine, and its ratio. It checks that each run
+ended ``ok`` with every IR text whole (``text_part`` events joined) and says the
+texts' sizes. The page's columns (longest task, DOM nodes, JS heap) are measured by
+the page's own benchmark; ``--page FILE`` (JSON ``{program: {"longest_task_ms",
+"dom_nodes", "heap_mb"}}``) prints them beside these.
+
+    .venv/bin/python benchmarks/scale.py [--only "mlp L=10,mlp L=100"] [--repeat 3]
+    .venv/bin/python benchmarks/scale.py --only "mlp L=1000" --repeat 1   # minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.scale_programs import PROGRAMS, request  # noqa: E402
+
+#: the columns, in the order a run goes through them
+STAGES = ["exec", "trace", "lower", "compile", "execute", "timing"]
+PLAIN_STEPS = {  # plain JAX's steps, under the engine's stage they stand for
+    "exec": ["exec", "args"],
+    "trace": ["trace", "str(jaxpr)"],
+    "lower": ["lower", "stablehlo text"],
+    "compile": ["compile", "hlo text", "cost"],
+    "execute": ["execute"],
+}
+
+
+def plain_cell(body: dict[str, Any]) -> dict[str, float]:
+    """The cell as a user re-runs it; ms per step."""
+    import jax
+
+    steps: dict[str, float] = {}
+
+    def step(name: str, fn: Callable[[], Any]) -> Any:
+        start = time.perf_counter()
+        out = fn()
+        steps[name] = (time.perf_counter() - start) * 1000
+        return out
+
+    namespace: dict[str, Any] = {}
+    step("exec", lambda: exec(compile(body["code"], "<cell>", "exec"), namespace))
+    args = step("args", lambda: eval(body["args"], namespace))
+    g = jax.jit(jax.grad(namespace["f"]))
+    closed = step("trace", lambda: jax.make_jaxpr(g)(*args))
+    step("str(jaxpr)", lambda: str(closed))
+    lowered = step("lower", lambda: g.lower(*args))
+    step("stablehlo text", lowered.as_text)
+    compiled = step("compile", lowered.compile)
+    step("hlo text", compiled.as_text)
+    step("cost", compiled.cost_analysis)
+    step("execute", lambda: jax.block_until_ready(compiled(*args)))
+    return steps
+
+
+def engine_run(body: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
+    """jaxplay's engine on the request: ms to ``done`` and its events."""
+    from sandbox.engine import worker
+    from sandbox.protocol import RunRequest
+
+    with tempfile.TemporaryFile() as out:
+        message = {
+            "protocol": 1,
+            "run_id": "scale",
+            "request": RunRequest(**{**body, "timeout_s": 600}).model_dump(),
+        }
+        start = time.perf_counter()
+        worker.run_message(message, out.fileno())
+        took = (time.perf_counter() - start) * 1000
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__  # the run captured them
+        out.seek(0)
+        events = [json.loads(line) for line in out.read().decode().splitlines() if line]
+    return took, events
+
+
+def whole_texts(events: list[dict[str, Any]]) -> dict[str, int]:
+    """Characters of each IR text, its parts joined; fails on a text left cut."""
+    from sandbox.engine.text_parts import joined
+
+    sizes = {}
+    for kind in ("jaxpr", "stablehlo", "hlo"):
+        ir = [e for e in events if e["type"] == kind or e.get("output") == kind]
+        text, _ = joined(ir)
+        assert "more characters not shown" not in text, f"{kind} was cut"
+        sizes[kind] = len(text)
+    return sizes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default=",".join(p for p in PROGRAMS if p != "mlp L=1000"))
+    parser.add_argument("--repeat", type=int, default=3, help="edits after one warm-up run")
+    parser.add_argument("--cpus", type=int, default=1, help="CPUs of the process (a jail: 1)")
+    parser.add_argument("--page", type=Path, help="the page's figures (JSON), printed beside")
+    args = parser.parse_args()
+    names = [n.strip() for n in args.only.split(",")]
+    unknown = set(names) - set(PROGRAMS)
+    if unknown:
+        parser.error(f"no such program: {', '.join(sorted(unknown))} (have: {', '.join(PROGRAMS)})")
+    os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[: args.cpus]))
+    page = json.loads(args.page.read_text()) if args.page else {}
+    loads = [os.getloadavg()[0]]
+    rows = []
+    for name in names:
+        plain: list[dict[str, float]] = []
+        engine: list[tuple[float, dict[str, float]]] = []
+        sizes: dict[str, int] = {}
+        for edit in range(args.repeat + 1):  # the first: the cell's first run, not counted
+            body = request(name, edit)
+            cpu = time.process_time()
+            steps = plain_cell(body)
+            steps["cpu"] = (time.process_time() - cpu) * 1000
+            cpu = time.process_time()
+            took, events = engine_run(body)
+            engine_cpu = (time.process_time() - cpu) * 1000
+            done = events[-1]
+            assert done["type"] == "done" and done["status"] == "ok", (name, done)
+            sizes = whole_texts(events)
+            stages: dict[str, float] = {}
+            for e in events:
+                if e["type"] == "stage":
+                    key = "exec" if e["stage"] == "args" else e["stage"]
+                    stages[key] = stages.get(key, 0.0) + e["ms"]
+            stages["cpu"] = engine_cpu
+            if edit:
+                plain.append(steps)
+                engine.append((took, stages))
+        rows.append((name, plain, engine, sizes))
+        loads.append(os.getloadavg()[0])
+        print_row(name, plain, engine, sizes, page.get(name, {}))
+    print(
+        f"{args.cpus} CPU(s) for the process; medians of {args.repeat} edits in ms; "
+        f"load average (1 min) {' -> '.join(f'{x:.1f}' for x in loads)}"
+    )
+
+
+def print_row(
+    name: str,
+    plain: list[dict[str, float]],
+    engine: list[tuple[float, dict[str, float]]],
+    sizes: dict[str, int],
+    page: dict[str, Any],
+) -> None:
+    def med(values: list[float]) -> float:
+        return statistics.median(values)
+
+    plain_stage = {
+        stage: med([sum(p[s] for s in steps) for p in plain])
+        for stage, steps in PLAIN_STEPS.items()
+    }
+    plain_total = med([sum(v for k, v in p.items() if k != "cpu") for p in plain])
+    plain_cpu = med([p["cpu"] for p in plain])
+    engine_stage = {s: med([st.get(s, 0.0) for _, st in engine]) for s in STAGES}
+    engine_total = med([t for t, _ in engine])
+    engine_cpu = med([st["cpu"] for _, st in engine])
+    outputs = med([t - sum(v for k, v in st.items() if k != "cpu") for t, st in engine])
+    texts = ", ".join(f"{k} {v / 1000:,.0f} k" for k, v in sizes.items())
+    print(f"{name}  ({texts} characters, whole)")
+    header = "".join(
+        f"{s:>10}" for s in [*STAGES, "outputs+", "to done", "ratio", "CPU ms", "ratio"]
+    )
+    print(f"  {'':<8}{header}")
+    cells = [plain_stage.get(s) for s in STAGES] + [None, plain_total, None, plain_cpu]
+    print(f"  {'plain':<8}" + "".join(_cell(c) for c in cells))
+    cells = [engine_stage[s] for s in STAGES] + [outputs, engine_total]
+    print(
+        f"  {'jaxplay':<8}"
+        + "".join(_cell(c) for c in cells)
+        + f"{engine_total / plain_total:>9.2f}x{engine_cpu:>10.0f}{engine_cpu / plain_cpu:>9.2f}x"
+    )
+    if page:
+        print(
+            f"  page: longest task {page.get('longest_task_ms', '?')} ms, "
+            f"DOM {page.get('dom_nodes', '?')} nodes, heap {page.get('heap_mb', '?')} MB"
+        )
+    sys.stdout.flush()
+
+
+def _cell(value: float | None) -> str:
+    return f"{'-':>10}" if value is None else f"{value:>10.0f}"
+
+
+if __name__ == "__main__":
+    main()
