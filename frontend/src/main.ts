@@ -167,7 +167,11 @@ tabs.onSelect((id) => {
   linking.refresh(); // the pane now shown gets the hovered and pinned lines
   outputs.showOffer();
 });
-const outputs = new OutputsController({ ui, store, panes, tabs, editor: () => editor, follower, refreshBands, refreshLinks: () => linking.refresh(), runs: () => runs, run });
+const maxTimeoutS = (): number | null => {
+  const limits = conn.hello?.limits as Record<string, unknown> | undefined;
+  return typeof limits?.max_timeout_s === "number" ? limits.max_timeout_s : null;
+};
+const outputs = new OutputsController({ ui, store, panes, tabs, editor: () => editor, follower, refreshBands, refreshLinks: () => linking.refresh(), runs: () => runs, run, runWithTimeout: (s) => void runner.run(s), maxTimeoutS });
 route({
   onEvent: (_seq, event) => (outputs.event(event), libraries.event(event)),
   onProblem: (seq, message, status, field) => outputs.problem(seq, message, status, field),

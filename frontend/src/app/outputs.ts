@@ -17,11 +17,13 @@ import { describeSignature, isArgCountError } from "../signature";
 import type { PlayState } from "../state";
 import { outputRefusal } from "../targets";
 import { describePipeline, type StepProblem } from "../transforms";
+import type { ProblemAction } from "../panes/errors";
 import type { Panes } from "./panes";
 import { AfterPaint } from "./render";
 import type { RunController, RunView } from "./run";
 import type { PlayStore } from "./store";
 import type { TabController } from "./tabs";
+import { TextParts } from "./text-parts";
 import type { TabId } from "./tabtable";
 
 /** The Errors card's title for a run that ended badly without an error event. */
@@ -45,6 +47,10 @@ export interface OutputsDeps {
   runs: () => RunController;
   /** runs the state again (the offer's button, the args fix) */
   run: () => void;
+  /** runs the state again with this wall-clock limit (a run that ran out of time) */
+  runWithTimeout?: (timeoutS: number) => void;
+  /** the longest `timeout_s` the server allows (its hello's limits), when known */
+  maxTimeoutS?: () => number | null;
 }
 
 export class OutputsController implements RunView {
@@ -63,6 +69,8 @@ export class OutputsController implements RunView {
   /** whether the editor shows an error mark (cleared at a run's start only if so: an
    * editor update is a measure in the next frame) */
   private errorMarked = false;
+  /** a big IR text's parts, joined before any pane sees it */
+  private readonly parts = new TextParts();
 
   constructor(private readonly d: OutputsDeps) {
     // the cancel button follows the status drawn (a run's start is drawn START_DRAW_MS
@@ -106,6 +114,7 @@ export class OutputsController implements RunView {
       return;
     }
     panes.errors.reset();
+    this.parts.reset();
     if (!ui.banner.hidden) ui.banner.hidden = true;
     if (!ui.offer.hidden) ui.offer.hidden = true;
     const pipelines = ["main", ...(request.compare ?? []).map((_, i) => String(i))];
@@ -123,6 +132,10 @@ export class OutputsController implements RunView {
   }
 
   event(event: RunEvent): void {
+    for (const whole of this.parts.accept(event)) this.route(whole);
+  }
+
+  private route(event: RunEvent): void {
     const { panes, tabs } = this.d;
     const p = pipelineOf(event);
     for (const entry of panes.scheduler.consumers(event.type)) {
@@ -177,7 +190,7 @@ export class OutputsController implements RunView {
         // a run that failed with no error event (its worker died, its time ran out): the
         // reason `done` gives is all there is, said in Errors like any other failure
         if (status !== "ok" && status !== "cancelled" && !isTampered(status) && panes.errors.size() === 0) {
-          panes.errors.addProblem(DONE_TITLES[status] ?? "The run ended with an error", event.reason || "The server gave no reason.");
+          panes.errors.addProblem(DONE_TITLES[status] ?? "The run ended with an error", event.reason || "The server gave no reason.", undefined, this.longerRun(event));
           this.mark("errors", String(panes.errors.size()));
           const pane = panes.activeIr();
           if (!pane || !pane.has(p)) tabs.select("errors");
@@ -186,6 +199,17 @@ export class OutputsController implements RunView {
         break;
       }
     }
+  }
+
+  /** A run out of time in a stage it had not finished: one click runs it again with the
+   * server's longest limit, when that is longer than what this run had. */
+  private longerRun(event: Extract<RunEvent, { type: "done" }>): ProblemAction | undefined {
+    const max = this.d.maxTimeoutS?.() ?? null;
+    const rerun = this.d.runWithTimeout;
+    if (event.status !== "timeout" || !event.timeout_stage || max === null || !rerun) return undefined;
+    const had = (event.ms ?? 0) / 1000;
+    if (max <= had + 1) return undefined;
+    return { label: `Run again with up to ${Math.round(max)} s`, testid: "run-longer", onClick: () => rerun(max) };
   }
 
   unreachable(message: string): void {

@@ -21,11 +21,14 @@ export interface RunnerDeps {
 export class Runner {
   constructor(private readonly d: RunnerDeps) {}
 
-  async run(): Promise<void> {
+  /** `timeoutS`: this run's wall-clock limit, once (a run again after a timeout); the
+   * server's default otherwise. */
+  async run(timeoutS?: number): Promise<void> {
     const { store, outputs, across } = this.d;
     this.d.follower.follow(); // the args follow the code typed just before
     const problems: StepProblem[] = [];
     const request = toRequest(store.state, problems);
+    if (timeoutS !== undefined) request.timeout_s = timeoutS;
     if (problems.length > 0) {
       outputs.showProblems(problems);
       across.setMode(false); // the problems are shown in the outputs

@@ -69,7 +69,7 @@ export class ErrorsPane {
     );
   }
 
-  addProblem(title: string, message: string, detail?: string): void {
+  addProblem(title: string, message: string, detail?: string, action?: ProblemAction): void {
     this.count++;
     this.note.hidden = true;
     this.list.append(
@@ -79,7 +79,17 @@ export class ErrorsPane {
         h("header", {}, h("strong", { class: "error-kind" }, title)),
         h("p", { class: "error-hint" }, message),
         detail ? h("pre", { class: "error-message" }, detail) : null,
+        action
+          ? h("p", {}, h("button", { type: "button", class: "primary", "data-testid": action.testid, onclick: action.onClick }, action.label))
+          : null,
       ),
     );
   }
+}
+
+/** A problem's one-click remedy (a run again with the server's longest time). */
+export interface ProblemAction {
+  label: string;
+  testid: string;
+  onClick: () => void;
 }

@@ -1,0 +1,28 @@
+"""A run that runs out of time says in which stage, and Errors offers one click to run
+it again with the server's longest limit (docs/api.md, "Big programs"): the page's
+own requests carry no ``timeout_s``, so without it a user could not give a big
+program more time from the page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .test_page import set_code, wait_done
+
+# exec outlasts the default 20 s, and not the server's longest (60 s)
+SLOW = "import time\ntime.sleep(22)\n\ndef f(x):\n    return x * 2\n"
+
+
+def test_a_run_out_of_time_offers_a_longer_run_that_finishes(page: Any) -> None:
+    set_code(page, SLOW)
+    page.keyboard.press("ControlOrMeta+Enter")
+    assert wait_done(page, timeout_ms=90_000) == "timeout"
+    card = page.locator(".error-card.problem")
+    assert "exec stage" in card.inner_text()
+    button = page.locator("[data-testid=run-longer]")
+    assert button.inner_text() == "Run again with up to 60 s"
+    sent = page.evaluate("() => window.jaxplay.runsSent()")
+    button.click()
+    page.wait_for_function(f"() => window.jaxplay.runsSent() > {sent}")
+    assert wait_done(page, timeout_ms=120_000) == "ok"
+    assert page.locator("[data-testid=run-longer]").count() == 0
