@@ -227,17 +227,16 @@ class RuleTables:
                 if not isinstance(value, dict) or not isinstance(attr, str):
                     continue
                 inner = [v for v in list(value.values())[:16] if isinstance(v, dict)]
-                if _keyed_by(value, primitive) or attr.endswith(_RULE_TABLE_SUFFIXES):
+                named = attr.endswith(_RULE_TABLE_SUFFIXES)
+                if inner and len(inner) == min(len(value), 16):
+                    # per platform (a dict of tables): the outer table and each inner
+                    if named or any(_keyed_by(v, primitive) for v in inner):
+                        table(f"{name}.{attr}", value)
+                        for key, v in list(value.items()):
+                            if isinstance(v, dict):
+                                table(f"{name}.{attr}[{key!r}]", v)
+                elif named or _keyed_by(value, primitive):
                     table(f"{name}.{attr}", value)
-                elif (
-                    inner
-                    and len(inner) == min(len(value), 16)
-                    and any(_keyed_by(v, primitive) for v in inner)
-                ):  # per platform: the outer table and each inner one
-                    table(f"{name}.{attr}", value)
-                    for key, v in list(value.items()):
-                        if isinstance(v, dict):
-                            table(f"{name}.{attr}[{key!r}]", v)
         for prim in prims.values():
             d = getattr(prim, "__dict__", None)
             if type(d) is dict:

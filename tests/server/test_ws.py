@@ -11,6 +11,8 @@ from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from backend.app.wire import SERVER_MESSAGE
+from sandbox.pool.zygote_pool import tenant_group
+from sandbox.protocol.tenants import is_single_use
 
 from .fakes import FakePool
 
@@ -66,8 +68,13 @@ def test_a_new_run_cancels_the_previous_one(make_client: Make) -> None:
         next(m for m in messages if m["seq"] == 1 and m["payload"]["type"] == "done")
     )
     assert messages[-1]["payload"]["status"] == "ok"
-    # No session cookie (not the page): the tenant is the client's address.
-    assert len(set(pool.tenants)) == 1 and pool.tenants[0].startswith("addr:")
+    # No session cookie (not the page): the tenant is the client's address, and no
+    # process is kept for an address (issue 33): each run is a single-use tenant of
+    # that address's group, a name no other run has
+    assert len(set(pool.tenants)) == len(pool.tenants) == 2
+    assert {tenant_group(t) for t in pool.tenants} == {tenant_group(pool.tenants[0])}
+    assert pool.tenants[0].startswith("addr:")
+    assert all(is_single_use(t) for t in pool.tenants)
 
 
 def test_cancel(client: TestClient) -> None:
