@@ -137,7 +137,7 @@ class ZygotePool:
 
     # --- runs ---------------------------------------------------------------------
 
-    #: pristine runs: a ready spare, a fresh child, the persistent cache off, retired
+    #: pristine runs: a ready spare, a fresh child like any new tenant's, retired after
     makes_pristine_runs = True
 
     async def submit(
