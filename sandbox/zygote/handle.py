@@ -230,7 +230,8 @@ class Zygote:
                 self.ready.set_result(report)
         elif isinstance(report, Exited) and self.run is not None:
             run = self.run
-            self._judged = run if report.judging else None
+            # a single-use zygote's process serves no other run, whatever it judges
+            self._judged = run if report.judging and not self.single_use else None
             if self._judged is None:
                 run.kept = False
             self._run_ended(report.clean and report.status is not None)
