@@ -178,7 +178,7 @@ def _function(value: Any) -> types.FunctionType | None:
 
 #: Module attributes of these packages that are JAX's rule tables by their name,
 #: watched even while empty (a table keyed by primitives is watched whatever its name)
-RULE_TABLE_PACKAGES = frozenset({"jax", "jaxlib"})
+RULE_TABLE_PACKAGES = frozenset({"jax"})  # jaxlib holds none: half the scan for nothing
 _RULE_TABLE_SUFFIXES = ("rules", "jvps", "transposes", "batchers", "lowerings", "linearizations")
 
 
