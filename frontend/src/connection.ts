@@ -60,9 +60,14 @@ const LINK_PATH = /^\/[se]\/([a-z2-7]{8,52})$/;
  * in the one kept for this person's own edits (backend/app/provenance.py, issue 33).
  * The server's early-run script (backend/app/early_run.py) makes the same URL. */
 export function wsUrl(loc: Pick<Location, "protocol" | "host" | "pathname">): string {
+  return `${loc.protocol === "https:" ? "wss:" : "ws:"}//${loc.host}/api/v1/ws${linkQuery(loc)}`;
+}
+
+/** `?link=ID` on a shared link's or an embed's page, else "" (the WebSocket's and
+ * `POST /api/v1/across`'s: both run the page's code). */
+export function linkQuery(loc: Pick<Location, "pathname">): string {
   const link = LINK_PATH.exec(loc.pathname)?.[1];
-  const query = link ? `?link=${link}` : "";
-  return `${loc.protocol === "https:" ? "wss:" : "ws:"}//${loc.host}/api/v1/ws${query}`;
+  return link ? `?link=${link}` : "";
 }
 
 const OPEN = 1;

@@ -42,8 +42,8 @@ from backend.app.caller import Caller
 from backend.app.errors import ApiError, validation_body
 from backend.app.logs import fields, get_logger
 from backend.app.middleware import host_allowed
-from backend.app.provenance import LINK_PARAM, NO_LINK, UNKNOWN, LinkCode, link_code
-from backend.app.routes.snippets import SNIPPET_ID, load_snippet
+from backend.app.provenance import LINK_PARAM, LinkCode
+from backend.app.routes.snippets import link_code_of
 from backend.app.runs import RunStream
 from backend.app.services import Services, get_services
 from backend.app.settings import Settings
@@ -340,22 +340,11 @@ class Connection:
         page opened as it came (backend/app/provenance.py)."""
         assert self.caller is not None
         if self._link is None:
-            self._link = await self._link_code(self.ws.query_params.get(LINK_PARAM))
+            link = self.ws.query_params.get(LINK_PARAM)
+            self._link = await link_code_of(self.s, self.caller.rate_key, link)
         if self.caller.keeps_process and self._link.same_code(code):
             return dataclasses.replace(self.caller, keeps_process=False)
         return self.caller
-
-    async def _link_code(self, link: str | None) -> LinkCode:
-        """The code of the snippet ``link`` names, read from the store (a name that is
-        no snippet id, or no snippet's: none; a store that fails, or a client that
-        missed too often: unknown, so every run of the socket is taken as not its own)."""
-        assert self.caller is not None
-        if not link or not SNIPPET_ID.match(link):
-            return NO_LINK
-        try:
-            return link_code(await load_snippet(self.s, self.caller.rate_key, link))
-        except ApiError:
-            return UNKNOWN
 
     async def _run(self, run: _Run, body: RunBody) -> None:
         seq = run.seq
