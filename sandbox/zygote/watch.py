@@ -40,6 +40,8 @@ the engine seeds both generators from the OS at the start of every run anyway
 What neither check can see: a change deep inside an object (an item of a dict or
 list that some module holds, other than JAX's rule tables; an attribute of an
 instance other than a primitive; a method of a class outside ``CLASS_FAMILIES``; the
+code of a function no module or class holds, such as the lambda inside a rule's
+``partial`` (tests/server/test_hostile_pristine.py rewrites tanh's that way); the
 check's own objects), which only a deliberate run makes. Such a run can change what
 its own tenant's later runs show, until the process retires; it never reaches
 another tenant (a jail, its zygote and its processes serve one tenant for life), and
