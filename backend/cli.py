@@ -239,6 +239,15 @@ def run(
     server: Annotated[
         str | None, typer.Option(help="Run on a jaxplay server at this URL instead of locally.")
     ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="JAXPLAY_TOKEN",
+            help="With --server: an API token its operator issued. Without one the run is "
+            "the address's, in a fresh jail of its own (a server keeps no process for an "
+            "address); with one, the token's process may be kept for its next runs.",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the events as JSON lines.")
     ] = False,
@@ -274,7 +283,7 @@ def run(
     if server:
         from backend.client import stream_run
 
-        events = stream_run(server, run_request)
+        events = stream_run(server, run_request, token=token)
     else:
         events = _local_events(run_request)
     try:

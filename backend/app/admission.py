@@ -115,6 +115,9 @@ class Ticket:
     backend: str
     waited_s: float = 0.0
     released: bool = field(default=False)
+    #: the tenant the pool is given, when not ``tenant``: a single-use one
+    #: (sandbox/protocol/tenants.py) for a run that must shape no kept process
+    pool_tenant: str = ""
 
 
 class FairQueue:
@@ -516,7 +519,7 @@ class Admission:
         retry = 1.0
         if not queue:
             try:
-                return await pool.submit(request, ticket.tenant)
+                return await pool.submit(request, ticket.pool_tenant or ticket.tenant)
             except PoolFull as exc:
                 retry = exc.retry_after_s
         if len(queue) >= self._s.max_queue:
@@ -559,7 +562,7 @@ class Admission:
                 if queue.head() is not me:
                     continue
                 try:
-                    handle = await pool.submit(request, ticket.tenant)
+                    handle = await pool.submit(request, ticket.pool_tenant or ticket.tenant)
                 except PoolFull as exc:
                     retry = exc.retry_after_s
                     continue

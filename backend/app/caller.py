@@ -17,3 +17,8 @@ class Caller:
     rate_key: str
     client: str = ""
     max_runs: int | None = None  # overrides max_runs_per_tenant
+    #: whether its runs may shape a process kept for its later runs: False for an
+    #: address-only caller (no session, no token: everyone behind one NAT would share
+    #: it) and for a run of code that is not the caller's own (backend/app/
+    #: provenance.py); such a run's process, zygote and jail serve it alone
+    keeps_process: bool = True

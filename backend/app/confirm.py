@@ -2,8 +2,8 @@
 
 A tenant's run leaves a *candidate* in the result cache (backend/app/cache.py), served
 to no one. This service runs the same request again as a **pristine run**: the pool
-makes it in a fresh process of a jail that never served a tenant, with JAX's
-persistent compilation cache off, and retires that jail afterwards
+makes it in a fresh process of a jail that never served a tenant, exactly as a new
+client's first run (its code cannot tell), and retires that jail afterwards
 (``Pool.submit(..., pristine=True)``; docs/sandbox.md). Nothing a tenant did earlier —
 in its process, its jail's files, its compilation cache, its event channel — can reach
 that run, so when it shows exactly what the candidate showed, the entry is confirmed

@@ -115,13 +115,16 @@ def page_request(stored: dict[str, Any]) -> dict[str, Any] | None:
 
 
 #: the page's first script: opens the WebSocket (the URL of frontend/src/connection.ts
-#: wsUrl), sends the run of ``#jaxplay-early`` with seq 1 once the socket is open, and
+#: wsUrl, which names the page's link: backend/app/provenance.py), sends the run of
+#: ``#jaxplay-early`` with seq 1 once the socket is open, and
 #: keeps what the server sends until the page adopts the socket. Constant: its hash
 #: is in the page's CSP.
 EARLY_SCRIPT = (
     "(function(){var t=document.getElementById('jaxplay-early');if(!t)return;"
     "try{var r=JSON.parse(t.textContent),l=location,"
-    "s=new WebSocket((l.protocol==='https:'?'wss:':'ws:')+'//'+l.host+'/api/v1/ws'),"
+    "k=/^\\/[se]\\/([a-z2-7]{8,52})$/.exec(l.pathname),"
+    "s=new WebSocket((l.protocol==='https:'?'wss:':'ws:')+'//'+l.host+'/api/v1/ws'"
+    "+(k?'?link='+k[1]:'')),"
     "e={socket:s,request:r,seq:1,sent:false,messages:[]};"
     "s.onmessage=function(m){e.messages.push(m)};"
     "s.addEventListener('open',function(){"

@@ -37,6 +37,7 @@ from sandbox.protocol import (
     done_event,
     validate_event,
 )
+from sandbox.protocol.tenants import single_use
 
 log = get_logger("runs")
 
@@ -291,6 +292,8 @@ class RunService:
         hit: Hit | None,
     ) -> RunStream:
         ticket = self.admission.enter(caller, request.backend)
+        if not caller.keeps_process:  # its process serves this run alone (issue 33)
+            ticket.pool_tenant = single_use(caller.tenant)
         pooled = request if hit is None else request.model_copy(update={"outputs": ["timing"]})
         try:
             handle = await self.admission.submit(self.pool, pooled, ticket)

@@ -15,6 +15,12 @@ A tenant is written ``GROUP|NAME`` (or just ``GROUP``): the group is the client
 address (or the token), so the warm pool can share its zygotes fairly between
 clients whatever number of sessions one of them opens (sandbox/pool/zygote_pool.py).
 The rate limit and the per-client caps are paid by the address, or by the token.
+
+**A tenant is a person, not an address** (issue 33): an address-only caller (no
+session, no token: a REST script, ``jaxplay run --server``, an embed framed by
+another site, whose browser sends it no cookie) may be many people behind one NAT,
+so none of its runs shapes a process kept for a later run (``Caller.keeps_process``
+False: each runs in a process, zygote and jail of its own, retired after it).
 """
 
 from __future__ import annotations
@@ -118,7 +124,9 @@ def caller_for(conn: HTTPConnection, known_tokens: frozenset[str], sessions: Ses
         return Caller(tenant=name, rate_key=name)
     address = client_key(conn.client.host if conn.client else None)
     session = sessions.verify(conn.cookies.get(SESSION_COOKIE))
-    tenant = f"{address}|session:{_digest(session)}" if session is not None else address
+    if session is None:  # a person? many? an address cannot say: nothing kept for it
+        return Caller(tenant=address, rate_key=address, client=address, keeps_process=False)
+    tenant = f"{address}|session:{_digest(session)}"
     return Caller(tenant=tenant, rate_key=address, client=address)
 
 

@@ -52,8 +52,22 @@ export interface ConnectionOptions {
   socket?: SocketFactory;
 }
 
-export function wsUrl(loc: Location): string {
-  return `${loc.protocol === "https:" ? "wss:" : "ws:"}//${loc.host}/api/v1/ws`;
+/** A shared link's or an embed's page: its snippet id (the server's SNIPPET_ID). */
+const LINK_PATH = /^\/[se]\/([a-z2-7]{8,52})$/;
+
+/** The socket's URL. A link's page names its link (`?link=ID`): the server then runs
+ * that link's code as it came in a process of its own, discarded after the run, never
+ * in the one kept for this person's own edits (backend/app/provenance.py, issue 33).
+ * The server's early-run script (backend/app/early_run.py) makes the same URL. */
+export function wsUrl(loc: Pick<Location, "protocol" | "host" | "pathname">): string {
+  return `${loc.protocol === "https:" ? "wss:" : "ws:"}//${loc.host}/api/v1/ws${linkQuery(loc)}`;
+}
+
+/** `?link=ID` on a shared link's or an embed's page, else "" (the WebSocket's and
+ * `POST /api/v1/across`'s: both run the page's code). */
+export function linkQuery(loc: Pick<Location, "pathname">): string {
+  const link = LINK_PATH.exec(loc.pathname)?.[1];
+  return link ? `?link=${link}` : "";
 }
 
 const OPEN = 1;

@@ -57,30 +57,6 @@ def enable(path: str) -> bool:
     return True
 
 
-def disable() -> None:
-    """Turn JAX's persistent compilation cache off for the rest of this process: a
-    pristine run's (sandbox/pool/zygote_pool.py), before any of its code runs. Nothing
-    is read from the cache or written to it afterwards, whatever the zygote enabled or
-    the warm child's warm-up initialised: the config says no cache, and JAX's own
-    decision (``_cache_checked``/``_cache_used``) is made again, off."""
-    global _enabled
-    import jax
-
-    _enabled = False
-    jax.config.update("jax_enable_compilation_cache", False)
-    jax.config.update("jax_compilation_cache_dir", None)
-    try:
-        from jax._src import compilation_cache
-    except ImportError:
-        return
-    if hasattr(compilation_cache, "reset_cache"):
-        compilation_cache.reset_cache()  # forgets the cache object and the decision
-    module = _switch()
-    if module is not None:
-        with module._cache_initialized_mutex:
-            module._cache_checked, module._cache_used = True, False
-
-
 @contextlib.contextmanager
 def bypassed() -> Iterator[None]:
     """Compile as if the persistent cache were off: neither read nor written."""

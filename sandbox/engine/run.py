@@ -452,8 +452,6 @@ def run_message(message: dict[str, Any], event_fd: int) -> int:
     from pydantic import ValidationError
 
     started = time.perf_counter()
-    if message.get("pristine") is True:  # evidence for others: nothing from a cache
-        persistent_cache.disable()
     fresh_randomness()
     token = message.get("token")
     emitter = Emitter(event_fd, token if isinstance(token, str) and _TOKEN.match(token) else "")

@@ -84,10 +84,14 @@ class Pool(Protocol):
 
         ``pristine``: the run is evidence for others (the server's confirmer): a fresh
         process forked from a zygote that never ran anyone's code, in a jail that never
-        served a tenant, JAX's persistent compilation cache off for the whole run, the
-        zygote and its jail retired after it, whatever happened. ``tenant`` is then only
-        who asked (no tenant's zygote or quota is used). PoolFull when no such zygote
-        is ready now (retry later); PristineUnsupported from a pool that cannot."""
+        served a tenant, the zygote and its jail retired after it, whatever happened;
+        nothing in the run tells it from a new tenant's first run (issue 33). It takes
+        a ready spare or a free place, never an active tenant's. ``tenant`` is then
+        only who asked (no tenant's zygote or quota is used). PoolFull when no such
+        zygote is ready now (retry later); PristineUnsupported from a pool that cannot.
+
+        A single-use ``tenant`` (sandbox/protocol/tenants.py): the run's process, and a
+        pool's zygote and jail, serve no other run."""
         ...
 
     def stats(self) -> dict[str, Any]:

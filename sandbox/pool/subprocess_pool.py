@@ -4,14 +4,16 @@ The simplest real pool: what `jaxplay run` uses until the jailed warm pool exist
 and the baseline that the warm pool's benchmark compares against.
 
 It makes pristine runs (``submit(..., pristine=True)``): every run is a new process
-that nobody's run used before, and a pristine one is told to keep JAX's persistent
-compilation cache off (the worker message's ``pristine``; a developer's
-``JAX_COMPILATION_CACHE_DIR`` included). It has no jail, though: an earlier run could
-have changed any file the process reads (development use only, as the whole pool).
+that nobody's run used before, and no run has JAX's persistent compilation cache (a
+developer's ``JAX_COMPILATION_CACHE_DIR`` and the like are left out of every run's
+environment: a cache there would be shared by every run), so a pristine run looks
+like any other to its code. It has no jail, though: an earlier run could have changed
+any file the process reads (development use only, as the whole pool).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -22,10 +24,17 @@ from sandbox.protocol import RunRequest
 from sandbox.supervisor import OutputLimits, SupervisedRun
 
 WORKER_ARGV = (sys.executable, "-m", "sandbox.engine")
+#: JAX's settings of its persistent compilation cache, by their environment names
+_CACHE_VARIABLES = ("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE", "JAX_ENABLE_COMPILATION_CACHE")
+
+
+def _run_environment() -> dict[str, str]:
+    """This process's environment without JAX's persistent cache settings."""
+    return {k: v for k, v in os.environ.items() if not k.upper().startswith(_CACHE_VARIABLES)}
 
 
 class SubprocessPool:
-    #: a fresh process per run; a pristine one runs with the persistent cache off
+    #: a fresh process per run, none with a persistent cache
     makes_pristine_runs = True
 
     def __init__(
@@ -59,7 +68,12 @@ class SubprocessPool:
         if self._running >= self._max:
             raise PoolFull(f"{self._running} runs in progress", retry_after_s=1.0)
         run = SupervisedRun(
-            self._argv, request, uuid.uuid4().hex, limits=self._limits, pristine=pristine
+            self._argv,
+            request,
+            uuid.uuid4().hex,
+            limits=self._limits,
+            env=_run_environment(),
+            pristine=pristine,
         )
         self._pristine += pristine
         return _Counted(run, self)

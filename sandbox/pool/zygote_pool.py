@@ -14,8 +14,11 @@ zygote is retired. A cancel only kills the run's child (the zygote stays), unles
 that takes longer than a second. Zygotes also retire on idle time, run count and age.
 
 A pristine run (``submit(..., pristine=True)``, issue 20) takes a ready spare that
-never had a tenant, marks it ``PRISTINE``, runs in a fresh child with JAX's
-persistent cache off, and retires the zygote and its jail after. Every run's
+never had a tenant (never an active tenant's place: issue 33), marks it ``PRISTINE``,
+runs in a fresh child exactly as a new tenant's first run would (nothing in it tells
+them apart), and retires the zygote and its jail after. So does a single-use
+tenant's run (sandbox/protocol/tenants.py: a link's code, an address-only client):
+its zygote serves that run only. Every run's
 ``accepted`` carries the worker its zygote described in its hello, before any run
 (``Zygote.known_worker``), never the one the run's line claims.
 """
@@ -36,6 +39,7 @@ from sandbox.pool.base import PoolFull
 from sandbox.pool.budget import Budget
 from sandbox.pool.settings import PoolSettings
 from sandbox.protocol import RunRequest
+from sandbox.protocol.tenants import is_single_use
 from sandbox.supervisor import OutputLimits
 from sandbox.zygote.handle import PRISTINE, Zygote
 from sandbox.zygote.run import ZygoteRun
@@ -80,6 +84,9 @@ class ZygotePool:
         self.reused = 0  # runs served by a process kept from an earlier run
         self.moved = 0  # runs whose jail was moved to a free CPU first (_place)
         self.pristine_runs = 0  # runs made pristine (submit), each in a retired spare
+        #: runs of single-use tenants (a link's code, an address-only client): each
+        #: zygote retired after its one run (sandbox/protocol/tenants.py)
+        self.single_use_runs = 0
         #: what the first zygote said its jail runs on (Zygote.known_worker's fallback)
         self.worker: dict[str, Any] | None = None
         self._listeners: list[Callable[[], None]] = []
@@ -130,7 +137,7 @@ class ZygotePool:
 
     # --- runs ---------------------------------------------------------------------
 
-    #: pristine runs: a ready spare, a fresh child, the persistent cache off, retired
+    #: pristine runs: a ready spare, a fresh child like any new tenant's, retired after
     makes_pristine_runs = True
 
     async def submit(
@@ -152,6 +159,7 @@ class ZygotePool:
             pristine=pristine,
         )
         self.pristine_runs += pristine
+        self.single_use_runs += not pristine and is_single_use(tenant)
         z.reserve(run)
         run.repick = lambda: self._repick(run, tenant, pristine)
         self.changed()
@@ -203,17 +211,17 @@ class ZygotePool:
         child ran jaxplay's warm-up only), in a jail that never served one. It is
         marked PRISTINE, which no tenant can be, and retires after the run. None
         ready: PoolFull (the server retries later); never a spare still starting, never
-        a new one waited for. Where none is even starting because every place is held
-        by tenants, the least recently used idle one gives its place up for a spare
-        (as it would for a new client): else a busy pool would never confirm anything."""
-        spares = [z for z in self.zygotes if z.tenant is None and z.run is None]
-        ready = [z for z in spares if z.state == "idle" and z.runs == 0]
+        a new one waited for, and never a tenant's zygote given up for one (issue 33):
+        spares come from free places, or from the places of tenants idle for
+        ``pool_spare_after_idle_s`` (the refiller, ``_spare_victim``), as for any new
+        client, so a pristine run never costs an active tenant its warm process."""
+        ready = [
+            z
+            for z in self.zygotes
+            if z.tenant is None and z.run is None and z.state == "idle" and z.runs == 0
+        ]
         if not ready:
-            if not spares and not self.budget.has_room():
-                victim = self.budget.victim(self, PRISTINE)
-                if victim is not None:
-                    victim.retire("its place goes to a spare for a pristine run")
-                    self.changed()  # the refiller starts that spare
+            self.changed()  # the refiller starts a spare where it may
             raise PoolFull("no spare sandbox is ready for a pristine run", retry_after_s=2.0)
         z = min(ready, key=lambda z: z.born)
         z.take_for(PRISTINE)
@@ -418,6 +426,7 @@ class ZygotePool:
             "reused": self.reused,
             "moved": self.moved,
             "pristine_runs": self.pristine_runs,
+            "single_use_runs": self.single_use_runs,
             "identity_check": self.identity_check,
             "retired": self.retired,
             "jail": self.jailer.describe(),

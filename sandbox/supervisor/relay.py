@@ -51,13 +51,12 @@ class OutputLimits:
     event_bytes: int = 64 * 1024 * 1024
 
 
-def worker_message(
-    run_id: str, request: RunRequest, *, token: str = "", pristine: bool = False
-) -> bytes:
+def worker_message(run_id: str, request: RunRequest, *, token: str = "") -> bytes:
     """What a worker reads on stdin: one JSON object. ``token``: the run's secret that
     the engine tags each event line with (sandbox/engine/emitter.py; the gate refuses
-    a line without it); ``pristine``: the engine turns JAX's persistent compilation
-    cache off before anything of the run (sandbox/engine/persistent_cache.py)."""
+    a line without it). Nothing in it says whether the run is pristine: such a run
+    looks like any other to its code (issue 33); the pool alone knows, and retires
+    its zygote after it."""
     message: dict[str, Any] = {
         "protocol": PROTOCOL_VERSION,
         "run_id": run_id,
@@ -65,8 +64,6 @@ def worker_message(
     }
     if token:
         message["token"] = token
-    if pristine:
-        message["pristine"] = True
     return json.dumps(message).encode()
 
 
@@ -107,8 +104,8 @@ class RunSupervisor:
     ) -> None:
         self.run_id = run_id
         self._request = request
-        #: a pristine run (sandbox/pool/base.py): the engine is told to keep JAX's
-        #: persistent compilation cache off
+        #: a pristine run (sandbox/pool/base.py): the pool retires its process after
+        #: it (the run itself is not told: nothing in it tells it apart)
         self.pristine = pristine
         #: tags the engine's event lines; only this supervisor and the engine know it
         self.token = secrets.token_hex(16)
@@ -152,8 +149,8 @@ class RunSupervisor:
         return claimed
 
     def _message(self) -> bytes:
-        """The worker message of this run (with its token and pristine flag)."""
-        return worker_message(self.run_id, self._request, token=self.token, pristine=self.pristine)
+        """The worker message of this run (with its token)."""
+        return worker_message(self.run_id, self._request, token=self.token)
 
     # --- the relay ---------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from sandbox.jail.jail import Jailer
 from sandbox.jail.procstate import ProcState, jail_command_pid, read_state
 from sandbox.jail.seccomp import ZYGOTE_PID, run_filter_fd
 from sandbox.protocol import RunRequest
+from sandbox.protocol.tenants import is_single_use
 from sandbox.supervisor import WorkerStartError
 from sandbox.zygote.control import (
     MAX_BYTES,
@@ -229,7 +230,8 @@ class Zygote:
                 self.ready.set_result(report)
         elif isinstance(report, Exited) and self.run is not None:
             run = self.run
-            self._judged = run if report.judging else None
+            # a single-use zygote's process serves no other run, whatever it judges
+            self._judged = run if report.judging and not self.single_use else None
             if self._judged is None:
                 run.kept = False
             self._run_ended(report.clean and report.status is not None)
@@ -359,13 +361,22 @@ class Zygote:
             if self.state in ("idle", "busy"):
                 self.state = "idle"
 
-    def send_run(self, fds: list[int], warm: bool, pristine: bool = False) -> None:
+    @property
+    def single_use(self) -> bool:
+        """It serves one run and retires (a pristine run's, or a single-use tenant's:
+        sandbox/protocol/tenants.py): nothing of that run may shape a later one."""
+        return self.tenant == PRISTINE or is_single_use(self.tenant)
+
+    def send_run(self, fds: list[int], warm: bool) -> None:
         """Send the reserved run to the zygote, with its descriptors (message, events,
-        stderr)."""
+        stderr). The order is the same for every run, a single-use zygote's too (its
+        process may be "kept" as any other's, and goes with the zygote after the run):
+        nothing in the process tells a pristine or single-use run from a new tenant's
+        first run (issue 33)."""
         assert self._ctl is not None
         s = self.pool.settings
         keep = None
-        if s.pool_reuse_runs > 1 and not pristine:  # may serve this tenant's next run
+        if s.pool_reuse_runs > 1:  # may serve this tenant's next run
             keep = Keep(runs=s.pool_reuse_runs, rss_kib=s.pool_reuse_rss_bytes // 1024)
         socket.send_fds(self._ctl, [encode(RunOrder(warm=warm, keep=keep))], fds)
         self.warm_child = False

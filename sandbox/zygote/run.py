@@ -96,11 +96,7 @@ class ZygoteRun(RunSupervisor):
         try:
             os.write(message, self._message())
             os.lseek(message, 0, os.SEEK_SET)
-            z.send_run(
-                [message, events_w, stderr_w],
-                warm=fits_warm_child(self._request),
-                pristine=self.pristine,
-            )
+            z.send_run([message, events_w, stderr_w], warm=fits_warm_child(self._request))
             self._sent = True
         except OSError:
             os.close(events_r)
@@ -158,6 +154,8 @@ class ZygoteRun(RunSupervisor):
         """Why this run's zygote must not serve another run, if it must not."""
         if self.pristine:
             return "a pristine run is done: its zygote and jail serve no other"
+        if self._zygote.single_use:
+            return "its single-use run is done: its zygote and jail serve no other"
         if self._end is not None and self._end[0] != "cancelled":
             return f"run ended by {self._end[0]}: {self._end[1]}"
         return self._limit_reason()
@@ -165,8 +163,9 @@ class ZygoteRun(RunSupervisor):
     async def _finish(self) -> None:
         for transport in self._transports:
             transport.close()
-        if not self._sent and self.pristine:  # never started: it goes all the same
-            self._zygote.retire("its pristine run ended before it started")
+        if not self._sent and (self.pristine or self._zygote.single_use):
+            # never started: it goes all the same (bound to a tenant no run will have)
+            self._zygote.retire("its single-use run ended before it started")
         elif not self._sent:
             z = self._zygote
             z.release(self)

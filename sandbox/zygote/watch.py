@@ -13,7 +13,11 @@ changed. Two checks, each against a baseline taken before the process's first ru
   class a module defines, ``jax.config``'s values, JAX's trace state, Python
   threads, signal handlers, interval timers, ``os.environ``, cwd, umask,
   ``sys.path`` and the import machinery, ``sys``'s hooks (trace, profile,
-  exception, display, unraisable, breakpoint, asyncgen, monitoring), the recursion
+  exception, display, unraisable, breakpoint, asyncgen, monitoring), JAX's rule
+  tables (``RuleTables``: every module dict of ``jax`` keyed by primitives or named
+  as one — JVP, transpose, linearization, batching, partial-eval, DCE and MLIR
+  lowering rules, per platform too — by item identity, and every primitive's own
+  attributes: ``impl``, ``abstract_eval``, a ``bind`` set on it), the recursion
   limit and switch interval, ``warnings.filters``, numpy's print and error options,
   ``gc``'s settings and callbacks, ``atexit``'s count. An audit hook installed with
   the baseline marks the process tainted on what changes state without changing any
@@ -34,23 +38,28 @@ the engine seeds both generators from the OS at the start of every run anyway
 (sandbox/engine/run.py ``fresh_randomness``), kept process or fresh fork alike.
 
 What neither check can see: a change deep inside an object (an item of a dict or
-list that some module holds, an attribute of an instance, a method of a class
-outside ``CLASS_FAMILIES``, the check's own objects), which only a deliberate run
-makes. Such a run can change what its own tenant's later runs show, until the
-process retires; it never reaches another tenant (a jail, its zygote and its
-processes serve one tenant for life).
+list that some module holds, other than JAX's rule tables; an attribute of an
+instance other than a primitive; a method of a class outside ``CLASS_FAMILIES``; the
+code of a function no module or class holds, such as the lambda inside a rule's
+``partial`` (tests/server/test_hostile_pristine.py rewrites tanh's that way); the
+check's own objects), which only a deliberate run makes. Such a run can change what
+its own tenant's later runs show, until the process retires; it never reaches
+another tenant (a jail, its zygote and its processes serve one tenant for life), and
+code that is not the tenant's own (a shared link's, an embed's) never runs in a
+process kept for anyone (sandbox/protocol/tenants.py, issue 33).
 
 **This check is a consistency aid for the tenant's own runs, not a security
 boundary.** Code in the process can always undo or deceive a check made in that
 process. What crosses tenants (the result cache's answers, shared links, embeds) is
 decided by pristine runs alone: a fresh child of a zygote that never ran anyone's
-code, in a jail that never served a tenant, JAX's persistent cache off, retired
-afterwards (pool.py; docs/server.md, the trust model).
+code, in a jail that never served a tenant, retired afterwards (pool.py;
+docs/server.md, the trust model).
 """
 
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import gc
 import linecache
@@ -169,6 +178,153 @@ def _function(value: Any) -> types.FunctionType | None:
     return value if isinstance(value, types.FunctionType) else None
 
 
+#: Module attributes of these packages that are JAX's rule tables by their name,
+#: watched even while empty (a table keyed by primitives is watched whatever its name)
+RULE_TABLE_PACKAGES = frozenset({"jax"})  # jaxlib holds none: half the scan for nothing
+_RULE_TABLE_SUFFIXES = ("rules", "jvps", "transposes", "batchers", "lowerings", "linearizations")
+
+
+class RuleTables:
+    """JAX's rule tables and primitives, by identity (issue 33): a run that replaces
+    ``ad.primitive_jvps[tanh_p]`` or a lowering in ``mlir._lowerings`` changes what
+    every later ``grad`` or compile of that primitive shows, without changing any
+    module's attributes. Found once per baseline by walking the modules of
+    ``RULE_TABLE_PACKAGES``: every ``dict`` attribute whose keys include primitives or
+    whose name ends as a rule table's does (``_RULE_TABLE_SUFFIXES``); per-platform
+    tables (a dict of such dicts, ``mlir._platform_specific_lowerings``) with their
+    inner tables; and every primitive that is a key of a table or an attribute of a
+    module, by its instance dict (and that dict's own identity). Compared like the
+    namespaces: keys and values in order, by identity, no code of theirs run (in C
+    where every mapping is an exact dict)."""
+
+    def __init__(self, modules: dict[str, Any]) -> None:
+        core = modules.get("jax._src.core")
+        primitive = getattr(core, "Primitive", None)
+        self.names: list[str] = []
+        entries: list[Entry] = []
+        self.primitives: list[tuple[Any, Any]] = []  # (primitive, its __dict__)
+        if not isinstance(primitive, type):
+            self._pack(entries)
+            return
+        seen: set[int] = set()
+        prims: dict[int, Any] = {}
+
+        def table(name: str, d: dict[Any, Any]) -> None:
+            if id(d) in seen:
+                return
+            seen.add(id(d))
+            self.names.append(name)
+            entries.append((d, type(d), d, tuple(d), tuple(d.values())))
+            for key in list(d):
+                if isinstance(key, primitive):
+                    prims.setdefault(id(key), key)
+
+        for name, module in list(modules.items()):
+            ns = getattr(module, "__dict__", None)
+            if name.partition(".")[0] not in RULE_TABLE_PACKAGES or not isinstance(ns, dict):
+                continue
+            for attr, value in list(ns.items()):
+                if isinstance(value, primitive):
+                    prims.setdefault(id(value), value)
+                if not isinstance(value, dict) or not isinstance(attr, str):
+                    continue
+                inner = [v for v in list(value.values())[:16] if isinstance(v, dict)]
+                named = attr.endswith(_RULE_TABLE_SUFFIXES)
+                if inner and len(inner) == min(len(value), 16):
+                    # per platform (a dict of tables): the outer table and each inner
+                    if named or any(_keyed_by(v, primitive) for v in inner):
+                        table(f"{name}.{attr}", value)
+                        for key, v in list(value.items()):
+                            if isinstance(v, dict):
+                                table(f"{name}.{attr}[{key!r}]", v)
+                elif named or _keyed_by(value, primitive):
+                    table(f"{name}.{attr}", value)
+        for prim in prims.values():
+            d = getattr(prim, "__dict__", None)
+            if type(d) is dict:
+                self.names.append(f"primitive {getattr(prim, 'name', '?')!s:.60}")
+                entries.append((prim, type(prim), d, tuple(d), tuple(d.values())))
+                self.primitives.append((prim, d))
+        self._pack(entries)
+
+    def _pack(self, entries: list[Entry]) -> None:
+        self.entries = entries
+        native = _identity is not None
+        self._native_at = [i for i, e in enumerate(entries) if native and type(e[2]) is dict]
+        self._native = _identity.pack([entries[i] for i in self._native_at]) if native else None
+        taken = set(self._native_at)
+        self._other_at = [i for i in range(len(entries)) if i not in taken]
+        self._other = [entries[i] for i in self._other_at]
+
+    def changed(self, runtime: tuple[str, ...] | None = None) -> list[str]:
+        """The tables and primitives that differ from the baseline, in words.
+        ``runtime`` (the run imported new modules from the runtime, which may register
+        rules for their primitives as they load): a table that only gained entries
+        after its baseline ones, each a rule whose code is the runtime's, is not a
+        change (the caller takes a new baseline)."""
+        at = [self._other_at[i] for i in _differing(self._other)]
+        if _identity is not None and self._native is not None:
+            at += [self._native_at[i] for i in _identity.differing(self._native)]
+        found = [
+            f"JAX's {self.names[i]}"
+            for i in sorted(at)
+            if runtime is None or not _only_rules_added(self.entries[i], runtime)
+        ]
+        # a primitive given another __dict__ altogether (the entries hold the old one)
+        found += [
+            f"JAX's primitive {getattr(p, 'name', '?')!s:.60} (its __dict__)"
+            for p, d in self.primitives
+            if _instance_dict(p) is not d
+        ]
+        return found
+
+
+def _only_rules_added(entry: Entry, runtime: tuple[str, ...]) -> bool:
+    """Whether a table kept its baseline entries, in order and by identity, and only
+    gained entries whose rules are the runtime's code (a plain function, a partial of
+    one, or a per-platform table of such)."""
+    obj, kind, d, keys, values = entry
+    if type(obj) is not kind or not isinstance(d, dict) or kind is not type(d):
+        return False
+    now_keys, now_values, n = list(d), list(d.values()), len(keys)
+    return (
+        len(now_keys) > n
+        and all(map(operator.is_, now_keys[:n], keys))
+        and all(map(operator.is_, now_values[:n], values))
+        and all(_runtime_rule(v, runtime) for v in now_values[n:])
+    )
+
+
+def _runtime_rule(rule: Any, runtime: tuple[str, ...], depth: int = 0) -> bool:
+    if depth > 2:
+        return False
+    if isinstance(rule, dict):
+        return all(_runtime_rule(v, runtime, depth + 1) for v in list(rule.values()))
+    if isinstance(rule, functools.partial):
+        return _runtime_rule(rule.func, runtime, depth + 1)
+    kind = type(rule)
+    if dataclasses.is_dataclass(rule) and kind.__module__.partition(".")[0] in RULE_TABLE_PACKAGES:
+        # JAX's own holder of a rule (mlir.LoweringRuleEntry): its callables are rules
+        fields = [getattr(rule, f.name, None) for f in dataclasses.fields(rule)]
+        rules = [f for f in fields if callable(f)]
+        return bool(rules) and all(_runtime_rule(f, runtime, depth + 1) for f in rules)
+    code = getattr(_function(rule), "__code__", None)
+    return code is not None and os.path.realpath(code.co_filename).startswith(runtime)
+
+
+def _keyed_by(d: dict[Any, Any], kind: type) -> bool:
+    """Whether any of ``d``'s first keys is a ``kind`` (no code of a key runs)."""
+    return any(isinstance(k, kind) for k in list(d)[:16])
+
+
+def _instance_dict(obj: Any) -> Any:
+    """``obj.__dict__`` without running a ``__getattribute__`` of its class."""
+    try:
+        return object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
+
+
 class Watch:
     """The baseline of a process's Python state, taken before its first run.
 
@@ -198,6 +354,7 @@ class Watch:
             self._add(name, module)
         self._ids = frozenset(self._guarded)
         self._index()
+        self.rules = RuleTables(self.modules)
         self.values = _values()
         self.streams = (sys.stdout, sys.stderr, sys.stdin)
         self.random_states = _random_states()
@@ -295,6 +452,8 @@ class Watch:
             found.append(f"the attributes of {name}")
             if len(found) > 8:
                 return found
+        adopting = bool(added) and not any("not from the runtime" in f for f in found)
+        found.extend(self.rules.changed(self.runtime if adopting else None)[:8])
         now_values = _values()
         found.extend(k for k in self.values if self.values[k] != now_values.get(k))
         if not found and added:
@@ -304,6 +463,7 @@ class Watch:
                 self._add(name, module)
             self._ids = frozenset(self._guarded)
             self._index()
+            self.rules = RuleTables(self.modules)  # the new modules' tables too
         return found
 
     def _adoptable(self, module: Any) -> bool:

@@ -70,7 +70,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., A
     """``jaxplay`` with ``--server`` to a real server on the real pool (a jail), in this
     process (``in_process``); ``process=True``: the console script in a process of its own."""
     tmp = tmp_path_factory.mktemp("cli-served")
-    settings = {"JAXPLAY_RATE_LIMIT_PER_MINUTE": "0", "JAXPLAY_QUEUE_TIMEOUT_S": "120"}
+    settings = {
+        "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0",
+        "JAXPLAY_QUEUE_TIMEOUT_S": "120",
+        "JAXPLAY_API_TOKENS": f'["{CLI_TOKEN}"]',
+    }
     server = LiveServer(tmp / "jaxplay.sqlite3", env=settings, log=tmp / "serve.log")
     server.start()
     try:
@@ -133,6 +137,23 @@ def test_human_readable_output_contains_the_jaxpr(
     assert "module @jit_f" in human.stdout  # StableHLO
     assert "HloModule jit_f" in human.stdout  # HLO
     assert "done" in human.stdout.splitlines()[-1]
+
+
+CLI_TOKEN = "cli-token-4f9a1c2e7b"
+
+
+@real_run
+def test_a_token_names_the_tenant_of_a_run_through_a_server(
+    served: Callable[..., Any], snippet: Path
+) -> None:
+    """Issue 33: without a token a run is the address's, single-use; ``--token`` (or
+    JAXPLAY_TOKEN) sends one, so the server runs it as that token's tenant."""
+    argv = ["run", str(snippet), "--args", "jnp.ones(3)", "--output", "jaxpr", "--json"]
+    ok = served(*argv, "--token", CLI_TOKEN)
+    assert ok.returncode == 0 and events_of(ok)[-1]["status"] == "ok", ok.stderr[-3000:]
+    refused = served(*argv, "--token", "not-one-the-server-issued")
+    assert refused.returncode != 0
+    assert "401" in refused.stderr and "not one the server issued" in refused.stderr
 
 
 @real_run

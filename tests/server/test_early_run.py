@@ -134,3 +134,14 @@ def test_a_run_sent_before_the_hello_arrives_is_served(make_client: Make) -> Non
         while (message := ws.receive_json())["payload"]["type"] != "done":
             assert message["type"] == "event" and message["seq"] == 1, message
         assert message["payload"]["status"] == "ok", message
+
+
+def test_the_early_script_names_the_link_as_the_page_does() -> None:
+    """Issue 33: the early run's socket names the page's link (``?link=ID``) with the
+    page's own pattern (frontend/src/connection.ts ``LINK_PATH``), so the server runs a
+    link's code as it came in a process of its own from the first run on."""
+    page = (ROOT / "frontend" / "src" / "connection.ts").read_text()
+    pattern = re.search(r"const LINK_PATH = (/.+/);", page)
+    assert pattern is not None
+    assert f"k={pattern.group(1)}.exec(l.pathname)" in EARLY_SCRIPT
+    assert "'/api/v1/ws'+(k?'?link='+k[1]:'')" in EARLY_SCRIPT

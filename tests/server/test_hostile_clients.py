@@ -33,7 +33,8 @@ from backend.app.metrics import Metrics
 from backend.app.page import PLACEHOLDER
 from backend.app.tenancy import SESSION_COOKIE, client_key
 from sandbox.pool.base import PoolFull
-from sandbox.pool.zygote_pool import ZygotePool
+from sandbox.pool.zygote_pool import ZygotePool, tenant_group
+from sandbox.protocol.tenants import is_single_use
 
 from .conftest import make_settings
 from .fakes import FakePool
@@ -90,13 +91,20 @@ def normal(client: TestClient, peer: str = "192.0.2.200") -> None:
 # --- addresses: X-Forwarded-For, IPv6 ------------------------------------------------
 
 
+def addresses(tenants: list[str]) -> list[str]:
+    """The addresses of address-only runs as the pool was given them: each a
+    single-use tenant of its address's group (issue 33: nothing kept for an address)."""
+    assert all(is_single_use(t) for t in tenants), tenants
+    return [tenant_group(t) for t in tenants]
+
+
 def test_a_spoofed_forwarded_for_is_ignored_by_default(serve: Any) -> None:
     client, pool = serve(rate_limit_per_minute=6, rate_limit_burst=1)
     assert run(client, "198.51.100.7", **{"X-Forwarded-For": "203.0.113.1"}).status_code == 200
     # Another claimed address buys nothing: the peer pays, and it has spent its burst.
     r = run(client, "198.51.100.7", **{"X-Forwarded-For": "203.0.113.2"})
     assert r.status_code == 429 and r.json()["error"] == "rate_limited"
-    assert pool.tenants == ["addr:198.51.100.7"]
+    assert addresses(pool.tenants) == ["addr:198.51.100.7"]
     normal(client)
 
 
@@ -113,7 +121,11 @@ def test_forwarded_for_is_believed_only_from_a_trusted_proxy(serve: Any) -> None
     # Not through the proxy: the header is the client's word, and is not taken.
     assert run(client, "198.51.100.30", **{"X-Forwarded-For": "10.0.0.1"}).status_code == 200
     assert run(client, "198.51.100.30", **{"X-Forwarded-For": "10.0.0.2"}).status_code == 429
-    assert pool.tenants == ["addr:198.51.100.20", "addr:198.51.100.21", "addr:198.51.100.30"]
+    assert addresses(pool.tenants) == [
+        "addr:198.51.100.20",
+        "addr:198.51.100.21",
+        "addr:198.51.100.30",
+    ]
     normal(client)
 
 
@@ -180,7 +192,8 @@ def test_sessions_are_issued_by_the_page_and_forged_ones_are_nobody(serve: Any) 
             json={"code": CODE, "cache": False},
             headers={PEER: "198.51.100.7", "Cookie": f"{SESSION_COOKIE}={forged}"},
         )
-        assert r.status_code == 200 and pool.tenants[-1] == "addr:198.51.100.7", forged
+        assert r.status_code == 200, forged
+        assert addresses(pool.tenants[-1:]) == ["addr:198.51.100.7"], forged
     normal(client)
 
 

@@ -53,14 +53,12 @@ E.JSONEncoder.encode = _forge
 def f():
     return 0.0
 """,
+    # tanh's JVP rule, rewritten inside the rule itself (its lambda's code): replacing
+    # the table's entry is seen by the kept process's check since issue 33; this is not
     "tanh's jvp rule": """
 from jax._src.interpreters import ad
 from jax._src.lax import lax
-def _wrong(primals, tangents, **params):
-    (x,), (t,) = primals, tangents
-    return lax.tanh_p.bind(x, **params), t * 7.0
-ad.primitive_jvps[lax.tanh_p] = _wrong
-getattr(ad, "primitive_linearizations", {}).pop(lax.tanh_p, None)
+ad.primitive_jvps[lax.tanh_p].args[0][0].__code__ = (lambda g, ans, x, **kw: g * 7.0).__code__
 
 def f():
     return 0.0

@@ -11,6 +11,8 @@ from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from backend.app.wire import SERVER_MESSAGE
+from sandbox.pool.zygote_pool import tenant_group
+from sandbox.protocol.tenants import is_single_use
 
 from .fakes import FakePool
 
@@ -66,8 +68,13 @@ def test_a_new_run_cancels_the_previous_one(make_client: Make) -> None:
         next(m for m in messages if m["seq"] == 1 and m["payload"]["type"] == "done")
     )
     assert messages[-1]["payload"]["status"] == "ok"
-    # No session cookie (not the page): the tenant is the client's address.
-    assert len(set(pool.tenants)) == 1 and pool.tenants[0].startswith("addr:")
+    # No session cookie (not the page): the tenant is the client's address, and no
+    # process is kept for an address (issue 33): each run is a single-use tenant of
+    # that address's group, a name no other run has
+    assert len(set(pool.tenants)) == len(pool.tenants) == 2
+    assert {tenant_group(t) for t in pool.tenants} == {tenant_group(pool.tenants[0])}
+    assert pool.tenants[0].startswith("addr:")
+    assert all(is_single_use(t) for t in pool.tenants)
 
 
 def test_cancel(client: TestClient) -> None:
@@ -194,3 +201,31 @@ def test_closing_mid_run_ends_the_run(make_client: Make) -> None:
     while pool.total != pool.finished and time.monotonic() < deadline:
         time.sleep(0.01)
     assert pool.total == pool.finished == 1
+
+
+def test_a_link_s_code_as_stored_runs_single_use_and_an_edit_is_the_session_s(
+    make_client: Make,
+) -> None:
+    """Issue 33: on a socket its page opened from a link (``?link=ID``), a run of that
+    snippet's code as the server stored it goes to a single-use tenant; the person's
+    edit, or a link the server does not know, runs as their session."""
+    client, pool = make_client()
+    link_code = CODE + "# the author's\n"
+    made = client.post("/api/v1/snippets", json={"code": link_code})
+    assert made.status_code == 201, made.text
+    link = made.json()["id"]
+    client.get("/")  # the page's session cookie, sent back by the socket
+    runs = {
+        (link, link_code + "\n  \n"): True,  # as stored, but for trailing blanks
+        (link, CODE + "# mine\n"): False,  # edited: the person's own
+        ("abcdefgh234", link_code): False,  # no such snippet
+        (None, link_code): False,  # a page that is no link's
+    }
+    for (name, code), single in runs.items():
+        url = "/api/v1/ws" + (f"?link={name}" if name else "")
+        with client.websocket_connect(url) as ws:
+            receive(ws)
+            ws.send_json({"type": "run", "seq": 1, "payload": {"code": code, "cache": False}})
+            assert until_done(ws, 1)[-1]["payload"]["status"] == "ok"
+        tenant = pool.tenants[-1]
+        assert "|session:" in tenant and is_single_use(tenant) is single, (name, code, tenant)

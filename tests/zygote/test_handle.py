@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from sandbox.protocol.tenants import single_use
 from sandbox.supervisor import WorkerStartError
 from sandbox.zygote.control import (
     VERSION,
@@ -182,15 +183,23 @@ def test_reserve_send_end_and_release() -> None:
     run_async(go)
 
 
-def test_a_pristine_run_is_sent_without_keep() -> None:
+@pytest.mark.parametrize("tenant", [PRISTINE, single_use("addr:192.0.2.1|session:x")])
+def test_a_pristine_or_single_use_run_is_sent_as_any_run(tenant: str) -> None:
+    """Issue 33: nothing in the order tells a pristine or single-use run from a new
+    tenant's first run (its process may be "kept": it goes with the zygote)."""
+
     async def go() -> None:
         z = await ready_zygote(StandInPool(reuse_runs=20))
+        assert not z.single_use
+        z.take_for(tenant)
+        assert z.single_use
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         z._ctl = mine
         z.reserve(StandInRun())
-        z.send_run([theirs.fileno()] * 3, warm=False, pristine=True)
+        z.send_run([theirs.fileno()] * 3, warm=False)
         data, fds, _, _ = socket.recv_fds(theirs, 4096, 4)
-        assert decode_order(data) == RunOrder(warm=False, keep=None) and len(fds) == 3
+        keep = Keep(runs=20, rss_kib=786432)
+        assert decode_order(data) == RunOrder(warm=False, keep=keep) and len(fds) == 3
         for fd in fds:
             os.close(fd)
         mine.close()

@@ -138,6 +138,20 @@ CHANGING = {
     "numpy's print options": "np.set_printoptions(precision=2)",
     "a module replaced": "import sys, json\nsys.modules['json'] = None",
     "a patched new module": "import json.tool\njson.tool.main = lambda: 0",
+    # JAX's rule tables and primitives (issue 33): the issue's forged gradient, and
+    # the other tables a run could rewrite to make later runs show something false
+    "a JVP rule replaced": "from jax._src.interpreters import ad\n"
+    "ad.primitive_jvps[lax.tanh_p] = ad.primitive_jvps[lax.sin_p]",
+    "a transpose rule replaced": "from jax._src.interpreters import ad\n"
+    "ad.primitive_transposes[lax.neg_p] = lambda ct, x: [ct]",
+    "a batching rule replaced": "from jax._src.interpreters import batching\n"
+    "batching.fancy_primitive_batchers[lax.tanh_p] = batching.fancy_primitive_batchers[lax.sin_p]",
+    "a lowering replaced": "from jax._src.interpreters import mlir\n"
+    "mlir.register_lowering(lax.tanh_p, lambda ctx, x, **kw: [x])",
+    "a CPU lowering replaced": "from jax._src.interpreters import mlir\n"
+    "mlir.register_lowering(lax.tanh_p, lambda ctx, x, **kw: [x], platform='cpu')",
+    "a primitive's impl": "lax.sin_p.def_impl(lambda *a, **k: 0)",
+    "a primitive's bind": "lax.sin_p.bind = lambda *a, **k: 0",
     "sys.path": "import sys\nsys.path.insert(0, '/tmp')",
     "a trace function": "import sys\nsys.settrace(lambda *a: None)",
     "warnings": "import warnings\nwarnings.simplefilter('error')",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request, Response
@@ -17,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from backend.app.across import VersionRun, diff_off_loop, summarize, times
 from backend.app.errors import ApiError
+from backend.app.provenance import LINK_PARAM
+from backend.app.routes.snippets import link_code_of
 from backend.app.runs import RunStream
 from backend.app.services import ServicesDep
 from backend.app.tenancy import caller_for
@@ -99,6 +102,10 @@ async def across(
     oldest_first = sorted(body.versions, key=version_key)
     per_version = [base.model_copy(update={"jax_version": v}) for v in oldest_first]
     caller = caller_for(request, services.known_tokens, services.sessions)
+    # a shared link's page (``?link=ID``): its code as stored is not the caller's own
+    link = await link_code_of(services, caller.rate_key, request.query_params.get(LINK_PARAM))
+    if caller.keeps_process and link.same_code(base.code):
+        caller = dataclasses.replace(caller, keeps_process=False)
     gone = asyncio.Event()
     current: list[RunStream] = []
 

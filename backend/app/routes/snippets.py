@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from backend.app.errors import ApiError, log_internal
+from backend.app.provenance import NO_LINK, UNKNOWN, LinkCode, link_code
 from backend.app.services import Services, ServicesDep
 from backend.app.storage import canonical_json, snippet_digest
 from backend.app.tenancy import client_of
@@ -47,6 +48,19 @@ async def load_snippet(services: Services, client: str, snippet_id: str) -> str 
     if body is None:
         services.admission.note_miss(client)
     return body
+
+
+async def link_code_of(services: Services, client: str, link: str | None) -> LinkCode:
+    """The code of the shared link a page names (``?link=ID``, backend/app/provenance.py),
+    read from the store: a name that is no snippet id, or no snippet's, names none; a
+    store that fails, or a client that missed too often, names an unknown one (every
+    run of that request is taken as not the caller's own)."""
+    if not link or not SNIPPET_ID.match(link):
+        return NO_LINK
+    try:
+        return link_code(await load_snippet(services, client, link))
+    except ApiError:
+        return UNKNOWN
 
 
 @router.post(

@@ -17,13 +17,16 @@ or without it the ``Host`` it came to, one of ``allowed_hosts``) or ``ws_origins
 foreign ``Origin`` gets an error, status 403, and 1008); a token
 only if the server issued it (401); at most ``max_websockets_per_client`` open per
 client address (429). The tenant is the page's signed session cookie, else the
-client address (backend/app/tenancy.py).
+client address (backend/app/tenancy.py). A page opened from a shared link or an embed
+names it (``?link=ID``): a run of that link's code as stored runs in a process of its
+own, retired after it (backend/app/provenance.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 import uuid
@@ -40,6 +43,8 @@ from backend.app.caller import Caller
 from backend.app.errors import ApiError, validation_body
 from backend.app.logs import fields, get_logger
 from backend.app.middleware import host_allowed
+from backend.app.provenance import LINK_PARAM, LinkCode
+from backend.app.routes.snippets import link_code_of
 from backend.app.runs import RunStream
 from backend.app.services import Services, get_services
 from backend.app.settings import Settings
@@ -94,6 +99,9 @@ class Connection:
         self.s = services
         self.id = uuid.uuid4().hex[:16]
         self.caller: Caller | None = None
+        #: the code of the shared link whose page opened this socket (``?link=``),
+        #: read from the store at the first run: a run of it is not the caller's own
+        self._link: LinkCode | None = None
         self.current: _Run | None = None
         self.run_ended = asyncio.Event()
         self._send_lock = asyncio.Lock()
@@ -327,12 +335,25 @@ class Connection:
             with contextlib.suppress(BaseException):
                 await run.task
 
+    async def _caller_of(self, code: str) -> Caller:
+        """Who runs ``code``: the connection's caller, whose kept process it may shape
+        only if it is the caller's own code, not the code of the link this socket's
+        page opened as it came (backend/app/provenance.py)."""
+        assert self.caller is not None
+        if self._link is None:
+            link = self.ws.query_params.get(LINK_PARAM)
+            self._link = await link_code_of(self.s, self.caller.rate_key, link)
+        if self.caller.keeps_process and self._link.same_code(code):
+            return dataclasses.replace(self.caller, keeps_process=False)
+        return self.caller
+
     async def _run(self, run: _Run, body: RunBody) -> None:
         seq = run.seq
         started = time.monotonic()
         try:
-            assert self.caller is not None
-            stream = await self.s.runs.start(body.to_request(), self.caller, use_cache=body.cache)
+            stream = await self.s.runs.start(
+                body.to_request(), await self._caller_of(body.code), use_cache=body.cache
+            )
         except ApiError as exc:
             with contextlib.suppress(_Closed):
                 await self.send_error(

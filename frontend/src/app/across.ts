@@ -2,6 +2,7 @@
 // and shows where each output changed. The view (panes/across.ts) and the request's
 // rules (across.ts) are loaded on first use: a chunk of their own.
 import type { RunBody } from "../generated/request";
+import { linkQuery } from "../connection";
 import { ApiError } from "../protocol";
 import type { AcrossView } from "../panes/across";
 
@@ -82,7 +83,7 @@ export class AcrossController {
     view.setStatus("running", `Running on ${n} versions, one after the other (a version's first run starts its workers)…`);
     this.hooks.onBusy(true);
     try {
-      const r = await (this.hooks.fetch ?? fetch)("/api/v1/across", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(made.body), signal: abort.signal });
+      const r = await (this.hooks.fetch ?? fetch)(`/api/v1/across${linkQuery(globalThis.location ?? { pathname: "" })}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(made.body), signal: abort.signal });
       const body: unknown = await r.json();
       if (!r.ok) {
         const err = ApiError.safeParse(body);

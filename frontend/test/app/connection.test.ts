@@ -1,7 +1,7 @@
 // The WebSocket client against a fake socket: opened at page load and kept, one run
 // frame per run, a live run let finish (within a grace) rather than cancelled.
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { Connection } from "../../src/connection";
+import { Connection, wsUrl } from "../../src/connection";
 import type { RunBody } from "../../src/generated/request";
 import { ACCEPTED, DONE, FakeSocket, JAXPR, settle } from "./fakes";
 
@@ -128,5 +128,21 @@ describe("Connection", () => {
     await settle();
     void conn.run(REQUEST);
     expect(FakeSocket.made[1]!.runs()).toEqual([seq + 1]);
+  });
+});
+
+describe("wsUrl", () => {
+  const at = (pathname: string, protocol = "http:") => wsUrl({ protocol, host: "h:8000", pathname });
+
+  it("names the shared link or embed its page was opened from (issue 33)", () => {
+    expect(at("/s/abcdefgh234")).toBe("ws://h:8000/api/v1/ws?link=abcdefgh234");
+    expect(at("/e/abcdefgh234", "https:")).toBe("wss://h:8000/api/v1/ws?link=abcdefgh234");
+  });
+
+  it("names nothing on any other page, or for an id no snippet can have", () => {
+    expect(at("/")).toBe("ws://h:8000/api/v1/ws");
+    expect(at("/s/short")).toBe("ws://h:8000/api/v1/ws");
+    expect(at("/s/ABCDEFGH234")).toBe("ws://h:8000/api/v1/ws");
+    expect(at("/s/abcdefgh234/more")).toBe("ws://h:8000/api/v1/ws");
   });
 });
