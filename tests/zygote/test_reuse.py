@@ -80,16 +80,26 @@ def shown_run(live: LivePool, tenant: str, edit: float = 1.0) -> tuple[Ran, list
     return ran, shown
 
 
+#: how long a tenant may wait for a warm child to keep (a few seconds when quiet)
+KEPT_WITHIN_S = 40.0
+
+
 def kept_process(live: LivePool, tenant: str) -> Ran:
     """A run whose process is kept for the tenant's next run. A run right after a
     process retired may find the next warm child not warm yet and get a cold child,
-    which is never kept: then the one after it is."""
-    for attempt in range(5):
+    which is never kept: then the one after it is (on a loaded machine the warm-up can
+    take several seconds, so the wait is a deadline, not a count of tries)."""
+    deadline, attempt = time.monotonic() + KEPT_WITHIN_S, 0
+    while True:
         ran, _ = shown_run(live, tenant)
         if ran.kept:
             return ran
-        time.sleep(0.5 * (attempt + 1))  # the next warm child warms up meanwhile
-    raise AssertionError(f"no process kept: {ran.result.events[-1]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"no process kept within {KEPT_WITHIN_S} s: {ran.result.events[-1]}"
+            )
+        attempt += 1
+        time.sleep(min(0.5 * attempt, 3.0))  # the next warm child warms up meanwhile
 
 
 @pytest.fixture(scope="module")
@@ -204,13 +214,18 @@ RANDOM_PROBE = "import random\nprint(random.random(), np.random.rand())"
 
 def kept_probe(live: LivePool, tenant: str) -> Ran:
     """RANDOM_PROBE in a process kept for the tenant's next run (as kept_process)."""
-    for attempt in range(5):
+    deadline, attempt = time.monotonic() + KEPT_WITHIN_S, 0
+    while True:
         probe = run(live, RANDOM_PROBE, tenant)
         assert probe.result.status == "ok", probe.result.events
         if probe.kept:
             return probe
-        time.sleep(0.5 * (attempt + 1))  # the next warm child warms up meanwhile
-    raise AssertionError(f"no process kept: {probe.result.events[-1]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"no process kept within {KEPT_WITHIN_S} s: {probe.result.events[-1]}"
+            )
+        attempt += 1
+        time.sleep(min(0.5 * attempt, 3.0))  # the next warm child warms up meanwhile
 
 
 @pytest.mark.parametrize("name", list(UNAFFECTED))
