@@ -425,10 +425,12 @@ class Settings(BaseSettings):
         "its pristine run) before each runs on its own: a slow run cannot hold them.",
     )
     pristine_concurrency: int = Field(
-        default=1,
+        default=2,
         ge=0,
         description="Pristine runs (the cache's only confirmation) at once, each only "
-        "while no tenant waits for a place; 0: none, so nothing is served from the cache.",
+        "while no tenant waits for a place; 0: none, so nothing is served from the cache. "
+        "One client group holds at most one of them at a time, so with 2 or more one "
+        "client flooding the line cannot keep another's key from starting.",
     )
     pristine_pool: str | None = Field(
         default=None,
@@ -441,8 +443,29 @@ class Settings(BaseSettings):
     pristine_queue: int = Field(
         default=256,
         ge=1,
-        description="Cache keys waiting for a pristine run; beyond it the oldest are "
-        "forgotten (asked again when their request runs again).",
+        description="Cache keys waiting for a pristine run, all client groups together; "
+        "beyond it new asks are refused (asked again when their request runs again), "
+        "never an older one dropped.",
+    )
+    pristine_per_group: int = Field(
+        default=4,
+        ge=1,
+        description="Pristine runs one client group (address, IPv6 /56, or API token) "
+        "may have waiting and running at once, asked by its reads, shares and "
+        "contradicting runs; past it its asks are refused. The groups' lines are served "
+        "in turn, one key each.",
+    )
+    pristine_budget_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Pristine seconds a client group may spend at once: each pristine "
+        "run's wall time is charged to the group whose ask started it; a group in debt "
+        "asks for none until it is refilled (`pristine_refill_per_minute_s`).",
+    )
+    pristine_refill_per_minute_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="Pristine seconds a client group's budget regains a minute.",
     )
     cache_worker_ttl_s: float = Field(
         default=600.0,
