@@ -85,7 +85,8 @@ class Confirmer:
             settings.pristine_queue,
             TimeBudget(settings.pristine_budget_s, settings.pristine_refill_per_minute_s),
         )
-        self._wake = asyncio.Event()
+        #: workers waiting for a key to run (``_dispatch`` hands them one)
+        self._idle: list[asyncio.Future[tuple[str, _Job]]] = []
         self._tasks: list[asyncio.Task[None]] = []
         #: counts for stats(): runs made, and what they did
         self.counts: collections.Counter[str] = collections.Counter()
@@ -109,6 +110,7 @@ class Confirmer:
         ]
 
     async def close(self) -> None:
+        self._idle.clear()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -126,7 +128,7 @@ class Confirmer:
             return False
         asked = self._lines.ask(key, group, lambda: _Job(request, key))
         if asked:
-            self._wake.set()
+            self._dispatch()
         return asked
 
     def running(self, key: str) -> asyncio.Future[None] | None:
@@ -161,18 +163,32 @@ class Confirmer:
         running, capacity = stats.get("running"), stats.get("capacity")
         return not (isinstance(running, int) and isinstance(capacity, int) and running >= capacity)
 
+    def _dispatch(self) -> None:
+        """Hand the next keys, by turns, to the idle workers while the pool has room:
+        at once when asked, so that a key asked for while a worker is idle has started
+        before the next request for it looks (that one joins it)."""
+        while self._idle and self._lines.waiting and self._pool_has_room():
+            picked = self._lines.next()
+            if picked is None:  # every waiting group holds a run or is in debt
+                return
+            self._idle.pop().set_result(picked)
+
     async def _work(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            picked = self._lines.next() if self._lines.waiting and self._pool_has_room() else None
-            if picked is None:
-                # nothing to start now: wait for an ask, or look again soon (a place may
-                # free, a group's turn end, its budget refill)
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), RETRY_S)
+            offered: asyncio.Future[tuple[str, _Job]] = loop.create_future()
+            self._idle.append(offered)
+            self._dispatch()
+            # nothing to start now: an ask hands one over, or look again soon (a place
+            # may free, a group's run end, its budget refill)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(offered), RETRY_S)
+            if not offered.done():
+                self._idle.remove(offered)
                 continue
-            key, job = picked
-            group = self._lines.entry(key).charged  # type: ignore[union-attr]
+            key, job = offered.result()
+            entry = self._lines.entry(key)
+            group = entry.charged if entry is not None else None
             began = time.monotonic()
             try:
                 started = await self._run(job)

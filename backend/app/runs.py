@@ -258,9 +258,11 @@ class RunService:
                 return hit, None
             key = self.cache.key_for(request) if state != "unstable" else None
             leader = self._leaders.get(key) if key is not None else None
-            if leader is None and key is not None and self.confirmer is not None:
+            if leader is None and key is not None and self.confirmer is not None and not asked:
                 leader = self.confirmer.running(key)
-                if leader is None and state == "candidate" and not asked:
+                if leader is None and state == "candidate":
+                    # it may start at once (then the next request for it joins it);
+                    # this one never waits for the run its own ask started
                     asked = True
                     self.confirmer.ask(request, key, group_of(tenant))
             remaining = deadline - time.monotonic()
