@@ -49,12 +49,14 @@ class Settings(BaseSettings):
     )
     allowed_hosts: list[str] = Field(
         default_factory=lambda: ["localhost", "127.0.0.1", "[::1]"],
-        description="While `public_url` is unset: the names a request's `Host` may carry "
-        "(JSON list; each with any port, or `name:port` for that port only). A request or "
-        "WebSocket with another `Host` is refused (421, or an error and 1008), so a page "
-        "on another site cannot reach a server on loopback by rebinding its DNS name to "
-        "127.0.0.1. With `public_url` set, the `Host` is not used: the server's origin is "
-        "`public_url`'s.",
+        description="The names a request's `Host` may carry, on every route (JSON list; "
+        "each with any port, or `name:port` for that port only; `*`: any), besides "
+        "`public_url`'s host and the address the server binds to (`host`, unless it "
+        "is `0.0.0.0` or `::`). A request or WebSocket with another `Host` is refused "
+        "(421, or an error and 1008), so a page on another site cannot reach the server "
+        "by rebinding its DNS name to the server's address, nor through a proxy that "
+        "forwards any `Host`. Add the names a health check or load balancer uses (a "
+        "pod's address, a service name).",
     )
     cors_origins: list[str] = Field(
         default_factory=list,
