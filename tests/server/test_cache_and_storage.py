@@ -724,3 +724,27 @@ def test_a_run_s_evidence_is_kept_only_while_it_can_be_used() -> None:
     for event in (accepted, {"type": "error", "stage": "exec", "kind": "E", "message": "m"}, jaxpr):
         failed.add(event)
     assert failed.events() is None
+
+
+def test_a_cached_answer_s_follow_up_run_asks_only_for_its_measurements(
+    make_client: Make,
+) -> None:
+    """Issue 33, item 8 at its cause: the run that follows a cached answer asks only for
+    what it refreshes — the measurements (``timing``, ``profile``), never ``checks``
+    (kept, they ran and reported an ``execute`` stage its outputs do not make, which
+    the gate refused as forged) — and a cache hit no longer drops ``profile``."""
+    client, pool = make(make_client)
+    body = {"code": CODE + "# checked\n", "checks": ["nans"], "outputs": [*NO_TIMING, "timing"]}
+    confirmed(client, body)
+    follow_up = pool.requests[-1]
+    assert follow_up.outputs == ["timing"] and follow_up.checks == []
+    profiled = {"code": CODE + "# profiled\n", "outputs": ["jaxpr", "value", "profile"]}
+    answer = confirmed(client, profiled)
+    follow_up = pool.requests[-1]
+    assert follow_up.outputs == ["profile"] and follow_up.checks == []
+    assert answer[-1]["status"] == "ok" and answer[-1]["cached"] is True
+    # without a measurement, a cached answer makes no run at all
+    total = pool.total
+    plain = {"code": CODE + "# plain\n", "checks": ["nans"], "outputs": ["value"]}
+    confirmed(client, plain)
+    assert pool.total == total + 3  # Alice's, Carol's first, the pristine run: no follow-up
