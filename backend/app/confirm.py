@@ -34,11 +34,11 @@ from typing import Any
 
 from backend.app.admission import Admission
 from backend.app.cache import KeptEvents, ResultCache
-from backend.app.storage import CANDIDATE
 from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
 from backend.app.pristine_lines import PristineLines, TimeBudget
 from backend.app.settings import Settings
+from backend.app.storage import CANDIDATE
 from sandbox.pool.base import Pool, PoolFull
 from sandbox.protocol import BadEvent, RunRequest, ValidEvent, validate_event
 

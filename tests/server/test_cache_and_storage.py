@@ -520,7 +520,9 @@ def test_only_a_pristine_run_confirms_and_its_body_is_kept(tmp_path: Path) -> No
         assert await put("i", "y", PRISTINE, body="honest") == "candidate"
         found = await store.get_result("i")
         assert found is not None and (found.tenant, found.digest, found.body) == (
-            PRISTINE, "y", "honest"
+            PRISTINE,
+            "y",
+            "honest",
         )
         assert await put("i", "x", "c") == "candidate"  # a tenant agreeing with the forgery
         assert await put("i", "y", PRISTINE, body="honest") == "confirmed"

@@ -59,7 +59,9 @@ class MalloryPool(FakePool):
 
     def pristine_order(self) -> list[str]:
         """The pristine runs' code, in the order they were submitted."""
-        return [r.code for r, pristine in zip(self.requests, self.pristine, strict=True) if pristine]
+        return [
+            r.code for r, pristine in zip(self.requests, self.pristine, strict=True) if pristine
+        ]
 
 
 @pytest.fixture
@@ -188,7 +190,11 @@ def test_a_client_cannot_push_another_group_s_pristine_run_out_of_line(serve: An
     pool.mallory_gate.set()
     wait_until(lambda: state_of(client, POPULAR) == "hit")
     order = pool.pristine_order()
-    assert [c.rsplit("# ", 1)[1] for c in order[:3]] == ["mallory 66.0\n", "mallory 66.1\n", "popular\n"]
+    assert [c.rsplit("# ", 1)[1] for c in order[:3]] == [
+        "mallory 66.0\n",
+        "mallory 66.1\n",
+        "popular\n",
+    ]
     assert run(client, POPULAR, via_proxy(CAROL))[0]["cached"] is True
     wait_until(lambda: confirmer(client).stats()["waiting"] == 0)
 
@@ -207,6 +213,10 @@ def test_a_client_that_asks_for_the_victim_s_key_first_cannot_hold_it(serve: Any
     wait_until(lambda: state_of(client, POPULAR) == "hit")
     order = pool.pristine_order()
     assert [c.rsplit("# ", 1)[1] for c in order] == [
-        "mallory 66.0\n", "mallory 66.1\n", "popular\n", "mallory 66.2\n", "mallory 66.3\n"
+        "mallory 66.0\n",
+        "mallory 66.1\n",
+        "popular\n",
+        "mallory 66.2\n",
+        "mallory 66.3\n",
     ]
     wait_until(lambda: confirmer(client).stats()["waiting"] == 0)
