@@ -150,10 +150,6 @@ class Confirmer:
             **{f"refused_{why}": n for why, n in self._lines.refused.items()},
         }
 
-    def held_by(self, group: str) -> int:
-        """Pristine runs ``group`` has waiting or running (its cap: ``pristine_per_group``)."""
-        return self._lines.held_by(group)
-
     # --- the work -----------------------------------------------------------------
     def _pool_has_room(self) -> bool:
         """Low priority: a pristine run starts only while no tenant waits for a place."""
