@@ -220,3 +220,31 @@ def test_a_client_that_asks_for_the_victim_s_key_first_cannot_hold_it(serve: Any
         "mallory 66.3\n",
     ]
     wait_until(lambda: confirmer(client).stats()["waiting"] == 0)
+
+
+def test_a_probe_s_answer_does_not_wait_for_the_pristine_run_it_asked_for(serve: Any) -> None:
+    """Issue 33, item 7: whether someone ran an exact request cannot be read from how
+    long a probe's answer takes. Mallory probes for Alice's request: her request finds
+    Alice's candidate and asks for its pristine run (held here until the test opens
+    the gate), and is answered without waiting for it — as fast as a request nobody
+    ran before, which finds no candidate at all."""
+    # a join would wait up to 600 s here: a probe that waits shows as a deadlock
+    client, pool = serve(pristine_concurrency=1, cache_join_wait_s=600, queue_timeout_s=600)
+    run(client, {"code": "def g():\n    return 0\n"}, via_proxy(ALICE))
+    secret = {"code": "def f(x):\n    return x\n# mallory's guess\n", "outputs": ["value"]}
+    run(client, secret, via_proxy(ALICE, page_session(client, ALICE)))
+    mallory = via_proxy(MALLORY, page_session(client, MALLORY))
+    answers: list[list[dict[str, Any]]] = []
+    prober = threading.Thread(target=lambda: answers.append(run(client, secret, mallory)))
+    prober.start()
+    prober.join(30)  # a bound on a deadlock, not a speed: the pristine run is held
+    if prober.is_alive():
+        pool.mallory_gate.set()
+        prober.join()
+        pytest.fail("the probe waited for the pristine run its own request asked for")
+    # answered while the pristine run her request asked for is still held
+    stats = confirmer(client).stats()
+    assert stats["running"] == 1 and stats.get("runs", 0) == 0, stats
+    assert "cached" not in answers[0][0] and answers[0][-1]["status"] == "ok"
+    pool.mallory_gate.set()
+    wait_until(lambda: state_of(client, secret) == "hit")
