@@ -458,14 +458,14 @@ class Settings(BaseSettings):
         "in turn, one key each.",
     )
     pristine_budget_s: float = Field(
-        default=120.0,
+        default=60.0,
         gt=0,
         description="Pristine seconds a client group may spend at once: each pristine "
         "run's wall time is charged to the group whose ask started it; a group in debt "
         "asks for none until it is refilled (`pristine_refill_per_minute_s`).",
     )
     pristine_refill_per_minute_s: float = Field(
-        default=30.0,
+        default=20.0,
         ge=0,
         description="Pristine seconds a client group's budget regains a minute.",
     )
