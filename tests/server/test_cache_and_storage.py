@@ -148,7 +148,10 @@ def test_a_forged_answer_never_reaches_another_person(make_client: Make) -> None
     # disagrees and takes the candidate's place; a second pristine run confirms it.
     assert value(events(client, body, BOB)) == "42.0  # forged"
     stats = settle(client)
-    assert stats["candidate"] == 1 and stats["confirmed"] == 1, stats
+    # (Bob's forged run, recorded after the pristine run replaced the candidate,
+    # contradicts it too and may ask for one more pristine run: it agrees)
+    assert stats["candidate"] == 1 and stats["confirmed"] >= 1, stats
+    assert stats.get("unstable", 0) == 0, stats
     pool.script = honest
     carol = events(client, body, CAROL)
     assert carol[0]["cached"] is True and value(carol) != "42.0  # forged"
