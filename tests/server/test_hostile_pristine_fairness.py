@@ -211,6 +211,8 @@ def test_a_client_that_asks_for_the_victim_s_key_first_cannot_hold_it(serve: Any
     run(client, POPULAR, via_proxy(BOB, page_session(client, BOB)))  # the victim's line
     pool.mallory_gate.set()
     wait_until(lambda: state_of(client, POPULAR) == "hit")
+    stats = lambda: confirmer(client).stats()  # noqa: E731
+    wait_until(lambda: stats()["waiting"] == 0 and stats()["running"] == 0)
     order = pool.pristine_order()
     assert [c.rsplit("# ", 1)[1] for c in order] == [
         "mallory 66.0\n",
@@ -219,7 +221,6 @@ def test_a_client_that_asks_for_the_victim_s_key_first_cannot_hold_it(serve: Any
         "mallory 66.2\n",
         "mallory 66.3\n",
     ]
-    wait_until(lambda: confirmer(client).stats()["waiting"] == 0)
 
 
 def test_a_probe_s_answer_does_not_wait_for_the_pristine_run_it_asked_for(serve: Any) -> None:
