@@ -423,8 +423,9 @@ class Settings(BaseSettings):
     cache_join_wait_s: float = Field(
         default=10.0,
         ge=0,
-        description="How long identical requests wait for the one already running (and "
-        "its pristine run) before each runs on its own: a slow run cannot hold them.",
+        description="How long identical requests wait for the one already running (or "
+        "for its pristine run, once that is running: never one still in line) before "
+        "each runs on its own: a slow run cannot hold them.",
     )
     pristine_concurrency: int = Field(
         default=2,
