@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .conftest import Server
+from .conftest import Server, pristine_confirmed, wait_for_pristine_confirmed
 from .test_page import screenshots_dir, set_code, wait_done
 
 ACROSS_FINAL = ".across-status:is([data-status=ok],[data-status=error],[data-status=cancelled])"
@@ -134,20 +132,6 @@ def test_screenshots_across_versions(page: Any, server: Server, tmp_path: Path) 
     assert page.locator("[data-testid=across-diff]").count() > 0  # something to show
     page.screenshot(path=str(out / "across.png"))
     assert (out / "across.png").stat().st_size > 10_000
-
-
-def pristine_confirmed(server: Server) -> float:
-    """Pristine runs that confirmed an entry so far (the server's /metrics)."""
-    text = httpx.get(server.url + "/metrics", timeout=10).text
-    found = re.search(r'jaxplay_pristine_runs_total\{outcome="confirmed"\} ([\d.]+)', text)
-    return float(found.group(1)) if found else 0.0
-
-
-def wait_for_pristine_confirmed(server: Server, at_least: float) -> None:
-    deadline = time.monotonic() + 180  # a fresh jail on a loaded machine
-    while pristine_confirmed(server) < at_least:
-        assert time.monotonic() < deadline, "no pristine run confirmed the answer"
-        time.sleep(0.2)
 
 
 def test_a_cached_answer_says_its_age_and_re_runs_fresh(

@@ -8,8 +8,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .conftest import Server
-from .test_across_and_cache import pristine_confirmed, wait_for_pristine_confirmed
+from .conftest import Server, pristine_confirmed, wait_for_pristine_confirmed
 from .test_page import set_code, wait_done
 
 CODE = "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.sqrt(x) * 2.0)\n"
