@@ -19,15 +19,18 @@ never by trusting a tenant's process (code in a process can undo any check made 
    **pristine run** of the same request (backend/app/confirm.py:
    a fresh process of a jail that never served a tenant, no persistent compilation
    cache, retired after); only when it showed exactly the same is the entry
-   *confirmed*, and the pristine run's own output is what is served. Anything that
-   disagrees with a candidate, or a pristine run that disagrees with any entry, makes
-   the key *unstable* for good: never served, always run. Code that draws unseeded
-   random numbers, reads a clock, ``os.getrandom``... shows something else the second
-   time, so it is never answered from the cache. A tenant's run that contradicts a
-   confirmed entry does not unsettle it by itself (it may be forged): it asks for a
-   pristine re-check, which does.
-3. **Output that names its own run** (its run id) makes the key unstable at once.
-4. **An entry is never replaced**: a confirmed answer only ever becomes unstable.
+   *confirmed*, and the pristine run's own output is what is served. **A
+   contradiction asks, the pristine run decides**: a tenant's run that shows
+   something else than the entry (``cache: false`` or not, forged or not) changes
+   nothing; it asks for a pristine run. A pristine run that disagrees with a tenant's
+   candidate takes its place (a candidate still), and the next pristine run decides:
+   only two pristine runs that disagree (or a pristine run whose output names its own
+   run) make the key *unstable* for good: never served, always run. Code that draws
+   unseeded random numbers, reads a clock, ``os.getrandom``... shows something else
+   the second time, so it is never answered from the cache.
+3. **Output that names its own run** (its run id), or is too large, is never kept:
+   a tenant's such run asks for a pristine run, whose own output decides.
+4. **A confirmed entry is never replaced**: it only ever becomes unstable.
 5. **A cached answer shows its age**: its ``accepted`` carries ``cached_at`` and
    ``age_s``; ``cache: false`` re-runs it.
 6. **Its lifetime is no one client's to decide**: candidates count against a quota per
@@ -170,8 +173,8 @@ def _group_hash(tenant: str) -> str:
 @dataclass(frozen=True)
 class Recorded:
     """What one run's evidence did: the entry's ``state`` afterwards, its ``key``, and
-    whether the run showed something else than a confirmed entry (``contradicted``:
-    worth a pristine re-check)."""
+    whether a tenant's run showed something else than the entry (``contradicted``: it
+    asks for a pristine run, which decides)."""
 
     state: str
     key: str
@@ -329,20 +332,34 @@ class ResultCache:
         self, request: RunRequest, tenant: str, run_id: str, events: list[dict[str, Any]]
     ) -> Recorded | None:
         """A tenant's run as evidence for its key (``events``: the whole run,
-        ``accepted`` first, ``done`` last); None if it was no evidence."""
+        ``accepted`` first, ``done`` last); None if it was no evidence. The first run
+        of a key leaves a candidate; any later one changes nothing: one that showed
+        something else (``contradicted``) only asks for a pristine run. Output that may
+        never be shared (naming its run, too large) is not written at all: it asks
+        too, and the pristine run's own output decides (a forged run cannot make a
+        key unstable)."""
         found = self._evidence(run_id, events)
         if found is None:
             return None
         worker, shown_text, body, names_itself = found
-        state = UNSTABLE if len(body) > self._max_entry_bytes or names_itself else CANDIDATE
+        key = self.key(request, worker)
+        if len(body) > self._max_entry_bytes or names_itself:
+            try:
+                existing = await self._storage.get_result(key)
+            except Exception as exc:
+                log.warning("cache.read_failed", extra=fields(error=type(exc).__name__))
+                return None
+            if existing is not None and existing.state == UNSTABLE:
+                return Recorded(UNSTABLE, key)
+            return Recorded(existing.state if existing else "missing", key, contradicted=True)
         record = ResultRecord(
             digest=_hash(shown_text),
             tenant=_tenant_hash(tenant),
-            body="" if state == UNSTABLE else body,
-            state=state,
+            body=body,
+            state=CANDIDATE,
             group=_group_hash(tenant),
         )
-        return await self._write(self.key(request, worker), record)
+        return await self._write(key, record)
 
     async def record_pristine(
         self, request: RunRequest, key: str, run_id: str, events: list[dict[str, Any]]
@@ -373,4 +390,4 @@ class ResultCache:
         except Exception as exc:
             log.warning("cache.write_failed", extra=fields(error=type(exc).__name__))
             return None
-        return Recorded(state, key, contradicted=state == CONFIRMED and digest != record.digest)
+        return Recorded(state, key, contradicted=state != UNSTABLE and digest != record.digest)

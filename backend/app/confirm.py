@@ -7,13 +7,18 @@ client's first run (its code cannot tell), and retires that jail afterwards
 (``Pool.submit(..., pristine=True)``; docs/sandbox.md). Nothing a tenant did earlier —
 in its process, its jail's files, its compilation cache, its event channel — can reach
 that run, so when it shows exactly what the candidate showed, the entry is confirmed
-(and the pristine run's output is what is served); when it shows anything else, the
-key is unstable for good.
+(and the pristine run's output is what is served). When it shows anything else, its
+own output becomes the candidate and a second pristine run decides: the key is
+unstable only when two pristine runs disagree (a tenant's run, forged or not, never
+makes it so: it can only ask).
 
-It is low priority and bounded: one pristine run at a time by default
-(``pristine_concurrency``), only while no tenant waits for a place, never more keys
-waiting than ``pristine_queue`` (the oldest are forgotten: they are asked again when
-their request runs again). A pool that cannot make pristine runs (Redis workers: a
+It is low priority, fair and bounded (backend/app/pristine_lines.py): only while no
+tenant waits for a place, ``pristine_concurrency`` at once (2 by default), a line per
+client group served in turn, one run at a time per group, each group capped and
+charged for the pristine seconds it asked for; an ask past a group's cap or budget
+is refused, nobody else's key dropped. A request joins a pristine run only once it
+runs, never one waiting in line (it runs at once instead). A pool that cannot make
+pristine runs (Redis workers: a
 remote worker's word that its run was pristine is no evidence) leaves every entry a
 candidate: the cache then serves each person only their own answers' absence.
 """
@@ -31,7 +36,9 @@ from backend.app.admission import Admission
 from backend.app.cache import KeptEvents, ResultCache
 from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
+from backend.app.pristine_lines import PristineLines, TimeBudget
 from backend.app.settings import Settings
+from backend.app.storage import CANDIDATE
 from sandbox.pool.base import Pool, PoolFull
 from sandbox.protocol import BadEvent, RunRequest, ValidEvent, validate_event
 
@@ -52,6 +59,8 @@ class _Job:
     done: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+    #: its run disagreed with a tenant's candidate: the next pristine run decides
+    again: bool = False
 
 
 class Confirmer:
@@ -71,9 +80,13 @@ class Confirmer:
         self.enabled = (
             cache.enabled and settings.pristine_concurrency > 0 and pool.makes_pristine_runs
         )
-        self._waiting: collections.OrderedDict[str, _Job] = collections.OrderedDict()
-        self._running: dict[str, _Job] = {}
-        self._wake = asyncio.Event()
+        self._lines: PristineLines[_Job] = PristineLines(
+            settings.pristine_per_group,
+            settings.pristine_queue,
+            TimeBudget(settings.pristine_budget_s, settings.pristine_refill_per_minute_s),
+        )
+        #: workers waiting for a key to run (``_dispatch`` hands them one)
+        self._idle: list[asyncio.Future[tuple[str, _Job]]] = []
         self._tasks: list[asyncio.Task[None]] = []
         #: counts for stats(): runs made, and what they did
         self.counts: collections.Counter[str] = collections.Counter()
@@ -97,44 +110,44 @@ class Confirmer:
         ]
 
     async def close(self) -> None:
+        self._idle.clear()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        for job in [*self._waiting.values(), *self._running.values()]:
+        for job in self._lines.clear():
             if not job.done.done():
                 job.done.set_result(None)
-        self._waiting.clear()
 
     # --- asking -------------------------------------------------------------------
-    def ask(self, request: RunRequest, key: str) -> asyncio.Future[None] | None:
-        """Make a pristine run of ``request`` for the entry under ``key`` (once, however
-        often asked while it waits or runs); answers a future resolved when it ended,
-        or None when pristine runs are off."""
+    def ask(self, request: RunRequest, key: str, group: str) -> bool:
+        """Ask for a pristine run of ``request`` for the entry under ``key``, on behalf
+        of client ``group`` (``admission.group_of``: who pays for it). True when it
+        waits or runs (once, however often asked); False when refused (the group's cap
+        or budget, the lines full: pristine_lines.py) or pristine runs are off."""
         if not self.enabled:
-            return None
-        job = self._running.get(key) or self._waiting.get(key)
-        if job is not None:
-            return job.done
-        job = _Job(request, key)
-        self._waiting[key] = job
-        while len(self._waiting) > self._settings.pristine_queue:
-            _, dropped = self._waiting.popitem(last=False)
-            dropped.done.set_result(None)
-            self.counts["dropped"] += 1
-        self._wake.set()
-        return job.done
+            return False
+        asked = self._lines.ask(key, group, lambda: _Job(request, key))
+        if asked:
+            self._dispatch()
+        return asked
 
-    def pending(self, key: str) -> asyncio.Future[None] | None:
-        job = self._running.get(key) or self._waiting.get(key)
-        return None if job is None else job.done
+    def running(self, key: str) -> asyncio.Future[None] | None:
+        """The end of ``key``'s pristine run if one has started, else None: a request
+        joins only a pristine run that is already running, never one still waiting
+        in line (it runs at once instead)."""
+        entry = self._lines.entry(key)
+        if entry is None or entry.charged is None:
+            return None
+        return entry.job.done
 
     def stats(self) -> dict[str, Any]:
         return {
             "enabled": self.enabled,
-            "waiting": len(self._waiting),
-            "running": len(self._running),
+            "waiting": self._lines.waiting,
+            "running": self._lines.running,
             "wall_s": round(self.wall_s, 3),
             **self.counts,
+            **{f"refused_{why}": n for why, n in self._lines.refused.items()},
         }
 
     # --- the work -----------------------------------------------------------------
@@ -146,17 +159,33 @@ class Confirmer:
         running, capacity = stats.get("running"), stats.get("capacity")
         return not (isinstance(running, int) and isinstance(capacity, int) and running >= capacity)
 
+    def _dispatch(self) -> None:
+        """Hand the next keys, by turns, to the idle workers while the pool has room:
+        at once when asked, so that a key asked for while a worker is idle has started
+        before the next request for it looks (that one joins it)."""
+        while self._idle and self._lines.waiting and self._pool_has_room():
+            picked = self._lines.next()
+            if picked is None:  # every waiting group holds a run or is in debt
+                return
+            self._idle.pop().set_result(picked)
+
     async def _work(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            if not self._waiting:
-                self._wake.clear()
-                await self._wake.wait()
+            offered: asyncio.Future[tuple[str, _Job]] = loop.create_future()
+            self._idle.append(offered)
+            self._dispatch()
+            # nothing to start now: an ask hands one over, or look again soon (a place
+            # may free, a group's run end, its budget refill)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(offered), RETRY_S)
+            if not offered.done():
+                self._idle.remove(offered)
                 continue
-            if not self._pool_has_room():
-                await asyncio.sleep(RETRY_S)
-                continue
-            key, job = self._waiting.popitem(last=False)
-            self._running[key] = job
+            key, job = offered.result()
+            entry = self._lines.entry(key)
+            group = entry.charged if entry is not None else None
+            began = time.monotonic()
             try:
                 started = await self._run(job)
             except asyncio.CancelledError:
@@ -166,18 +195,21 @@ class Confirmer:
                 started = True
                 self.counts["failed"] += 1
                 self._metrics.pristine.labels("failed").inc()
-            finally:
-                self._running.pop(key, None)
             if not started:  # the pool was full after all: back in line, first
-                self._waiting[key] = job
-                self._waiting.move_to_end(key, last=False)
+                self._lines.put_back(key)
                 await asyncio.sleep(RETRY_S)
                 continue
+            self._lines.finish(key, time.monotonic() - began)
+            if job.again and group is not None:
+                self.ask(job.request, key, group)
             if not job.done.done():
                 job.done.set_result(None)
 
     async def _run(self, job: _Job) -> bool:
-        """One pristine run and its evidence; False when the pool had no place."""
+        """One pristine run and its evidence; False when the pool had no place. A run
+        that disagreed with a tenant's candidate leaves its own output as the candidate
+        and asks for the next pristine run (``_work``, on the same group's behalf): only
+        two pristine runs that disagree make a key unstable."""
         try:
             handle = await self.pool.submit(job.request, PRISTINE_TENANT, pristine=True)
         except PoolFull:
@@ -192,6 +224,9 @@ class Confirmer:
             return True
         recorded = await self._cache.record_pristine(job.request, job.key, handle.run_id, events)
         outcome = recorded.state if recorded is not None else "no_evidence"
+        # Its output is the candidate now (it disagreed with a tenant's, or that one had
+        # been trimmed): the next pristine run decides.
+        job.again = recorded is not None and recorded.state == CANDIDATE
         self.counts[outcome] += 1
         self._metrics.pristine.labels(outcome).inc()
         log.info("confirm.done", extra=fields(key=job.key[:16], outcome=outcome))

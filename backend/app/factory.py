@@ -33,6 +33,7 @@ from backend.app.middleware import (
     ClientPresence,
     HostCheck,
     SecurityHeaders,
+    served_hosts,
 )
 from backend.app.pools import make_pool
 from backend.app.routes import across, meta, pages, report, runs, snippets, watch, ws
@@ -172,10 +173,12 @@ def create_app(
             allow_methods=["GET", "POST"],
             allow_headers=["Content-Type", "Accept", "Authorization", "X-API-Token"],
         )
-    if not settings.public_url:
-        # DNS rebinding: without a public URL the server's origin is the Host a request
-        # names, so only the configured names are answered at all.
-        app.add_middleware(HostCheck, allowed=settings.allowed_hosts)
+    # DNS rebinding: only the names this server serves are answered at all, on every
+    # route, with or without a public URL (a proxy in front may forward any Host).
+    app.add_middleware(
+        HostCheck,
+        allowed=served_hosts(settings.allowed_hosts, settings.public_url, settings.host),
+    )
     app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors)
     app.add_middleware(AccessLog, metrics=metrics)
     if settings.trusted_proxies:

@@ -100,7 +100,9 @@ class Metrics:
         self.pristine = Counter(
             "jaxplay_pristine_runs",
             "Pristine runs (the cache's only confirmation) by what they did to their "
-            "entry: confirmed, unstable, candidate (its candidate had been trimmed), "
+            "entry: confirmed, unstable (it disagreed with another pristine run's), candidate "
+            "(it disagreed with a tenant's candidate, or that had been trimmed: its own "
+            "output is the candidate, and a second pristine run decides), "
             "no_evidence (failed, or on another worker), failed.",
             ["outcome"],
             registry=r,

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -186,6 +187,34 @@ def host_allowed(host: str, allowed: Sequence[str]) -> bool:
     return bool(name) and any(entry.lower() in (host, name) for entry in allowed)
 
 
+#: Bind addresses that name no one address (every interface): not a name to answer to.
+_WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
+
+
+def _host_entry(name: str) -> str:
+    """``name`` as a ``Host`` header writes it: an IPv6 address between brackets."""
+    name = name.strip().lower()
+    return f"[{name}]" if ":" in name and not name.startswith("[") else name
+
+
+def served_hosts(
+    allowed_hosts: Sequence[str], public_url: str | None, bound_host: str
+) -> list[str]:
+    """The names this server answers to, on every route (HTTP and WebSocket):
+    ``allowed_hosts`` (by default the loopback names: ``localhost``, ``127.0.0.1``,
+    ``[::1]``), the host of ``public_url`` when it is set (any port: a proxy in front
+    forwards its own ``Host``, often without the port), and the address it binds to
+    when that is one address (``0.0.0.0`` or ``::`` is every interface: no name)."""
+    names = [*allowed_hosts]
+    if public_url:
+        hostname = urlsplit(public_url).hostname
+        if hostname:
+            names.append(_host_entry(hostname))
+    if bound_host.strip().lower() not in _WILDCARDS:
+        names.append(_host_entry(bound_host))
+    return list(dict.fromkeys(names))
+
+
 def request_host(scope: Scope) -> str:
     for name, value in scope.get("headers", []):
         if name == b"host":
@@ -194,10 +223,12 @@ def request_host(scope: Scope) -> str:
 
 
 class HostCheck:
-    """Refuses a request or WebSocket whose ``Host`` is not one of ``allowed`` (used
-    while ``public_url`` is unset). A page on another site that rebinds its DNS name to
-    this server's address reaches it as the same origin in the browser's eyes, but its
-    requests still say that name in ``Host``: refused here, they reach nothing."""
+    """Refuses a request or WebSocket whose ``Host`` is not one of ``allowed``
+    (``served_hosts``), on every route, with or without ``public_url``. A page on
+    another site that rebinds its DNS name to this server's address (or to a proxy
+    in front of it that forwards any ``Host``) reaches it as the same origin in the
+    browser's eyes, but its requests still say that name in ``Host``: refused here
+    with 421 Misdirected Request, they reach nothing."""
 
     def __init__(self, app: ASGIApp, allowed: Sequence[str]) -> None:
         self.app, self.allowed = app, list(allowed)
@@ -211,8 +242,8 @@ class HostCheck:
             await self.app(scope, receive, send)
             return
         message = (
-            f"this server does not answer to Host {host[:100]!r} (JAXPLAY_ALLOWED_HOSTS, "
-            "or set JAXPLAY_PUBLIC_URL)"
+            f"this server does not answer to Host {host[:100]!r} (it answers to "
+            "JAXPLAY_ALLOWED_HOSTS, JAXPLAY_PUBLIC_URL's host and the address it binds to)"
         )
         log.info("host.refused", extra=fields(host=host[:100], type=scope["type"]))
         if scope["type"] == "http":

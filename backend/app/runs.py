@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from backend.app.admission import Admission, Ticket
+from backend.app.admission import Admission, Ticket, group_of
 from backend.app.cache import Hit, KeptEvents, ResultCache
 from backend.app.caller import Caller
 from backend.app.confirm import Confirmer
@@ -29,6 +29,7 @@ from backend.app.settings import Settings
 from backend.app.storage import RunRow
 from sandbox.pool.base import ChoosesLibraries, Pool, RunHandle, RunsVersions
 from sandbox.protocol import (
+    OUTPUT_TABLE,
     OUTPUTS,
     BadEvent,
     DoneStatus,
@@ -42,8 +43,28 @@ from sandbox.protocol.tenants import single_use
 log = get_logger("runs")
 
 _RESULT_TYPES = frozenset(OUTPUTS)
-#: events of the timings-only run that follows a cached answer
-_TIMING_RUN_TYPES = frozenset({"stage", "timing", "error", "done"})
+#: outputs that are measurements, never kept by the cache (``timing``, ``profile``): a
+#: cached answer that names any is followed by a run that makes only those
+MEASURED = frozenset(name for name, spec in OUTPUT_TABLE.items() if not spec.cached)
+#: events of the measurements-only run that follows a cached answer
+_FOLLOW_UP_TYPES = frozenset({"stage", "error", "done", *MEASURED})
+
+
+def measured_outputs(request: RunRequest) -> list[str]:
+    """The outputs of ``request`` that no cache entry holds (they are measured anew)."""
+    return [name for name in request.outputs if name in MEASURED]
+
+
+def follow_up_request(request: RunRequest) -> RunRequest:
+    """The run that follows a cached answer of ``request``: the same code, asking only
+    for what it refreshes (its measurements) and nothing else. ``checks`` go (they
+    are the ``checks`` output, which the cache served; kept, they would run and report
+    an ``execute`` stage that this run's outputs do not make, and the gate would refuse
+    it as forged), and so does every other output's work. Validated afresh, so the
+    request's own rules (``checks`` <-> the ``checks`` output) hold for it too."""
+    data = request.model_dump()
+    data.update(outputs=measured_outputs(request), checks=[], trace_values_compare=False)
+    return RunRequest.model_validate(data)
 
 
 @dataclass(frozen=True)
@@ -204,7 +225,7 @@ class RunService:
             self.metrics.cache.labels("bypass").inc()
         else:
             hit, leader_key = await self._consult_cache(request, caller.tenant)
-        if hit is not None and "timing" not in request.outputs:
+        if hit is not None and not measured_outputs(request):
             return RunStream(self, request, caller, None, None, hit, keyed)
         try:
             stream = await self._admit(request, caller, hit)
@@ -221,19 +242,24 @@ class RunService:
         """A confirmed answer, or None and the key this run leads (single flight).
 
         A candidate asked for by anyone but the tenant whose run made it is a request
-        worth confirming: its pristine run starts now (not for every edit a person
-        makes: their own re-runs never ask), and this request waits for it. Identical
-        requests that arrive together wait for the one running (a shared link opened by
-        many at once) and for the pristine run that may confirm its answer, then look
-        again: a confirmed answer is theirs; otherwise (an entry not
-        confirmed yet, an unstable one, or a wait past ``cache_join_wait_s``) each runs
-        on its own. The leader's wait ends when its run's ``done`` arrives, not when its
-        client has read every event: a slow reader holds no one. The tenant whose run
-        made the entry never leads (its run is no evidence, so nobody should wait for
-        it): it joins another's run, or runs on its own."""
+        worth confirming: it asks for a pristine run (not for every edit a person
+        makes: their own re-runs never ask), charged to this request's client group
+        (backend/app/pristine_lines.py). A request waits for a pristine run only when
+        that run has already started (then at most ``cache_join_wait_s``), never for
+        one waiting in line: it runs at once instead, so nobody's answer waits on
+        others' pristine work, and an ask's own wait cannot tell a prober whether
+        someone ran the request. Identical requests that arrive together wait for the
+        one running (a shared link opened by many at once), then look again: a
+        confirmed answer is theirs; otherwise (an entry not confirmed yet, an unstable
+        one, or a wait past ``cache_join_wait_s``) each runs on its own. The leader's
+        wait ends when its run's ``done`` arrives, not when its client has read every
+        event: a slow reader holds no one. The tenant whose run made the entry never
+        leads (its run is no evidence, so nobody should wait for it): it joins
+        another's run, or runs on its own."""
         s = self.settings
         deadline = time.monotonic() + min(s.queue_timeout_s, s.cache_join_wait_s)
         joined = False
+        asked = False
         while True:
             state, hit = await self.cache.lookup(request, tenant)
             if hit is not None:
@@ -241,12 +267,13 @@ class RunService:
                 return hit, None
             key = self.cache.key_for(request) if state != "unstable" else None
             leader = self._leaders.get(key) if key is not None else None
-            if leader is None and key is not None and self.confirmer is not None:
-                leader = (
-                    self.confirmer.ask(request, key)
-                    if state == "candidate"
-                    else self.confirmer.pending(key)
-                )
+            if leader is None and key is not None and self.confirmer is not None and not asked:
+                leader = self.confirmer.running(key)
+                if leader is None and state == "candidate":
+                    # it may start at once (then the next request for it joins it);
+                    # this one never waits for the run its own ask started
+                    asked = True
+                    self.confirmer.ask(request, key, group_of(tenant))
             remaining = deadline - time.monotonic()
             if key is not None and leader is None and state not in ("own", "candidate"):
                 self._leaders[key] = asyncio.get_running_loop().create_future()
@@ -261,9 +288,12 @@ class RunService:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(leader), remaining)
 
-    async def confirm_soon(self, request: RunRequest) -> None:
-        """``request`` is about to be shared (a snippet was stored): if its answer is a
-        candidate, make the pristine run now, so the link's readers find it confirmed."""
+    async def confirm_soon(self, request: RunRequest, group: str) -> None:
+        """``request`` is about to be shared (a snippet was stored) by client ``group``:
+        if its answer is a candidate, ask for its pristine run now, so the link's
+        readers find it confirmed. The ask is the sharer's (its cap and budget of
+        pristine time: a client sharing many snippets pays for them and is refused
+        past its share, backend/app/pristine_lines.py)."""
         if self.confirmer is None or not self.confirmer.enabled:
             return
         try:
@@ -277,7 +307,7 @@ class RunService:
                 await asyncio.wait_for(asyncio.shield(pending), self.settings.cache_join_wait_s)
         state, _ = await self.cache.lookup(request)
         if key is not None and state in ("candidate", "own"):
-            self.confirmer.ask(request, key)
+            self.confirmer.ask(request, key, group)
 
     def _resolve(self, key: str | None) -> None:
         """The run that others with the same key wait for has ended."""
@@ -294,7 +324,7 @@ class RunService:
         ticket = self.admission.enter(caller, request.backend)
         if not caller.keeps_process:  # its process serves this run alone (issue 33)
             ticket.pool_tenant = single_use(caller.tenant)
-        pooled = request if hit is None else request.model_copy(update={"outputs": ["timing"]})
+        pooled = request if hit is None else follow_up_request(request)
         try:
             handle = await self.admission.submit(self.pool, pooled, ticket)
         except ApiError:
@@ -394,7 +424,7 @@ class RunStream:
                 yield self._done(ended, self._cancelled or "", cached=True)
                 return
             # Iterated even when cancelled already, so the pool sees the run end.
-            only = _TIMING_RUN_TYPES if self._cached is not None else None
+            only = _FOLLOW_UP_TYPES if self._cached is not None else None
             async with contextlib.aclosing(self._relay(self._handle, only)) as relayed:
                 async for event in relayed:
                     self._observe(event)
@@ -427,16 +457,17 @@ class RunStream:
             self._record(status)
 
     async def _evidence(self, events: list[dict[str, Any]]) -> None:
-        """The run's evidence to the cache (``RunService.record_later``). A confirmed
-        answer this run contradicted asks for a pristine re-check (a candidate waits
-        until someone else asks for it, or its snippet is shared:
-        ``RunService.confirm_soon``)."""
+        """The run's evidence to the cache (``RunService.record_later``). An entry this
+        run contradicted (a candidate or a confirmed answer, ``cache: false`` or not)
+        asks for a pristine run, on this client group's account, which decides; an
+        entry it agrees with waits until someone else asks for it, or its snippet is
+        shared (``RunService.confirm_soon``)."""
         recorded = await self._svc.cache.record(
             self._request, self._caller.tenant, self.run_id, events
         )
         confirmer = self._svc.confirmer
         if recorded is not None and recorded.contradicted and confirmer is not None:
-            confirmer.ask(self._request, recorded.key)
+            confirmer.ask(self._request, recorded.key, group_of(self._caller.tenant))
 
     def _note_public(self, event: dict[str, Any]) -> None:
         """The run's public figures: the JAX version that answered, the first IR event."""

@@ -49,12 +49,14 @@ class Settings(BaseSettings):
     )
     allowed_hosts: list[str] = Field(
         default_factory=lambda: ["localhost", "127.0.0.1", "[::1]"],
-        description="While `public_url` is unset: the names a request's `Host` may carry "
-        "(JSON list; each with any port, or `name:port` for that port only). A request or "
-        "WebSocket with another `Host` is refused (421, or an error and 1008), so a page "
-        "on another site cannot reach a server on loopback by rebinding its DNS name to "
-        "127.0.0.1. With `public_url` set, the `Host` is not used: the server's origin is "
-        "`public_url`'s.",
+        description="The names a request's `Host` may carry, on every route (JSON list; "
+        "each with any port, or `name:port` for that port only; `*`: any), besides "
+        "`public_url`'s host and the address the server binds to (`host`, unless it "
+        "is `0.0.0.0` or `::`). A request or WebSocket with another `Host` is refused "
+        "(421, or an error and 1008), so a page on another site cannot reach the server "
+        "by rebinding its DNS name to the server's address, nor through a proxy that "
+        "forwards any `Host`. Add the names a health check or load balancer uses (a "
+        "pod's address, a service name).",
     )
     cors_origins: list[str] = Field(
         default_factory=list,
@@ -421,14 +423,17 @@ class Settings(BaseSettings):
     cache_join_wait_s: float = Field(
         default=10.0,
         ge=0,
-        description="How long identical requests wait for the one already running (and "
-        "its pristine run) before each runs on its own: a slow run cannot hold them.",
+        description="How long identical requests wait for the one already running (or "
+        "for its pristine run, once that is running: never one still in line) before "
+        "each runs on its own: a slow run cannot hold them.",
     )
     pristine_concurrency: int = Field(
-        default=1,
+        default=2,
         ge=0,
         description="Pristine runs (the cache's only confirmation) at once, each only "
-        "while no tenant waits for a place; 0: none, so nothing is served from the cache.",
+        "while no tenant waits for a place; 0: none, so nothing is served from the cache. "
+        "One client group holds at most one of them at a time, so with 2 or more one "
+        "client flooding the line cannot keep another's key from starting.",
     )
     pristine_pool: str | None = Field(
         default=None,
@@ -441,8 +446,29 @@ class Settings(BaseSettings):
     pristine_queue: int = Field(
         default=256,
         ge=1,
-        description="Cache keys waiting for a pristine run; beyond it the oldest are "
-        "forgotten (asked again when their request runs again).",
+        description="Cache keys waiting for a pristine run, all client groups together; "
+        "beyond it new asks are refused (asked again when their request runs again), "
+        "never an older one dropped.",
+    )
+    pristine_per_group: int = Field(
+        default=4,
+        ge=1,
+        description="Pristine runs one client group (address, IPv6 /56, or API token) "
+        "may have waiting and running at once, asked by its reads, shares and "
+        "contradicting runs; past it its asks are refused. The groups' lines are served "
+        "in turn, one key each.",
+    )
+    pristine_budget_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Pristine seconds a client group may spend at once: each pristine "
+        "run's wall time is charged to the group whose ask started it; a group in debt "
+        "asks for none until it is refilled (`pristine_refill_per_minute_s`).",
+    )
+    pristine_refill_per_minute_s: float = Field(
+        default=20.0,
+        ge=0,
+        description="Pristine seconds a client group's budget regains a minute.",
     )
     cache_worker_ttl_s: float = Field(
         default=600.0,

@@ -105,43 +105,57 @@ class CacheLimits:
     max_unstable: int = 100_000
 
 
-# What the rule below decides, written once for the three columns that follow it.
-_BECOMES_UNSTABLE = """(cache_results.state = 'unstable' OR excluded.state = 'unstable'
-             OR (cache_results.digest <> excluded.digest
-                 AND (cache_results.state = 'candidate' OR excluded.tenant = 'pristine')))"""
-_CONFIRMS = f"""(cache_results.state = 'candidate' AND excluded.tenant = '{PRISTINE}'
-             AND cache_results.digest = excluded.digest)"""
+# What the rule below decides, written once for the columns that follow it.
+_BY_PRISTINE = f"excluded.tenant = '{PRISTINE}'"
+#: the entry's digest is a pristine run's: confirmed, or a pristine run's candidate
+_ENTRY_PRISTINE = f"(cache_results.state = 'confirmed' OR cache_results.tenant = '{PRISTINE}')"
+_BECOMES_UNSTABLE = f"""(cache_results.state = 'unstable'
+             OR ({_BY_PRISTINE} AND (excluded.state = 'unstable'
+                 OR ({_ENTRY_PRISTINE} AND cache_results.digest <> excluded.digest))))"""
+_CONFIRMS = f"""(cache_results.state = 'candidate' AND {_BY_PRISTINE}
+             AND excluded.state <> 'unstable' AND cache_results.digest = excluded.digest)"""
+#: a pristine run that disagrees with a tenant's candidate: its own output is the
+#: candidate now, and the next pristine run decides
+_REPLACES = f"""(cache_results.state = 'candidate' AND cache_results.tenant <> '{PRISTINE}'
+             AND {_BY_PRISTINE} AND excluded.state <> 'unstable'
+             AND cache_results.digest <> excluded.digest)"""
 
-#: One statement, atomic on its row, that is the cache's whole rule:
+
+def _case(column: str, unstable: str, confirms: str, replaces: str) -> str:
+    return f"""{column} = CASE
+        WHEN {_BECOMES_UNSTABLE} THEN {unstable}
+        WHEN {_CONFIRMS} THEN {confirms}
+        WHEN {_REPLACES} THEN {replaces}
+        ELSE cache_results.{column} END"""
+
+
+#: One statement, atomic on its row, that is the cache's whole rule: a contradiction
+#: asks, the pristine run decides.
 #: - the first run of a key leaves a *candidate* (served to no one);
 #: - only a pristine run (tenant ``PRISTINE``) that showed the same confirms it, and
-#:   its body (not the tenant's) is what is served from then on; a tenant's run that
-#:   agrees adds nothing (tenant runs are never evidence on their own);
-#: - a candidate contradicted by any run, or any entry contradicted by a pristine run,
-#:   or output that may never be shared, is *unstable* for good, its body dropped;
-#: - a confirmed entry contradicted by a tenant's run stays (that run may be forged;
-#:   the server then asks a pristine run, ``confirm.py``); it is never replaced.
+#:   its body (not the tenant's) is what is served from then on; a tenant's run adds
+#:   nothing, whether it agrees or not (tenant runs are never evidence on their own: a
+#:   disagreeing one makes the server ask a pristine run, ``cache.py``);
+#: - a pristine run that disagrees with a tenant's candidate takes its place (its own
+#:   output, tenant ``PRISTINE``: still a candidate, the next pristine run decides);
+#: - a pristine run that disagrees with a pristine run's output (a confirmed entry, or
+#:   a pristine candidate), or shows output that may never be shared, makes the key
+#:   *unstable* for good, its body dropped;
+#: - a confirmed entry is never replaced, only made unstable.
 #: Parameters: key, state, digest, tenant, body, size, created, grp, served (SQLite
 #: ``?``; PostgreSQL takes the same text with ``%s``). Answers the state and digest.
 RESULT_UPSERT = f"""
 INSERT INTO cache_results (key, state, digest, tenant, body, size, created, grp, served)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET
-    state = CASE
-        WHEN {_BECOMES_UNSTABLE} THEN 'unstable'
-        WHEN {_CONFIRMS} THEN 'confirmed'
-        ELSE cache_results.state END,
-    body = CASE
-        WHEN {_BECOMES_UNSTABLE} THEN ''
-        WHEN {_CONFIRMS} THEN excluded.body
-        ELSE cache_results.body END,
-    size = CASE
-        WHEN {_BECOMES_UNSTABLE} THEN {ROW_OVERHEAD}
-        WHEN {_CONFIRMS} THEN excluded.size
-        ELSE cache_results.size END,
-    served = CASE
-        WHEN {_CONFIRMS} THEN excluded.served
-        ELSE cache_results.served END
+    {_case("state", "'unstable'", "'confirmed'", "'candidate'")},
+    {_case("body", "''", "excluded.body", "excluded.body")},
+    {_case("size", str(ROW_OVERHEAD), "excluded.size", "excluded.size")},
+    {_case("served", "cache_results.served", "excluded.served", "cache_results.served")},
+    {_case("digest", "cache_results.digest", "cache_results.digest", "excluded.digest")},
+    {_case("tenant", "cache_results.tenant", "cache_results.tenant", "excluded.tenant")},
+    {_case("created", "cache_results.created", "cache_results.created", "excluded.created")},
+    {_case("grp", "cache_results.grp", "cache_results.grp", "excluded.grp")}
 RETURNING state, digest
 """
 

@@ -3,7 +3,7 @@
 import { gunzipSync, gzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { parseEvent } from "../src/protocol";
-import { fmtRate, handToPerfetto, passTimeIndex, passTimeKey, PERFETTO_ORIGIN, shares, timelineBars, traceBytes, type ProfileEvent } from "../src/panes/profile";
+import { fmtRate, handToPerfetto, openWithoutOpener, passTimeIndex, passTimeKey, PERFETTO_ORIGIN, shares, timelineBars, traceBytes, type ProfileEvent } from "../src/panes/profile";
 
 const row = (name: string, total_us: number, line: number | null = 3) => ({
   name, opcode: "fusion", calls: 2, total_us, hlo_line: 10, line, flops: 100, bytes: 40,
@@ -80,6 +80,24 @@ describe("the profile pane", () => {
     expect(stopped).toBe(true);
     expect(listeners).toHaveLength(0);
     expect(posted[1]).toEqual([{ perfetto: { buffer, title: "t", fileName: "jaxplay-trace.json" } }, PERFETTO_ORIGIN]);
+  });
+});
+
+describe("the Perfetto tab", () => {
+  it("is opened without window.opener, and this page keeps its handle", () => {
+    const tab = { opener: {} as unknown, location: { href: "" } };
+    const opened: string[][] = [];
+    const self = {
+      open: (url?: string | URL, target?: string) => {
+        opened.push([String(url), String(target)]);
+        return tab as unknown as Window;
+      },
+    };
+    expect(openWithoutOpener(self, PERFETTO_ORIGIN)).toBe(tab);
+    expect(opened).toEqual([["about:blank", "_blank"]]);
+    expect(tab.opener).toBeNull();
+    expect(tab.location.href).toBe(PERFETTO_ORIGIN);
+    expect(openWithoutOpener({ open: () => null }, PERFETTO_ORIGIN)).toBeNull();
   });
 });
 

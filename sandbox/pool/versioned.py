@@ -216,8 +216,11 @@ class VersionedPool:
         if version == self.default_version and not picked:
             return await self.default.submit(request, tenant, pristine=pristine)
         pool = await self.pool(version, picked)
+        handle = await pool.submit(request, tenant, pristine=pristine)
+        # Only a run its pool took keeps it up: a request the pool refused (PoolFull),
+        # retried or not, is no use of it (one a minute would keep its spares forever).
         self._last_used[library_choices.pool_name(version, picked)] = time.monotonic()
-        return await pool.submit(request, tenant, pristine=pristine)
+        return handle
 
     async def pool(self, version: str, picked: tuple[tuple[str, str], ...] = ()) -> Pool:
         """The started pool of ``version`` with the library alternatives ``picked``

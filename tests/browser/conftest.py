@@ -10,10 +10,13 @@ collection (a usage error, no test runs).
 from __future__ import annotations
 
 import os
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.gates import browser_required
@@ -141,3 +144,17 @@ def open_page(browser: Any, server: Server) -> Iterator[Any]:
     yield pg
     context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def pristine_confirmed(server: Server) -> float:
+    """Pristine runs that confirmed an entry so far (the server's /metrics)."""
+    text = httpx.get(server.url + "/metrics", timeout=10).text
+    found = re.search(r'jaxplay_pristine_runs_total\{outcome="confirmed"\} ([\d.]+)', text)
+    return float(found.group(1)) if found else 0.0
+
+
+def wait_for_pristine_confirmed(server: Server, at_least: float) -> None:
+    deadline = time.monotonic() + 180  # a fresh jail on a loaded machine
+    while pristine_confirmed(server) < at_least:
+        assert time.monotonic() < deadline, "no pristine run confirmed the answer"
+        time.sleep(0.2)

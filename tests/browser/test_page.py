@@ -11,7 +11,7 @@ import httpx
 
 from sandbox.environments.libraries import installed_here
 
-from .conftest import ROOT, Server
+from .conftest import ROOT, Server, pristine_confirmed, wait_for_pristine_confirmed
 
 FINAL = "[data-status=ok],[data-status=error],[data-status=cancelled],[data-status=timeout],[data-status=killed]"
 
@@ -155,6 +155,7 @@ def test_share_link_round_trip(page: Any, browser: Any, server: Server) -> None:
     add_step(page, "jit")
     page.keyboard.press("Control+Enter")
     assert wait_done(page) == "ok"
+    confirmed = pristine_confirmed(server)
     page.click("#share")
     link = page.locator("[data-testid=share-link]")
     url = link.input_value()
@@ -166,8 +167,11 @@ def test_share_link_round_trip(page: Any, browser: Any, server: Server) -> None:
     assert stored["transforms"] == [{"name": "grad", "argnums": [0, 1]}, {"name": "jit"}]
 
     # Two visitors, each a session of their own. Sharing asked the server for the
-    # pristine run of the author's answer (no other tenant's run is evidence): both
-    # are shown the confirmed answer, embedded in the page or waited for.
+    # pristine run of the author's answer (no other tenant's run is evidence); once it
+    # confirmed it, both are shown the confirmed answer, embedded in the page. (A
+    # visitor who came before it started would run the request at once: a request
+    # never waits for a pristine run still in line.)
+    wait_for_pristine_confirmed(server, confirmed + 1)
     for visitor in ("first", "second"):
         other = browser.new_context(viewport={"width": 1200, "height": 800})
         try:

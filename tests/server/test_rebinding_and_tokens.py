@@ -3,7 +3,8 @@
 A page on ``http://rebind.test`` whose name its owner points at 127.0.0.1 is, to the
 browser, same-origin with a jaxplay on loopback; its requests still carry
 ``Host: rebind.test``. Without ``public_url`` the server answers only the hosts it is
-configured for; with it, the request's ``Host`` is not the server's origin."""
+configured for, with or without ``public_url`` (issue 33: behind a proxy that
+forwards any ``Host``, the check is the server's own)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app.middleware import host_allowed
+from backend.app.middleware import host_allowed, served_hosts
 from backend.app.settings import Settings
 from tests.support.live_server import LiveServer
 
@@ -69,17 +70,81 @@ def test_a_rebound_websocket_is_closed_with_a_policy_code(make_client: Make) -> 
         assert ws.receive_json()["type"] == "hello"
 
 
-def test_with_a_public_url_the_host_is_not_the_origin(make_client: Make) -> None:
-    client, pool = make_client(public_url="https://jaxplay.example")
-    # Behind a proxy the Host is whatever it forwards: not checked, not trusted.
-    assert client.get("/healthz", headers={"Host": "rebind.test"}).status_code == 200
+#: Every route a rebinding page would use to act as its visitor: runs, snippets,
+#: across, and reads (a JSON body each, or none).
+REBIND_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
+    ("POST", "/api/v1/runs", {"code": CODE}),
+    ("POST", "/api/v1/runs?cache=false", {"code": CODE}),
+    ("POST", "/api/v1/snippets", {"code": CODE}),
+    ("POST", "/api/v1/across", {"request": {"code": CODE}, "versions": ["0.0.a", "0.0.b"]}),
+    ("GET", "/api/v1/backends", None),
+    ("GET", "/", None),
+    ("GET", "/healthz", None),
+]
+
+
+@pytest.mark.parametrize("public_url", [None, "https://jaxplay.example"])
+def test_a_rebound_name_is_misdirected_on_every_route(make_client: Make, public_url: Any) -> None:
+    """Issue 33, item 5: with or without a public URL (behind a proxy that forwards any
+    Host, as compose's nginx does), a rebinding page's requests reach nothing: 421 on
+    every route, the WebSocket refused with 421 and 1008; no run, no snippet."""
+    client, pool = make_client(public_url=public_url)
+    for method, path, body in REBIND_ROUTES:
+        for host in ("rebind.test", "rebind.test:8000", "jaxplay.example.rebind.test"):
+            headers = {"Host": host, "Origin": f"http://{host}"}
+            r = client.request(method, path, json=body, headers=headers)
+            assert r.status_code == 421, (public_url, method, path, host, r.text)
+            assert r.json()["error"] == "misdirected_request"
     with client.websocket_connect("/api/v1/ws", headers=REBIND) as ws:
         refused = ws.receive_json()
+        assert refused["type"] == "error" and refused["payload"]["status"] == 421
+        assert ws.receive()["code"] == 1008
+    assert pool.total == 0
+
+
+def test_the_public_url_s_host_is_served_and_still_not_the_origin_of_others(
+    make_client: Make,
+) -> None:
+    client, pool = make_client(public_url="https://jaxplay.example")
+    # The proxy forwards the public name, with or without a port: served.
+    for host in ("jaxplay.example", "jaxplay.example:443", "JAXPLAY.example"):
+        assert client.get("/healthz", headers={"Host": host}).status_code == 200, host
+    r = client.post(
+        "/api/v1/runs", json={"code": CODE, "cache": False}, headers={"Host": "jaxplay.example"}
+    )
+    assert r.status_code == 200 and r.json()["events"][-1]["status"] == "ok"
+    # A page on another origin, through the public name, still may not open the socket.
+    foreign = {"Host": "jaxplay.example", "Origin": "http://rebind.test"}
+    with client.websocket_connect("/api/v1/ws", headers=foreign) as ws:
+        refused = ws.receive_json()
         assert refused["type"] == "error" and refused["payload"]["status"] == 403
-    origin = {"Host": "rebind.test", "Origin": "https://jaxplay.example"}
+    origin = {"Host": "jaxplay.example", "Origin": "https://jaxplay.example"}
     with client.websocket_connect("/api/v1/ws", headers=origin) as ws:
         assert ws.receive_json()["type"] == "hello"
-    assert pool.total == 0
+    assert pool.total == 1
+
+
+def test_the_names_served_by_default() -> None:
+    """Loopback names, the public URL's host and a bound address that is one address."""
+    loopback = ["localhost", "127.0.0.1", "[::1]"]
+    assert served_hosts(loopback, None, "127.0.0.1") == loopback
+    assert served_hosts(loopback, None, "0.0.0.0") == loopback  # every interface: no name
+    assert served_hosts(loopback, None, "::") == loopback
+    assert served_hosts(loopback, None, "192.0.2.7")[-1] == "192.0.2.7"
+    assert served_hosts(loopback, None, "2001:db8::7")[-1] == "[2001:db8::7]"
+    assert served_hosts([], "https://Jaxplay.example:8443/x", "0.0.0.0") == ["jaxplay.example"]
+    assert served_hosts([], "http://[2001:db8::1]:8000", "") == ["[2001:db8::1]"]
+    served = served_hosts(loopback, "https://jaxplay.example", "10.1.2.3")
+    for host in ("jaxplay.example", "jaxplay.example:443", "10.1.2.3:8000", "localhost:8000"):
+        assert host_allowed(host, served), host
+    for host in ("rebind.test", "10.1.2.4", "jaxplay.example.rebind.test", "example"):
+        assert not host_allowed(host, served), host
+
+
+def test_a_server_bound_to_an_address_answers_to_it(make_client: Make) -> None:
+    client, _pool = make_client(host="192.0.2.7", allowed_hosts=["localhost"])
+    assert client.get("/healthz", headers={"Host": "192.0.2.7:8000"}).status_code == 200
+    assert client.get("/healthz", headers={"Host": "192.0.2.8:8000"}).status_code == 421
 
 
 # --- tokens: in headers only, for REST -------------------------------------------------

@@ -8,6 +8,7 @@ the server's side. tests/pool/test_versions_jail.py runs real versions in the ja
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from backend.app.cache import ResultCache
 from backend.app.storage import canonical_json, snippet_digest
 from sandbox.environments import libraries
 from sandbox.environments.versions import STAMP
+from sandbox.pool.base import PoolFull
 from sandbox.pool.versioned import VersionedPool
 from sandbox.protocol import RunRequest
 
@@ -168,6 +170,39 @@ def test_an_idle_version_pool_is_closed_and_started_again(tmp_path: Path) -> Non
             handle = await pool.submit(RunRequest(code=CODE, jax_version="0.10.2"), "t")
             _ = [e async for e in handle.events()]
             assert pool.started_pools == 2
+        finally:
+            await pool.close()
+
+    asyncio.run(scenario())
+
+
+def test_only_runs_a_version_pool_took_keep_it_up(tmp_path: Path) -> None:
+    """Issue 33, item 7: requests its pool refused (full), one every so often, do not
+    keep an idle version pool (and its spares) up; it closes ``idle_s`` after its last
+    run."""
+    root = tmp_path / "versions"
+    stamp(root, "0.10.2")
+
+    async def scenario() -> None:
+        pool = versioned(root, idle_s=0.5)
+        await pool.start()
+        try:
+            request = RunRequest(code=CODE, jax_version="0.10.2")
+            handle = await pool.submit(request, "t")
+            _ = [e async for e in handle.events()]
+            version_pool = pool._pools["0.10.2"]
+
+            async def refuse(*args: Any, **kwargs: Any) -> Any:
+                raise PoolFull(1.0)
+
+            version_pool.submit = refuse  # type: ignore[method-assign]
+            deadline = time.monotonic() + 30
+            while "0.10.2" in pool._pools:
+                assert time.monotonic() < deadline, "refused requests kept the pool up"
+                with contextlib.suppress(PoolFull):
+                    await pool.submit(request, "t")
+                await asyncio.sleep(0.05)
+            assert version_pool.closed  # type: ignore[attr-defined]
         finally:
             await pool.close()
 

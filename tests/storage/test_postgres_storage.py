@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -69,8 +70,9 @@ def test_snippet_ids_extend_until_unique_and_survive_reopening(url: str) -> None
 
 def test_the_result_cache_rule_and_trim(url: str) -> None:
     """A candidate is confirmed only by a pristine run's equal one (whose body is then
-    kept), never by another tenant's, never replaced, made unstable for good by a
-    different one; every write trims candidates first, a group to its quota, unstable
+    kept), never by another tenant's; a tenant's different one changes nothing, a
+    pristine run's takes its place; two pristine runs that disagree make the key
+    unstable for good; every write trims candidates first, a group to its quota, unstable
     markers to theirs (the same statements on SQLite and PostgreSQL)."""
 
     async def go() -> None:
@@ -93,6 +95,18 @@ def test_the_result_cache_rule_and_trim(url: str) -> None:
         found = await store.get_result("k")
         assert found is not None and (found.state, found.body) == ("unstable", "")
         assert await store.get_result("missing") is None
+        # A contradiction asks, the pristine run decides: a tenant contradicting a
+        # candidate changes nothing; a pristine run that disagrees takes its place,
+        # and a second pristine run confirms it, or makes the key unstable.
+        assert await put("j", "x", "a", body="forged") == "candidate"
+        assert await put("j", "y", "b") == "candidate"
+        assert await put("j", "y", PRISTINE, body="honest") == "candidate"
+        found = await store.get_result("j")
+        assert found is not None and (found.tenant, found.body) == (PRISTINE, "honest")
+        assert await put("j", "y", PRISTINE, body="honest") == "confirmed"
+        assert await put("h", "x", "a") == "candidate"
+        assert await put("h", "y", PRISTINE) == "candidate"
+        assert await put("h", "z", PRISTINE) == "unstable"
         # Every write trims: at most 10 entries, and at most 8 KiB of them.
         tight = CacheLimits(max_entries=10, max_bytes=8 * 1024)
         for i in range(30):
@@ -108,9 +122,9 @@ def test_the_result_cache_rule_and_trim(url: str) -> None:
         assert [h is not None for h in held] == [False] * 3 + [True] * 3
         # Unstable markers are kept to their own cap, oldest going first.
         few = CacheLimits(max_entries=100, max_bytes=1 << 20, max_unstable=2)
-        for i in range(4):
-            await put(f"u{i}", "d", "a", limits=few)
-            await put(f"u{i}", "e", "a", limits=few)
+        for i in range(4):  # two pristine runs that disagree
+            await put(f"u{i}", "d", PRISTINE, limits=few)
+            await put(f"u{i}", "e", PRISTINE, limits=few)
         marks = [await store.get_result(f"u{i}") for i in range(4)]
         assert [m.state if m else None for m in marks][1:] == [None, "unstable", "unstable"]
         await store.close()
@@ -158,11 +172,18 @@ def test_the_app_keeps_snippets_and_results_in_it(url: str, tmp_path: Path) -> N
         created = c1.post("/api/v1/snippets", json=body)
         assert created.status_code == 201, created.text
         first = c1.post("/api/v1/runs", json=body, headers=a).json()["events"]
-        # another tenant asks: the server's pristine run confirms it, b is served it
+        # another tenant asks: its request asks for the server's pristine run and runs
+        # at once; the pristine run confirms it, and the next request is served it
         second = c1.post("/api/v1/runs", json=body, headers=b).json()["events"]
+        assert "cached" not in second[0]
+        confirmer = c1.app.state.services.runs.confirmer  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 30
+        while confirmer.stats().get("confirmed", 0) < 1:
+            assert time.monotonic() < deadline, confirmer.stats()
+            time.sleep(0.01)
         third = c1.post("/api/v1/runs", json=body).json()["events"]
-        assert pool1.total == 2 and pool1.pristine == [False, True]
-        assert second[0]["cached"] is True and third[0]["cached"] is True
+        assert pool1.total == 3 and sorted(pool1.pristine) == [False, False, True]
+        assert third[0]["cached"] is True
         assert [e["type"] for e in third] == [e["type"] for e in first if e["type"] != "stage"]
     c2, pool2 = client()  # another replica, or the same after a restart
     with c2:

@@ -4,7 +4,9 @@ server starter of the suite (the server, browser and queue tests, the benchmarks
 from __future__ import annotations
 
 import os
+import re
 import sys
+import time
 from pathlib import Path
 from typing import Self
 
@@ -120,3 +122,21 @@ class LiveServer(Process):
                 found[pid] = (depth + 1, cmdline)
                 todo.append((pid, depth + 1))
         return found
+
+
+def pristine_confirmed(server: LiveServer) -> float:
+    """Pristine runs that confirmed an entry so far (the server's /metrics)."""
+    text = httpx.get(server.url + "/metrics", timeout=10).text
+    found = re.search(r'jaxplay_pristine_runs_total\{outcome="confirmed"\} ([\d.]+)', text)
+    return float(found.group(1)) if found else 0.0
+
+
+def wait_for_pristine_confirmed(
+    server: LiveServer, at_least: float, timeout_s: float = 180
+) -> None:
+    """Until ``at_least`` pristine runs confirmed an entry: a request that asks for one
+    runs at once, and the next request for it is served once it agreed."""
+    deadline = time.monotonic() + timeout_s  # a fresh jail, on a loaded machine
+    while pristine_confirmed(server) < at_least:
+        assert time.monotonic() < deadline, "no pristine run confirmed the answer"
+        time.sleep(0.1)

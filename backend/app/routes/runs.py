@@ -9,9 +9,10 @@ from collections.abc import AsyncGenerator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
 
+from backend.app.cache import approx_size
 from backend.app.logs import fields, get_logger
 from backend.app.runs import RunStream
 from backend.app.services import ServicesDep
@@ -35,8 +36,20 @@ _RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+#: events whose JSON is likely over this many bytes are encoded off the event loop
+THREAD_ENCODE_BYTES = 64 * 1024
+
+
 def _dumps(event: dict[str, Any]) -> str:
     return json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+
+
+async def _encode(event: dict[str, Any]) -> str:
+    """An event's JSON; a large one (an IR text of megabytes) in a worker thread, so
+    that the event loop (every other client's events) does not wait for it."""
+    if approx_size(event, THREAD_ENCODE_BYTES) > THREAD_ENCODE_BYTES:
+        return await asyncio.to_thread(_dumps, event)
+    return _dumps(event)
 
 
 class _ClientStalled(Exception):
@@ -44,28 +57,39 @@ class _ClientStalled(Exception):
 
 
 class _RunStreamResponse(StreamingResponse):
-    """Streams a run; gives the run's place back even if the client left first. A
-    client that stops reading holds up its own run (the server buffers no more than
-    the line being sent) and is dropped after ``stall_s``."""
+    """Streams a run, as NDJSON (one event a line) or as the JSON answer
+    ``{"events": [...]}`` written event by event (``whole``): either way the server
+    holds no more than the event being sent, never the run's whole list (up to its
+    64 MiB), and encodes a large event off the event loop. Gives the run's place back
+    even if the client left first. A client that stops reading holds up its own run
+    and is dropped after ``stall_s``."""
 
-    def __init__(self, stream: RunStream, stall_s: float) -> None:
+    def __init__(self, stream: RunStream, stall_s: float, *, whole: bool = False) -> None:
         self._stream = stream
         self._stall_s = stall_s
-        self._body = self._lines()
+        self._body = self._object() if whole else self._lines()
+        headers = {"Cache-Control": "no-store", "X-Run-Id": stream.run_id}
+        if not whole:
+            headers["X-Accel-Buffering"] = "no"
         super().__init__(
-            self._body,
-            media_type=NDJSON,
-            headers={
-                "Cache-Control": "no-store",
-                "X-Accel-Buffering": "no",
-                "X-Run-Id": stream.run_id,
-            },
+            self._body, media_type="application/json" if whole else NDJSON, headers=headers
         )
 
     async def _lines(self) -> AsyncGenerator[str, None]:
         async with contextlib.aclosing(self._stream.events()) as events:
             async for event in events:
-                yield _dumps(event) + "\n"
+                yield await _encode(event) + "\n"
+
+    async def _object(self) -> AsyncGenerator[str, None]:
+        """``{"events":[e1,e2,...]}``, one event a chunk. Every refusal (429, 503) came
+        before (``RunService.start``), and the run's events end with its ``done``
+        whatever happens: the answer's status is 200 and its body complete."""
+        separator = '{"events":['
+        async with contextlib.aclosing(self._stream.events()) as events:
+            async for event in events:
+                yield separator + await _encode(event)
+                separator = ","
+        yield ('{"events":[' if separator != "," else "") + "]}"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def send_or_stall(message: Message) -> None:
@@ -84,22 +108,6 @@ class _RunStreamResponse(StreamingResponse):
             await self._stream.close()
 
 
-async def _collect(stream: RunStream, request: Request) -> list[dict[str, Any]]:
-    async def watch() -> None:
-        # After the body, the next message is the client going away.
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            await stream.cancel("the client went away")
-
-    watcher = asyncio.create_task(watch())
-    try:
-        async with contextlib.aclosing(stream.events()) as events:
-            return [event async for event in events]
-    finally:
-        watcher.cancel()
-        await stream.close()
-
-
 @router.post("/runs", response_model=RunResult, responses=_RUN_RESPONSES)
 async def create_run(
     body: RunBody,
@@ -112,9 +120,5 @@ async def create_run(
     """Run a request (SPEC §1) and answer its events (SPEC §2)."""
     caller = caller_for(request, services.known_tokens, services.sessions)
     stream = await services.runs.start(body.to_request(), caller, use_cache=body.cache and cache)
-    if NDJSON in request.headers.get("accept", ""):
-        return _RunStreamResponse(stream, services.settings.client_stall_timeout_s)
-    events = await _collect(stream, request)
-    return JSONResponse(
-        {"events": events}, headers={"Cache-Control": "no-store", "X-Run-Id": stream.run_id}
-    )
+    whole = NDJSON not in request.headers.get("accept", "")
+    return _RunStreamResponse(stream, services.settings.client_stall_timeout_s, whole=whole)

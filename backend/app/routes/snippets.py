@@ -14,11 +14,12 @@ import re
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from backend.app.admission import group_of
 from backend.app.errors import ApiError, log_internal
 from backend.app.provenance import NO_LINK, UNKNOWN, LinkCode, link_code
 from backend.app.services import Services, ServicesDep
 from backend.app.storage import canonical_json, snippet_digest
-from backend.app.tenancy import client_of
+from backend.app.tenancy import caller_for, client_of
 from backend.app.wire import ERROR_RESPONSES, ErrorBody, SnippetBody, SnippetCreated
 from sandbox.protocol import RunRequest
 
@@ -85,8 +86,12 @@ async def create_snippet(
         raise ApiError(
             503, "storage_unavailable", "the snippet store failed; try again", retry_after_s=5
         )
-    try:  # a shared answer is worth confirming now, before the link's readers come
-        await services.runs.confirm_soon(body.to_request())
+    try:  # a shared answer is worth confirming now, before the link's readers come,
+        # on the sharer's account (an invented token is no one's: no pristine run)
+        caller = caller_for(request, services.known_tokens, services.sessions)
+        await services.runs.confirm_soon(body.to_request(), group_of(caller.tenant))
+    except ApiError:
+        pass
     except Exception as exc:
         log_internal("cache.confirm_soon", exc)
     return SnippetCreated(

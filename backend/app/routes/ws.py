@@ -13,7 +13,7 @@ closed after ``idle_timeout_s`` without a run or a message; at most
 server going away, 1008 a protocol violation, 1009 a message over ``max_body_bytes``.
 
 Who may connect: a browser page only from the server's own origin (``public_url``'s,
-or without it the ``Host`` it came to, one of ``allowed_hosts``) or ``ws_origins`` (a
+or without it the ``Host`` it came to, one it serves) or ``ws_origins`` (a
 foreign ``Origin`` gets an error, status 403, and 1008); a token
 only if the server issued it (401); at most ``max_websockets_per_client`` open per
 client address (429). The tenant is the page's signed session cookie, else the
@@ -42,7 +42,7 @@ from backend.app.admission import CLIENT_GONE
 from backend.app.caller import Caller
 from backend.app.errors import ApiError, validation_body
 from backend.app.logs import fields, get_logger
-from backend.app.middleware import host_allowed
+from backend.app.middleware import host_allowed, served_hosts
 from backend.app.provenance import LINK_PARAM, LinkCode
 from backend.app.routes.snippets import link_code_of
 from backend.app.runs import RunStream
@@ -392,7 +392,7 @@ def origin_allowed(ws: HTTPConnection, settings: Settings, origin: str) -> bool:
         own.add(f"{parts.scheme}://{parts.netloc}".lower())
     else:
         host = ws.headers.get("host", "")
-        if host_allowed(host, settings.allowed_hosts):
+        if host_allowed(host, served_hosts(settings.allowed_hosts, None, settings.host)):
             scheme = "https" if ws.url.scheme in ("wss", "https") else "http"
             own.add(f"{scheme}://{host}".lower())
     own.update(o.rstrip("/").lower() for o in [*settings.ws_origins, *settings.cors_origins])

@@ -328,7 +328,7 @@ export class OutputsController implements RunView {
     const age = ageS == null ? "cached" : `cached, ${fmtAgo(ageS)}`;
     return h(
       "span",
-      { class: "cached-note", "data-testid": "cached", title: `outputs from the server's cache${at ? ` (made ${at})` : ""}: two runs by different clients agreed on them; timings are measured fresh` },
+      { class: "cached-note", "data-testid": "cached", title: `outputs from the server's cache${at ? ` (made ${at})` : ""}: a pristine run (a fresh process that never ran anyone's code) showed the same as the first run; timings are measured fresh, profiles too` },
       age,
       " · ",
       fresh,

@@ -120,6 +120,19 @@ export function handToPerfetto(
   return done;
 }
 
+/** Open ``url`` in a new tab that holds no ``window.opener`` (the other site can then
+ * never navigate or script this page: reverse tabnabbing), while this page keeps the
+ * tab's handle to post the trace to it. ``noopener`` would answer no handle at all,
+ * so: a blank tab (this origin's), its opener cut, then sent to ``url``. Perfetto
+ * answers our PING to the message's source, which needs no opener. */
+export function openWithoutOpener(self: Pick<Window, "open">, url: string): Window | null {
+  const win = self.open("about:blank", "_blank");
+  if (!win) return null;
+  win.opener = null;
+  win.location.href = url;
+  return win;
+}
+
 function timeline(ev: ProfileEvent, onLine: (line: number | null) => void): SVGElement | null {
   if (ev.timeline.length === 0) return null;
   const plotW = W - LABEL_W;
@@ -201,7 +214,7 @@ export class ProfilePane extends PerPipelinePane<"profile"> {
       });
       const perfetto = h("button", { type: "button", "data-testid": "profile-perfetto" }, "Open in Perfetto");
       perfetto.addEventListener("click", () => {
-        const win = window.open(PERFETTO_ORIGIN);
+        const win = openWithoutOpener(window, PERFETTO_ORIGIN);
         if (!win) return;
         void gunzip(bytes).then((buffer) => handToPerfetto(win, window, buffer, "jaxplay profile"));
       });
