@@ -3,9 +3,17 @@
 A real ``jaxplay serve`` (the jailed warm pool by default) serves frontend/dist;
 Debian's Chromium, driven by Playwright as the browser tests drive it
 (tests/browser/conftest.py), opens the page. For each example of the menu: the
-example is loaded (its first run warms the tenant), then ``--repeat`` warm edits, as a
-person edits: a new comment line typed at the end of the code, a pause, Ctrl+Enter in
-the editor. Measured in the page (performance.now(), from the key event's timestamp):
+example is loaded (its first run warms the tenant), then ``--repeat`` warm edits of each
+kind of ``--edits``, as a person edits, then a pause and Ctrl+Enter in the editor:
+
+- **comment**: a new comment line typed at the end of the code: the jaxpr stays the
+  same, so the page has nothing to redraw (what the figures before issue 32 measured);
+- **ir**: a float literal of the code that the jaxpr shows (``0.9`` in
+  ``mul 0.9:f32[] b``) typed anew, a new value each edit (``0.9001``, ``0.9002``, …):
+  the jaxpr changes, so the pane redraws what a user sees change. An example with no
+  such literal has no ir row (said); an edit whose jaxpr did not change is counted.
+
+Measured in the page (performance.now(), from the key event's timestamp):
 
 - **sent**: the key press to the ``run`` frame leaving the WebSocket;
 - **jaxpr**: the key press to the frame after the jaxpr pane shows the new jaxpr;

@@ -34,6 +34,12 @@ function start(): Worker {
   return w;
 }
 
+/** Starts the worker (and its ELK) ahead of the first layout: the Graph pane calls it
+ * when it is made, so the tab's first graph does not wait for the worker's start. */
+export function warmUp(): void {
+  worker ??= start();
+}
+
 /** Reads `text` (a jaxpr or HLO) and lays it out in the worker. */
 export function layOut(key: string, source: "jaxpr" | "hlo", text: string, c: Collapse): Promise<Laid> {
   worker ??= start();

@@ -10,7 +10,7 @@
 // by side.
 import { clear, h, svg } from "../dom";
 import { GraphCanvas } from "../graph/canvas";
-import { layOut, type Laid } from "../graph/client";
+import { layOut, warmUp, type Laid } from "../graph/client";
 import type { IndexEntry, Scene, SceneNode } from "../graph/scene";
 import { CHAR_W, DETAIL_CHARS } from "../graph/sizes";
 import { bandOf, sourceMap } from "../linking";
@@ -92,6 +92,7 @@ export class GraphPane implements OutputPane {
       this.body,
       this.tip,
     );
+    warmUp();
     this.render();
   }
 
