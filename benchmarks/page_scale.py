@@ -168,7 +168,9 @@ def fmt(v: float | None, digits: int = 0) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--programs", default="mlp L=10,mlp L=100,mlp L=300,mlp L=1000,transformer 6")
+    parser.add_argument(
+        "--programs", default="mlp L=10,mlp L=100,mlp L=300,mlp L=1000,transformer 6"
+    )
     parser.add_argument("--dist", type=Path, default=ROOT / "frontend" / "dist")
     parser.add_argument("--timeout", type=float, default=400.0, help="seconds to wait per run")
     parser.add_argument("--json", type=Path, default=None, help="the rows written here too")
@@ -196,14 +198,18 @@ def main() -> None:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 for name in names:
                     context = browser.new_context(viewport={"width": 1440, "height": 900})
-                    context.add_init_script(PROBE.replace("__STATE__", json.dumps(json.dumps(page_state(name)))))
+                    context.add_init_script(
+                        PROBE.replace("__STATE__", json.dumps(json.dumps(page_state(name))))
+                    )
                     page = context.new_page()
                     page.set_default_timeout(args.timeout * 1000)
                     cdp = context.new_cdp_session(page)
                     page.goto(server.url + "/")
                     try:
                         rows.append(measure(page, cdp, name, args.timeout))
-                    except Exception as e:  # noqa: BLE001 - a program that fails is said, the others still measured
+                    except (
+                        Exception
+                    ) as e:  # a program that fails is said; the others are still measured
                         rows.append({"program": name, "error": f"{type(e).__name__}: {e}"})
                     print(f"{name}: {json.dumps(rows[-1])[:400]}", file=sys.stderr)
                     context.close()
@@ -215,7 +221,9 @@ def main() -> None:
         f"page scale: dist {args.dist}; ms unless said; load average {load_before} before, "
         f"{load_average()} after (1, 5, 15 min)"
     )
-    print("| program | run | longest task in run / idle after | tab | switch | drawn (worker parse + layout) | longest task | scroll to end (last line drawn) | DOM panel / page | heap MB |")
+    print(
+        "| program | run | longest task in run / idle after | tab | switch | drawn (worker parse + layout) | longest task | scroll to end (last line drawn) | DOM panel / page | heap MB |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
@@ -229,12 +237,18 @@ def main() -> None:
                 if tab.startswith("graph") and not c.get("problem")
                 else (c.get("problem") or "")[:60]
             )
-            scroll = "" if tab.startswith("graph") else f"{fmt(c['scroll'])} ({'yes' if c['last_line_drawn'] else 'NO'}, {c['lines']} lines)"
+            scroll = (
+                ""
+                if tab.startswith("graph")
+                else f"{fmt(c['scroll'])} ({'yes' if c['last_line_drawn'] else 'NO'}, {c['lines']} lines)"
+            )
             print(
                 f"{head if i == 0 else '| | | '}| {tab} | {fmt(c['switch'])} | {drawn} | {fmt(c['task'])} | {scroll} | {c['dom_panel']} / {c['dom']} | {c['heap_mb']:.0f} |"
             )
     worst = max((c["task"] for r in rows if "tabs" in r for c in r["tabs"].values()), default=0.0)
-    print(f"target (issue 32): no main-thread task over 100 ms; longest measured on a tab: {worst:.0f} ms")
+    print(
+        f"target (issue 32): no main-thread task over 100 ms; longest measured on a tab: {worst:.0f} ms"
+    )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

@@ -50,6 +50,8 @@ export class GraphPane implements OutputPane {
   /** the last layout's times, for tests and benchmarks/page_scale.py */
   private timing = { parseMs: 0, layoutMs: 0, receiveMs: 0, totalMs: 0 };
   private found: { entries: IndexEntry[]; at: number } = { entries: [], at: -1 };
+  /** the node last brought into view (search, zoom to line) */
+  private focused: string | null = null;
   private readonly note: HTMLElement;
   private readonly body: HTMLElement;
   private readonly tip: HTMLElement;
@@ -136,7 +138,7 @@ export class GraphPane implements OutputPane {
 
   /** What is drawn and how, for tests and benchmarks/page_scale.py. */
   info(): { renderer: string[]; layout: string[]; drawn: number; total: number; parseMs: number; layoutMs: number; receiveMs: number; totalMs: number; found: number; current: { id: string; box: { x: number; y: number; width: number; height: number } | null; view: { width: number; height: number } } | null } {
-    const cur = this.found.entries[this.found.at];
+    const cur = this.focused;
     const col = this.columns[0];
     return {
       renderer: this.columns.map((c) => (c.canvas ? "canvas" : "svg")),
@@ -145,7 +147,7 @@ export class GraphPane implements OutputPane {
       total: this.columns.reduce((n, c) => n + c.laid.scene.total, 0),
       ...this.timing,
       found: this.found.entries.length,
-      current: cur && col ? { id: cur.id, box: col.canvas?.screenBox(cur.id) ?? null, view: { width: col.canvas?.host.clientWidth ?? 0, height: col.canvas?.host.clientHeight ?? 0 } } : null,
+      current: cur && col ? { id: cur, box: col.canvas?.screenBox(cur) ?? null, view: { width: col.canvas?.host.clientWidth ?? 0, height: col.canvas?.host.clientHeight ?? 0 } } : null,
     };
   }
 
@@ -308,6 +310,7 @@ export class GraphPane implements OutputPane {
   private focusIds(ids: Set<string>): boolean {
     const col = this.columns[0];
     if (!col) return false;
+    this.focused = col.laid.scene.nodes.find((n) => ids.has(n.id))?.id ?? null;
     this.mark();
     if (col.canvas) return col.canvas.focus(ids);
     const el = [...(col.svg?.querySelectorAll<SVGGElement>("g.gnode") ?? [])].find((g) => ids.has(g.dataset.nodeId!));
