@@ -27,6 +27,8 @@ export interface Marks {
 const BAND_COUNT = 8;
 const MIN_SCALE = 0.02;
 const MAX_SCALE = 4;
+/** below this zoom, labels are not drawn */
+const READABLE = 0.45;
 
 interface Palette {
   bg: string;
@@ -126,26 +128,30 @@ export class GraphCanvas {
     this.el.remove();
   }
 
-  /** The nodes `ids` in view, centred, at most at scale 1. */
-  focus(ids: Set<string>): boolean {
-    let x0 = Infinity;
-    let y0 = Infinity;
-    let x1 = -Infinity;
-    let y1 = -Infinity;
-    for (const n of this.scene.nodes) {
-      if (!ids.has(n.id)) continue;
-      x0 = Math.min(x0, n.x);
-      y0 = Math.min(y0, n.y);
-      x1 = Math.max(x1, n.x + n.width);
-      y1 = Math.max(y1, n.y + n.height);
-    }
-    if (x0 === Infinity) return false;
+  /** The nodes `ids` in view, centred, at most at scale 1; when they cannot all be
+   * shown readably (a code line of a 1,000-layer loop has thousands), the first of
+   * them. Returns the node centred on, or null when none is drawn. */
+  focus(ids: Set<string>): string | null {
+    const hits = this.scene.nodes.filter((n) => ids.has(n.id));
+    if (hits.length === 0) return null;
     const { width, height } = this.size();
-    this.scale = clamp(Math.min(1, (width - 40) / Math.max(1, x1 - x0), (height - 40) / Math.max(1, y1 - y0)), MIN_SCALE, MAX_SCALE);
-    this.tx = width / 2 - ((x0 + x1) / 2) * this.scale;
-    this.ty = height / 2 - ((y0 + y1) / 2) * this.scale;
+    const box = (ns: SceneNode[]) => {
+      const b = { x0: Infinity, y0: Infinity, x1: -Infinity, y1: -Infinity };
+      for (const n of ns) {
+        b.x0 = Math.min(b.x0, n.x);
+        b.y0 = Math.min(b.y0, n.y);
+        b.x1 = Math.max(b.x1, n.x + n.width);
+        b.y1 = Math.max(b.y1, n.y + n.height);
+      }
+      return { ...b, scale: Math.min(1, (width - 40) / Math.max(1, b.x1 - b.x0), (height - 40) / Math.max(1, b.y1 - b.y0)) };
+    };
+    let b = box(hits);
+    if (b.scale < READABLE) b = box([hits[0]!]);
+    this.scale = clamp(b.scale, MIN_SCALE, MAX_SCALE);
+    this.tx = width / 2 - ((b.x0 + b.x1) / 2) * this.scale;
+    this.ty = height / 2 - ((b.y0 + b.y1) / 2) * this.scale;
     this.redraw();
-    return true;
+    return hits[0]!.id;
   }
 
   /** The whole graph in view. */
@@ -313,7 +319,7 @@ export class GraphCanvas {
     c.lineWidth = Math.max(1, 1.2 / k) * (k < 0.2 ? 0.5 : 1);
     c.stroke();
     c.globalAlpha = 1;
-    const text = k >= 0.45;
+    const text = k >= READABLE;
     c.font = "600 12px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace";
     c.textBaseline = "alphabetic";
     const { sources, linked, pinned, found, current } = this.marks;

@@ -310,9 +310,12 @@ export class GraphPane implements OutputPane {
   private focusIds(ids: Set<string>): boolean {
     const col = this.columns[0];
     if (!col) return false;
-    this.focused = col.laid.scene.nodes.find((n) => ids.has(n.id))?.id ?? null;
     this.mark();
-    if (col.canvas) return col.canvas.focus(ids);
+    if (col.canvas) {
+      this.focused = col.canvas.focus(ids);
+      return this.focused !== null;
+    }
+    this.focused = col.laid.scene.nodes.find((n) => ids.has(n.id))?.id ?? null;
     const el = [...(col.svg?.querySelectorAll<SVGGElement>("g.gnode") ?? [])].find((g) => ids.has(g.dataset.nodeId!));
     el?.scrollIntoView({ block: "center", inline: "center" });
     return el !== undefined;
