@@ -8,7 +8,7 @@ kind of ``--edits``, as a person edits, then a pause and Ctrl+Enter in the edito
 
 - **comment**: a new comment line typed at the end of the code: the jaxpr stays the
   same, so the page has nothing to redraw (what the figures before issue 32 measured);
-- **ir**: a float literal of the code that the jaxpr shows (``0.9`` in
+- **ir**: a float literal of a function's body that the jaxpr shows (``0.9`` in
   ``mul 0.9:f32[] b``) typed anew, a new value each edit (``0.9001``, ``0.9002``, …):
   the jaxpr changes, so the pane redraws what a user sees change. An example with no
   such literal has no ir row (said); an edit whose jaxpr did not change is counted.
@@ -375,7 +375,10 @@ def ir_literal(page: Any) -> str:
     0.9:f32[] b``), the less common first; "" when there is none."""
     code = page.evaluate("() => window.jaxplay.code()")
     jaxpr = page.evaluate("() => window.jaxplay.text('jaxpr')") or ""
-    found = [lit for lit in LITERAL.findall(code) if f"{lit}:" in jaxpr]
+    # in a function's body (an indented line, not a comment): a literal of the data
+    # (grad-loss's X) is in the jaxpr only by chance, and editing it changes nothing
+    body = [line.split("#")[0] for line in code.splitlines() if line[:1] in (" ", "\t")]
+    found = [lit for line in body for lit in LITERAL.findall(line) if f"{lit}:" in jaxpr]
     found.sort(key=lambda lit: lit in COMMON)
     return found[0] if found else ""
 
