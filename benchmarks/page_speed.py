@@ -3,9 +3,17 @@
 A real ``jaxplay serve`` (the jailed warm pool by default) serves frontend/dist;
 Debian's Chromium, driven by Playwright as the browser tests drive it
 (tests/browser/conftest.py), opens the page. For each example of the menu: the
-example is loaded (its first run warms the tenant), then ``--repeat`` warm edits, as a
-person edits: a new comment line typed at the end of the code, a pause, Ctrl+Enter in
-the editor. Measured in the page (performance.now(), from the key event's timestamp):
+example is loaded (its first run warms the tenant), then ``--repeat`` warm edits of each
+kind of ``--edits``, as a person edits, then a pause and Ctrl+Enter in the editor:
+
+- **comment**: a new comment line typed at the end of the code: the jaxpr stays the
+  same, so the page has nothing to redraw (what the figures before issue 32 measured);
+- **ir**: a float literal of a function's body that the jaxpr shows (``0.9`` in
+  ``mul 0.9:f32[] b``) typed anew, a new value each edit (``0.9001``, ``0.9002``, …):
+  the jaxpr changes, so the pane redraws what a user sees change. An example with no
+  such literal has no ir row (said); an edit whose jaxpr did not change is counted.
+
+Measured in the page (performance.now(), from the key event's timestamp):
 
 - **sent**: the key press to the ``run`` frame leaving the WebSocket;
 - **jaxpr**: the key press to the frame after the jaxpr pane shows the new jaxpr;
@@ -55,6 +63,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -355,6 +364,56 @@ def frame_diff(page: dict[str, Any], api: dict[str, Any]) -> list[str]:
     return out
 
 
+#: a float literal of the code, as a whole token
+LITERAL = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")
+#: literals an edit of which may leave the jaxpr as it was (defaults, other uses)
+COMMON = {"0.0", "1.0", "2.0", "0.5"}
+
+
+def ir_literal(page: Any) -> str:
+    """A float literal of the code that the jaxpr on show has (``0.9`` in ``mul
+    0.9:f32[] b``), the less common first; "" when there is none."""
+    code = page.evaluate("() => window.jaxplay.code()")
+    jaxpr = page.evaluate("() => window.jaxplay.text('jaxpr')") or ""
+    # in a function's body (an indented line, not a comment): a literal of the data
+    # (grad-loss's X) is in the jaxpr only by chance, and editing it changes nothing
+    body = [line.split("#")[0] for line in code.splitlines() if line[:1] in (" ", "\t")]
+    found = [lit for line in body for lit in LITERAL.findall(line) if f"{lit}:" in jaxpr]
+    found.sort(key=lambda lit: lit in COMMON)
+    return found[0] if found else ""
+
+
+#: selects the first occurrence of a literal in the editor, as a person's double click
+#: would: CodeMirror takes the page's selection as its own
+SELECT_LITERAL = """(lit) => {
+  const root = document.querySelector("[data-testid=code]");
+  root.focus();
+  const re = new RegExp("(^|[^\\w.])" + lit.replace(".", "\\.") + "(?![\\w.])");
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const m = re.exec(n.textContent);
+    if (!m) continue;
+    const at = m.index + m[1].length;
+    getSelection().setBaseAndExtent(n, at, n, at + lit.length);
+    return true;
+  }
+  return false;
+}"""
+
+
+def type_literal(page: Any, literal: str, base: str, i: int) -> str:
+    """Types over ``literal`` (now in the editor) edit ``i``'s value of ``base`` (the
+    literal as the example has it): a new one each edit, so the jaxpr changes and no
+    run is a cache hit; returns it."""
+    if not page.evaluate(SELECT_LITERAL, literal):
+        raise RuntimeError(f"the literal {literal} is not drawn in the editor")
+    page.wait_for_timeout(50)  # CodeMirror reads the selection on selectionchange
+    decimals = max(4, len(base.split(".")[1]) + 1)
+    new = f"{float(base) + (i + 1) * 10**-decimals:.{decimals}f}"
+    page.keyboard.insert_text(new)
+    return new
+
+
 def load_average() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -517,6 +576,11 @@ def main() -> None:
     parser.add_argument(
         "--replace", type=int, default=0, help="rounds of the replace-cost measurement"
     )
+    parser.add_argument(
+        "--edits",
+        default="comment,ir",
+        help="kinds of edit, comma-separated: comment (the jaxpr stays), ir (the jaxpr changes)",
+    )
     parser.add_argument("--pool", default="zygote", help="the server's pool (fake: no JAX)")
     parser.add_argument("--dist", type=Path, default=ROOT / "frontend" / "dist")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait per run")
@@ -533,6 +597,11 @@ def main() -> None:
     page_rows: dict[str, dict[str, list[float]]] = {}
     breakdown: list[str] = []
     unchecked: list[str] = []  # edits whose jaxpr on show was not the run's
+    kinds = [k for k in args.edits.split(",") if k]
+    if set(kinds) - {"comment", "ir"}:
+        parser.error(f"--edits: comment and/or ir, not {args.edits}")
+    skipped: list[str] = []  # examples with no literal the jaxpr shows: no ir edits
+    same_ir: list[str] = []  # ir edits whose jaxpr stayed the same
     api_rows: dict[str, dict[str, list[float]]] = {}
     replace: dict[str, list[float]] = {}
     stamp = str(int(time.time()))
@@ -577,60 +646,76 @@ def main() -> None:
                     page.select_option("#examples", example)  # loads it and runs it (the warm-up)
                     page.wait_for_selector(final)
                     page.wait_for_timeout(300)
-                    rows = page_rows.setdefault(
-                        example,
-                        {"sent": [], "wire": [], "net": [], "jaxpr": [], "all": [], "page": []},
-                    )
-                    api_row = api_rows.setdefault(example, {"jaxpr": [], "all": []})
-                    # the API's tenant warms on the same request first
-                    request = next(m for m in reversed(frames) if m.get("type") == "run")["payload"]
-                    api.run({**request, "code": request["code"] + f"\n# {stamp} api warm\n"})
-                    statuses: list[str] = []
-                    if args.trace is not None and not traced:
-                        browser.start_tracing(page=page, categories=TRACE_CATEGORIES)
-                        traced = True
-
-                    for i in range(args.repeat):
-                        # who goes first alternates: neither run always follows the other's
-                        if i % 2 == 1:
-                            api_turn(
-                                api,
-                                next(f for f in reversed(frames) if f.get("type") == "run"),
-                                api_row,
-                                example,
-                            )
-                        page.click("[data-testid=code]")
-                        page.keyboard.press("Control+End")
-                        page.keyboard.insert_text(f"\n# {stamp} edit {i}")
-                        page.wait_for_timeout(args.pause * 1000)
-                        page.keyboard.press("Control+Enter")
-                        page.wait_for_function(
-                            "() => window.__speed.all !== null && window.__speed.sent !== null",
-                            polling=50,
+                    for kind in kinds:
+                        literal = base = ir_literal(page) if kind == "ir" else ""
+                        if kind == "ir" and not literal:
+                            skipped.append(example)
+                            continue
+                        row_name = f"{example} ({kind})"
+                        rows = page_rows.setdefault(
+                            row_name,
+                            {"sent": [], "wire": [], "net": [], "jaxpr": [], "all": [], "page": []},
                         )
-                        m = page.evaluate("() => window.__speed")
-                        statuses.append(page.get_attribute(".run-status", "data-status") or "?")
-                        rows["sent"].append(m["sent"] - m["t0"])
-                        rows["all"].append(m["all"] - m["t0"])
-                        if m["jaxpr"] is None:
-                            unchecked.append(f"{example} edit {i} (no jaxpr seen)")
-                        elif not m["checked"]:
-                            unchecked.append(f"{example} edit {i}")
-                        elif m["jaxpr"] is not None and m["arrived"] is not None:
-                            rows["jaxpr"].append(m["jaxpr"] - m["t0"])
-                            rows["wire"].append(m["arrived"] - m["sent"])
-                            rows["page"].append(m["jaxpr"] - m["arrived"] + m["sent"] - m["t0"])
-                        last = next(f for f in reversed(frames) if f.get("type") == "run")
-                        wire = net.wire_ms(last["seq"])
-                        if wire is not None:
-                            rows["net"].append(wire)
-                        if i % 2 == 0:
-                            api_turn(api, last, api_row, example)
-                        time.sleep(args.pause)
-                    print(
-                        f"{example}: {args.repeat} edits, statuses {sorted(set(statuses))}",
-                        file=sys.stderr,
-                    )
+                        api_row = api_rows.setdefault(row_name, {"jaxpr": [], "all": []})
+                        before = page.evaluate("() => window.jaxplay.text('jaxpr')")
+                        # the API's tenant warms on the same request first
+                        request = next(m for m in reversed(frames) if m.get("type") == "run")[
+                            "payload"
+                        ]
+                        api.run({**request, "code": request["code"] + f"\n# {stamp} api warm\n"})
+                        statuses: list[str] = []
+                        if args.trace is not None and not traced:
+                            browser.start_tracing(page=page, categories=TRACE_CATEGORIES)
+                            traced = True
+
+                        for i in range(args.repeat):
+                            # who goes first alternates: neither run always follows the other's
+                            if i % 2 == 1:
+                                api_turn(
+                                    api,
+                                    next(f for f in reversed(frames) if f.get("type") == "run"),
+                                    api_row,
+                                    example,
+                                )
+                            if kind == "ir":
+                                literal = type_literal(page, literal, base, i)
+                            else:
+                                page.click("[data-testid=code]")
+                                page.keyboard.press("Control+End")
+                                page.keyboard.insert_text(f"\n# {stamp} edit {i}")
+                            page.wait_for_timeout(args.pause * 1000)
+                            page.keyboard.press("Control+Enter")
+                            page.wait_for_function(
+                                "() => window.__speed.all !== null && window.__speed.sent !== null",
+                                polling=50,
+                            )
+                            m = page.evaluate("() => window.__speed")
+                            after = page.evaluate("() => window.jaxplay.text('jaxpr')")
+                            if kind == "ir" and after == before:
+                                same_ir.append(f"{example} edit {i}")
+                            before = after
+                            statuses.append(page.get_attribute(".run-status", "data-status") or "?")
+                            rows["sent"].append(m["sent"] - m["t0"])
+                            rows["all"].append(m["all"] - m["t0"])
+                            if m["jaxpr"] is None:
+                                unchecked.append(f"{example} edit {i} (no jaxpr seen)")
+                            elif not m["checked"]:
+                                unchecked.append(f"{example} edit {i}")
+                            elif m["jaxpr"] is not None and m["arrived"] is not None:
+                                rows["jaxpr"].append(m["jaxpr"] - m["t0"])
+                                rows["wire"].append(m["arrived"] - m["sent"])
+                                rows["page"].append(m["jaxpr"] - m["arrived"] + m["sent"] - m["t0"])
+                            last = next(f for f in reversed(frames) if f.get("type") == "run")
+                            wire = net.wire_ms(last["seq"])
+                            if wire is not None:
+                                rows["net"].append(wire)
+                            if i % 2 == 0:
+                                api_turn(api, last, api_row, row_name)
+                            time.sleep(args.pause)
+                        print(
+                            f"{example} ({kind}): {args.repeat} edits, statuses {sorted(set(statuses))}",
+                            file=sys.stderr,
+                        )
                 if traced:
                     trace = browser.stop_tracing()
                     args.trace.write_bytes(trace)
@@ -691,6 +776,19 @@ def main() -> None:
             f"the page's server part (sent→jaxpr event) over the API's jaxpr: "
             f"{statistics.median(every['wire']) / statistics.median(every['api']):.2f}×"
         )
+    for kind in kinds:
+        mine = [
+            v for name, r in page_rows.items() if name.endswith(f"({kind})") for v in r["jaxpr"]
+        ]
+        if mine:
+            print(
+                f"{kind} edits: key→jaxpr median {statistics.median(mine):.1f} ms, "
+                f"p95 {pct(mine, 0.95):.1f} ms ({len(mine)} edits; targets of issue 32 for ir: ≤ 50, ≤ 100)"
+            )
+    if skipped:
+        print(f"no ir edits (no float literal of the code in its jaxpr): {', '.join(skipped)}")
+    if same_ir:
+        print(f"ir edits whose jaxpr did not change: {len(same_ir)}: {', '.join(same_ir)}")
     if unchecked:
         print(
             f"left out: {len(unchecked)} edits where the pane showed a jaxpr as new that was "

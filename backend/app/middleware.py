@@ -81,13 +81,15 @@ class BodyLimit:
 def content_security_policy(frame_ancestors: str, *, script: str = "") -> str:
     """The page's CSP: scripts only from this origin (``script`` adds sources: hashes
     of inline ones), no plugins, no ``<base>``, images also as ``data:`` (the
-    favicon). Styles may be inline: the editor (CodeMirror) adds ``<style>`` elements
+    favicon), workers only from this origin (the Graph tab's layout worker, a module
+    Vite bundles into dist/assets: no blob: URL, no eval). Styles may be inline: the editor (CodeMirror) adds ``<style>`` elements
     and the page sets ``style`` attributes; styles cannot run code."""
     parts = [
         "default-src 'self'",
         f"script-src 'self' {script}".strip(),
         "style-src 'self' 'unsafe-inline'",
         "img-src 'self' data:",
+        "worker-src 'self'",
         "object-src 'none'",
         "base-uri 'none'",
         "form-action 'self'",

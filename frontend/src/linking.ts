@@ -3,7 +3,7 @@
 // output pane), and hovering a line on either side highlights its partners.
 // The engine sends the map ({out_line, line}, both 1-based); nothing is parsed here.
 import { RangeSetBuilder, StateEffect, StateField, type Extension } from "@codemirror/state";
-import { Decoration, EditorView, type DecorationSet } from "@codemirror/view";
+import { Decoration, EditorView, ViewPlugin, type DecorationSet, type ViewUpdate } from "@codemirror/view";
 
 export const BAND_COUNT = 8;
 
@@ -33,11 +33,11 @@ interface Linked {
 }
 
 function field(kind: "output" | "editor") {
-  return StateField.define<{ linked: Linked; deco: DecorationSet }>({
-    create: () => ({ linked: { map: new Map(), hovered: null, pinned: null }, deco: Decoration.none }),
+  return StateField.define<{ linked: Linked }>({
+    create: () => ({ linked: { map: new Map(), hovered: null, pinned: null } }),
     update(value, tr) {
       let { map, hovered, pinned } = value.linked;
-      let changed = tr.docChanged;
+      let changed = false;
       for (const e of tr.effects) {
         if (e.is(setHovered)) {
           if (e.value !== hovered) changed = true;
@@ -53,22 +53,42 @@ function field(kind: "output" | "editor") {
           changed = true;
         }
       }
-      if (!changed) return value;
-      const linked = { map, hovered, pinned };
-      const doc = tr.state.doc;
-      const builder = new RangeSetBuilder<Decoration>();
-      const lines = [...map.keys()].sort((a, b) => a - b);
-      for (const n of lines) {
-        if (n < 1 || n > doc.lines) continue;
-        const code = map.get(n)!;
-        const cls = `cm-band cm-band-${bandOf(code)}${code === hovered ? " cm-linked" : ""}${code === pinned ? " cm-pinned" : ""}`;
-        const pos = doc.line(n).from;
-        builder.add(pos, pos, Decoration.line({ class: cls, attributes: { "data-src-line": String(code) } }));
-      }
-      return { linked, deco: builder.finish() };
+      return changed ? { linked: { map, hovered, pinned } } : value;
     },
-    provide: (f) => EditorView.decorations.from(f, (v) => v.deco),
   });
+}
+
+/** The bands and links of the lines CodeMirror draws (its viewport), drawn again when
+ * the viewport, the text or the links change: a 30,000-line HLO whose every line has a
+ * band costs the lines on screen per hover, not 30,000 decorations (issue 32). */
+function bands(f: StateField<{ linked: Linked }>): Extension {
+  const build = (view: EditorView): DecorationSet => {
+    const { map, hovered, pinned } = view.state.field(f).linked;
+    const builder = new RangeSetBuilder<Decoration>();
+    if (map.size === 0) return builder.finish();
+    const doc = view.state.doc;
+    const { from, to } = view.viewport;
+    for (let n = doc.lineAt(from).number, last = doc.lineAt(to).number; n <= last; n++) {
+      const code = map.get(n);
+      if (code === undefined) continue;
+      const cls = `cm-band cm-band-${bandOf(code)}${code === hovered ? " cm-linked" : ""}${code === pinned ? " cm-pinned" : ""}`;
+      const pos = doc.line(n).from;
+      builder.add(pos, pos, Decoration.line({ class: cls, attributes: { "data-src-line": String(code) } }));
+    }
+    return builder.finish();
+  };
+  return ViewPlugin.fromClass(
+    class {
+      deco: DecorationSet;
+      constructor(view: EditorView) {
+        this.deco = build(view);
+      }
+      update(u: ViewUpdate): void {
+        if (u.docChanged || u.viewportChanged || u.startState.field(f) !== u.state.field(f)) this.deco = build(u.view);
+      }
+    },
+    { decorations: (v) => v.deco },
+  );
 }
 
 const outputField = field("output");
@@ -120,11 +140,11 @@ function handlers(kind: "output" | "editor", onHover: (codeLine: number | null, 
 }
 
 export function outputLinking(onHover: (codeLine: number | null, from: EditorView) => void, onPin?: (codeLine: number) => void): Extension {
-  return [outputField, handlers("output", onHover, onPin)];
+  return [outputField, bands(outputField), handlers("output", onHover, onPin)];
 }
 
 export function editorLinking(onHover: (codeLine: number | null, from: EditorView) => void): Extension {
-  return [editorField, handlers("editor", onHover)];
+  return [editorField, bands(editorField), handlers("editor", onHover)];
 }
 
 /** The first output line of `view` linked to `codeLine`, for scrolling it into view. */

@@ -219,6 +219,9 @@ Object.assign(window, {
       return panes.ir[kind]?.text(pipeline) ?? null;
     },
     graphNodes: () => panes.graph.get()?.nodeCount() ?? 0,
+    /** how the graph is drawn (renderer, layout, times in the worker), and its search */
+    graphInfo: () => panes.graph.get()?.info() ?? null,
+    graphZoomToLine: (line: number) => panes.graph.get()?.zoomToLine(line) ?? Promise.resolve(false),
     /** runs sent on the WebSocket, and runs started (sent or painted from the page) */
     runsSent: () => conn.sent,
     runsStarted: () => runs.started,

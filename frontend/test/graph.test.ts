@@ -100,3 +100,14 @@ describe("graph size", () => {
     expect(drawnNodes(g.nodes, () => true)).toBe(g.nodes.length);
   });
 });
+
+describe("jaxpr graph: a variable named `in`", () => {
+  it("reads on past an argument called in (the 1,000-layer MLP's broadcast_in_dim[...] in)", () => {
+    const text = "{ lambda ; a:f32[3] in:f32[3]. let\n    b:f32[3] = add in a\n    c:f32[3] = mul b in\n    d:f32[3] = sin in\n  in (c, d) }";
+    const g = parseJaxpr(text);
+    expect(g.nodes.map((n) => n.label)).toEqual(["a", "in", "add", "mul", "sin", "out"]);
+    expect(g.edges).toContainEqual({ from: "in1", to: "e0" });
+    expect(g.edges).toContainEqual({ from: "in1", to: "e2" });
+    expect(g.edges).toContainEqual({ from: "e2", to: "out" });
+  });
+});

@@ -136,11 +136,13 @@ def test_a_click_pins_a_linked_line_until_clicked_again(page: Any) -> None:
 
 
 def test_the_graph_works_under_the_content_security_policy(page: Any) -> None:
-    """elkjs runs in the page's thread: no eval, no blob: workers. The page fixture
-    fails the test on anything the server's Content-Security-Policy blocks."""
+    """The layout worker (elkjs inside it) is a module of this origin: no eval, no blob:
+    worker. The page fixture fails the test on anything the server's
+    Content-Security-Policy blocks."""
     response = page.goto("/")
     csp = response.headers.get("content-security-policy", "")
     assert "default-src 'self'" in csp and "unsafe-eval" not in csp, csp
+    assert "worker-src 'self';" in csp + ";" and "blob:" not in csp, csp
     page.wait_for_selector("[data-testid=code]")
     page.click("#run")
     assert wait_done(page) == "ok"

@@ -440,6 +440,7 @@ def test_the_page_and_shared_links_send_the_security_headers(serve: Any) -> None
         r = client.get(path, headers={PEER: "198.51.100.7"})
         csp = r.headers["content-security-policy"]
         assert "default-src 'self'" in csp and "object-src 'none'" in csp, path
+        assert "worker-src 'self';" in csp, path  # the Graph tab's layout worker, no blob:
         assert "base-uri 'none'" in csp and "frame-ancestors 'self' https://blog.example" in csp
         assert r.headers["x-content-type-options"] == "nosniff"
         assert r.headers["referrer-policy"] == "no-referrer"

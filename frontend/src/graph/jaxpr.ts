@@ -131,7 +131,7 @@ class Reader {
     const args: string[] = [];
     for (;;) {
       this.ws();
-      if (/^in[\s(]/.test(this.text.slice(this.i, this.i + 3))) break;
+      if (/^in[\s(]/.test(this.text.slice(this.i, this.i + 3)) && this.endsEquations()) break;
       EQN_START.lastIndex = this.i;
       if (EQN_START.test(this.text)) break;
       const m = this.sticky(ARG);
@@ -139,6 +139,15 @@ class Reader {
       args.push(m[0]);
     }
     return { outs, prim, params, nested, args, offset };
+  }
+
+  /** At an `in`: whether it ends the equation list (`in (outs) }`: JAX prints the
+   * outputs as a tuple), or is a variable named `in` (issue 32's 100-layer MLP has
+   * `ip:f32[32,64] = add in io`). */
+  private endsEquations(): boolean {
+    let j = this.i + 2;
+    while (j < this.text.length && /\s/.test(this.text[j]!)) j++;
+    return this.text[j] === "(";
   }
 
   /** Inside `[...]`: finds the jaxprs among the parameters; stops past the `]`. */

@@ -147,10 +147,18 @@ export class IrPane implements OutputPane {
       if (view.dom.hidden !== !out) view.dom.hidden = !out;
       // the text on show changed where the new one differs from it, not replaced
       // whole: the lines both share are not drawn again
-      view.dispatch({
-        changes: minimalChange(view.state.doc.toString(), out?.text ?? "") ?? undefined,
-        effects: setSources.of(out?.sources ?? new Map()),
-      });
+      const before = view.state.doc.toString();
+      const change = minimalChange(before, out?.text ?? "");
+      if (change && change.from === 0 && change.to === before.length && change.insert.length > 0) {
+        // a text replaced whole (the first one): a new state, whose viewport is worked
+        // out afresh; a change maps the old viewport over the whole new text, and
+        // CodeMirror drew every line of it once (issue 32: 20,000 layout objects for a
+        // hidden pane's 5,000-line HLO)
+        view.setState(EditorState.create({ doc: change.insert, extensions: this.extensions(IR_TITLES[this.kind]) }));
+        view.dispatch({ effects: setSources.of(out?.sources ?? new Map()) });
+        return;
+      }
+      view.dispatch({ changes: change ?? undefined, effects: setSources.of(out?.sources ?? new Map()) });
       return;
     }
     // Compare: rebuilt whenever a text arrives (a handful of times per run); the diff
