@@ -240,6 +240,8 @@ READS_ENVIRONMENT = {
     "sandbox/zygote/watch.py": "the environment as part of a process's state",
     # not read at all: the text of a bug report's repro script sets XLA_FLAGS for its devices
     "backend/app/repro.py": "XLA_FLAGS, written into the repro it makes",
+    # not settings: the unjailed worker's environment passed on without JAX's cache variables
+    "sandbox/pool/subprocess_pool.py": "the environment a worker inherits, less JAX_COMPILATION_CACHE_*",
     # installing a JAX version: where an interpreter of each Python is (setup time)
     "sandbox/environments/versions.py": "JAXPLAY_PYTHON_3_x, PYENV_ROOT",
 }
