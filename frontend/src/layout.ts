@@ -6,7 +6,7 @@ import { buildChecksBox } from "./checks";
 import { EXAMPLES, PRESETS } from "./examples";
 import { OUTPUT_PANES } from "./panes/registry";
 import { CONFIG_TOGGLES } from "./state";
-import { startsGroup, TABS, type TabId } from "./app/tabtable";
+import { GROUP_TITLES, GROUPS, TABS, type GroupId, type TabId } from "./app/tabtable";
 
 export function buildLayout(root: HTMLElement) {
   const examples = h(
@@ -98,17 +98,29 @@ export function buildLayout(root: HTMLElement) {
   const bands = h("input", { type: "checkbox", id: "bands", checked: true });
   // Says which code line is pinned (a click on a linked line); clicking it unpins.
   const pinNote = h("button", { type: "button", class: "pin-note linklike", hidden: true, "data-testid": "pinned" });
-  const tablist = h("div", { role: "tablist", class: "tabs", "aria-label": "Outputs" });
+  const tablist = h("div", { role: "tablist", class: "tabs", "aria-label": "Outputs", "data-testid": "tabs" });
   const tabs = {} as Record<TabId, HTMLButtonElement>;
   const panels = {} as Record<TabId, HTMLElement>;
+  // the groups (app/tabtable.ts): each a run of tabs under its name; on a narrow screen
+  // one group's run at a time, picked on the group switcher (style.css shows it there)
+  const groupRuns = {} as Record<GroupId, HTMLElement>;
+  const groupButtons = {} as Record<GroupId, HTMLButtonElement>;
+  const groupSwitcher = h("div", { class: "tab-groups", role: "group", "aria-label": "Output groups", "data-testid": "tab-groups" });
   const panelHolder = h("div", { class: "panels" });
-  for (const [i, t] of TABS.entries()) {
-    // grouped (IR, values, XLA, sharding): the first tab of a group carries its label
-    const tab = h("button", { type: "button", role: "tab", id: `tab-${t.id}`, "aria-controls": `panel-${t.id}`, "aria-selected": "false", tabindex: -1, "data-tab": t.id, "data-group": t.group, class: startsGroup(i) ? "group-start" : "" }, t.title, h("span", { class: "tab-badge" }));
+  for (const g of GROUPS) {
+    const names = GROUP_TITLES[g.id];
+    groupButtons[g.id] = h("button", { type: "button", class: "tab-group-button", "data-group": g.id, "aria-pressed": "false", title: `${names.title}: ${g.tabs.map((id) => TABS.find((t) => t.id === id)!.title).join(", ")}` }, names.short);
+    groupSwitcher.append(groupButtons[g.id]);
+    // role none: the tablist's tabs are its own (the run is only their layout)
+    groupRuns[g.id] = h("div", { class: "tab-group", role: "none", "data-group": g.id }, h("span", { class: "tab-group-label", "aria-hidden": "true" }, names.title));
+    tablist.append(groupRuns[g.id]);
+  }
+  for (const t of TABS) {
+    const tab = h("button", { type: "button", role: "tab", id: `tab-${t.id}`, "aria-controls": `panel-${t.id}`, "aria-selected": "false", tabindex: -1, "data-tab": t.id, "data-group": t.group }, t.title, h("span", { class: "tab-badge" }));
     const panel = h("div", { role: "tabpanel", id: `panel-${t.id}`, "aria-labelledby": `tab-${t.id}`, class: `panel panel-${t.id}`, hidden: true, tabindex: 0 });
     tabs[t.id] = tab;
     panels[t.id] = panel;
-    tablist.append(tab);
+    groupRuns[t.group].append(tab);
     panelHolder.append(panel);
   }
   const right = h(
@@ -118,6 +130,7 @@ export function buildLayout(root: HTMLElement) {
     acrossHolder,
     progress,
     banner,
+    groupSwitcher,
     h("div", { class: "tabs-row" }, tablist, pinNote, h("label", { class: "bands-toggle", for: "bands", title: "colour bands linking code and output lines" }, bands, "bands")),
     offer,
     panelHolder,
@@ -134,7 +147,7 @@ export function buildLayout(root: HTMLElement) {
     h("main", { class: "layout" }, left, right),
     toast,
   );
-  return { topbar, examples, presets, backend, gpuTarget, gpuTargetLabel, targetNote, devices, jaxVersion, configBoxes, pallasInterpret, outputBoxes, checks, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, banner, offer, bands, pinNote, tabs, panels };
+  return { topbar, examples, presets, backend, gpuTarget, gpuTargetLabel, targetNote, devices, jaxVersion, configBoxes, pallasInterpret, outputBoxes, checks, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, banner, offer, bands, pinNote, tabs, panels, groupRuns, groupButtons, groupSwitcher };
 }
 
 /** The page's elements, as buildLayout makes them. */
