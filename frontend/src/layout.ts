@@ -2,9 +2,8 @@
 // progress line and the output tabs (from the one tab table, app/tabtable.ts).
 // Behaviour lives in the controllers of app/, wired together by main.ts.
 import { h } from "./dom";
-import { buildChecksBox } from "./checks";
+import { buildCompute, closesOutside } from "./compute";
 import { EXAMPLES, PRESETS } from "./examples";
-import { OUTPUT_PANES } from "./panes/registry";
 import { CONFIG_TOGGLES } from "./state";
 import { GROUP_TITLES, GROUPS, TABS, type GroupId, type TabId } from "./app/tabtable";
 
@@ -26,8 +25,6 @@ export function buildLayout(root: HTMLElement) {
   // compile for a GPU the server does not have (gpu_target): shown only when it offers one
   const gpuTarget = h("select", { id: "gpu-target", "data-testid": "gpu-target", "aria-label": "Compile for a GPU target", title: "gpu_target: compile for this NVIDIA GPU without one (XLA's deviceless compile); asm is its PTX; nothing runs" }, h("option", { value: "" }, "this worker"));
   const gpuTargetLabel = h("label", { class: "inline", hidden: true }, "compile for ", gpuTarget);
-  // why an output is not asked for with the target picked (main.ts fills it)
-  const targetNote = h("p", { class: "target-note", "data-testid": "target-note", role: "status", "aria-live": "polite" });
   const devices = h("input", { id: "devices", type: "number", min: 1, max: 64, step: 1, value: 1, "aria-label": "Devices", title: "devices the run sees (virtual CPU devices on CPU)" });
   const configBoxes = CONFIG_TOGGLES.map((c) => h("input", { type: "checkbox", "data-config": c.name, id: `cfg-${c.name}` }));
   // how a pallas_call without interpret= runs on a CPU run (the request's pallas_interpret)
@@ -39,22 +36,12 @@ export function buildLayout(root: HTMLElement) {
     h("summary", {}, "config"),
     h("div", { class: "config-body" }, ...CONFIG_TOGGLES.map((c, i) => h("label", { for: `cfg-${c.name}`, title: c.help }, configBoxes[i]!, c.label)), h("label", { for: "pallas-interpret", title: pallasHelp }, "Pallas ", pallasInterpret)),
   );
-  // the outputs a run asks for only when ticked (they cost a dump of XLA's compile)
-  const optIn = Object.entries(OUTPUT_PANES).flatMap(([name, e]) => (e.optIn ? [{ name, ...e.optIn }] : []));
-  const flags = h("input", { id: "xla-flags", class: "mono", spellcheck: "false", autocomplete: "off", placeholder: "xla_cpu_enable_fast_math=true", "aria-label": "XLA flags" });
-  const flagsB = h("input", { id: "xla-flags-b", class: "mono", spellcheck: "false", autocomplete: "off", placeholder: "(compare: A's)", "aria-label": "XLA flags of pipeline B" });
-  const outputBoxes = optIn.map((o) => h("input", { type: "checkbox", "data-output": o.name, id: `out-${o.name}` }));
-  const xlaOutputs = h(
-    "details",
-    { class: "config xla-outputs" },
-    h("summary", { title: "what XLA did: its passes, kernels, memory; JAX's recompiles" }, "XLA outputs"),
-    h("div", { class: "config-body" }, ...optIn.map((o, i) => h("label", { for: `out-${o.name}`, title: o.help }, outputBoxes[i]!, o.label))),
-    targetNote,
-    h("label", { class: "xla-flags", title: "compiler_options: name=value, separated by spaces (an allow-list: the server names one it refuses)" }, "flags ", flags),
-    h("label", { class: "xla-flags", title: "pipeline B's flags in compare mode (empty: A's); the same pipeline twice compares flags" }, "flags B ", flagsB),
-  );
-  // the one-click checks (checks.ts): what they found is the Checks tab
-  const checks = buildChecksBox();
+  // what to compute (compute.ts): the opt-in outputs and the checks, with their costs
+  const compute = buildCompute();
+  const { outputBoxes, checks, targetNote, flags, flagsB } = compute;
+  const xlaOutputs = compute.box;
+  closesOutside(config);
+  closesOutside(xlaOutputs);
   const compareBtn = h("button", { type: "button", id: "compare", "aria-pressed": "false", title: "run a second pipeline B beside A, with a diff" }, "Compare");
   const acrossBtn = h("button", { type: "button", id: "across", "aria-pressed": "false", title: "run on several JAX versions: where each output first changed, and the times" }, "Across versions");
   const themeBtn = h("button", { type: "button", id: "theme", "aria-label": "Switch between light and dark", title: "light / dark" }, "◐");
@@ -140,14 +127,14 @@ export function buildLayout(root: HTMLElement) {
       "header",
       { class: "topbar" },
       h("h1", {}, h("span", { class: "logo" }, "jaxplay"), h("span", { class: "tagline" }, " what JAX makes of your function")),
-      h("nav", { class: "controls", "aria-label": "Controls" }, examples, presets, h("label", { class: "inline" }, "backend ", backend), gpuTargetLabel, h("label", { class: "inline" }, "devices ", devices), h("label", { class: "inline" }, "jax ", jaxVersion), config, checks.box, xlaOutputs, compareBtn, acrossBtn, themeBtn, shareBtn, cancelBtn, runBtn),
+      h("nav", { class: "controls", "aria-label": "Controls" }, examples, presets, h("label", { class: "inline" }, "backend ", backend), gpuTargetLabel, h("label", { class: "inline" }, "devices ", devices), h("label", { class: "inline" }, "jax ", jaxVersion), config, xlaOutputs, compareBtn, acrossBtn, themeBtn, shareBtn, cancelBtn, runBtn),
   );
   root.append(
     topbar,
     h("main", { class: "layout" }, left, right),
     toast,
   );
-  return { topbar, examples, presets, backend, gpuTarget, gpuTargetLabel, targetNote, devices, jaxVersion, configBoxes, pallasInterpret, outputBoxes, checks, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, banner, offer, bands, pinNote, tabs, panels, groupRuns, groupButtons, groupSwitcher };
+  return { compute, topbar, examples, presets, backend, gpuTarget, gpuTargetLabel, targetNote, devices, jaxVersion, configBoxes, pallasInterpret, outputBoxes, checks, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, banner, offer, bands, pinNote, tabs, panels, groupRuns, groupButtons, groupSwitcher };
 }
 
 /** The page's elements, as buildLayout makes them. */

@@ -77,7 +77,15 @@ ui.bands.addEventListener("change", () => document.body.classList.toggle("no-ban
 const refreshBands = (): void => editor.dispatch({ effects: setBandLines.of(panes.bandLines()) });
 
 // --- the editor, the call row, the pipelines, the targets ------------------------------
-const follower = new ArgsFollower(ui.args, ui.argsNote, () => store.state, changed);
+// the entry follows the code too (the function under the cursor, else the last one)
+const follower = new ArgsFollower(ui.args, ui.argsNote, () => store.state, changed, {
+  box: ui.entry,
+  cursor: () => editor.state.selection.main.head,
+  changed: () => {
+    pipelines.meshSoon();
+    pipelines.refreshSummaries();
+  },
+});
 const editor = createEditor(ui.editorHolder, store.state.code, {
   onChange: (code) => {
     store.state.code = code;

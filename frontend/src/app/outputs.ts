@@ -11,7 +11,8 @@ import { setShapes } from "../editor-shapes";
 import { fmtAgo } from "../format";
 import type { RunBody } from "../generated/request";
 import type { Layout } from "../layout";
-import { OUTPUT_PANES, optInOutput } from "../panes/registry";
+import { openComputeAt } from "../compute";
+import { OUTPUT_PANES, optInOutput, outputTitle } from "../panes/registry";
 import { isTampered, pipelineOf, type RunEvent } from "../protocol";
 import { describeSignature, isArgCountError } from "../signature";
 import type { PlayState } from "../state";
@@ -31,8 +32,13 @@ const DONE_TITLES: Record<string, string | undefined> = {
   killed: "The run was stopped",
 };
 
+/** Errors that say the args do not fit the code (a shape, a type, an index): said in the
+ * args box's note when the page proposed them (args.ts). */
+const ARGS_REFUSED = /^(TypeError|ValueError|IndexError|ShapeError)$/;
+const ARGS_WORDS = /shape|ndim|dimension|rank|broadcast|scalar[- ]output|index|dtype|operand/i;
+
 export interface OutputsDeps {
-  ui: Pick<Layout, "cancelBtn" | "banner" | "offer" | "outputBoxes">;
+  ui: Pick<Layout, "cancelBtn" | "banner" | "offer" | "outputBoxes" | "compute">;
   store: PlayStore;
   panes: Panes;
   tabs: TabController;
@@ -118,6 +124,7 @@ export class OutputsController implements RunView {
     if (pipelines.join("\n") !== this.lastPipelines) this.links.soon();
     this.lastPipelines = pipelines.join("\n");
     this.d.tabs.runStarts();
+    this.d.follower.runStarts();
     this.d.tabs.badge("errors", "");
     this.d.tabs.badge("console", "");
   }
@@ -156,6 +163,7 @@ export class OutputsController implements RunView {
       case "error": {
         panes.errors.addRunError(event, this.pipelineLabel(p));
         if (isArgCountError(event.kind, event.message)) this.explainArgCount(event.message);
+        else if (p === "main" && ARGS_REFUSED.test(event.kind) && ARGS_WORDS.test(event.message)) this.d.follower.refused(event.message);
         this.mark("errors", String(panes.errors.size()));
         panes.progress.failed(p, event.stage);
         if (event.line != null && event.line > 0) {
@@ -244,26 +252,36 @@ export class OutputsController implements RunView {
     this.showOffer();
   }
 
-  /** An opt-in output the last run did not ask for, on show: one click runs again with it. */
+  /** An opt-in output the last run did not ask for, on show: it says so, what it is and
+   * costs, and one click turns it on and runs again; the Checks tab with no check asked
+   * for opens "What to compute" at the checks. */
   showOffer(): void {
     const { ui, store, panes } = this.d;
     const name = optInOutput(this.d.tabs.active);
     const request = this.d.runs().lastRequest;
+    if (this.d.tabs.active === "checks" && request !== null && !(request.checks?.length ?? 0) && !panes.progress.isLive()) {
+      const open = h("button", { type: "button", class: "primary", "data-testid": "choose-checks" }, "Choose checks…");
+      open.addEventListener("click", () => openComputeAt(ui.compute, "check-nans"));
+      ui.offer.replaceChildren(h("span", {}, "Checks are off: this run asked for none. "), open);
+      ui.offer.hidden = false;
+      return;
+    }
     const asked = request?.outputs?.includes(name!) ?? false;
     const refused = name === null ? null : outputRefusal(name, { gpuTarget: store.state.gpuTarget, tpuTopology: store.state.tpuTopology });
     if (name === null || request === null || asked || refused !== null || panes.progress.isLive()) {
       ui.offer.hidden = true;
       return;
     }
-    const label = OUTPUT_PANES[name].optIn?.label ?? name;
-    const button = h("button", { type: "button", class: "primary", "data-testid": `rerun-with-${name}` }, `Run again with ${label}`);
+    const title = outputTitle(name);
+    const o = OUTPUT_PANES[name].optIn;
+    const button = h("button", { type: "button", class: "primary", "data-testid": `rerun-with-${name}` }, "Turn it on and re-run");
     button.addEventListener("click", () => {
       store.state.outputs = [...(store.state.outputs ?? []).filter((o) => o !== name), name];
       for (const box of ui.outputBoxes) if (box.dataset.output === name) box.checked = true;
       store.changed();
       this.d.run();
     });
-    ui.offer.replaceChildren(h("span", {}, `This run did not ask for ${label} (${OUTPUT_PANES[name].optIn?.help ?? ""}). `), button);
+    ui.offer.replaceChildren(h("span", {}, h("strong", {}, `${title} is off`), ` — ${o?.help ?? ""} (${o?.cost ?? ""}). `), button);
     ui.offer.hidden = false;
   }
 

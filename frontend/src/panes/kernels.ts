@@ -28,7 +28,7 @@ export class KernelsPane extends PerPipelinePane<"kernels"> {
   protected render(): void {
     clear(this.root);
     if (this.events.size === 0) {
-      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No kernels: turn on “kernels” and run code with a pallas_call." : "Waiting for the kernels…"));
+      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No kernels: turn on Kernels under “What to compute” and run code with a pallas_call." : "Waiting for the kernels…"));
       return;
     }
     for (const [pipeline, event] of this.events) {

@@ -157,7 +157,7 @@ export class ProfilePane extends PerPipelinePane<"profile"> {
   protected render(): void {
     clear(this.root);
     if (this.events.size === 0) {
-      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No profile in this run (tick “profile” under the XLA outputs)." : "Waiting for the profile…"));
+      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No profile in this run: Profile is off (turn it on under “What to compute”, or with the button above)." : "Waiting for the profile…"));
       return;
     }
     for (const p of this.pipelines) {
