@@ -141,7 +141,8 @@ export function setCode(view: EditorView, code: string): void {
 
 export function revealLine(view: EditorView, line: number): void {
   if (line < 1 || line > view.state.doc.lines) return;
-  const pos = view.state.doc.line(line).from;
-  view.dispatch({ selection: { anchor: pos }, effects: EditorView.scrollIntoView(pos, { y: "center" }) });
+  // the whole line selected (a jump's target is plain to see, and a copy takes it)
+  const { from, to } = view.state.doc.line(line);
+  view.dispatch({ selection: { anchor: from, head: to }, effects: EditorView.scrollIntoView(from, { y: "center" }) });
   view.focus();
 }

@@ -88,18 +88,20 @@ export function buildLayout(root: HTMLElement) {
   const tablist = h("div", { role: "tablist", class: "tabs", "aria-label": "Outputs", "data-testid": "tabs" });
   const tabs = {} as Record<TabId, HTMLButtonElement>;
   const panels = {} as Record<TabId, HTMLElement>;
-  // the groups (app/tabtable.ts): each a run of tabs under its name; on a narrow screen
-  // one group's run at a time, picked on the group switcher (style.css shows it there)
+  // the groups (app/tabtable.ts): one group's run of tabs on show at a time, picked on
+  // the group switcher: every output one or two clicks away, at any width, however
+  // many there are (a bar of them all wrapped to four rows at 1280 px)
   const groupRuns = {} as Record<GroupId, HTMLElement>;
   const groupButtons = {} as Record<GroupId, HTMLButtonElement>;
   const groupSwitcher = h("div", { class: "tab-groups", role: "group", "aria-label": "Output groups", "data-testid": "tab-groups" });
   const panelHolder = h("div", { class: "panels" });
   for (const g of GROUPS) {
     const names = GROUP_TITLES[g.id];
-    groupButtons[g.id] = h("button", { type: "button", class: "tab-group-button", "data-group": g.id, "aria-pressed": "false", title: `${names.title}: ${g.tabs.map((id) => TABS.find((t) => t.id === id)!.title).join(", ")}` }, names.short);
+    const members = g.tabs.map((id) => TABS.find((t) => t.id === id)!.title).join(", ");
+    groupButtons[g.id] = h("button", { type: "button", class: "tab-group-button", "data-group": g.id, "aria-pressed": "false", "aria-label": names.title, title: `${names.title}: ${members}` }, h("span", { class: "full" }, names.title), h("span", { class: "short", "aria-hidden": "true" }, names.short));
     groupSwitcher.append(groupButtons[g.id]);
     // role none: the tablist's tabs are its own (the run is only their layout)
-    groupRuns[g.id] = h("div", { class: "tab-group", role: "none", "data-group": g.id }, h("span", { class: "tab-group-label", "aria-hidden": "true" }, names.title));
+    groupRuns[g.id] = h("div", { class: "tab-group", role: "none", "data-group": g.id });
     tablist.append(groupRuns[g.id]);
   }
   for (const t of TABS) {
@@ -117,8 +119,7 @@ export function buildLayout(root: HTMLElement) {
     acrossHolder,
     progress,
     banner,
-    groupSwitcher,
-    h("div", { class: "tabs-row" }, tablist, pinNote, h("label", { class: "bands-toggle", for: "bands", title: "colour bands linking code and output lines" }, bands, "bands")),
+    h("div", { class: "tabs-row" }, groupSwitcher, tablist, pinNote, h("label", { class: "bands-toggle", for: "bands", title: "colour bands linking code and output lines" }, bands, "bands")),
     offer,
     panelHolder,
   );

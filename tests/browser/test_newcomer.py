@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .test_page import add_step, clear_pipeline, output_text, set_code, set_field, wait_done
+from .test_page import (
+    add_step,
+    clear_pipeline,
+    output_text,
+    set_code,
+    set_field,
+    show_tab,
+    wait_done,
+)
 
 
 def selected_tab(page: Any) -> str:
@@ -80,7 +88,7 @@ def test_a_fixed_error_shows_outputs_not_an_empty_errors_tab(page: Any) -> None:
     assert selected_tab(page) == "jaxpr"
     assert "No errors." not in page.inner_text("#panel-jaxpr")
     # a tab the user picked is kept for the next run
-    page.click("#tab-value")
+    show_tab(page, "value")
     page.keyboard.press("Control+Enter")
     assert wait_done(page) == "ok"
     assert selected_tab(page) == "value"
@@ -101,7 +109,7 @@ def test_a_dotted_entry_runs_a_library_function(page: Any) -> None:
     set_field(page, "#args", "(jnp.eye(3) * 2.0, jnp.ones(3))")
     page.click("#run")
     assert wait_done(page) == "ok", page.inner_text("#panel-errors")
-    page.click("#tab-value")
+    show_tab(page, "value")
     assert "0.5" in page.inner_text("#panel-value")
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from .test_page import FINAL, set_code, wait_done
+from .test_page import FINAL, set_code, show_tab, wait_done
 
 CODE = "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.sin(x) * 2.0)\n"
 
@@ -179,7 +179,7 @@ def test_a_shared_links_results_sent_with_the_page_are_painted_without_a_run(
         assert frames.runs() == []
         assert page.evaluate("window.jaxplay.runsStarted()") == 1
         # the 10,000-line HLO was held back until its tab is shown, then all there
-        page.click("#tab-hlo")
+        show_tab(page, "hlo")
         assert page.evaluate("window.jaxplay.text('hlo')").count("\n") >= 10_000
         assert page.locator("[data-testid=run-banner]").is_hidden()
         # live as usual afterwards
@@ -263,7 +263,7 @@ def test_tab_bar_at_1400px_and_the_editor_wraps_long_lines(browser: Any, server:
         bar = page.locator(".tabs").bounding_box()
         assert bar is not None and bar["x"] + bar["width"] <= width
         for tab in ("errors", "console", "jaxpr", "sharding", "remarks", "stablehlo"):
-            page.click(f"#tab-{tab}")
+            show_tab(page, tab)
             page.wait_for_timeout(100)
             box = page.locator(f"#tab-{tab}").bounding_box()
             # within half a pixel: the scrolled bar puts a tab's edge on a subpixel
@@ -302,7 +302,7 @@ def test_an_opt_in_pane_offers_one_click_to_run_again_with_its_output(
         page.fill("#args", "(jnp.ones(3),)")
         page.click("#run")
         assert ok(page)
-        page.click("#tab-memory")
+        show_tab(page, "memory")
         offer = page.locator("[data-testid=rerun-with-memory]")
         offer.click()
         wait_runs(page, 2)
@@ -328,7 +328,7 @@ def test_outputs_pending_in_the_embedded_answer_come_from_a_live_run(
         page.wait_for_function(
             "() => /Ready|Done/.test(document.querySelector('.run-status').textContent)"
         )
-        page.click("#tab-timing")
+        show_tab(page, "timing")
         page.wait_for_selector("#panel-timing table.timing", timeout=120_000)
         assert len(frames.runs()) == 1
     finally:

@@ -161,7 +161,8 @@ export class TraceValuesPane extends PerPipelinePane<"trace_values"> {
         tr?.scrollIntoView({ block: "center" });
         tr?.classList.add("tv-flash");
       });
-      return h("p", { class: "tv-first" }, badText(b), " ", jump);
+      // a heading: the first bad value is what the pane is read for
+      return h("h3", { class: "tv-first" }, badText(b), " ", jump);
     });
     const summary = `${ev.rows.length} rows · ${ev.evaluated_steps} equations evaluated · ${ev.evaluated_bytes.toLocaleString()} bytes`;
     return h(
