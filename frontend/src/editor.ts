@@ -119,7 +119,7 @@ export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHook
         errorField,
         editorLinking(hooks.onHover),
         editorShapes(),
-        EditorView.contentAttributes.of({ "aria-label": "Python code", "data-testid": "code" }),
+        EditorView.contentAttributes.of({ "aria-label": "Python code", "data-testid": "code", tabindex: "0" }),
         EditorView.updateListener.of((u) => {
           if (u.docChanged) hooks.onChange(u.state.doc.toString());
         }),

@@ -158,7 +158,7 @@ export class AutodiffPane extends PerPipelinePane<"autodiff"> {
           jaxprLanguage,
           highlighting,
           outputLinking(this.onHover, this.onPin),
-          EditorView.contentAttributes.of({ "aria-label": `autodiff ${current.label}`, "data-testid": "out-autodiff" }),
+          EditorView.contentAttributes.of({ "aria-label": `autodiff ${current.label}`, "data-testid": "out-autodiff", tabindex: "0" }),
         ],
       }),
     });
