@@ -7,6 +7,7 @@ standard; waiting that says what it waits for; axe-core finds nothing."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -290,3 +291,29 @@ def test_screenshots_of_the_navigation(sized: Any, tmp_path: Path) -> None:
     page.click("[data-testid=compute] summary")
     page.screenshot(path=str(out / f"what-to-compute-{size}.png"))
     assert (out / f"what-to-compute-{size}.png").stat().st_size > 10_000
+
+
+def test_a_run_waiting_for_a_libraries_sandbox_says_so(page: Any) -> None:
+    # a library version besides the default (.jaxplay/libs: optax 0.2.6 beside the
+    # environment's) runs in a sandbox of its own, started by the first run that asks
+    page.click(".libs-btn")
+    pick = page.locator("select[aria-label='optax version']")
+    if pick.count() == 0:  # scripts/setup.sh installs it (.jaxplay/libs); CI must have it
+        why = "this server offers no second optax version (scripts/setup.sh installs 0.2.6)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true, but {why}")
+        pytest.skip(why)
+    version = [v for v in pick.locator("option").evaluate_all("os => os.map(o => o.value)") if v][
+        -1
+    ]
+    pick.select_option(version)
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+Enter")
+    wait = page.locator("[data-testid=sandbox-wait]")
+    wait.wait_for(state="visible", timeout=10_000)
+    assert f"Starting the sandbox of optax {version}" in wait.inner_text()
+    assert "about 4.5 s (measured)" in wait.inner_text()
+    assert wait.locator("progress").count() == 1
+    assert "Waiting for its sandbox" in page.inner_text(".run-status")
+    assert wait_done(page, 120_000) == "ok", page.inner_text("#panel-errors")
+    assert wait.is_hidden()

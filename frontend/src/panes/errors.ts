@@ -62,7 +62,7 @@ export class ErrorsPane {
         // only JAX's (or Python's) documentation: the server refuses any other link,
         // and the page does not take its word for it
         isDocUrl(e.doc_url) ? h("p", { class: "error-doc" }, "More: ", docLink(e.doc_url, e.doc_url)) : null,
-        h("details", { open: !e.hint }, h("summary", {}, "message"), h("pre", { class: "error-message" }, e.message)),
+        h("details", { open: !e.hint }, h("summary", {}, "message"), h("pre", { class: "error-message", tabindex: 0 }, e.message)),
       ),
     );
   }
