@@ -7,6 +7,9 @@
 //   indexing         `x[i, j]`, `x[:, 0]`: at least that many dimensions
 //   a dict           `p["w"]`, `p['b']` only: a dict of those keys
 //   a tuple          `w, b = p`: a tuple of that many
+//   a condition      `if x > 0:`, `while x`: a scalar, `jnp.array(1.0)` (the sharp
+//                    bit then shows as JAX's TracerBoolConversionError, where a vector
+//                    would fail with "truth value of an array … is ambiguous")
 // Dimensions not given are 3, so what the body combines broadcasts and multiplies.
 // Regular expressions over the text, on purpose: the parser's tree is the signature's;
 // these read only shapes written out, and say nothing when in doubt.
@@ -50,6 +53,14 @@ function fromBody(body: string, name: string): BodyHint | null {
   if (unpacked) {
     const rank = unpacked[1]!.split(",").length;
     return { value: ones(Array(rank).fill(SIZE)), why: `\`… = ${name}.shape\` (${rank} dimensions)` };
+  }
+  // Python control flow on it: a scalar (not `if x.shape[0] > 2`, `if len(x)`)
+  const cond = new RegExp(`(?:^|\\n)\\s*(?:if|elif|while)\\b([^\\n]*)`, "g");
+  for (const m of body.matchAll(cond)) {
+    const test = m[1]!;
+    if (new RegExp(`(?<![\\w.])${n}(?![\\w.\\[])`).test(test) && !new RegExp(`len\\(\\s*${n}\\b`).test(test)) {
+      return { value: "jnp.array(1.0)", why: `\`${test.trim().replace(/:$/, "")}\` (a scalar)` };
+    }
   }
   // subscripts: string keys make a dict; otherwise the most entries index a rank
   const keys: string[] = [];

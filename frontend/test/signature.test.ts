@@ -53,6 +53,13 @@ describe("args from the signature", () => {
     expect(args("def f(x):\n    return x[..., 0]\n")).toBe("(jnp.ones((3,)),)"); // rank unknown: no guess
   });
 
+  it("gives a scalar to a parameter Python branches on (JAX's sharp bit shows as such)", () => {
+    expect(args("def f(x):\n    if x > 0:\n        return x\n    return -x\n")).toBe("(jnp.array(1.0),)");
+    expect(args("def f(x, n):\n    while n:\n        n -= 1\n    return x\n")).toBe("(jnp.ones((3,)), jnp.array(1.0))");
+    expect(args("def f(x):\n    if x.shape[0] > 2:\n        return x\n    return x\n")).toBe("(jnp.ones((3,)),)");
+    expect(args("def f(x):\n    if len(x) > 2:\n        return x\n    return x\n")).toBe("(jnp.ones((3,)),)");
+  });
+
   it("gives a dict for string keys and a tuple for an unpacking", () => {
     expect(args('def loss(params, x):\n    return jnp.sum(x @ params["w"] + params["b"])\n', "loss")).toBe('({"w": jnp.ones((3,)), "b": jnp.ones((3,))}, jnp.ones((3,)))');
     expect(args("def f(p, x):\n    w, b = p\n    return x @ w + b\n")).toBe("((jnp.ones((3,)), jnp.ones((3,))), jnp.ones((3,)))");

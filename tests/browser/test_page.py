@@ -174,11 +174,13 @@ def test_share_link_round_trip(page: Any, browser: Any, server: Server) -> None:
     page.click("#share")
     link = page.locator("[data-testid=share-link]")
     url = link.input_value()
-    assert re.fullmatch(re.escape(server.url) + r"/s/[A-Za-z0-9_-]+", url), url
-    assert page.evaluate("location.pathname") == url.removeprefix(server.url)
+    # the link names the output on show (#out=…: it opens there)
+    assert re.fullmatch(re.escape(server.url) + r"/s/[A-Za-z0-9_-]+#out=[a-z_]+", url), url
+    assert page.evaluate("location.pathname + location.hash") == url.removeprefix(server.url)
     assert page.evaluate("navigator.clipboard.readText()") == url
     # the snippet is stored as the request
-    stored = httpx.get(server.url + "/api/v1/snippets/" + url.rsplit("/", 1)[1]).json()
+    snippet = url.rsplit("/", 1)[1].split("#")[0]
+    stored = httpx.get(server.url + "/api/v1/snippets/" + snippet).json()
     assert stored["transforms"] == [{"name": "grad", "argnums": [0, 1]}, {"name": "jit"}]
 
     # Two visitors, each a session of their own. Sharing asked the server for the

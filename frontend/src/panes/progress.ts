@@ -171,7 +171,8 @@ export class Progress {
     const elapsed = performance.now() - this.startedAt;
     const bar = h("progress", { max: w.expectedMs, value: Math.min(elapsed, w.expectedMs), "aria-label": `starting ${w.what}` });
     const over = elapsed > w.expectedMs ? " (taking longer than usual: the machine is busy)" : "";
-    this.waitEl.replaceChildren(`Starting ${w.what}: its first run here takes about ${fmtMs(w.expectedMs)} (measured); ${fmtMs(elapsed)} so far${over} `, bar);
+    const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+    this.waitEl.replaceChildren(`Starting ${w.what}: its first run here takes about ${secs(w.expectedMs)} (measured); ${secs(elapsed)} so far${over} `, bar);
     this.waitEl.hidden = false;
   }
 
