@@ -287,6 +287,8 @@ def test_screenshots_of_the_navigation(sized: Any, tmp_path: Path) -> None:
     page.click("#run")
     assert wait_done(page) == "ok"
     size = page.jaxplay_size
+    show_tab(page, "trace_values")  # the Values group, and the Stepper's "turn it on"
+    page.locator(".tabs-row").scroll_into_view_if_needed()
     page.screenshot(path=str(out / f"tabs-{size}.png"))
     page.click("[data-testid=compute] summary")
     page.screenshot(path=str(out / f"what-to-compute-{size}.png"))
