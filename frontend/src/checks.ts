@@ -10,12 +10,14 @@ export type CheckName = NonNullable<RunRequest["checks"]>[number];
 export type GradMode = NonNullable<RunRequest["grad_modes"]>[number];
 
 /** The checks, in the server's order (sandbox/protocol/checks.py), with what each does. */
-export const CHECK_TOGGLES: { name: CheckName; label: string; help: string }[] = [
-  { name: "nans", label: "NaNs", help: "run under jax_debug_nans: the first operation that made a NaN, at its line" },
-  { name: "infs", label: "Infs", help: "run under jax_debug_infs: the first operation that made an infinity, at its line" },
-  { name: "key_reuse", label: "key reuse", help: "run under jax_debug_key_reuse: a PRNG key used twice, at its second use" },
-  { name: "checkify", label: "checkify", help: "checkify with all_checks: out-of-bounds indexing, division by zero, NaNs, each at its line" },
-  { name: "grad", label: "grad", help: "jax.test_util.check_grads at the args: how far each derivative is off, and where the custom_jvp/custom_vjp rule is" },
+/** `cost`: the median ratio to the plain run over 61 programs (docs/api.md, "What the
+ * understanding outputs cost": benchmarks/understanding_cost.py on a quiet machine). */
+export const CHECK_TOGGLES: { name: CheckName; label: string; help: string; cost: string }[] = [
+  { name: "nans", label: "NaNs", help: "run under jax_debug_nans: the first operation that made a NaN, at its line", cost: "×1.03 the run" },
+  { name: "infs", label: "Infs", help: "run under jax_debug_infs: the first operation that made an infinity, at its line", cost: "×1.02 the run" },
+  { name: "key_reuse", label: "key reuse", help: "run under jax_debug_key_reuse: a PRNG key used twice, at its second use", cost: "×1.02 the run" },
+  { name: "checkify", label: "checkify", help: "checkify with all_checks: out-of-bounds indexing, division by zero, NaNs, each at its line", cost: "×1.37 the run" },
+  { name: "grad", label: "grad", help: "jax.test_util.check_grads at the args: how far each derivative is off, and where the custom_jvp/custom_vjp rule is", cost: "×1.76 the run (re-runs the program's derivatives)" },
 ];
 export const GRAD_ORDERS = [1, 2, 3] as const;
 export const GRAD_MODES: readonly GradMode[] = ["fwd", "rev"];
@@ -69,7 +71,7 @@ export function checksFromRequest(data: unknown): ChecksState {
 /** The checks box's controls: a box per check, and the grad check's orders and modes
  * (shown only while grad is ticked). */
 export interface ChecksBox {
-  box: HTMLDetailsElement;
+  box: HTMLElement;
   checkBoxes: HTMLInputElement[];
   orderBoxes: HTMLInputElement[];
   modeBoxes: HTMLInputElement[];
@@ -88,13 +90,20 @@ export function buildChecksBox(): ChecksBox {
     " modes ",
     ...GRAD_MODES.map((m, i) => h("label", { for: `grad-mode-${m}`, title: m === "fwd" ? "forward mode (JVP)" : "reverse mode (VJP)" }, modeBoxes[i]!, m)),
   );
+  // a section of "What to compute" (compute.ts): each check named, what it does, its cost
   const box = h(
-    "details",
-    { class: "config checks-box", "data-testid": "checks-box" },
-    h("summary", { title: "one-click checks of the pipeline, run after its outputs: the Checks tab shows what they found" }, "checks"),
-    h("div", { class: "config-body" }, ...CHECK_TOGGLES.map((c, i) => h("label", { for: `check-${c.name}`, title: c.help }, checkBoxes[i]!, c.label)), gradOptions),
+    "fieldset",
+    { class: "checks-box", "data-testid": "checks-box" },
+    h("legend", { title: "one-click checks of the pipeline, run after its outputs: the Checks tab shows what they found" }, "Checks"),
+    ...CHECK_TOGGLES.map((c, i) => computeRow(checkBoxes[i]!, `check-${c.name}`, c.label, c.help, c.cost)),
+    gradOptions,
   );
   return { box, checkBoxes, orderBoxes, modeBoxes, gradOptions };
+}
+
+/** One row of "What to compute": the box, the output's name, what it is, what it costs. */
+export function computeRow(box: HTMLInputElement, id: string, name: string, help: string, cost: string): HTMLLabelElement {
+  return h("label", { class: "compute-row", for: id, title: help }, box, h("span", { class: "compute-name" }, name), h("span", { class: "compute-help" }, help), h("span", { class: "compute-cost" }, cost));
 }
 
 const Saved = z.object({ names: z.array(z.unknown()), orders: z.array(z.unknown()), modes: z.array(z.unknown()) });

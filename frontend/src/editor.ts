@@ -119,7 +119,7 @@ export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHook
         errorField,
         editorLinking(hooks.onHover),
         editorShapes(),
-        EditorView.contentAttributes.of({ "aria-label": "Python code", "data-testid": "code" }),
+        EditorView.contentAttributes.of({ "aria-label": "Python code", "data-testid": "code", tabindex: "0" }),
         EditorView.updateListener.of((u) => {
           if (u.docChanged) hooks.onChange(u.state.doc.toString());
         }),
@@ -141,7 +141,8 @@ export function setCode(view: EditorView, code: string): void {
 
 export function revealLine(view: EditorView, line: number): void {
   if (line < 1 || line > view.state.doc.lines) return;
-  const pos = view.state.doc.line(line).from;
-  view.dispatch({ selection: { anchor: pos }, effects: EditorView.scrollIntoView(pos, { y: "center" }) });
+  // the whole line selected (a jump's target is plain to see, and a copy takes it)
+  const { from, to } = view.state.doc.line(line);
+  view.dispatch({ selection: { anchor: from, head: to }, effects: EditorView.scrollIntoView(from, { y: "center" }) });
   view.focus();
 }

@@ -2,11 +2,10 @@
 // progress line and the output tabs (from the one tab table, app/tabtable.ts).
 // Behaviour lives in the controllers of app/, wired together by main.ts.
 import { h } from "./dom";
-import { buildChecksBox } from "./checks";
+import { buildCompute, closesOutside } from "./compute";
 import { EXAMPLES, PRESETS } from "./examples";
-import { OUTPUT_PANES } from "./panes/registry";
 import { CONFIG_TOGGLES } from "./state";
-import { startsGroup, TABS, type TabId } from "./app/tabtable";
+import { GROUP_TITLES, GROUPS, TABS, type GroupId, type TabId } from "./app/tabtable";
 
 export function buildLayout(root: HTMLElement) {
   const examples = h(
@@ -26,8 +25,6 @@ export function buildLayout(root: HTMLElement) {
   // compile for a GPU the server does not have (gpu_target): shown only when it offers one
   const gpuTarget = h("select", { id: "gpu-target", "data-testid": "gpu-target", "aria-label": "Compile for a GPU target", title: "gpu_target: compile for this NVIDIA GPU without one (XLA's deviceless compile); asm is its PTX; nothing runs" }, h("option", { value: "" }, "this worker"));
   const gpuTargetLabel = h("label", { class: "inline", hidden: true }, "compile for ", gpuTarget);
-  // why an output is not asked for with the target picked (main.ts fills it)
-  const targetNote = h("p", { class: "target-note", "data-testid": "target-note", role: "status", "aria-live": "polite" });
   const devices = h("input", { id: "devices", type: "number", min: 1, max: 64, step: 1, value: 1, "aria-label": "Devices", title: "devices the run sees (virtual CPU devices on CPU)" });
   const configBoxes = CONFIG_TOGGLES.map((c) => h("input", { type: "checkbox", "data-config": c.name, id: `cfg-${c.name}` }));
   // how a pallas_call without interpret= runs on a CPU run (the request's pallas_interpret)
@@ -39,22 +36,12 @@ export function buildLayout(root: HTMLElement) {
     h("summary", {}, "config"),
     h("div", { class: "config-body" }, ...CONFIG_TOGGLES.map((c, i) => h("label", { for: `cfg-${c.name}`, title: c.help }, configBoxes[i]!, c.label)), h("label", { for: "pallas-interpret", title: pallasHelp }, "Pallas ", pallasInterpret)),
   );
-  // the outputs a run asks for only when ticked (they cost a dump of XLA's compile)
-  const optIn = Object.entries(OUTPUT_PANES).flatMap(([name, e]) => (e.optIn ? [{ name, ...e.optIn }] : []));
-  const flags = h("input", { id: "xla-flags", class: "mono", spellcheck: "false", autocomplete: "off", placeholder: "xla_cpu_enable_fast_math=true", "aria-label": "XLA flags" });
-  const flagsB = h("input", { id: "xla-flags-b", class: "mono", spellcheck: "false", autocomplete: "off", placeholder: "(compare: A's)", "aria-label": "XLA flags of pipeline B" });
-  const outputBoxes = optIn.map((o) => h("input", { type: "checkbox", "data-output": o.name, id: `out-${o.name}` }));
-  const xlaOutputs = h(
-    "details",
-    { class: "config xla-outputs" },
-    h("summary", { title: "what XLA did: its passes, kernels, memory; JAX's recompiles" }, "XLA outputs"),
-    h("div", { class: "config-body" }, ...optIn.map((o, i) => h("label", { for: `out-${o.name}`, title: o.help }, outputBoxes[i]!, o.label))),
-    targetNote,
-    h("label", { class: "xla-flags", title: "compiler_options: name=value, separated by spaces (an allow-list: the server names one it refuses)" }, "flags ", flags),
-    h("label", { class: "xla-flags", title: "pipeline B's flags in compare mode (empty: A's); the same pipeline twice compares flags" }, "flags B ", flagsB),
-  );
-  // the one-click checks (checks.ts): what they found is the Checks tab
-  const checks = buildChecksBox();
+  // what to compute (compute.ts): the opt-in outputs and the checks, with their costs
+  const compute = buildCompute();
+  const { outputBoxes, checks, targetNote, flags, flagsB } = compute;
+  const xlaOutputs = compute.box;
+  closesOutside(config);
+  closesOutside(xlaOutputs);
   const compareBtn = h("button", { type: "button", id: "compare", "aria-pressed": "false", title: "run a second pipeline B beside A, with a diff" }, "Compare");
   const acrossBtn = h("button", { type: "button", id: "across", "aria-pressed": "false", title: "run on several JAX versions: where each output first changed, and the times" }, "Across versions");
   const themeBtn = h("button", { type: "button", id: "theme", "aria-label": "Switch between light and dark", title: "light / dark" }, "◐");
@@ -98,17 +85,31 @@ export function buildLayout(root: HTMLElement) {
   const bands = h("input", { type: "checkbox", id: "bands", checked: true });
   // Says which code line is pinned (a click on a linked line); clicking it unpins.
   const pinNote = h("button", { type: "button", class: "pin-note linklike", hidden: true, "data-testid": "pinned" });
-  const tablist = h("div", { role: "tablist", class: "tabs", "aria-label": "Outputs" });
+  const tablist = h("div", { role: "tablist", class: "tabs", "aria-label": "Outputs", "data-testid": "tabs" });
   const tabs = {} as Record<TabId, HTMLButtonElement>;
   const panels = {} as Record<TabId, HTMLElement>;
+  // the groups (app/tabtable.ts): one group's run of tabs on show at a time, picked on
+  // the group switcher: every output one or two clicks away, at any width, however
+  // many there are (a bar of them all wrapped to four rows at 1280 px)
+  const groupRuns = {} as Record<GroupId, HTMLElement>;
+  const groupButtons = {} as Record<GroupId, HTMLButtonElement>;
+  const groupSwitcher = h("div", { class: "tab-groups", role: "group", "aria-label": "Output groups", "data-testid": "tab-groups" });
   const panelHolder = h("div", { class: "panels" });
-  for (const [i, t] of TABS.entries()) {
-    // grouped (IR, values, XLA, sharding): the first tab of a group carries its label
-    const tab = h("button", { type: "button", role: "tab", id: `tab-${t.id}`, "aria-controls": `panel-${t.id}`, "aria-selected": "false", tabindex: -1, "data-tab": t.id, "data-group": t.group, class: startsGroup(i) ? "group-start" : "" }, t.title, h("span", { class: "tab-badge" }));
+  for (const g of GROUPS) {
+    const names = GROUP_TITLES[g.id];
+    const members = g.tabs.map((id) => TABS.find((t) => t.id === id)!.title).join(", ");
+    groupButtons[g.id] = h("button", { type: "button", class: "tab-group-button", "data-group": g.id, "aria-pressed": "false", "aria-label": names.title, title: `${names.title}: ${members}` }, h("span", { class: "full" }, names.title), h("span", { class: "short", "aria-hidden": "true" }, names.short));
+    groupSwitcher.append(groupButtons[g.id]);
+    // role none: the tablist's tabs are its own (the run is only their layout)
+    groupRuns[g.id] = h("div", { class: "tab-group", role: "none", "data-group": g.id });
+    tablist.append(groupRuns[g.id]);
+  }
+  for (const t of TABS) {
+    const tab = h("button", { type: "button", role: "tab", id: `tab-${t.id}`, "aria-controls": `panel-${t.id}`, "aria-selected": "false", tabindex: -1, "data-tab": t.id, "data-group": t.group }, t.title, h("span", { class: "tab-badge" }));
     const panel = h("div", { role: "tabpanel", id: `panel-${t.id}`, "aria-labelledby": `tab-${t.id}`, class: `panel panel-${t.id}`, hidden: true, tabindex: 0 });
     tabs[t.id] = tab;
     panels[t.id] = panel;
-    tablist.append(tab);
+    groupRuns[t.group].append(tab);
     panelHolder.append(panel);
   }
   const right = h(
@@ -118,7 +119,7 @@ export function buildLayout(root: HTMLElement) {
     acrossHolder,
     progress,
     banner,
-    h("div", { class: "tabs-row" }, tablist, pinNote, h("label", { class: "bands-toggle", for: "bands", title: "colour bands linking code and output lines" }, bands, "bands")),
+    h("div", { class: "tabs-row" }, groupSwitcher, tablist, pinNote, h("label", { class: "bands-toggle", for: "bands", title: "colour bands linking code and output lines" }, bands, "bands")),
     offer,
     panelHolder,
   );
@@ -127,14 +128,14 @@ export function buildLayout(root: HTMLElement) {
       "header",
       { class: "topbar" },
       h("h1", {}, h("span", { class: "logo" }, "jaxplay"), h("span", { class: "tagline" }, " what JAX makes of your function")),
-      h("nav", { class: "controls", "aria-label": "Controls" }, examples, presets, h("label", { class: "inline" }, "backend ", backend), gpuTargetLabel, h("label", { class: "inline" }, "devices ", devices), h("label", { class: "inline" }, "jax ", jaxVersion), config, checks.box, xlaOutputs, compareBtn, acrossBtn, themeBtn, shareBtn, cancelBtn, runBtn),
+      h("nav", { class: "controls", "aria-label": "Controls" }, examples, presets, h("label", { class: "inline" }, "backend ", backend), gpuTargetLabel, h("label", { class: "inline" }, "devices ", devices), h("label", { class: "inline" }, "jax ", jaxVersion), config, xlaOutputs, compareBtn, acrossBtn, themeBtn, shareBtn, cancelBtn, runBtn),
   );
   root.append(
     topbar,
     h("main", { class: "layout" }, left, right),
     toast,
   );
-  return { topbar, examples, presets, backend, gpuTarget, gpuTargetLabel, targetNote, devices, jaxVersion, configBoxes, pallasInterpret, outputBoxes, checks, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, banner, offer, bands, pinNote, tabs, panels };
+  return { compute, topbar, examples, presets, backend, gpuTarget, gpuTargetLabel, targetNote, devices, jaxVersion, configBoxes, pallasInterpret, outputBoxes, checks, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, banner, offer, bands, pinNote, tabs, panels, groupRuns, groupButtons, groupSwitcher };
 }
 
 /** The page's elements, as buildLayout makes them. */

@@ -41,6 +41,7 @@ import { installRunShortcut } from "./app/shortcuts";
 import { startPage } from "./app/start";
 import { PlayStore } from "./app/store";
 import { TabController } from "./app/tabs";
+import { hashFor, tabFromHash } from "./app/tabtable";
 import { TargetsController } from "./app/targets";
 import { installTheme } from "./app/theme";
 import { Toast } from "./app/toast";
@@ -78,7 +79,15 @@ ui.bands.addEventListener("change", () => document.body.classList.toggle("no-ban
 const refreshBands = (): void => editor.dispatch({ effects: setBandLines.of(panes.bandLines()) });
 
 // --- the editor, the call row, the pipelines, the targets ------------------------------
-const follower = new ArgsFollower(ui.args, ui.argsNote, () => store.state, changed);
+// the entry follows the code too (the function under the cursor, else the last one)
+const follower = new ArgsFollower(ui.args, ui.argsNote, () => store.state, changed, {
+  box: ui.entry,
+  cursor: () => editor.state.selection.main.head,
+  changed: () => {
+    pipelines.meshSoon();
+    pipelines.refreshSummaries();
+  },
+});
 const editor = createEditor(ui.editorHolder, store.state.code, {
   onChange: (code) => {
     store.state.code = code;
@@ -156,7 +165,13 @@ const panes = new Panes(ui.panels, ui.progress, {
   drawn: () => refreshBands(),
   params: () => entrySignature(store.state.code, store.state.entry || "f")?.params.map((p) => p.name) ?? [],
   active: () => tabs.active,
-  rendered: (entry) => tabs.mark(entry.tab, entry.pane.badge?.()),
+  // a pane rendered what it held back: its badge follows; no dot (the dot is for a tab
+  // that got output, marked when the output came: a pane drawing its empty state after
+  // a run that sent it nothing is not new output)
+  rendered: (entry) => {
+    const badge = entry.pane.badge?.();
+    if (badge !== undefined) tabs.badge(entry.tab, badge);
+  },
 });
 tabs.onSelect((id) => {
   panes.scheduler.flushTab(id); // the pane now shown renders what it held back
@@ -179,7 +194,14 @@ route({
 });
 const runs = new RunController(conn, outputs, { take: takeEarly, release });
 const runner = new Runner({ store, follower, outputs, across, runs });
-tabs.select("jaxpr");
+// the tab a link names (#out=…) is where its author looked: shown, and kept by the run
+const linked = tabFromHash(location.hash);
+if (linked !== null) tabs.pick(linked);
+else tabs.select("jaxpr");
+// the address names the tab on show, so a link copied from it opens there
+tabs.onSelect((id) => {
+  if (embedId === null && location.hash !== hashFor(id)) history.replaceState(history.state, "", hashFor(id));
+});
 
 ui.runBtn.addEventListener("click", run);
 ui.cancelBtn.addEventListener("click", () => {
@@ -197,6 +219,7 @@ installShareButton(ui.shareBtn, {
     return problems.length ? null : request;
   },
   toast: (...content) => toast.show(...content),
+  hash: () => hashFor(tabs.active),
 });
 installNotebookImport(
   installReportButton(ui.shareBtn, {

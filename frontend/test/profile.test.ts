@@ -113,3 +113,16 @@ describe("pass times on the Passes tab", () => {
     expect(passTimeIndex(null).size).toBe(0);
   });
 });
+
+describe("the timeline's labels", () => {
+  it("fit the label column, cut in the middle, never clipped", async () => {
+    const { fitLabel, LABEL_CHARS } = await import("../src/panes/profile");
+    expect(fitLabel("dot")).toBe("dot");
+    const long = "multiply_multiply_fusion.12";
+    const cut = fitLabel(long);
+    expect(cut.length).toBe(LABEL_CHARS);
+    expect(cut.startsWith("multiply")).toBe(true);
+    expect(cut.endsWith("fusion.12")).toBe(true);
+    expect(cut).toContain("…");
+  });
+});

@@ -17,7 +17,7 @@ import pytest
 from sandbox.environments import cuda_extra, tpu_extra
 
 from .conftest import Server, open_page
-from .test_page import clear_pipeline, set_code, set_field, wait_done
+from .test_page import clear_pipeline, set_code, set_field, show_tab, wait_done
 
 needs_cuda = pytest.mark.skipif(
     not cuda_extra.installed() and os.environ.get("JAXPLAY_CUDA_EXTRA") != "1",
@@ -73,17 +73,17 @@ def test_compile_for_h100_shows_its_ptx_and_no_value(offered_page: Any) -> None:
 
     page.click("#run")
     assert wait_done(page, 120_000) == "ok", page.inner_text(".progress")
-    page.click("#tab-asm")
+    show_tab(page, "asm")
     page.wait_for_selector("[data-testid=asm-code]")
     ptx = "\n".join(page.locator("[data-testid=asm-code]").all_inner_texts())
     # PTX, NVIDIA's virtual ISA: each kernel's entry point and its global-memory loads
     assert ".visible .entry" in ptx and "ld.global" in ptx, ptx[:2000]
-    page.click("#tab-memory")
+    show_tab(page, "memory")
     capacity = page.inner_text("[data-testid=memory-capacity]")
     assert "of 80" in capacity and "H100" in capacity, capacity
     assert "fits in its memory" in capacity
     # the run asked for no value: its pane says why, and no error was raised
-    page.click("#tab-value")
+    show_tab(page, "value")
     assert "nothing runs" in (page.get_attribute("#panel-value", "data-refused") or "")
     assert not page.locator("#panel-value .pane-note").is_visible()
     assert page.locator("#tab-errors .tab-badge").inner_text() in ("", "0")
@@ -110,9 +110,9 @@ def test_compile_for_a_tpu_topology_shows_memory_against_its_hbm(offered_page: A
 
     page.click("#run")
     assert wait_done(page, 120_000) == "ok", page.inner_text(".progress")
-    page.click("#tab-memory")
+    show_tab(page, "memory")
     capacity = page.inner_text("[data-testid=memory-capacity]")
     assert "GiB" in capacity and "TPU v5" in capacity and "fits in its memory" in capacity, capacity
-    page.click("#tab-sharding")
+    show_tab(page, "sharding")
     page.wait_for_selector(".panel-sharding svg")  # the pane's code loads on first use
     assert page.locator(".panel-sharding svg").count() >= 1

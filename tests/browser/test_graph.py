@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .test_page import wait_done
+from .test_page import show_tab, wait_done
 
 
 def hover_word(page: Any, pane: str, word: str) -> None:
@@ -34,7 +34,7 @@ def hover_word(page: Any, pane: str, word: str) -> None:
 def test_the_graph_shows_nodes_groups_and_links_them_to_the_code(page: Any) -> None:
     page.select_option("#examples", "scan-vs-loop")
     assert wait_done(page) == "ok"
-    page.click("#tab-graph")
+    show_tab(page, "graph")
     page.wait_for_selector("#panel-graph svg.graph g.gnode")
     assert page.evaluate("window.jaxplay.graphNodes()") > 8
     # jit and scan are groups, open, with the scan body's tanh inside
@@ -69,7 +69,7 @@ def test_the_graph_shows_nodes_groups_and_links_them_to_the_code(page: Any) -> N
 def test_the_hlo_graph_groups_fusions_and_compare_mode_shows_two(page: Any) -> None:
     page.select_option("#examples", "jacfwd-jacrev")
     assert wait_done(page) == "ok", page.inner_text("#panel-errors")
-    page.click("#tab-graph")
+    show_tab(page, "graph")
     page.wait_for_selector("#panel-graph .graph-col svg.graph g.gnode")
     assert page.locator("#panel-graph .graph-col").count() == 2
     assert page.locator("#panel-graph .graph-col[data-pipeline='0'] g.gnode").count() >= 3
@@ -93,14 +93,14 @@ def test_a_primitive_and_an_op_have_documentation_on_hover(page: Any) -> None:
     assert "tanh" in text and "jvp" in text and "JAX docs" in text
     assert tip.locator("a").get_attribute("href").startswith("https://docs.jax.dev/")
     page.mouse.move(0, 0)
-    page.click("#tab-stablehlo")
+    show_tab(page, "stablehlo")
     hover_word(page, "stablehlo", "stablehlo.tanh")
     tip = page.locator(".cm-editor [role=tooltip]")
     tip.wait_for()
     assert "hyperbolic tangent" in tip.inner_text()
     assert tip.locator("a").get_attribute("href").startswith("https://openxla.org/stablehlo/spec")
     page.mouse.move(0, 0)
-    page.click("#tab-hlo")
+    show_tab(page, "hlo")
     hover_word(page, "hlo", "tanh")
     page.locator(".cm-editor [role=tooltip]").wait_for()
 
@@ -115,9 +115,9 @@ def test_a_click_pins_a_linked_line_until_clicked_again(page: Any) -> None:
     page.wait_for_selector("[data-testid=code] .cm-line.cm-pinned.cm-linked[data-src-line='20']")
     # pinned everywhere: the other text panes and the graph
     for kind in ("stablehlo", "hlo"):
-        page.click(f"#tab-{kind}")
+        show_tab(page, kind)
         page.wait_for_selector(f"[data-testid=out-{kind}] .cm-line.cm-pinned[data-src-line='20']")
-    page.click("#tab-graph")
+    show_tab(page, "graph")
     page.wait_for_selector("#panel-graph g.gnode.pinned[data-src-line='20']")
     # hovering another line shows that one, and leaving brings the pinned one back
     page.locator("[data-testid=code] .cm-line[data-src-line='21']").hover()
@@ -146,7 +146,7 @@ def test_the_graph_works_under_the_content_security_policy(page: Any) -> None:
     page.wait_for_selector("[data-testid=code]")
     page.click("#run")
     assert wait_done(page) == "ok"
-    page.click("#tab-graph")
+    show_tab(page, "graph")
     page.wait_for_selector("#panel-graph svg.graph g.gnode")
     page.click("[data-graph-source=hlo]")
     page.wait_for_selector("#panel-graph g.gnode[data-op=fusion]")

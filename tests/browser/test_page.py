@@ -62,6 +62,21 @@ def stuck_run_report(page: Any) -> str:
     return "\n".join([head, *figures, "server log:", *tail])
 
 
+def show_tab(page: Any, tab: str) -> int:
+    """Shows output tab ``tab`` as a user would: one click where its group's tabs are
+    on show, two where they are not (the group switcher's button first; it shows the
+    group's last tab, which may be this one). Returns the clicks it took."""
+    clicks = 0
+    if not page.locator(f"#tab-{tab}").is_visible():
+        group = page.get_attribute(f"#tab-{tab}", "data-group")
+        page.click(f"[data-testid=tab-groups] button[data-group={group}]")
+        clicks += 1
+    if page.get_attribute(f"#tab-{tab}", "aria-selected") != "true":
+        page.click(f"#tab-{tab}")
+        clicks += 1
+    return clicks
+
+
 def output_text(page: Any, kind: str, pipeline: str = "main") -> str:
     """The whole text of an output pane (CodeMirror draws only the visible lines)."""
     return str(page.evaluate("([k, p]) => window.jaxplay.text(k, p)", [kind, pipeline]))
@@ -99,32 +114,33 @@ def test_write_code_build_a_pipeline_and_see_every_output(page: Any) -> None:
             r"\d", page.inner_text(f".stage-row[data-pipeline=main] [data-stage={stage}]")
         )
 
-    page.click("#tab-stablehlo")
+    show_tab(page, "stablehlo")
     assert "stablehlo.sine" in output_text(page, "stablehlo")
-    page.click("#tab-hlo")
+    show_tab(page, "hlo")
     assert "HloModule" in output_text(page, "hlo")
 
-    page.click("#tab-value")
+    show_tab(page, "value")
     value = page.inner_text("#panel-value")
     assert "float32[3]" in value and "Array(" in value
     # the gradient of sum(sin(x)^2) is sin(2x): at x = 1, 0.909297
     assert "0.909297" in value
 
-    page.click("#tab-cost")
+    show_tab(page, "cost")
     assert "FLOPs" in page.inner_text("#panel-cost")
 
-    page.click("#tab-timing")
+    show_tab(page, "timing")
     page.wait_for_selector("#panel-timing svg.chart")
     timing = page.inner_text("#panel-timing table.timing")
     assert "f (eager)" in timing and "jit(grad(f))" in timing
 
-    # the tabs are a keyboard-operable tablist
+    # the tabs are a keyboard-operable tablist: the arrows, Home and End move among the
+    # tabs of the group on show (Cost, Timing, Memory, Profile)
     page.focus("#tab-timing")
     after = page.evaluate("document.querySelector('#tab-timing').nextElementSibling.id")
     page.keyboard.press("ArrowRight")
     assert page.get_attribute(f"#{after}", "aria-selected") == "true"
     page.keyboard.press("End")
-    assert page.get_attribute("#tab-errors", "aria-selected") == "true"
+    assert page.get_attribute("#tab-profile", "aria-selected") == "true"
 
 
 def test_an_error_shows_its_hint_at_its_line(page: Any) -> None:
@@ -159,11 +175,13 @@ def test_share_link_round_trip(page: Any, browser: Any, server: Server) -> None:
     page.click("#share")
     link = page.locator("[data-testid=share-link]")
     url = link.input_value()
-    assert re.fullmatch(re.escape(server.url) + r"/s/[A-Za-z0-9_-]+", url), url
-    assert page.evaluate("location.pathname") == url.removeprefix(server.url)
+    # the link names the output on show (#out=…: it opens there)
+    assert re.fullmatch(re.escape(server.url) + r"/s/[A-Za-z0-9_-]+#out=[a-z_]+", url), url
+    assert page.evaluate("location.pathname + location.hash") == url.removeprefix(server.url)
     assert page.evaluate("navigator.clipboard.readText()") == url
     # the snippet is stored as the request
-    stored = httpx.get(server.url + "/api/v1/snippets/" + url.rsplit("/", 1)[1]).json()
+    snippet = url.rsplit("/", 1)[1].split("#")[0]
+    stored = httpx.get(server.url + "/api/v1/snippets/" + snippet).json()
     assert stored["transforms"] == [{"name": "grad", "argnums": [0, 1]}, {"name": "jit"}]
 
     # Two visitors, each a session of their own. Sharing asked the server for the
@@ -203,10 +221,10 @@ def test_compare_mode_diffs_jaxprs_and_times_both(page: Any) -> None:
         a != b and "reverse=True" in b and "reverse=True" not in a
     )  # reverse mode transposes cumsum
     assert page.locator("#panel-jaxpr .cm-changedLine").count() > 0  # the diff
-    page.click("#tab-timing")
+    show_tab(page, "timing")
     timing = page.inner_text("#panel-timing table.timing")
     assert "jit(jacfwd(f))" in timing and "jit(jacrev(f))" in timing
-    page.click("#tab-value")
+    show_tab(page, "value")
     assert "identical bytes" in page.inner_text("#panel-value") or "max |A−B|" in page.inner_text(
         "#panel-value"
     )
@@ -220,7 +238,7 @@ def test_hover_links_source_and_output_lines(page: Any) -> None:
     assert wait_done(page) == "ok"
     editor = page.locator("[data-testid=code]")
     for kind in ("jaxpr", "stablehlo", "hlo"):
-        page.click(f"#tab-{kind}")
+        show_tab(page, kind)
         out = page.locator(f"[data-testid=out-{kind}]")
         banded = out.locator(".cm-line.cm-band")
         assert banded.count() > 0, kind
@@ -265,7 +283,7 @@ def test_output_is_text_never_html_and_marked_trace_time(page: Any) -> None:
     add_step(page, "jit")
     page.click("#run")
     assert wait_done(page) == "ok"
-    page.click("#tab-console")
+    show_tab(page, "console")
     console = page.locator("#panel-console")
     assert "<b id=injected>bold</b>" in console.inner_text()
     assert page.locator("#injected").count() == 0 and console.locator("img").count() == 0
@@ -298,7 +316,7 @@ def test_narrow_screen_and_dark_theme(page: Any) -> None:
     theme = page.evaluate("document.documentElement.dataset.theme")
     page.click("#run")
     assert wait_done(page) == "ok"
-    page.click("#tab-value")
+    show_tab(page, "value")
     # one column: the editor above the outputs, nothing wider than the screen
     assert page.evaluate("document.documentElement.scrollWidth") <= 430
     editor_box = page.locator(".left").bounding_box()
@@ -326,18 +344,18 @@ def test_screenshots(page: Any, tmp_path: Path) -> None:
     page.locator("[data-testid=out-jaxpr] .cm-line[data-src-line='21']").first.hover()
     page.screenshot(path=str(out / "jaxpr-linked.png"))
     page.mouse.move(0, 0)
-    page.click("#tab-graph")
+    show_tab(page, "graph")
     page.wait_for_selector("#panel-graph g.gnode[data-op=tanh]")
     page.locator("#panel-graph g.gnode[data-op=tanh]").first.hover()
     page.screenshot(path=str(out / "graph.png"))
     page.mouse.move(0, 0)
-    page.click("#tab-timing")
+    show_tab(page, "timing")
     page.screenshot(path=str(out / "timing.png"))
     page.select_option("#presets", "jacfwd-jacrev")
     assert wait_done(page) == "ok"
-    page.click("#tab-jaxpr")
+    show_tab(page, "jaxpr")
     page.screenshot(path=str(out / "compare.png"))
-    page.click("#tab-graph")
+    show_tab(page, "graph")
     page.click("[data-graph-source=hlo]")
     page.wait_for_selector("#panel-graph .graph-col[data-pipeline='0'] g.gnode[data-op=fusion]")
     page.screenshot(path=str(out / "graph-hlo-compare.png"))
@@ -348,13 +366,13 @@ def test_screenshots(page: Any, tmp_path: Path) -> None:
     page.click("#theme")
     page.select_option("#examples", "per-example")
     assert wait_done(page) == "ok"
-    page.click("#tab-stablehlo")
+    show_tab(page, "stablehlo")
     page.locator("[data-testid=code] .cm-line[data-src-line='15']").hover()
     page.screenshot(path=str(out / "dark-stablehlo.png"))
     page.mouse.move(0, 0)
     page.click("#theme")
     page.set_viewport_size({"width": 420, "height": 860})
-    page.click("#tab-value")
+    show_tab(page, "value")
     page.screenshot(path=str(out / "narrow.png"), full_page=True)
     assert (out / "narrow.png").stat().st_size > 10_000
 
@@ -368,7 +386,7 @@ def test_every_example_runs_as_it_should(page: Any) -> None:
         want = "error" if example == "sharp-bit" else "ok"
         assert wait_done(page) == want, (example, page.inner_text("#panel-errors"))
         if example == "flax-nnx-step":  # an nnx.State: the Value pane's tree, per module
-            page.click("#tab-value")
+            show_tab(page, "value")
             tree = page.inner_text("#panel-value .value-tree")
             assert "['hidden']" in tree and "['kernel'].value" in tree, tree
             # Linear(3, 8) + Linear(8, 1): 41 parameters (Flax's repr: 8 + 24 + 1 + 8)
@@ -377,9 +395,9 @@ def test_every_example_runs_as_it_should(page: Any) -> None:
             flax = page.inner_text(".libs-popover li[data-library=flax]")
             assert installed_here()["flax"] in flax, flax
             page.keyboard.press("Escape")
-            page.click("#tab-jaxpr")
+            show_tab(page, "jaxpr")
         if example == "pallas-tiled-matmul":  # the Kernels tab: IRs and the grid map
-            page.click("#tab-kernels")
+            show_tab(page, "kernels")
             kernel = page.locator("#panel-kernels article.kernel").first
             titles = kernel.locator("summary").all_inner_texts()
             assert any("Mosaic-TPU" in t for t in titles), titles
@@ -390,16 +408,16 @@ def test_every_example_runs_as_it_should(page: Any) -> None:
             assert touched.startswith("(1, 1)"), touched
             assert "[128:256, 0:256]" in touched and "[0:256, 128:256]" in touched, touched
             assert kernel.locator(".kernel-block[visibility=visible]").count() == 3
-            page.click("#tab-jaxpr")
+            show_tab(page, "jaxpr")
         if example == "profile-mlp":  # the Profile tab: rows of the run's HLO, at lines
-            page.click("#tab-profile")
+            show_tab(page, "profile")
             summary = page.locator("[data-testid=profile-summary]").first.inner_text()
             assert "calls profiled" in summary, summary
             rows = page.locator("#panel-profile table.profile tbody tr")
             assert rows.count() >= 1
             lines = rows.locator("td:nth-child(6)").all_inner_texts()
             assert any(t.strip().isdigit() for t in lines), lines  # tied to a code line
-            page.click("#tab-jaxpr")
+            show_tab(page, "jaxpr")
         if example == "pmap":
             assert "4 devices" in page.inner_text(".worker")
             assert "pmap" in output_text(page, "jaxpr") or "shard_map" in output_text(page, "jaxpr")

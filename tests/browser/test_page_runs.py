@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from .test_page import FINAL, set_code, wait_done
+from .test_page import FINAL, set_code, show_tab, wait_done
 
 CODE = "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.sin(x) * 2.0)\n"
 
@@ -179,7 +179,7 @@ def test_a_shared_links_results_sent_with_the_page_are_painted_without_a_run(
         assert frames.runs() == []
         assert page.evaluate("window.jaxplay.runsStarted()") == 1
         # the 10,000-line HLO was held back until its tab is shown, then all there
-        page.click("#tab-hlo")
+        show_tab(page, "hlo")
         assert page.evaluate("window.jaxplay.text('hlo')").count("\n") >= 10_000
         assert page.locator("[data-testid=run-banner]").is_hidden()
         # live as usual afterwards
@@ -263,7 +263,7 @@ def test_tab_bar_at_1400px_and_the_editor_wraps_long_lines(browser: Any, server:
         bar = page.locator(".tabs").bounding_box()
         assert bar is not None and bar["x"] + bar["width"] <= width
         for tab in ("errors", "console", "jaxpr", "sharding", "remarks", "stablehlo"):
-            page.click(f"#tab-{tab}")
+            show_tab(page, tab)
             page.wait_for_timeout(100)
             box = page.locator(f"#tab-{tab}").bounding_box()
             # within half a pixel: the scrolled bar puts a tab's edge on a subpixel
@@ -274,16 +274,17 @@ def test_tab_bar_at_1400px_and_the_editor_wraps_long_lines(browser: Any, server:
             )
             assert inside, (tab, box, bar)
             assert page.get_attribute(f"#tab-{tab}", "aria-selected") == "true"
-        # the keyboard too: End shows the last tab, in sight
+        # the keyboard too: End shows the last tab of the group on show, in sight
         page.focus("#tab-stablehlo")
         page.keyboard.press("End")
-        box = page.locator("#tab-errors").bounding_box()
+        assert page.get_attribute("#tab-graph", "aria-selected") == "true"
+        box = page.locator("#tab-graph").bounding_box()
         assert box is not None and box["x"] + box["width"] <= bar["x"] + bar["width"] + 0.5
-        # grouped: IR, values, XLA, sharding, errors
-        starts = page.eval_on_selector_all(
-            ".tabs .group-start", "els => els.map(e => e.dataset.group)"
+        # grouped (issue 35): a switcher of the groups, one group's tabs on show
+        groups = page.eval_on_selector_all(
+            "[data-testid=tab-groups] button", "els => els.map(e => e.dataset.group)"
         )
-        assert starts == ["IR", "values", "XLA", "sharding", "errors"]
+        assert groups == ["ir", "values", "how", "cost", "errors"]
         # a long comment wraps instead of being cut
         set_code(page, "# " + "a long header comment, " * 20 + "end\ndef f(x):\n    return x\n")
         scroller = page.locator(".editor-holder .cm-scroller")
@@ -302,7 +303,7 @@ def test_an_opt_in_pane_offers_one_click_to_run_again_with_its_output(
         page.fill("#args", "(jnp.ones(3),)")
         page.click("#run")
         assert ok(page)
-        page.click("#tab-memory")
+        show_tab(page, "memory")
         offer = page.locator("[data-testid=rerun-with-memory]")
         offer.click()
         wait_runs(page, 2)
@@ -328,7 +329,7 @@ def test_outputs_pending_in_the_embedded_answer_come_from_a_live_run(
         page.wait_for_function(
             "() => /Ready|Done/.test(document.querySelector('.run-status').textContent)"
         )
-        page.click("#tab-timing")
+        show_tab(page, "timing")
         page.wait_for_selector("#panel-timing table.timing", timeout=120_000)
         assert len(frames.runs()) == 1
     finally:

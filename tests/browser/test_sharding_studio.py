@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .test_page import add_step, clear_pipeline, set_code, set_field, wait_done
+from .test_page import add_step, clear_pipeline, set_code, set_field, show_tab, wait_done
 
 
 def test_a_2d_sharded_layer_shows_its_grids_and_all_reduce_at_its_line(page: Any) -> None:
     page.select_option("#examples", "sharding-2d-layer")
     status = wait_done(page)
     assert status == "ok", page.locator(".progress").inner_text()
-    page.click("#tab-sharding")
+    show_tab(page, "sharding")
     page.wait_for_selector(".sharding-array")  # the pane's code loads on first use
     figures = page.locator(".sharding-array")
     assert figures.count() == 3  # x, w and the output
@@ -50,7 +50,7 @@ def test_the_mesh_builder_says_what_is_missing_and_a_run_uses_it(page: Any) -> N
     assert page.locator("[data-testid=mesh-problem]").inner_text().strip() == ""
     page.click("#run")
     assert wait_done(page) == "ok"
-    page.click("#tab-sharding")
+    show_tab(page, "sharding")
     page.wait_for_selector(".sharding-array")  # the pane's code loads on first use
     assert "P('x', None)" in page.locator(".sharding-array").first.inner_text()
 
@@ -64,6 +64,6 @@ def test_pmap_becomes_its_shard_map_form_in_one_click(page: Any) -> None:
     assert page.input_value("#mesh-names") == "devices"
     page.click("#run")
     assert wait_done(page) == "ok"
-    page.click("#tab-sharding")
+    show_tab(page, "sharding")
     page.wait_for_selector(".sharding-array")  # the pane's code loads on first use
     assert page.locator(".sharding-array").count() == 2

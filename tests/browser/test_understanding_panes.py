@@ -11,7 +11,7 @@ import re
 import traceback
 from typing import Any
 
-from .test_page import add_step, clear_pipeline, set_code, wait_done
+from .test_page import add_step, clear_pipeline, set_code, show_tab, wait_done
 
 CODE = "import jax.numpy as jnp\n\ndef f(x):\n    y = jnp.sqrt(x)\n    return jnp.where(x > 0, y, 0.0)\n"
 SQRT_LINE = 4
@@ -90,8 +90,7 @@ def test_autodiff_stepper_and_checks_on_the_nan_gradient(page: Any) -> None:
     page.click("details.xla-outputs summary")
     page.check("#out-autodiff")
     page.check("#out-trace_values")
-    page.click("[data-testid=checks-box] summary")
-    page.check("#check-nans")
+    page.check("#check-nans")  # the checks: a section of the same "What to compute"
     page.click("[data-testid=code]")
     page.keyboard.press("ControlOrMeta+End")
     page.keyboard.press("Control+Enter")
@@ -99,7 +98,7 @@ def test_autodiff_stepper_and_checks_on_the_nan_gradient(page: Any) -> None:
     assert wait_done(page, 180_000) == "ok", page.inner_text("#panel-errors")
 
     # --- Autodiff: the stages as tabs, each path's residuals with their lines --------
-    page.click("#tab-autodiff")
+    show_tab(page, "autodiff")
     _wait_for(page, "#panel-autodiff .autodiff-stages button", "#panel-autodiff")
     stages = page.locator("#panel-autodiff .autodiff-stages button").all_inner_texts()
     assert {
@@ -120,7 +119,7 @@ def test_autodiff_stepper_and_checks_on_the_nan_gradient(page: Any) -> None:
     assert ["div", str(SQRT_LINE)] in [r[3:5] for r in rows], rows
 
     # --- Stepper: the first bad value, and its jump to the sqrt line -----------------
-    page.click("#tab-trace_values")
+    show_tab(page, "trace_values")
     jump = _wait_for(page, "[data-testid=trace-first-inf]", "#panel-trace_values")
     assert jump.inner_text() == f"Jump to line {SQRT_LINE}"
     first = page.locator("#panel-trace_values .tv-first").all_inner_texts()
@@ -132,7 +131,7 @@ def test_autodiff_stepper_and_checks_on_the_nan_gradient(page: Any) -> None:
     assert page.locator("#panel-trace_values tr.tv-flash").count() == 1
 
     # --- Checks: the NaN, JAX's words, at its line -----------------------------------
-    page.click("#tab-checks")
+    show_tab(page, "checks")
     nans = _wait_for(page, "#panel-checks li[data-check=nans]", "#panel-checks")
     assert nans.get_attribute("data-status") == "failed"
     assert nans.query_selector(".check-message").inner_text().strip() == jax_said["nan_message"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .test_page import add_step, clear_pipeline, set_code, set_field, wait_done
+from .test_page import add_step, clear_pipeline, set_code, set_field, show_tab, wait_done
 
 CODE = """import jax
 import jax.numpy as jnp
@@ -32,7 +32,7 @@ def test_what_xla_did_panes(page: Any) -> None:
     page.click("#run")
     assert wait_done(page) == "ok", page.inner_text(".progress")
 
-    page.click("#tab-passes")
+    show_tab(page, "passes")
     page.wait_for_selector(".pass-list li")  # the pane's code loads on first use
     items = page.locator(".pass-list li")
     assert items.count() >= 3
@@ -47,15 +47,15 @@ def test_what_xla_did_panes(page: Any) -> None:
     shown = page.locator(".pass-list li .pass-name").all_inner_texts()
     assert shown[0] == names[0] and names[-1] in shown and len(shown) < len(names)
 
-    page.click("#tab-asm")
+    show_tab(page, "asm")
     code = page.locator("[data-testid=asm-code]").first.inner_text()
     assert len(code.strip().splitlines()) > 1
 
-    page.click("#tab-memory")
+    show_tab(page, "memory")
     assert page.locator("[data-testid=memory-peak]").inner_text().strip() not in ("", "—")
     lines = page.locator("table.memory tbody td:last-child").all_inner_texts()
     assert {"9", "10"} & set(lines)
 
-    page.click("#tab-remarks")
+    show_tab(page, "remarks")
     text = page.locator(".remarks").inner_text()
     assert "line 6" in text and "f32[4]" in text

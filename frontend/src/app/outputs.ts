@@ -9,11 +9,13 @@ import { h } from "../dom";
 import { setErrorMark } from "../editor";
 import { setShapes } from "../editor-shapes";
 import { fmtAgo } from "../format";
-import type { RunBody } from "../generated/request";
+import type { Output, RunBody } from "../generated/request";
 import type { Layout } from "../layout";
-import { OUTPUT_PANES, optInOutput } from "../panes/registry";
+import { openComputeAt } from "../compute";
+import { OUTPUT_PANES, optInOutput, outputTitle } from "../panes/registry";
 import { isTampered, pipelineOf, type RunEvent } from "../protocol";
 import { describeSignature, isArgCountError } from "../signature";
+import type { SandboxWait } from "../panes/progress";
 import type { PlayState } from "../state";
 import { outputRefusal } from "../targets";
 import { describePipeline, type StepProblem } from "../transforms";
@@ -33,8 +35,31 @@ const DONE_TITLES: Record<string, string | undefined> = {
   killed: "The run was stopped",
 };
 
+/** Errors that say the args do not fit the code (a shape, a type, an index): said in the
+ * args box's note when the page proposed them (args.ts). */
+const ARGS_REFUSED = /^(TypeError|ValueError|IndexError|ShapeError)$/;
+const ARGS_WORDS = /shape|ndim|dimension|rank|broadcast|scalar[- ]output|index|dtype|operand/i;
+
+/** A JAX version's first run on this machine waited this long for its sandbox (issue
+ * 35's measurement, on the page; docs/frontend.md#waiting). */
+export const SANDBOX_START_MS = 4500;
+
+/** Which sandbox a request runs in: its JAX version and libraries. */
+export function sandboxKey(request: Pick<RunBody, "jax_version" | "libraries">): string {
+  const libs = Object.entries(request.libraries ?? {}).sort(([a], [b]) => (a < b ? -1 : 1));
+  return JSON.stringify([request.jax_version ?? "", libs]);
+}
+
+/** The slow outputs a request asks for, by their tabs' names (the progress line names
+ * them while they are made). */
+export function slowOutputs(request: Pick<RunBody, "outputs" | "checks">): string[] {
+  const slow: Output[] = ["trace_values", "autodiff", "kernels", "profile"];
+  const named = slow.filter((o) => request.outputs?.includes(o)).map(outputTitle);
+  return request.checks?.length ? [...named, "Checks"] : named;
+}
+
 export interface OutputsDeps {
-  ui: Pick<Layout, "cancelBtn" | "banner" | "offer" | "outputBoxes">;
+  ui: Pick<Layout, "cancelBtn" | "banner" | "offer" | "outputBoxes" | "compute">;
   store: PlayStore;
   panes: Panes;
   tabs: TabController;
@@ -71,6 +96,10 @@ export class OutputsController implements RunView {
   private errorMarked = false;
   /** a big IR text's parts, joined before any pane sees it */
   private readonly parts = new TextParts();
+  /** the sandboxes (a JAX version and its libraries) that answered a run of this page:
+   * the next run on one of them finds it started */
+  private readonly warmSandboxes = new Set<string>([sandboxKey({})]);
+  private sandboxKey = sandboxKey({});
 
   constructor(private readonly d: OutputsDeps) {
     // the cancel button follows the status drawn (a run's start is drawn START_DRAW_MS
@@ -119,7 +148,8 @@ export class OutputsController implements RunView {
     if (!ui.offer.hidden) ui.offer.hidden = true;
     const pipelines = ["main", ...(request.compare ?? []).map((_, i) => String(i))];
     panes.scheduler.reset(pipelines, this.labels);
-    panes.progress.reset(pipelines, this.labels);
+    this.sandboxKey = sandboxKey(request);
+    panes.progress.reset(pipelines, this.labels, this.sandboxWait(request), slowOutputs(request));
     this.pendingShapes = null; // the last run's, not set yet: this run's replace them
     if (this.errorMarked) this.d.editor().dispatch({ effects: setErrorMark.of(null) });
     this.errorMarked = false;
@@ -127,6 +157,7 @@ export class OutputsController implements RunView {
     if (pipelines.join("\n") !== this.lastPipelines) this.links.soon();
     this.lastPipelines = pipelines.join("\n");
     this.d.tabs.runStarts();
+    this.d.follower.runStarts();
     this.d.tabs.badge("errors", "");
     this.d.tabs.badge("console", "");
   }
@@ -145,6 +176,7 @@ export class OutputsController implements RunView {
     }
     switch (event.type) {
       case "accepted": {
+        this.warmSandboxes.add(this.sandboxKey);
         const w = event.worker;
         panes.progress.setWorker(!w ? "" : [w.backend ?? w.platform, w.device_kind, w.devices ? `${w.devices} device${w.devices === 1 ? "" : "s"}` : "", w.jax_version ? `jax ${w.jax_version}` : ""].filter(Boolean).join(" · "));
         if (event.cached === true) panes.progress.setNote(this.cachedNote(event.age_s, event.cached_at));
@@ -169,6 +201,7 @@ export class OutputsController implements RunView {
       case "error": {
         panes.errors.addRunError(event, this.pipelineLabel(p));
         if (isArgCountError(event.kind, event.message)) this.explainArgCount(event.message);
+        else if (p === "main" && ARGS_REFUSED.test(event.kind) && ARGS_WORDS.test(event.message)) this.d.follower.refused(event.message);
         this.mark("errors", String(panes.errors.size()));
         panes.progress.failed(p, event.stage);
         if (event.line != null && event.line > 0) {
@@ -254,12 +287,14 @@ export class OutputsController implements RunView {
   /** The Errors and Console badges cleared (an across run: its view says the rest). */
   clearErrors(): void {
     this.d.panes.errors.reset();
+    this.d.panes.errors.ended();
     this.d.tabs.badge("errors", "");
     this.d.tabs.badge("console", "");
   }
 
   /** The run on show is over (however it ended). */
   ended(): void {
+    this.d.panes.errors.ended();
     this.d.ui.cancelBtn.disabled = true;
     document.body.classList.remove("running");
     this.d.tabs.runEnds();
@@ -268,26 +303,36 @@ export class OutputsController implements RunView {
     this.showOffer();
   }
 
-  /** An opt-in output the last run did not ask for, on show: one click runs again with it. */
+  /** An opt-in output the last run did not ask for, on show: it says so, what it is and
+   * costs, and one click turns it on and runs again; the Checks tab with no check asked
+   * for opens "What to compute" at the checks. */
   showOffer(): void {
     const { ui, store, panes } = this.d;
     const name = optInOutput(this.d.tabs.active);
     const request = this.d.runs().lastRequest;
+    if (this.d.tabs.active === "checks" && request !== null && !(request.checks?.length ?? 0) && !panes.progress.isLive()) {
+      const open = h("button", { type: "button", class: "primary", "data-testid": "choose-checks" }, "Choose checks…");
+      open.addEventListener("click", () => openComputeAt(ui.compute, "check-nans"));
+      ui.offer.replaceChildren(h("span", {}, "Checks are off: this run asked for none. "), open);
+      ui.offer.hidden = false;
+      return;
+    }
     const asked = request?.outputs?.includes(name!) ?? false;
     const refused = name === null ? null : outputRefusal(name, { gpuTarget: store.state.gpuTarget, tpuTopology: store.state.tpuTopology });
     if (name === null || request === null || asked || refused !== null || panes.progress.isLive()) {
       ui.offer.hidden = true;
       return;
     }
-    const label = OUTPUT_PANES[name].optIn?.label ?? name;
-    const button = h("button", { type: "button", class: "primary", "data-testid": `rerun-with-${name}` }, `Run again with ${label}`);
+    const title = outputTitle(name);
+    const o = OUTPUT_PANES[name].optIn;
+    const button = h("button", { type: "button", class: "primary", "data-testid": `rerun-with-${name}` }, "Turn it on and re-run");
     button.addEventListener("click", () => {
       store.state.outputs = [...(store.state.outputs ?? []).filter((o) => o !== name), name];
       for (const box of ui.outputBoxes) if (box.dataset.output === name) box.checked = true;
       store.changed();
       this.d.run();
     });
-    ui.offer.replaceChildren(h("span", {}, `This run did not ask for ${label} (${OUTPUT_PANES[name].optIn?.help ?? ""}). `), button);
+    ui.offer.replaceChildren(h("span", {}, h("strong", {}, `${title} is off`), ` — ${o?.help ?? ""} (${o?.cost ?? ""}). `), button);
     ui.offer.hidden = false;
   }
 
@@ -317,6 +362,16 @@ export class OutputsController implements RunView {
         this.d.run();
       },
     );
+  }
+
+  /** What the run waits for before a worker takes it: the sandbox of a JAX version or
+   * libraries no run of this page has used yet (the default one is started with the
+   * server), with the time its first run took (measured: docs/frontend.md). */
+  private sandboxWait(request: Pick<RunBody, "jax_version" | "libraries">): SandboxWait | null {
+    if (this.warmSandboxes.has(this.sandboxKey)) return null;
+    const libs = Object.entries(request.libraries ?? {}).map(([n, v]) => `${n} ${v}`);
+    const what = [request.jax_version ? `JAX ${request.jax_version}` : "", ...libs].filter(Boolean).join(" with ");
+    return { what: `the sandbox of ${what}`, expectedMs: SANDBOX_START_MS };
   }
 
   /** "cached, 3 min ago" and a button that sends the same request again, past the cache. */

@@ -11,6 +11,8 @@ export interface ShareHooks {
   origin: string;
   /** the page's address becomes the link (history.replaceState) */
   setPath: (path: string) => void;
+  /** the link's fragment (#out=…: the output on show, where the link opens) */
+  hash?: string;
   /** copies the link; throws without the permission */
   copy: (text: string) => Promise<void>;
 }
@@ -26,7 +28,8 @@ export async function shareRequest(request: RunBody, hooks: ShareHooks): Promise
     const created = SnippetCreated.safeParse(body);
     if (!created.success) return { problem: "Could not share: the server's answer did not validate." };
     const url = new URL(created.data.url, hooks.origin);
-    hooks.setPath(url.pathname);
+    if (hooks.hash) url.hash = hooks.hash;
+    hooks.setPath(url.pathname + url.hash);
     let copied = false;
     try {
       await hooks.copy(url.href);
@@ -44,6 +47,8 @@ export interface ShareButtonHooks {
   /** the request to share; null when it cannot be made */
   request: () => RunBody | null;
   toast: (...content: (Node | string)[]) => void;
+  /** the fragment naming the output on show (#out=…): the link opens there */
+  hash?: () => string;
 }
 
 /** The Share button: the link shown in a toast, selected (copied when the page may). */
@@ -57,6 +62,7 @@ export function installShareButton(button: HTMLElement, hooks: ShareButtonHooks)
     const shared = await shareRequest(request, {
       origin: location.origin,
       setPath: (path) => history.replaceState(null, "", path),
+      ...(hooks.hash ? { hash: hooks.hash() } : {}),
       copy: (text) => navigator.clipboard.writeText(text),
     });
     if ("problem" in shared) {

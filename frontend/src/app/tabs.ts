@@ -3,7 +3,7 @@
 // Errors tab after a run that went well. TabChoice is that rule alone (unit-tested);
 // TabController keeps the tab bar (a keyboard-operable tablist) in step with it.
 import { AfterPaint } from "./render";
-import { OPENS_ITSELF, TABS, type TabId } from "./tabtable";
+import { GROUPS, groupOf, OPENS_ITSELF, TABS, type GroupId, type TabId } from "./tabtable";
 
 /** The tabs' marks (the dot of a tab that got output, its badge), written once after
  * the next paint however many events asked for them: a run's outputs come in bursts,
@@ -86,27 +86,42 @@ export class TabChoice {
   }
 }
 
-/** The tab bar's elements, as layout.ts builds them. */
+/** The tab bar's elements, as layout.ts builds them: the tabs and their panels, and
+ * the groups (each group's run of tabs, and its button on the phone's group switcher,
+ * which CSS shows only on a narrow screen, where one group's tabs are shown at a time). */
 export interface TabElements {
   tabs: Record<TabId, HTMLElement>;
   panels: Record<TabId, HTMLElement>;
+  groupRuns: Record<GroupId, HTMLElement>;
+  groupButtons: Record<GroupId, HTMLElement>;
 }
 
 export class TabController {
   readonly choice = new TabChoice();
   private readonly listeners: ((id: TabId) => void)[] = [];
   private readonly marks = new TabMarks((id, badge) => this.write(id, badge));
+  /** the tab last shown in each group: its group's button shows it again */
+  private readonly lastInGroup = new Map<GroupId, TabId>();
 
   constructor(private readonly ui: TabElements) {
-    for (const [i, t] of TABS.entries()) {
+    for (const t of TABS) {
       const tab = ui.tabs[t.id];
       tab.addEventListener("click", () => this.pick(t.id));
       tab.addEventListener("keydown", (e) => {
-        const n = TABS.length;
+        // the tabs on screen (a narrow screen shows one group's), in the table's order
+        const shown = TABS.filter((x) => ui.tabs[x.id].offsetParent !== null || x.id === t.id);
+        const i = shown.findIndex((x) => x.id === t.id);
+        const n = shown.length;
         const to = { ArrowRight: (i + 1) % n, ArrowLeft: (i - 1 + n) % n, Home: 0, End: n - 1 }[e.key];
         if (to === undefined) return;
         e.preventDefault();
-        this.pick(TABS[to]!.id, true);
+        this.pick(shown[to]!.id, true);
+      });
+    }
+    for (const g of GROUPS) {
+      ui.groupButtons[g.id].addEventListener("click", () => {
+        const fresh = g.tabs.find((id) => ui.tabs[id].classList.contains("fresh"));
+        this.pick(this.lastInGroup.get(g.id) ?? fresh ?? g.tabs[0]!);
       });
     }
   }
@@ -134,15 +149,16 @@ export class TabController {
     }
     const tab = this.ui.tabs[id];
     tab.classList.remove("fresh");
-    if (focus) tab.focus();
-    // the tab bar scrolls sideways: the tab shown is brought into sight (the bar only)
-    const bar = tab.parentElement;
-    if (bar) {
-      const t = tab.getBoundingClientRect();
-      const b = bar.getBoundingClientRect();
-      if (t.left < b.left) bar.scrollLeft -= b.left - t.left + 16;
-      else if (t.right > b.right) bar.scrollLeft += t.right - b.right + 16;
+    // its group's run of tabs is the one a narrow screen shows (style.css)
+    const group = groupOf(id);
+    this.lastInGroup.set(group, id);
+    for (const g of GROUPS) {
+      const on = g.id === group;
+      if (this.ui.groupRuns[g.id].classList.contains("on") !== on) this.ui.groupRuns[g.id].classList.toggle("on", on);
+      this.ui.groupButtons[g.id].setAttribute("aria-pressed", String(on));
     }
+    this.groupDot(group);
+    if (focus) tab.focus();
     for (const l of this.listeners) l(id);
   }
 
@@ -160,8 +176,19 @@ export class TabController {
 
   private write(id: TabId, badge: string | undefined): void {
     const tab = this.ui.tabs[id];
-    if (id !== this.active && !tab.classList.contains("fresh")) tab.classList.add("fresh");
+    if (id !== this.active && !tab.classList.contains("fresh")) {
+      tab.classList.add("fresh");
+      this.groupDot(groupOf(id));
+    }
     if (badge !== undefined) this.badge(id, badge);
+  }
+
+  /** The group switcher's button carries a dot while a tab of its group has one. */
+  private groupDot(group: GroupId): void {
+    const tabs = GROUPS.find((g) => g.id === group)!.tabs;
+    const fresh = tabs.some((id) => this.ui.tabs[id].classList.contains("fresh"));
+    const button = this.ui.groupButtons[group];
+    if (button.classList.contains("fresh") !== fresh) button.classList.toggle("fresh", fresh);
   }
 
   runStarts(): void {
@@ -173,7 +200,10 @@ export class TabController {
   /** The run on show ended: the dots of the tabs it sent nothing to go. */
   runEnds(): void {
     for (const id of this.marks.runEnds(TABS.map((t) => t.id))) {
-      if (this.ui.tabs[id].classList.contains("fresh")) this.ui.tabs[id].classList.remove("fresh");
+      if (this.ui.tabs[id].classList.contains("fresh")) {
+        this.ui.tabs[id].classList.remove("fresh");
+        this.groupDot(groupOf(id));
+      }
     }
   }
 

@@ -41,10 +41,10 @@ export class AsmPane extends PerPipelinePane<"asm"> {
           k.fusion && k.fusion !== k.name ? h("span", { class: "asm-fusion" }, ` ← ${k.fusion}`) : null,
           h("span", { class: "asm-meta" }, ` · ${count} instructions${lines.length ? ` · line${lines.length > 1 ? "s" : ""} ${lines.join(", ")}` : ""}`),
         );
-        const body = h("pre", { class: "asm-code mono", "data-testid": "asm-code" }, k.asm);
+        const body = h("pre", { class: "asm-code mono", "data-testid": "asm-code", tabindex: 0 }, k.asm);
         const parts = [head, body];
-        if (k.llvm_ir_before) parts.push(h("details", {}, h("summary", {}, "LLVM IR as XLA emitted it"), h("pre", { class: "mono" }, k.llvm_ir_before)));
-        if (k.llvm_ir) parts.push(h("details", {}, h("summary", {}, "LLVM IR after LLVM's optimisation"), h("pre", { class: "mono" }, k.llvm_ir)));
+        if (k.llvm_ir_before) parts.push(h("details", {}, h("summary", {}, "LLVM IR as XLA emitted it"), h("pre", { class: "mono", tabindex: 0 }, k.llvm_ir_before)));
+        if (k.llvm_ir) parts.push(h("details", {}, h("summary", {}, "LLVM IR after LLVM's optimisation"), h("pre", { class: "mono", tabindex: 0 }, k.llvm_ir)));
         const block = h("details", { class: "asm-kernel", open: ev.kernels.length <= 4 }, ...parts);
         block.addEventListener("mouseenter", () => this.onLine(lines[0] ?? null));
         block.addEventListener("mouseleave", () => this.onLine(null));

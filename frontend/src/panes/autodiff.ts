@@ -116,6 +116,22 @@ export class AutodiffPane extends PerPipelinePane<"autodiff"> {
       this.root.append(h("p", { class: "autodiff-head" }, h("strong", {}, ev.transform), ` of ${ev.function} with respect to ${(ev.wrt ?? []).join(", ")}`));
     }
     for (const n of ev.notes ?? []) this.root.append(h("p", { class: "pane-note" }, n));
+    // the stages and their jaxpr first (above the fold), the residual tables after
+    const tabs = stageTabs(ev);
+    const current = tabs.find((t) => t.key === this.selected) ?? tabs[0];
+    const holder = h("div", { class: "ir-body", role: "tabpanel", id: "autodiff-stage", "aria-label": current ? `autodiff ${current.label}` : "autodiff" });
+    if (current) {
+      const bar = h("div", { class: "autodiff-stages", role: "tablist", "aria-label": "Autodiff stages" });
+      for (const t of tabs) {
+        const button = h("button", { type: "button", role: "tab", "aria-controls": "autodiff-stage", "aria-selected": t.key === current.key ? "true" : "false", title: t.title }, t.label);
+        button.addEventListener("click", () => {
+          this.selected = t.key;
+          this.render();
+        });
+        bar.append(button);
+      }
+      this.root.append(bar, h("p", { class: "pane-note" }, current.title), holder);
+    }
     for (const p of ev.paths) {
       this.root.append(h("h3", {}, pathSummary(p)));
       if (p.status === "ok" && p.residuals.length) {
@@ -131,20 +147,7 @@ export class AutodiffPane extends PerPipelinePane<"autodiff"> {
       );
       if (ev.flops_source) this.root.append(h("p", { class: "pane-note" }, `FLOPs: ${ev.flops_source}`));
     }
-    const tabs = stageTabs(ev);
-    if (!tabs.length) return;
-    const current = tabs.find((t) => t.key === this.selected) ?? tabs[0]!;
-    const bar = h("div", { class: "autodiff-stages", role: "tablist" });
-    for (const t of tabs) {
-      const button = h("button", { type: "button", role: "tab", "aria-selected": t.key === current.key ? "true" : "false", title: t.title }, t.label);
-      button.addEventListener("click", () => {
-        this.selected = t.key;
-        this.render();
-      });
-      bar.append(button);
-    }
-    const holder = h("div", { class: "ir-body" });
-    this.root.append(bar, h("p", { class: "pane-note" }, current.title), holder);
+    if (!current) return;
     this.view = new EditorView({
       parent: holder,
       state: EditorState.create({
@@ -155,7 +158,7 @@ export class AutodiffPane extends PerPipelinePane<"autodiff"> {
           jaxprLanguage,
           highlighting,
           outputLinking(this.onHover, this.onPin),
-          EditorView.contentAttributes.of({ "aria-label": `autodiff ${current.label}`, "data-testid": "out-autodiff" }),
+          EditorView.contentAttributes.of({ "aria-label": `autodiff ${current.label}`, "data-testid": "out-autodiff", tabindex: "0" }),
         ],
       }),
     });

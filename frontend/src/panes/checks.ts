@@ -48,7 +48,7 @@ export class ChecksPane extends PerPipelinePane<"checks"> {
       " ",
       at,
       errors,
-      h("pre", { class: "mono check-message" }, r.message),
+      h("pre", { class: "mono check-message", tabindex: 0 }, r.message),
       r.hint ? h("p", { class: "check-hint" }, r.hint) : null,
     );
   }

@@ -53,7 +53,7 @@ export class ConsolePane implements OutputPane {
         "div",
         { class: `console-entry ${stream} ${when.cls}`, "data-stage": entry.stage },
         h("span", { class: "when", title: when.help }, `${when.label}${who}${stream === "stderr" ? " · stderr" : ""}`),
-        h("pre", {}, text),
+        h("pre", { tabindex: 0 }, text),
       ),
     );
   }

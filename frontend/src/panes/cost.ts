@@ -125,7 +125,7 @@ export class CostPane implements OutputPane {
       body.append(row(key.replace("_", " "), `${key} bytes`, values, fmtBytes, true));
     }
     this.root.append(
-      h("div", { class: "scroll-x" }, h("table", { class: "cost" }, h("thead", {}, head), body)),
+      h("div", { class: "scroll-x", tabindex: 0 }, h("table", { class: "cost" }, h("thead", {}, head), body)),
       h("p", { class: "pane-note" }, "From XLA's cost and memory analysis of the compiled executable: estimates, per call."),
       ...[...new Set(cols.flatMap((p) => this.costs.get(p)?.notes ?? []))].map((n) => h("p", { class: "pane-note cost-partial" }, n)),
     );

@@ -17,10 +17,23 @@ export class ErrorsPane {
     root.append(this.note, this.list);
   }
 
+  /** A run starts: its errors come here; until it ends, none so far is not "No errors."
+   * (the last run's words must not look like this one's). */
   reset(): void {
     this.count = 0;
     clear(this.list);
     this.note.hidden = false;
+    this.say("No errors so far: the run is going…");
+  }
+
+  /** The run ended: with none, "No errors." is true now. */
+  ended(): void {
+    this.say("No errors.");
+  }
+
+  private say(text: string): void {
+    if (this.note.textContent !== text) this.note.textContent = text;
+    this.note.dataset.live = String(text !== "No errors.");
   }
 
   size(): number {
@@ -49,7 +62,7 @@ export class ErrorsPane {
         // only JAX's (or Python's) documentation: the server refuses any other link,
         // and the page does not take its word for it
         isDocUrl(e.doc_url) ? h("p", { class: "error-doc" }, "More: ", docLink(e.doc_url, e.doc_url)) : null,
-        h("details", { open: !e.hint }, h("summary", {}, "message"), h("pre", { class: "error-message" }, e.message)),
+        h("details", { open: !e.hint }, h("summary", {}, "message"), h("pre", { class: "error-message", tabindex: 0 }, e.message)),
       ),
     );
   }

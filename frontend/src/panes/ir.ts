@@ -110,7 +110,8 @@ export class IrPane implements OutputPane {
       keymap.of(searchKeymap),
       outputLinking(this.onHover, this.onPin),
       opDocsTooltip(this.kind),
-      EditorView.contentAttributes.of({ "aria-label": label, "data-testid": `out-${this.kind}` }),
+      // tabindex: its scroller reached by keyboard (axe-core's scrollable-region-focusable)
+      EditorView.contentAttributes.of({ "aria-label": label, "data-testid": `out-${this.kind}`, tabindex: "0" }),
     ];
   }
 

@@ -28,7 +28,7 @@ export class KernelsPane extends PerPipelinePane<"kernels"> {
   protected render(): void {
     clear(this.root);
     if (this.events.size === 0) {
-      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No kernels: turn on “kernels” and run code with a pallas_call." : "Waiting for the kernels…"));
+      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No kernels: turn on Kernels under “What to compute” and run code with a pallas_call." : "Waiting for the kernels…"));
       return;
     }
     for (const [pipeline, event] of this.events) {
@@ -72,7 +72,7 @@ export class KernelsPane extends PerPipelinePane<"kernels"> {
           d.highlight.setAttribute("height", String(rect.h * d.height));
         }
       });
-      touched.textContent = p === null ? "Hover a grid cell: the blocks it reads and writes." : `(${pointIndex(k.grid, p).join(", ")}): ${k.operands.map((op) => `${op.kind} ${blockLabel(op, p)}`).join("  ")}`;
+      touched.textContent = p === null ? "Hover a grid cell: the blocks it reads and writes." : `(${pointIndex(k.grid, p).join(", ")}): ${k.operands.map((op) => `${verb(op.kind)} ${blockLabel(op, p)}`).join("; ")}`;
     };
     for (let p = 0; p < k.points; p++) {
       const { row, col } = cellOf(k.grid, p);
@@ -99,7 +99,7 @@ export class KernelsPane extends PerPipelinePane<"kernels"> {
     for (const y of ys) drawing.append(svg("line", { x1: 0, x2: OPERAND_WIDTH, y1: y * height, y2: y * height, class: "kernel-block-line" }));
     const highlight = svg("rect", { x: 0, y: 0, width: 0, height: 0, class: `kernel-block ${op.kind}`, visibility: "hidden" });
     drawing.append(highlight);
-    const caption = h("figcaption", {}, h("strong", {}, `${op.kind} ${op.origin}`), " ", h("code", {}, `${op.dtype}[${op.shape.join(",")}]`), ` blocks of ${op.block_shape.join("×")}`);
+    const caption = h("figcaption", {}, h("strong", {}, `${verb(op.kind)} ${op.origin}`), " ", h("code", {}, `${op.dtype}[${op.shape.join(",")}]`), ` blocks of ${op.block_shape.join("×")}`);
     return { figure: h("figure", { class: "kernel-operand-figure", "data-origin": op.origin }, drawing, caption), highlight, height };
   }
 
@@ -117,4 +117,9 @@ export class KernelsPane extends PerPipelinePane<"kernels"> {
     });
     return h("details", { open: true }, h("summary", {}, title), pre);
   }
+}
+
+/** An operand's kind as what the kernel does with it ("out outputs[0]" read as nonsense). */
+function verb(kind: string): string {
+  return kind === "in" ? "reads" : kind === "out" ? "writes" : kind;
 }

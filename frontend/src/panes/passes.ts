@@ -156,7 +156,7 @@ export class PassesPane implements OutputPane {
       highlightSelectionMatches(),
       keymap.of(searchKeymap),
       outputLinking(this.onHover, this.onPin),
-      EditorView.contentAttributes.of({ "aria-label": label, "data-testid": `pass-${label.split(" ")[0]}` }),
+      EditorView.contentAttributes.of({ "aria-label": label, "data-testid": `pass-${label.split(" ")[0]}`, tabindex: "0" }),
     ];
     this.diff.append(
       h("div", { class: "merge-head" }, h("span", {}, before ? `before ${after.pass}` : "(start)"), h("span", {}, `after ${after.pass}`)),

@@ -133,6 +133,16 @@ export function openWithoutOpener(self: Pick<Window, "open">, url: string): Wind
   return win;
 }
 
+/** As many characters as the label column holds (12px monospace: 0.61em a character). */
+export const LABEL_CHARS = Math.floor((LABEL_W - 8) / (12 * 0.61));
+
+/** `name` cut to LABEL_CHARS in the middle (both ends tell fusions apart), with "…". */
+export function fitLabel(name: string, chars = LABEL_CHARS): string {
+  if (name.length <= chars) return name;
+  const tail = Math.floor((chars - 1) / 2);
+  return `${name.slice(0, chars - 1 - tail)}…${name.slice(name.length - tail)}`;
+}
+
 function timeline(ev: ProfileEvent, onLine: (line: number | null) => void): SVGElement | null {
   if (ev.timeline.length === 0) return null;
   const plotW = W - LABEL_W;
@@ -143,8 +153,9 @@ function timeline(ev: ProfileEvent, onLine: (line: number | null) => void): SVGE
   const end = Math.max(...ev.timeline.map((e) => e.start_us + e.dur_us));
   root.append(svg("text", { x: 0, y: 12, class: "chart-title" }, `kernel timeline: ${ev.timeline.length} events over ${end.toFixed(1)} µs`));
   lanes.forEach((name, i) => {
-    const label = name.length > 24 ? `${name.slice(0, 23)}…` : name;
-    root.append(svg("text", { x: LABEL_W - 6, y: 20 + i * LANE_H + LANE_H - 3, "text-anchor": "end", class: "chart-label" }, label));
+    const text = svg("text", { x: LABEL_W - 6, y: 20 + i * LANE_H + LANE_H - 3, "text-anchor": "end", class: "chart-label" }, fitLabel(name));
+    text.append(svg("title", {}, name)); // the full name on hover
+    root.append(text);
   });
   for (const b of bars) {
     const rect = svg("rect", { x: (LABEL_W + b.x).toFixed(2), y: 20 + b.lane * LANE_H + 1, width: b.width.toFixed(2), height: LANE_H - 2, class: "bar-rect bar-a" });
@@ -170,7 +181,7 @@ export class ProfilePane extends PerPipelinePane<"profile"> {
   protected render(): void {
     clear(this.root);
     if (this.events.size === 0) {
-      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No profile in this run (tick “profile” under the XLA outputs)." : "Waiting for the profile…"));
+      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No profile in this run: Profile is off (turn it on under “What to compute”, or with the button above)." : "Waiting for the profile…"));
       return;
     }
     for (const p of this.pipelines) {
@@ -230,8 +241,9 @@ export class ProfilePane extends PerPipelinePane<"profile"> {
       peaks ? h("p", { class: "pane-note" }, `peaks (${peaks.device_kind}): ${fmtRate(peaks.flops_per_s, "FLOP")}, ${fmtRate(peaks.bytes_per_s, "B")} — ${peaks.source}`) : null,
       actions,
       ...(ev.notes ?? []).map((n) => h("p", { class: "pane-note" }, n)),
-      timeline(ev, this.onLine),
+      // the table first (what the pane is read for), the timeline after it
       h("table", { class: "memory profile" }, h("thead", {}, h("tr", {}, ...head.map((t) => h("th", {}, t)))), h("tbody", {}, ...rows)),
+      timeline(ev, this.onLine),
       passes.length
         ? h(
             "details",

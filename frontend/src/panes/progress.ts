@@ -19,6 +19,17 @@ type StageState = { ms: number | null; failed?: boolean };
 
 export type RunStatus = "idle" | "queued" | "running" | "ok" | "error" | "timeout" | "killed" | "cancelled";
 
+/** A run still going after this long (ms) shows its time and what it is doing, redrawn
+ * once a second (a warm edit is over long before, and draws none of it). */
+export const LONG_RUN_MS = 1000;
+
+/** What a run waits for before a worker takes it: a sandbox not started yet (a JAX
+ * version's, or one with libraries), with the time it takes (measured). */
+export interface SandboxWait {
+  what: string;
+  expectedMs: number;
+}
+
 export class Progress {
   private stages = new Map<string, Map<string, StageState>>();
   private pipelines: string[] = ["main"];
@@ -36,17 +47,30 @@ export class Progress {
   /** whether the status drawn is a live one (queued, running), and who follows it */
   private drawnLive = false;
   private readonly liveListeners: ((live: boolean) => void)[] = [];
+  /** when the run on show started (performance.now()) */
+  private startedAt = 0;
+  /** the sandbox the run waits for, said while it is queued */
+  private wait: SandboxWait | null = null;
+  /** the slow outputs the run asked for (Profile, Kernels…): named while they are made */
+  private extras: string[] = [];
+  /** the once-a-second redraw of a long run */
+  private tick: ReturnType<typeof setTimeout> | null = null;
+  private waitEl: HTMLElement;
 
   constructor(readonly root: HTMLElement) {
     this.statusEl = h("span", { class: "run-status", role: "status", "aria-live": "polite", "data-status": "idle", "data-drawn": "idle" });
     this.workerEl = h("span", { class: "worker" });
     this.noteEl = h("span", { class: "run-note" });
     this.rows = h("div", { class: "stage-rows" });
-    root.append(h("div", { class: "status-line" }, this.statusEl, this.workerEl, this.noteEl), this.rows);
+    this.waitEl = h("div", { class: "sandbox-wait", "data-testid": "sandbox-wait", hidden: true });
+    root.append(h("div", { class: "status-line" }, this.statusEl, this.workerEl, this.noteEl), this.waitEl, this.rows);
     this.drawing.now();
   }
 
-  reset(pipelines: string[], labels: Record<string, string>): void {
+  reset(pipelines: string[], labels: Record<string, string>, wait: SandboxWait | null = null, extras: string[] = []): void {
+    this.startedAt = performance.now();
+    this.wait = wait;
+    this.extras = extras;
     this.pipelines = pipelines;
     this.labels = labels;
     this.stages = new Map(pipelines.map((p) => [p, new Map()]));
@@ -124,13 +148,51 @@ export class Progress {
     if (!this.noteDrawn && this.noteEl.firstChild) this.noteEl.replaceChildren();
     this.noteDrawn = true;
     this.drawStatus();
+    this.drawWait();
     this.renderRows();
+    // a long run: drawn again each second (its time, the sandbox's bar) while it goes
+    if (this.tick !== null) clearTimeout(this.tick);
+    this.tick = null;
+    if (this.isLive()) {
+      const elapsed = performance.now() - this.startedAt;
+      const next = elapsed < LONG_RUN_MS && this.wait === null ? LONG_RUN_MS - elapsed : this.wait !== null && this.status === "queued" ? 250 : 1000;
+      this.tick = setTimeout(() => ((this.tick = null), this.isLive() && this.drawing.now()), next);
+    }
+  }
+
+  /** The sandbox the queued run waits for, with a bar against its measured time. */
+  private drawWait(): void {
+    const waiting = this.wait !== null && this.status === "queued";
+    if (!waiting) {
+      if (!this.waitEl.hidden) this.waitEl.hidden = true;
+      return;
+    }
+    const w = this.wait!;
+    const elapsed = performance.now() - this.startedAt;
+    const bar = h("progress", { max: w.expectedMs, value: Math.min(elapsed, w.expectedMs), "aria-label": `starting ${w.what}` });
+    const over = elapsed > w.expectedMs ? " (taking longer than usual: the machine is busy)" : "";
+    const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+    this.waitEl.replaceChildren(`Starting ${w.what}: its first run here takes about ${secs(w.expectedMs)} (measured); ${secs(elapsed)} so far${over} `, bar);
+    this.waitEl.hidden = false;
+  }
+
+  /** What a long run is doing now: its time, and the stage after the last one done
+   * (or the slow outputs it asked for, once the stages are through). */
+  private longRunText(): string {
+    const elapsed = performance.now() - this.startedAt;
+    if (this.status !== "running" || elapsed < LONG_RUN_MS) return "";
+    const seen = this.stages.get(this.pipelines[0]!) ?? new Map<string, StageState>();
+    const last = MAIN_STAGES.reduce((m, st, j) => (seen.has(st) ? j : m), -1);
+    const through = last >= MAIN_STAGES.indexOf("execute");
+    const next = MAIN_STAGES[last + 1] ?? "";
+    const now = through ? [next, ...this.extras].filter(Boolean).join(", ") : next;
+    return `· ${(elapsed / 1000).toFixed(0)} s${now ? ` · now: ${now}` : ""}`;
   }
 
   private drawStatus(): void {
     const words: Record<RunStatus, string> = {
       idle: "Ready — Ctrl+Enter runs",
-      queued: "Waiting for a worker…",
+      queued: this.wait ? "Waiting for its sandbox…" : "Waiting for a worker…",
       running: "Running…",
       ok: "Done",
       error: "Error",
@@ -138,7 +200,7 @@ export class Progress {
       killed: "Killed",
       cancelled: "Cancelled",
     };
-    const text = [words[this.status], this.detail].filter(Boolean).join(" ");
+    const text = [words[this.status], this.detail, this.longRunText()].filter(Boolean).join(" ");
     // unchanged (a stage came while running): left alone, the page not laid out again
     if (this.statusEl.dataset.drawn !== this.status) this.statusEl.dataset.drawn = this.status;
     if (this.statusEl.textContent !== text) this.statusEl.textContent = text;

@@ -124,7 +124,7 @@ export class TraceValuesPane extends PerPipelinePane<"trace_values"> {
   protected render(): void {
     clear(this.root);
     if (this.events.size === 0) {
-      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No values stepped in this run (tick “values” under outputs)." : "Waiting for the values…"));
+      this.root.append(h("p", { class: "pane-note" }, this.ended ? "No values stepped in this run: Stepper is off (turn it on under “What to compute”, or with the button above)." : "Waiting for the values…"));
       return;
     }
     for (const p of this.pipelines) {
@@ -161,7 +161,8 @@ export class TraceValuesPane extends PerPipelinePane<"trace_values"> {
         tr?.scrollIntoView({ block: "center" });
         tr?.classList.add("tv-flash");
       });
-      return h("p", { class: "tv-first" }, badText(b), " ", jump);
+      // a heading: the first bad value is what the pane is read for
+      return h("h3", { class: "tv-first" }, badText(b), " ", jump);
     });
     const summary = `${ev.rows.length} rows · ${ev.evaluated_steps} equations evaluated · ${ev.evaluated_bytes.toLocaleString()} bytes`;
     return h(

@@ -141,7 +141,7 @@ export class ValuePane implements OutputPane {
       );
       section.append(toggle);
       if (view === "tree") {
-        section.append(valueTree(value.tree), h("details", {}, h("summary", {}, "repr"), h("pre", { class: "repr" }, value.repr)));
+        section.append(valueTree(value.tree), h("details", {}, h("summary", {}, "repr"), h("pre", { class: "repr", tabindex: 0 }, value.repr)));
         this.root.append(section);
         continue;
       }
@@ -164,7 +164,7 @@ export class ValuePane implements OutputPane {
         );
       });
       section.append(
-        h("div", { class: "scroll-x" }, h(
+        h("div", { class: "scroll-x", tabindex: 0 }, h(
           "table",
           { class: "leaves" },
           h("caption", {}, `${value.tree.length} leaf${value.tree.length === 1 ? "" : "s"}`),
@@ -175,7 +175,7 @@ export class ValuePane implements OutputPane {
           ),
           h("tbody", {}, rows),
         )),
-        h("details", { open: true }, h("summary", {}, "repr"), h("pre", { class: "repr" }, value.repr)),
+        h("details", { open: true }, h("summary", {}, "repr"), h("pre", { class: "repr", tabindex: 0 }, value.repr)),
       );
       this.root.append(section);
     }

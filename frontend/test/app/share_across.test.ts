@@ -26,6 +26,20 @@ describe("shareRequest", () => {
     expect(copied).toBe("http://jaxplay.test/s/abc123");
   });
 
+  it("links to the output on show: the link's fragment names its tab", async () => {
+    let path = "";
+    let copied = "";
+    await shareRequest(REQUEST, {
+      fetch: answer(201, { id: "abc123", url: "/s/abc123" }),
+      origin: "http://jaxplay.test",
+      hash: "#out=autodiff",
+      setPath: (p) => (path = p),
+      copy: async (t) => void (copied = t),
+    });
+    expect(path).toBe("/s/abc123#out=autodiff");
+    expect(copied).toBe("http://jaxplay.test/s/abc123#out=autodiff");
+  });
+
   it("says why the server refused, and still links without the clipboard", async () => {
     const refused = await shareRequest(REQUEST, { fetch: answer(413, { message: "too big" }), origin: "http://x", setPath: () => {}, copy: async () => {} });
     expect(refused).toEqual({ problem: "Could not share: too big" });

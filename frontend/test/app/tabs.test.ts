@@ -1,14 +1,30 @@
 // The tab choice: outputs first, the user's pick kept, never an empty Errors tab.
 import { describe, expect, it } from "vitest";
 import { TabChoice, TabMarks } from "../../src/app/tabs";
-import { OPENS_ITSELF, TABS, startsGroup } from "../../src/app/tabtable";
+import { GROUPS, GROUP_TITLES, OPENS_ITSELF, TABS, groupOf, hashFor, tabFromHash } from "../../src/app/tabtable";
 
 describe("the tab table", () => {
-  it("groups related outputs, each group in one run of tabs", () => {
-    const groups = TABS.filter((_, i) => startsGroup(i)).map((t) => t.group);
-    expect(groups).toEqual(["IR", "values", "XLA", "sharding", "errors"]);
-    expect(new Set(groups).size).toBe(groups.length);
+  it("groups the outputs as users think of them, each group in one run of tabs", () => {
+    expect(GROUPS.map((g) => g.id)).toEqual(["ir", "values", "how", "cost", "errors"]);
+    expect(GROUPS.map((g) => g.tabs)).toEqual([
+      ["jaxpr", "stablehlo", "hlo", "asm", "graph"],
+      ["value", "trace_values", "checks", "console"],
+      ["autodiff", "sharding", "passes", "kernels", "remarks"],
+      ["cost", "timing", "memory", "profile"],
+      ["errors"],
+    ]);
+    expect(GROUPS.flatMap((g) => g.tabs)).toEqual(TABS.map((t) => t.id)); // every tab once
+    expect(Object.keys(GROUP_TITLES).sort()).toEqual(GROUPS.map((g) => g.id).sort());
+    expect(groupOf("kernels")).toBe("how");
     expect(OPENS_ITSELF).toEqual(["jaxpr", "stablehlo", "hlo", "value", "checks", "cost", "timing"]);
+  });
+
+  it("reads the tab a link names from its address, and nothing else", () => {
+    expect(tabFromHash(hashFor("autodiff"))).toBe("autodiff");
+    expect(tabFromHash("#x=1&out=profile")).toBe("profile");
+    expect(tabFromHash("#out=nosuchtab")).toBeNull();
+    expect(tabFromHash("#out=constructor")).toBeNull();
+    expect(tabFromHash("")).toBeNull();
   });
 });
 
