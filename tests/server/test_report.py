@@ -1,15 +1,17 @@
 """The bug report as a maintainer uses it: ``report.md`` and ``report.ipynb`` of a
 snippet from a live server on the real pool; the Markdown's repro, pasted into a file
-and run by a fresh interpreter of the same JAX (``python -I``, nothing of jaxplay
-imported), exits 0 and prints the value the run showed; the notebook validates with
+and run in a fresh virtual environment that holds only the same JAX (no jaxplay:
+tests/support/plain_jax.py), exits 0 and prints the value the run showed; with
+``?across=`` it says the first version an output changed in, checked against each
+version's own run (on the installed versions: CI's); the notebook validates with
 nbformat and nbclient runs it to the same output; the environment is the worker's own
 ``jax.print_environment_info()``; the HLO is the run's."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from sandbox.environments.versions import version_key
+from tests.gates import missing_requirement
+from tests.support import plain_jax
 from tests.support.live_server import LiveServer
 
 pytestmark = pytest.mark.slow
@@ -41,6 +46,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live.stop()
 
 
+@pytest.fixture(scope="module")
+def plain_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv's python: the same JAX as the server's default, and nothing of jaxplay."""
+    python = plain_jax.make(tmp_path_factory.mktemp("plain-jax"))
+    no_jaxplay = subprocess.run([python, "-I", "-c", "import sandbox"], capture_output=True,
+                                text=True, timeout=60)  # fmt: skip
+    assert no_jaxplay.returncode == 1 and "No module named 'sandbox'" in no_jaxplay.stderr
+    return python
+
+
 def snippet(server: LiveServer, body: dict[str, Any]) -> str:
     r = httpx.post(server.url + "/api/v1/snippets", json=body, timeout=60)
     assert r.status_code == 201, r.text
@@ -61,7 +76,9 @@ def python_blocks(markdown: str) -> list[str]:
     return [m[1] for m in re.findall(r"^(`{3,})python\n(.*?)\n\1$", markdown, re.S | re.M)]
 
 
-def test_the_markdown_repro_runs_in_a_fresh_python(server: LiveServer, tmp_path: Path) -> None:
+def test_the_markdown_repro_runs_in_a_fresh_venv(
+    server: LiveServer, plain_python: Path, tmp_path: Path
+) -> None:
     sid = snippet(server, GRAD_VMAP)
     r = httpx.get(f"{server.url}/api/v1/snippets/{sid}/report.md", timeout=180)
     assert r.status_code == 200, r.text
@@ -74,8 +91,8 @@ def test_the_markdown_repro_runs_in_a_fresh_python(server: LiveServer, tmp_path:
     assert "jaxplay" not in script.split("\n", 1)[1] and "sandbox" not in script
     path = tmp_path / "repro.py"
     path.write_text(script)
-    # A fresh interpreter, isolated (-I: no cwd, no PYTHONPATH), run where jaxplay is not.
-    done = subprocess.run([sys.executable, "-I", str(path)], capture_output=True, text=True,
+    # Plain JAX in a fresh venv, isolated (-I: no cwd, no PYTHONPATH), run where jaxplay is not.
+    done = subprocess.run([plain_python, "-I", str(path)], capture_output=True, text=True,
                           cwd=tmp_path, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     expected = shown_value(server, GRAD_VMAP)
@@ -83,7 +100,7 @@ def test_the_markdown_repro_runs_in_a_fresh_python(server: LiveServer, tmp_path:
     assert done.stdout.strip() == expected
     # The report says what the run showed, in its own fence, and the same JAX.
     assert f"\n{expected}\n" in report
-    jax_version = subprocess.run([sys.executable, "-I", "-c", "import jax; print(jax.__version__)"],
+    jax_version = subprocess.run([plain_python, "-I", "-c", "import jax; print(jax.__version__)"],
                                  capture_output=True, text=True).stdout.strip()  # fmt: skip
     assert f"JAX {jax_version}" in report
     # The environment is the worker's print_environment_info(): its own first lines.
@@ -107,7 +124,9 @@ def test_the_notebook_validates_and_runs_to_the_same_output(server: LiveServer) 
     assert printed.strip() == shown_value(server, GRAD_VMAP)
 
 
-def test_an_error_is_reported_as_the_run_showed_it(server: LiveServer, tmp_path: Path) -> None:
+def test_an_error_is_reported_as_the_run_showed_it(
+    server: LiveServer, plain_python: Path, tmp_path: Path
+) -> None:
     body = {
         "code": "def f(x):\n    return jnp.dot(x, jnp.ones((4,)))\n",
         "args": "(jnp.ones((3,)),)",
@@ -117,7 +136,7 @@ def test_an_error_is_reported_as_the_run_showed_it(server: LiveServer, tmp_path:
     assert "`f` raises TypeError" in report and "No HLO: the run did not compile." in report
     (script,) = python_blocks(report)
     (tmp_path / "repro.py").write_text(script)
-    done = subprocess.run([sys.executable, "-I", str(tmp_path / "repro.py")],
+    done = subprocess.run([plain_python, "-I", str(tmp_path / "repro.py")],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0 and done.stdout.startswith("TypeError: dot_general requires")
 
@@ -129,6 +148,63 @@ def test_a_mesh_run_says_why_no_script(server: LiveServer) -> None:
     report = httpx.get(f"{server.url}/api/v1/snippets/{sid}/report.md", timeout=180).text
     assert "The repro is not written out: the run used a device mesh, input shardings" in report
     assert python_blocks(report) == []
+
+
+#: Its jaxpr (a literal) and its value carry the minor version of the JAX it ran on, so
+#: both certainly change between any two installed versions: where each first changed
+#: is known without guessing what a JAX release changed.
+VERSIONED = {
+    "code": "def f(x):\n    minor = int(jax.__version__.split('.')[1])\n"
+    "    return jnp.sin(x) + minor\n",
+    "args": "(jnp.arange(3.0),)",
+    "outputs": ["jaxpr", "value"],
+}
+
+
+def across_versions(server: LiveServer) -> list[str]:
+    """The oldest installed version, the default, and the newest between them if any
+    (CI installs three besides the default); at least two, or the test cannot run."""
+    backends = httpx.get(server.url + "/api/v1/backends", timeout=60).json()["backends"]
+    rows = next(b["versions"] for b in backends if b.get("versions"))
+    installed = sorted((r["version"] for r in rows if r["installed"]), key=version_key)
+    if len(installed) < 2:
+        missing_requirement(
+            f"the report's first-changed-in needs a JAX version besides the default "
+            f"installed, found {installed}",
+            ".venv/bin/jaxplay versions add 0.10.2",
+        )
+    (default,) = [r["version"] for r in rows if r["default"]]
+    others = [v for v in installed if v != default]
+    return sorted({others[0], others[-1], default}, key=version_key)
+
+
+@pytest.mark.timeout(900)  # each version's pool starts cold, then the across run
+def test_the_report_says_the_first_version_an_output_changed_in(server: LiveServer) -> None:
+    versions = across_versions(server)
+    sid = snippet(server, VERSIONED)
+    # What each version's own run shows (POST /api/v1/runs, not the across route):
+    # the first version, oldest first, whose text differs from the one before.
+    texts: dict[str, dict[str, str]] = {}
+    for version in versions:
+        run = {**VERSIONED, "jax_version": version}
+        r = httpx.post(server.url + "/api/v1/runs", json=run, timeout=300)
+        assert r.status_code == 200, r.text
+        events = r.json()["events"]
+        assert events[-1]["status"] == "ok", events[-3:]
+        jaxpr = next(e["text"] for e in events if e["type"] == "jaxpr")
+        value = next(e["repr"] for e in events if e["type"] == "value")
+        texts[version] = {"jaxpr": jaxpr, "value": value}
+    # Named newest first: the report (its across run) orders them itself.
+    query = ",".join(reversed(versions))
+    r = httpx.get(f"{server.url}/api/v1/snippets/{sid}/report.md?across={query}", timeout=900)
+    assert r.status_code == 200, r.text
+    section = r.text.split("### First changed in\n", 1)[1].split("\n### ", 1)[0]
+    assert f"Across JAX {', '.join(reversed(versions))} (jaxplay's across-versions run)" in section
+    for output in ("jaxpr", "value"):
+        first = next(new for old, new in itertools.pairwise(versions)
+                     if texts[old][output] != texts[new][output])  # fmt: skip
+        assert first == versions[1]  # the minor version is in it: it changes at once
+        assert f"- {output} (main): first changed in **JAX {first}**" in section
 
 
 def test_unknown_snippets_and_across_refusals(server: LiveServer) -> None:
