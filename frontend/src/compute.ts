@@ -65,6 +65,20 @@ export function openComputeAt(control: ComputeControl, id: string): void {
   target?.focus();
 }
 
+/** A popover of the top bar (a `details` whose body hangs from its right edge) is
+ * moved sideways, when it opens, to lie wholly on screen: the bar wraps at some
+ * widths, and a button at its left edge would hang its popover off the window. */
+export function keepsOnScreen(box: HTMLDetailsElement, margin = 8): void {
+  box.addEventListener("toggle", () => {
+    const body = box.querySelector<HTMLElement>(":scope > :not(summary)");
+    if (!body || !box.open) return;
+    body.style.right = "";
+    const rect = body.getBoundingClientRect();
+    const shift = Math.max(0, margin - rect.left) - Math.max(0, rect.right - (window.innerWidth - margin));
+    if (shift !== 0) body.style.right = `${-shift}px`;
+  });
+}
+
 /** A popover of the top bar (a `details`) closes on Escape, returning focus to its
  * summary, and on a click outside it: it never stays over the pipeline or the tabs. */
 export function closesOutside(box: HTMLDetailsElement): void {

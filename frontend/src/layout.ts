@@ -2,7 +2,7 @@
 // progress line and the output tabs (from the one tab table, app/tabtable.ts).
 // Behaviour lives in the controllers of app/, wired together by main.ts.
 import { h } from "./dom";
-import { buildCompute, closesOutside } from "./compute";
+import { buildCompute, closesOutside, keepsOnScreen } from "./compute";
 import { EXAMPLES, PRESETS } from "./examples";
 import { CONFIG_TOGGLES } from "./state";
 import { GROUP_TITLES, GROUPS, TABS, type GroupId, type TabId } from "./app/tabtable";
@@ -42,6 +42,8 @@ export function buildLayout(root: HTMLElement) {
   const xlaOutputs = compute.box;
   closesOutside(config);
   closesOutside(xlaOutputs);
+  keepsOnScreen(config);
+  keepsOnScreen(xlaOutputs);
   const compareBtn = h("button", { type: "button", id: "compare", "aria-pressed": "false", title: "run a second pipeline B beside A, with a diff" }, "Compare");
   const acrossBtn = h("button", { type: "button", id: "across", "aria-pressed": "false", title: "run on several JAX versions: where each output first changed, and the times" }, "Across versions");
   const themeBtn = h("button", { type: "button", id: "theme", "aria-label": "Switch between light and dark", title: "light / dark" }, "◐");

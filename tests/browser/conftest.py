@@ -153,6 +153,16 @@ def pristine_confirmed(server: Server) -> float:
     return float(found.group(1)) if found else 0.0
 
 
+def wait_for_confirmed_answer(server: Server, snippet: str) -> None:
+    """Waits until the page of ``/s/{snippet}`` carries a confirmed answer (its
+    ``jaxplay-initial``): a pristine run confirmed this snippet's own request, not
+    only some earlier test's, whose lagging pristine run moves the counter too."""
+    deadline = time.monotonic() + 180  # a fresh jail on a loaded machine
+    while 'id="jaxplay-initial"' not in httpx.get(f"{server.url}/s/{snippet}", timeout=10).text:
+        assert time.monotonic() < deadline, f"no pristine run confirmed snippet {snippet}"
+        time.sleep(0.2)
+
+
 def wait_for_pristine_confirmed(server: Server, at_least: float) -> None:
     deadline = time.monotonic() + 180  # a fresh jail on a loaded machine
     while pristine_confirmed(server) < at_least:
