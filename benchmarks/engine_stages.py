@@ -5,7 +5,7 @@ wall time and CPU time (``time.process_time``: every thread of the process).
 CPU time is the figure to read on a shared, loaded machine: a stage's wall time
 counts the time other processes held the CPU, its CPU time only the work done. The
 engine runs ``run_message`` (every output with its source map, the events), its
-stages and each output's producer timed; plain JAX runs the notebook cell of
+stages and each output's make timed; plain JAX runs the notebook cell of
 ``benchmarks/plain_jax.py`` (what a user types), its steps timed under the engine's
 stage names. ``outside stages`` is the engine's run less its stages and outputs
 (the request, the events, the run's set-up). The cases and edits are

@@ -35,3 +35,16 @@ def test_the_registry_names_every_output_in_the_tables_order() -> None:
 def test_a_name_outside_the_table_is_refused() -> None:
     with pytest.raises(KeyError, match="not an output"):
         registry.row("jaxpr_walk")
+
+
+def test_the_run_names_no_output() -> None:
+    """What an output does in the run is in its row (its stage, dumps, trace, hooks):
+    core/run.py spells no output's name."""
+    import ast
+    from pathlib import Path
+
+    from sandbox.engine.core import run
+
+    tree = ast.parse(Path(run.__file__).read_text())
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)}
+    assert strings & set(OUTPUT_TABLE) == set()

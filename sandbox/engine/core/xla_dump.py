@@ -1,10 +1,9 @@
 """XLA's dump folder of one compile, which the ``passes``, ``asm`` and ``memory``
 outputs read (each row says what it needs of it: ``DumpPart``).
 
-A compile that one of them is asked for runs with XLA's dump
-options pointed at a private folder under the run's ``/tmp`` (inside the jail a
-size-capped tmpfs); it is read back within a budget and deleted when the pipeline's
-outputs are made. A module too large for a budget says so in the event's notes
+A compile that one of them is asked for runs with XLA's dump options pointed at a
+private folder under the run's ``/tmp`` (inside the jail a size-capped tmpfs); it is
+read back within a budget and deleted when the pipeline's outputs are made. A module too large for a budget says so in the event's notes
 rather than failing the run.
 """
 
@@ -15,7 +14,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -43,7 +42,7 @@ MIN_FREE_BYTES = 512 * 1024
 class Dump:
     folder: Path
 
-    def compiler_options(self, parts: Iterable[DumpPart], *, gpu: bool = False) -> dict[str, Any]:
+    def compiler_options(self, parts: Collection[DumpPart], *, gpu: bool = False) -> dict[str, Any]:
         """XLA's options for this dump of ``parts``: the module after every pass only
         when ``passes`` are asked for (the rest costs a few files, not one per pass),
         each kernel's LLVM IR (and on ``gpu`` its PTX) only when ``kernels`` are."""
