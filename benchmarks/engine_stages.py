@@ -5,7 +5,7 @@ wall time and CPU time (``time.process_time``: every thread of the process).
 CPU time is the figure to read on a shared, loaded machine: a stage's wall time
 counts the time other processes held the CPU, its CPU time only the work done. The
 engine runs ``run_message`` (every output with its source map, the events), its
-stages and each output's producer timed; plain JAX runs the notebook cell of
+stages and each output's make timed; plain JAX runs the notebook cell of
 ``benchmarks/plain_jax.py`` (what a user types), its steps timed under the engine's
 stage names. ``outside stages`` is the engine's run less its stages and outputs
 (the request, the events, the run's set-up). The cases and edits are
@@ -65,21 +65,26 @@ class Clock:
 
 
 def instrument(clocks: list[Clock]) -> None:
-    """Time the engine's stages (``Run.staged``) and its outputs' producers on the
+    """Time the engine's stages (``Run.staged``) and its outputs' makers on the
     last clock of ``clocks`` (the case's)."""
-    from sandbox.engine import outputs, run
+    import dataclasses
 
-    for name, producer in list(outputs.PRODUCERS.items()):
-        make = producer.make
+    from sandbox.engine.core import registry, run
+
+    row = registry.row
+
+    def timed_row(name: str) -> Any:
+        output = row(name)
+        make = output.make
         if make is None:
-            continue
+            return output
 
-        def timed(r: Any, make: Any = make, name: str = name) -> Any:
+        def timed(r: Any, make: Any = make) -> Any:
             return clocks[-1].time(f"engine out:{name}", lambda: make(r))
 
-        outputs.PRODUCERS[name] = outputs.Producer(
-            producer.needs, producer.what, timed, producer.dumps
-        )
+        return dataclasses.replace(output, make=timed)
+
+    registry.row = timed_row  # type: ignore[assignment]
     staged = run.Run.staged
 
     def timed_stage(self: Any, stage: str, fn: Any, *, report: bool = True) -> Any:

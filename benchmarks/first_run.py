@@ -161,7 +161,7 @@ def fork_child(
     if pid == 0:
         code = 0
         try:
-            from sandbox.engine import persistent_cache
+            from sandbox.engine.core import persistent_cache
 
             if not args.no_cache:
                 persistent_cache.enable(cache)

@@ -233,9 +233,9 @@ READS_ENVIRONMENT = {
     "sandbox/jail/settings.py": "the jail's settings (the sandbox used on its own)",
     "sandbox/pool/settings.py": "the pool's settings (the sandbox used on its own)",
     # not settings: JAX's and XLA's own variables, inside a jail
-    "sandbox/engine/compat.py": "XLA_FLAGS",
-    "sandbox/engine/gpu_target.py": "JAX_SKIP_CUDA_CONSTRAINTS_CHECK",
-    "sandbox/engine/tpu_topology.py": "libtpu's variables",
+    "sandbox/engine/core/compat.py": "XLA_FLAGS",
+    "sandbox/engine/core/gpu_target.py": "JAX_SKIP_CUDA_CONSTRAINTS_CHECK",
+    "sandbox/engine/core/tpu_topology.py": "libtpu's variables",
     "sandbox/zygote/main.py": "JAX_PLATFORMS, reported in the zygote's hello",
     "sandbox/zygote/watch.py": "the environment as part of a process's state",
     # not read at all: the text of a bug report's repro script sets XLA_FLAGS for its devices

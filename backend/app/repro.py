@@ -1,6 +1,6 @@
 """A run request written out as a self-contained Python script that plain JAX runs:
 the snippet's code with the engine's pre-imports, the pipeline as the engine builds it
-(sandbox/engine/pipeline.py's rules, spelled as calls), the example arguments, one call,
+(sandbox/engine/core/pipeline.py's rules, spelled as calls), the example arguments, one call,
 and a print of what the run showed (the value's ``repr``, or the exception).
 
 The script imports nothing of jaxplay. What it cannot write out (a mesh and its
@@ -17,7 +17,7 @@ from sandbox.protocol import RunRequest
 
 #: transforms the engine builds as ``jax.NAME(fn, **options)``
 PLAIN = frozenset({"jit", "grad", "value_and_grad", "vmap", "pmap", "jacfwd", "jacrev", "hessian"})
-#: the engine's pre-imports (sandbox/engine/program.py execute_module)
+#: the engine's pre-imports (sandbox/engine/core/program.py execute_module)
 PRELUDE = "import jax\nimport jax.numpy as jnp\nimport jax.lax as lax\nimport numpy as np\n"
 #: request fields whose effect the script does not write out, and why
 NOT_WRITTEN = {

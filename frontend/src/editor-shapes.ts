@@ -1,5 +1,5 @@
 // Shapes in the editor: the `shapes` output of the last run (each expression's span and
-// the shape and dtype of its value, as traced: sandbox/engine/shapes.py) shown on hover
+// the shape and dtype of its value, as traced: sandbox/engine/outputs/shapes.py) shown on hover
 // (the smallest span under the pointer), and inline under a `# ^?` comment, for the
 // expression at the caret's column on the line above (as in the TypeScript playground).
 // The spans follow edits; an edit inside one drops it until the next run.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from sandbox.engine import run, warmup
+from sandbox.engine.core import run, warmup
 
 
 class Engine(Protocol):

@@ -13,8 +13,8 @@ import json
 import os
 import sys
 
-from sandbox.engine.run import run_message
-from sandbox.engine.warmup import WARM_REQUEST, describe, prepare, warm_backend
+from sandbox.engine.core.run import run_message
+from sandbox.engine.core.warmup import WARM_REQUEST, describe, prepare, warm_backend
 
 __all__ = ["WARM_REQUEST", "describe", "main", "prepare", "run_message", "warm_backend"]
 

@@ -8,7 +8,7 @@ GPU does not load) goes into a folder of the virtual environment that is not on
 ``sys.path`` (``<venv>/cuda-extra``): JAX registers every plugin it can import
 whenever it starts its backends, which would load the plugin's 490 MB library into
 every CPU run. The engine registers it for the runs that name a ``gpu_target``
-(sandbox/engine/gpu_target.py). Being inside the environment, it is bound
+(sandbox/engine/core/gpu_target.py). Being inside the environment, it is bound
 read-only into every jail with it.
 
 A GPU worker does not use this: its JAX is installed with the plugin and the CUDA

@@ -10,7 +10,7 @@ not on ``sys.path`` (``<venv>/libtpu-extra``), so that no JAX process finds it o
 its own: JAX loads an importable libtpu whenever it looks for backends without
 ``JAX_PLATFORMS``, costing every such process 200 MiB and the host-wide
 ``/tmp/libtpu_lockfile``. The engine points ``TPU_LIBRARY_PATH`` at it for the
-runs that name a ``tpu_topology`` (sandbox/engine/tpu_topology.py). Being inside the
+runs that name a ``tpu_topology`` (sandbox/engine/core/tpu_topology.py). Being inside the
 environment, it is bound read-only into every jail with it.
 """
 

@@ -7,7 +7,7 @@ interpreter that version has wheels for, holding ``jax``, ``jaxlib``, the NumPy 
 day and what the engine imports besides (pydantic). The ``sandbox`` package itself is
 not copied: a ``.pth`` file puts this checkout on the environment's ``sys.path``, so
 every version runs the same engine (which adapts to each version's API, see
-``sandbox/engine/compat.py``).
+``sandbox/engine/core/compat.py``).
 
 An environment counts as installed only once its stamp file is written, last, after
 a check that it imports JAX at the right version and the engine; a half-made one (an

@@ -9,7 +9,7 @@ it. After each run, once every process of the run is gone, the zygote checks it
 (``sane``) and empties it when a run has put anything there that JAX would not: a
 directory, a link, a name JAX does not write, too many entries, or a nearly full
 mount. A corrupt entry in a sane-looking directory is harmless: JAX fails to load it,
-compiles instead and says nothing (sandbox/engine/persistent_cache.py). What the
+compiles instead and says nothing (sandbox/engine/core/persistent_cache.py). What the
 cache cannot stop: a run of this tenant planting a well-formed executable under
 another computation's key; only this tenant's later runs could load it.
 """

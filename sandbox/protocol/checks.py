@@ -1,5 +1,5 @@
 """The one-click checks a request may ask for (``checks``): the table of their names
-and what each does. The engine runs them (sandbox/engine/checks.py); their results
+and what each does. The engine runs them (sandbox/engine/outputs/checks.py); their results
 travel as one ``checks`` event per pipeline (events.py ``ChecksEvent``)."""
 
 from __future__ import annotations

@@ -452,7 +452,7 @@ class Collective(_Event):
 
 
 class ShardingEvent(_PipelineEvent):
-    """How the compiled program is laid out over the devices (sandbox/engine/sharding.py)."""
+    """How the compiled program is laid out over the devices (sandbox/engine/outputs/sharding.py)."""
 
     type: Literal["sharding"]
     devices: Annotated[int, Field(ge=1, le=65_536)]
@@ -496,7 +496,7 @@ class ShapeSpan(_Event):
 
 
 class ShapesEvent(_PipelineEvent):
-    """The shape of each expression of the user's code (sandbox/engine/shapes.py)."""
+    """The shape of each expression of the user's code (sandbox/engine/outputs/shapes.py)."""
 
     type: Literal["shapes"]
     source: Literal["entry", "pipeline"] = Field(
@@ -549,7 +549,7 @@ class Peaks(_Event):
 
 
 class ProfileEvent(_PipelineEvent):
-    """Where the compiled program's time goes (sandbox/engine/profile.py): its calls
+    """Where the compiled program's time goes (sandbox/engine/outputs/profile/): its calls
     run again under JAX's profiler."""
 
     type: Literal["profile"]
@@ -606,7 +606,7 @@ class PallasKernel(_Event):
 
 
 class KernelsEvent(_PipelineEvent):
-    """Each pallas_call of the traced program (sandbox/engine/kernels.py)."""
+    """Each pallas_call of the traced program (sandbox/engine/outputs/kernels.py)."""
 
     type: Literal["kernels"]
     kernels: Annotated[list[PallasKernel], Field(max_length=MAX_KERNELS)]
@@ -617,7 +617,7 @@ AutodiffPathName = Literal["direct", "classic"]
 
 
 class AutodiffStage(_Event):
-    """One stage of differentiation, as its own jaxpr (sandbox/engine/autodiff.py)."""
+    """One stage of differentiation, as its own jaxpr (sandbox/engine/outputs/autodiff.py)."""
 
     path: AutodiffPathName
     stage: Literal["jvp", "forward", "known", "linear", "transpose"]
@@ -725,7 +725,7 @@ class TraceValuesRow(_Event):
 
 class TraceValuesEvent(_PipelineEvent):
     """The pipeline's jaxpr stepped equation by equation on the run's arguments
-    (sandbox/engine/trace_values.py): rows in the order they were evaluated."""
+    (sandbox/engine/outputs/trace_values/): rows in the order they were evaluated."""
 
     type: Literal["trace_values"]
     rows: Annotated[list[TraceValuesRow], Field(max_length=MAX_TRACE_ROWS)]
@@ -783,7 +783,7 @@ class CheckResult(_Event):
 
 
 class ChecksEvent(_PipelineEvent):
-    """The request's ``checks``, run on the pipeline (sandbox/engine/checks.py)."""
+    """The request's ``checks``, run on the pipeline (sandbox/engine/outputs/checks.py)."""
 
     type: Literal["checks"]
     results: Annotated[list[CheckResult], Field(max_length=MAX_CHECK_RESULTS)]

@@ -2,7 +2,7 @@
 
 The targets are the files of ``sandbox/engine/gpu_targets/`` (one XLA
 ``GpuTargetConfigProto`` each, named after the GPU): that folder is the one list
-of them. What compiling for one does is ``sandbox/engine/gpu_target.py``.
+of them. What compiling for one does is ``sandbox/engine/core/gpu_target.py``.
 """
 
 from __future__ import annotations

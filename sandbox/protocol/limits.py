@@ -69,7 +69,7 @@ MAX_AUTODIFF_CHARS = 3 * 1024 * 1024
 MAX_AUTODIFF_SOURCES = 40_000
 MAX_RESIDUALS = 1024
 MAX_POLICIES = 16
-#: The trace_values output (sandbox/engine/trace_values.py): rows kept (one per equation
+#: The trace_values output (sandbox/engine/outputs/trace_values/): rows kept (one per equation
 #: stepped, or per loop iteration), the values they describe in all and per row, and what
 #: stepping may cost: bytes of equation outputs evaluated, equations evaluated
 MAX_TRACE_ROWS = 4096

@@ -33,9 +33,10 @@ from sandbox.protocol.events import (
 @dataclass(frozen=True)
 class OutputSpec:
     """What this layer knows of one output. The other layers each keep one table
-    keyed by the same names (the engine's producers, sandbox/engine/outputs.py; the
-    CLI's renderers, backend/render.py; the page's panes, frontend/src/panes/
-    registry.ts), and tests check every table names every output."""
+    keyed by the same names (the engine's outputs, one module each in
+    sandbox/engine/outputs/ named as the output; the CLI's renderers,
+    backend/render.py; the page's panes, frontend/src/panes/registry.ts), and tests
+    check every table names every output."""
 
     #: its event type (the output's name is the event's ``type``)
     event: type[_Event]
@@ -68,7 +69,7 @@ OUTPUT_TABLE: dict[str, OutputSpec] = {
     "profile": OutputSpec(ProfileEvent, _COMPILED, default=False, cached=False),
     "kernels": OutputSpec(KernelsEvent, ("trace",), default=False),
     "autodiff": OutputSpec(AutodiffEvent, ("trace",), default=False),
-    # the jaxpr stepped on the arguments (sandbox/engine/trace_values.py), after the run
+    # the jaxpr stepped on the arguments (sandbox/engine/outputs/trace_values/), after the run
     "trace_values": OutputSpec(TraceValuesEvent, ("execute",), default=False),
     # made when the request names `checks` (requests.py adds it to the outputs)
     "checks": OutputSpec(ChecksEvent, ("execute",), default=False),

@@ -5,7 +5,7 @@ JSON list with one entry per array dimension: an axis name, a list of axis names
 (the dimension split over several mesh axes), or ``null`` (not split), exactly
 as ``jax.sharding.PartitionSpec`` takes its arguments. ``sandbox/protocol/``
 puts these into ``RunRequest`` and ``Transform``; the engine builds the JAX objects
-(sandbox/engine/sharding.py).
+(sandbox/engine/core/mesh.py).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ supervisor's run id; the worker's ``done`` is kept for the supervisor, which wri
 the real one; ``cached`` is the server's to add. What fails is dropped and counted.
 
 The engine tags each line with the run's token (``TOKEN SPACE JSON``; the worker
-message carries it, sandbox/engine/emitter.py): a line without it is refused before
+message carries it, sandbox/engine/core/emitter.py): a line without it is refused before
 anything else, so what user code writes to the pipe on its own is told apart from
 the engine's, and the engine's own jaxpr is shown rather than a forged one written
 first. The ``worker`` of ``accepted`` is the pool's (``identify``), never the line's.

@@ -53,7 +53,7 @@ class OutputLimits:
 
 def worker_message(run_id: str, request: RunRequest, *, token: str = "") -> bytes:
     """What a worker reads on stdin: one JSON object. ``token``: the run's secret that
-    the engine tags each event line with (sandbox/engine/emitter.py; the gate refuses
+    the engine tags each event line with (sandbox/engine/core/emitter.py; the gate refuses
     a line without it). Nothing in it says whether the run is pristine: such a run
     looks like any other to its code (issue 33); the pool alone knows, and retires
     its zygote after it."""

@@ -58,8 +58,9 @@ import sys
 import time
 from typing import Any
 
-from sandbox.engine import api, persistent_cache
+from sandbox.engine import api
 from sandbox.engine.api import Engine
+from sandbox.engine.core import persistent_cache
 from sandbox.environments import libraries
 from sandbox.jail import compile_cache
 from sandbox.jail.seccomp import ZYGOTE_PID

@@ -35,7 +35,7 @@ made and the engine owns (its module ``snippet``, its lines in ``linecache``, th
 ``sys.stdout``/``stderr``/``stdin`` it was given, the global random states of
 ``random`` and ``numpy.random``) is put back before the check, by ``Watch.reset``;
 the engine seeds both generators from the OS at the start of every run anyway
-(sandbox/engine/run.py ``fresh_randomness``), kept process or fresh fork alike.
+(sandbox/engine/core/run.py ``fresh_randomness``), kept process or fresh fork alike.
 
 What neither check can see: a change deep inside an object (an item of a dict or
 list that some module holds, other than JAX's rule tables; an attribute of an
@@ -95,7 +95,7 @@ if _identity is None:
         _IDENTITY_MISSING,
     )
 
-#: The engine's own module and file names (sandbox/engine/program.py, protocol.py):
+#: The engine's own module and file names (sandbox/engine/core/program.py, protocol.py):
 #: made by every run, put back by ``reset``.
 RUN_MODULE = "snippet"
 RUN_FILES = ("<snippet>", "<args>")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from backend.render import render_event
-from sandbox.engine.autodiff import autodiff_event
+from sandbox.engine.outputs.autodiff import autodiff_event
 from sandbox.protocol.events import AutodiffEvent
 from sandbox.protocol.requests import Transform
 

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from backend.render import render_event
-from sandbox.engine.profile import profile_event, profiled_calls
+from sandbox.engine.outputs.profile import profile_event, profiled_calls
 from sandbox.protocol.events import ProfileEvent
 
 

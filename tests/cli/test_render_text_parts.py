@@ -4,7 +4,7 @@ saying what follows (for clients that do not join parts), then each part."""
 from __future__ import annotations
 
 from backend.render import render_event
-from sandbox.engine.text_parts import ir_events
+from sandbox.engine.core.text_parts import ir_events
 from sandbox.protocol.limits import MAX_TEXT_CHARS
 
 

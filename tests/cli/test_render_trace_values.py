@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from backend.render import render_event
-from sandbox.engine.emitter import json_safe
-from sandbox.engine.trace_values import trace_values_event
+from sandbox.engine.core.emitter import json_safe
+from sandbox.engine.outputs.trace_values import trace_values_event
 from sandbox.protocol.events import TraceValuesEvent
 
 

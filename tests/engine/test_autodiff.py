@@ -283,7 +283,7 @@ def test_per_example_gradients_show_the_stages_of_one_example(run) -> None:
 def test_a_python_float_argument_is_differentiated_as_jax_does() -> None:
     """``grad(f)(0.0)``: JAX differentiates a Python float; the stages are those of
     the same float as an array (in this process: autodiff_event called directly)."""
-    from sandbox.engine.autodiff import autodiff_event
+    from sandbox.engine.outputs.autodiff import autodiff_event
     from sandbox.protocol.requests import Transform
 
     def where_sqrt(x: Any) -> Any:

@@ -1,4 +1,4 @@
-"""The one-click checks (request ``checks``, sandbox/engine/checks.py) on the warm
+"""The one-click checks (request ``checks``, sandbox/engine/outputs/checks.py) on the warm
 engine. What JAX itself says is computed in the same run, by the snippet's top-level
 code calling JAX's APIs directly and printing it: the checks must say the same."""
 
@@ -218,11 +218,11 @@ KEPT = """
 import sys
 import jax
 import jax.numpy as jnp
-from sandbox.engine import warmup
+from sandbox.engine.core import warmup
 from sandbox.zygote import watch as state_watch
 
 warmup.prepare(thorough=True)
-from sandbox.engine.checks import Subject, run_checks
+from sandbox.engine.outputs.checks import Subject, run_checks
 
 SOURCES = {sources!r}
 
@@ -284,7 +284,7 @@ def _subject(code: str, args: tuple[Any, ...], transforms: Any = None) -> tuple[
     on values (a trace, on tracers, is not counted)."""
     import jax
 
-    from sandbox.engine.checks import Subject
+    from sandbox.engine.outputs.checks import Subject
 
     namespace: dict[str, Any] = {"__name__": "snippet"}
     exec(compile(code, "snippet.py", "exec"), namespace)
@@ -303,7 +303,7 @@ def test_nans_and_infs_share_one_call_when_nothing_is_found_and_say_what_each_sa
     import jax
     import jax.numpy as jnp
 
-    from sandbox.engine.checks import check_debug_pair, check_debug_values, run_checks
+    from sandbox.engine.outputs.checks import check_debug_pair, check_debug_values, run_checks
 
     # nothing to find: one call under both flags, both ok
     subject, calls = _subject(WHERE_SQRT_SOURCE, (jnp.array(4.0),), jax.grad)
@@ -328,7 +328,7 @@ def test_key_reuse_runs_the_pipeline_only_where_its_jaxpr_holds_a_typed_key() ->
     import jax
     import jax.numpy as jnp
 
-    from sandbox.engine.checks import KEY_REUSE_OK, check_key_reuse
+    from sandbox.engine.outputs.checks import KEY_REUSE_OK, check_key_reuse
 
     subject, calls = _subject(WHERE_SQRT_SOURCE, (jnp.array(4.0),), jax.jit)
     assert check_key_reuse(subject) == {
@@ -356,7 +356,7 @@ def test_checkify_says_each_kind_of_error_as_jax_does_under_vmap() -> None:
     import jax.numpy as jnp
     from jax.experimental import checkify
 
-    from sandbox.engine.checks import Subject, check_checkify
+    from sandbox.engine.outputs.checks import Subject, check_checkify
 
     def f(x, i):
         return jnp.log(x) + jnp.arange(3.0)[i]
@@ -382,7 +382,7 @@ def test_grad_checks_the_program_the_run_compiles_with_jax_s_own_error_sizes() -
     import jax.numpy as jnp
     from jax.test_util import check_grads
 
-    from sandbox.engine.checks import check_grad
+    from sandbox.engine.outputs.checks import check_grad
 
     x = jnp.array([0.5, 1.0, 2.0])
     subject, calls = _subject(CUSTOM_VJP.split("try:")[0], (x,))
@@ -400,7 +400,7 @@ def test_grad_of_a_pipeline_with_its_own_jit_holds_its_static_and_integer_argume
     import jax
     import jax.numpy as jnp
 
-    from sandbox.engine.checks import AS_IS, Subject, check_grad
+    from sandbox.engine.outputs.checks import AS_IS, Subject, check_grad
 
     def f(x, n, kind):
         return jnp.sum(jnp.sin(x) * n) if kind == "sin" else jnp.sum(x)
@@ -427,7 +427,7 @@ def test_grad_of_a_pipeline_jit_cannot_trace_calls_it_as_it_is_and_says_so() -> 
     import jax
     import jax.numpy as jnp
 
-    from sandbox.engine.checks import AS_IS, check_grad
+    from sandbox.engine.outputs.checks import AS_IS, check_grad
 
     subject, calls = _subject(PYTHON_IF, (jnp.array(0.7),))
     with pytest.raises(jax.errors.ConcretizationTypeError):
@@ -461,8 +461,9 @@ def test_nans_and_infs_stop_at_a_pallas_call_as_at_an_operation_run_on_its_own()
     from jax._src import dispatch
     from jax._src.pallas.pallas_call import pallas_call_p
 
-    from sandbox.engine.checks import check_debug_values
-    from sandbox.engine.kernels import _pallas_eqns, interpreting
+    from sandbox.engine.core.pallas import interpreting
+    from sandbox.engine.outputs.checks import check_debug_values
+    from sandbox.engine.outputs.kernels import _pallas_eqns
 
     original_impl = pallas_call_p.impl
     with interpreting(RunRequest(code=PALLAS_LOG, args="()"), None):

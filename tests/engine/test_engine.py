@@ -86,7 +86,7 @@ def test_timing_compares_eager_and_compiled_and_mutes_the_loops(run) -> None:
     assert labels == ["f (eager)", "jit(f)"]
     for row in timing["rows"]:
         # five batches at least, or fewer for a call too slow for five in the budget
-        # (a tenth of the run: sandbox/engine/run.py): this f prints on every call
+        # (a tenth of the run: sandbox/engine/core/run.py): this f prints on every call
         assert row["runs"] >= row["batches"] >= 1
         assert 0 < row["min_ms"] <= row["median_ms"] and row["iqr_ms"] >= 0
     assert timing["rows"][0]["compile_ms"] is None and timing["rows"][1]["compile_ms"] > 0

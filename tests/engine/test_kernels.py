@@ -203,7 +203,7 @@ def test_the_patch_is_the_runs_alone(warm_engine: Any) -> None:
     after it (what a kept process's check compares, by identity)."""
     import jax.experimental.pallas as pallas
 
-    from sandbox.engine.kernels import interpreting
+    from sandbox.engine.core.pallas import interpreting
 
     original = pallas.pallas_call
     request = RunRequest(code=MATMUL, args=ARGS, outputs=["value"], pallas_interpret="tpu_races")
@@ -220,7 +220,7 @@ def test_the_patch_is_the_runs_alone(warm_engine: Any) -> None:
 
 
 def test_a_lowering_for_other_hardware_is_not_patched() -> None:
-    from sandbox.engine.kernels import patches
+    from sandbox.engine.core.pallas import patches
 
     assert patches(RunRequest(code=MATMUL, args=ARGS, outputs=["value"]))
     assert not patches(RunRequest(code="def f(x):\n    return x\n", args="1.0"))
@@ -234,7 +234,7 @@ def test_a_lowering_for_other_hardware_is_not_patched() -> None:
 #: mode changes nothing the kept process's check compares.
 KEPT = """
 import jax.numpy as jnp
-from sandbox.engine.kernels import interpreting
+from sandbox.engine.core.pallas import interpreting
 from sandbox.protocol import RunRequest
 from sandbox.zygote import watch as state_watch
 
@@ -283,7 +283,7 @@ def test_a_grid_past_the_limit_is_cut_and_says_so() -> None:
     import jax.numpy as jnp
     from jax.experimental import pallas as pl
 
-    from sandbox.engine.kernels import _pallas_eqns, grid_map
+    from sandbox.engine.outputs.kernels import _pallas_eqns, grid_map
     from sandbox.protocol.limits import MAX_GRID_POINTS
 
     def kernel(x_ref: Any, o_ref: Any) -> None:

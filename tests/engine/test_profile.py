@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.engine.profile import pass_times
+from sandbox.engine.outputs.profile import pass_times
 from sandbox.environments import tpu_extra
 from sandbox.protocol.limits import MAX_TRACE_GZ_BYTES
 
@@ -163,7 +163,7 @@ def test_a_topology_compile_is_placed_against_the_tpus_published_peaks(run: Any)
 def test_every_gpu_target_has_published_peaks() -> None:
     """A gpu_target compile's device kind is its target file's device_description_str
     (what XLA reports); the roofline needs that device's peaks in the table."""
-    from sandbox.engine import roofline
+    from sandbox.engine.outputs.profile import roofline
     from sandbox.protocol.gpu_target_request import GPU_TARGETS_DIR
 
     kinds = [

@@ -1,4 +1,4 @@
-"""The ``shapes`` output (sandbox/engine/shapes.py): each expression's span and shape,
+"""The ``shapes`` output (sandbox/engine/outputs/shapes.py): each expression's span and shape,
 held to what JAX itself records (``jax.make_jaxpr`` and each equation's
 ``source_info``, in this process), on the warm engine."""
 
@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from jax._src import source_info_util
 
-from sandbox.engine.shapes import batch_positions
+from sandbox.engine.outputs.shapes import batch_positions
 from sandbox.protocol.requests import SNIPPET_FILENAME
 
 # ``ä`` is two bytes in UTF-8: Python's columns are byte offsets, the event's characters
@@ -157,10 +157,10 @@ def test_under_a_mesh_each_value_has_its_partition_spec(run: Any) -> None:
 
 
 def test_spans_past_the_events_budget_are_cut_and_counted(monkeypatch: Any) -> None:
-    from types import SimpleNamespace
-
-    from sandbox.engine import shapes
-    from sandbox.engine.pipeline import Pipeline
+    from sandbox.engine.core.output import PipelineContext, Results, RunContext
+    from sandbox.engine.core.pipeline import Pipeline
+    from sandbox.engine.outputs import shapes
+    from sandbox.protocol.requests import RunRequest
 
     code = (
         "def f(x):\n"
@@ -170,10 +170,10 @@ def test_spans_past_the_events_budget_are_cut_and_counted(monkeypatch: Any) -> N
     namespace: dict[str, Any] = {"jnp": jnp}
     exec(compile(code, SNIPPET_FILENAME, "exec"), namespace)
     f, args = namespace["f"], (jnp.ones(3),)
-    results = SimpleNamespace(
-        closed=jax.make_jaxpr(f)(*args),
-        extra={"entry": f, "args": args, "pipe": Pipeline(f, "f"), "transforms": []},
-    )
+    request = RunRequest(code=code)
+    context = RunContext(request, f, namespace, args, None, abstract=False)
+    results = Results(PipelineContext(context, "main", [], Pipeline(f, "f")))
+    results.closed = jax.make_jaxpr(f)(*args)
     whole = shapes.shapes_event(results)
     assert len(whole["spans"]) == 20 and whole["notes"] == []  # a sin and an add per line
     monkeypatch.setattr(shapes, "MAX_EVENT_VALUES", sum(map(shapes._nodes, whole["spans"][:5])))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sandbox.engine.sharding import _bytes, _groups, collectives
+from sandbox.engine.outputs.sharding import _bytes, _groups, collectives
 from sandbox.protocol import RunRequest
 
 MESH = {"shape": [2, 2], "axis_names": ["x", "y"], "axis_types": ["auto", "auto"]}

@@ -7,7 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from sandbox.engine.sources import (
+from sandbox.engine.core.sources import (
     hlo_sources,
     jaxpr_sources,
     mlir_sources,

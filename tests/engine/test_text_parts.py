@@ -1,11 +1,11 @@
 """An IR text over one event's bound arrives whole, in parts, with every line mapped
-(sandbox/engine/text_parts.py): split and joined here, and through a real run."""
+(sandbox/engine/core/text_parts.py): split and joined here, and through a real run."""
 
 from __future__ import annotations
 
 import json
 
-from sandbox.engine.text_parts import ir_events, joined, pieces
+from sandbox.engine.core.text_parts import ir_events, joined, pieces
 from sandbox.protocol.events import EVENT_ADAPTER
 from sandbox.protocol.limits import MAX_SOURCES, MAX_TEXT_CHARS
 from sandbox.protocol.lines import parse_event_line

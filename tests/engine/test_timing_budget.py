@@ -1,11 +1,11 @@
-"""Timing costs about what the call costs (sandbox/engine/timing.py): a call slower
+"""Timing costs about what the call costs (sandbox/engine/outputs/timing.py): a call slower
 than the budget is not called five times more, and a budget a tenth of the run."""
 
 from __future__ import annotations
 
 import time
 
-from sandbox.engine import run, timing
+from sandbox.engine.outputs import timing
 
 
 def _slow(x: int) -> int:
@@ -43,6 +43,6 @@ def test_a_fast_call_still_gets_its_batches() -> None:
 
 def test_the_budget_is_a_tenth_of_the_runs_cpu_time_within_its_bounds() -> None:
     now = time.process_time()
-    assert run.timing_budget(now) == run.TIMING_MIN_BUDGET_S
-    assert abs(run.timing_budget(now - 5.0) - run.TIMING_SHARE * 5.0) < 0.01
-    assert run.timing_budget(now - 100.0) == run.TIMING_TOTAL_BUDGET_S
+    assert timing.timing_budget(now) == timing.TIMING_MIN_BUDGET_S
+    assert abs(timing.timing_budget(now - 5.0) - timing.TIMING_SHARE * 5.0) < 0.01
+    assert timing.timing_budget(now - 100.0) == timing.TIMING_TOTAL_BUDGET_S

@@ -10,7 +10,7 @@ import pytest
 from jax import lax
 from jax.extend.core import Literal
 
-from sandbox.engine.trace_values import ITERATIONS_SHOWN, Stepper
+from sandbox.engine.outputs.trace_values import ITERATIONS_SHOWN, Stepper
 from sandbox.protocol.events import EVENT_ADAPTER
 
 WHERE_SQRT = """import jax.numpy as jnp
@@ -186,8 +186,8 @@ def test_a_compare_pipeline_is_stepped_only_when_asked(run) -> None:
     assert compare["evaluated_steps"] == 0 and "trace_values_compare" in compare["notes"][0]
     # asked: the compare pipeline is stepped as the main one is (the same equations,
     # under jit's one more: the pjit holding them)
-    from sandbox.engine.outputs import Results
-    from sandbox.engine.trace_values import trace_values_results
+    from sandbox.engine.core.output import PipelineContext, Results, RunContext
+    from sandbox.engine.outputs.trace_values import trace_values_results
     from sandbox.protocol import RunRequest
 
     class Pipe:
@@ -199,15 +199,8 @@ def test_a_compare_pipeline_is_stepped_only_when_asked(run) -> None:
 
     for compare_too in (False, True):
         asked = RunRequest.model_validate({**request, "trace_values_compare": compare_too})
-        results = Results(
-            extra={
-                "request": asked,
-                "transforms": asked.compare[0],
-                "pipeline": "0",
-                "pipe": Pipe(),
-                "args": (0.0,),
-            }
-        )
+        context = RunContext(asked, _where_sqrt, {}, (0.0,), None, abstract=False)
+        results = Results(PipelineContext(context, "0", asked.compare[0], Pipe()))  # type: ignore[arg-type]
         event = trace_values_results(results)
         event = {**event, "pipeline": "0"}
         EVENT_ADAPTER.validate_python(event)
@@ -220,7 +213,7 @@ def test_a_compare_pipeline_is_stepped_only_when_asked(run) -> None:
         assert steps[-1][0] == "jit" and event["first_nan"] == main["first_nan"]
 
 
-# --- a jaxpr longer than one compiled chunk (sandbox/engine/trace_segments.py) ---------
+# --- a jaxpr longer than one compiled chunk (sandbox/engine/outputs/trace_values/segments.py) ---------
 
 GROWING = """import jax.numpy as jnp
 from jax import lax
@@ -288,8 +281,8 @@ def _assert_rows_are(rows, expected, prefix: str) -> None:
 
 
 def test_a_long_jaxpr_is_planned_in_chunks_compiled_whole_or_bound_per_equation() -> None:
-    from sandbox.engine import trace_segments as segments
-    from sandbox.engine import trace_values as tv
+    from sandbox.engine.outputs import trace_values as tv
+    from sandbox.engine.outputs.trace_values import segments
 
     def chunks(code: str):
         closed = jax.make_jaxpr(_snippet_f(code))(jnp.arange(3.0))
@@ -370,8 +363,8 @@ def test_an_equation_bound_alone_compiles_once_for_weak_and_strong_inputs() -> N
     # (a primitive's computation does not depend on its inputs' weak types)
     from jax import monitoring
 
-    from sandbox.engine import trace_segments as segments
-    from sandbox.engine import trace_values as tv
+    from sandbox.engine.outputs import trace_values as tv
+    from sandbox.engine.outputs.trace_values import segments
 
     closed = jax.make_jaxpr(lambda x, y: x * y)(1.0, 2.0)  # weakly typed inputs
     flat = segments.flatten(closed.jaxpr, tv._call_jaxpr, tv._parts, tv._LITERAL, tv._eqn_cost)
@@ -401,7 +394,7 @@ def test_an_equation_bound_alone_compiles_once_for_weak_and_strong_inputs() -> N
 
 
 def test_stats_count_nans_and_infs_and_describe_the_finite_rest() -> None:
-    from sandbox.engine.trace_values import stats
+    from sandbox.engine.outputs.trace_values import stats
 
     data = np.array([1.0, np.nan, np.inf, -np.inf, 2.5, np.nan, -3.0], np.float32)
     described = stats(jnp.asarray(data))

@@ -119,12 +119,12 @@ def test_options_that_touch_files_are_refused_by_name(name: str) -> None:
 
 
 def test_a_module_over_the_budget_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandbox.engine import xla_dump
+    from sandbox.engine.outputs import passes
 
     steps = [("p", f"pass{i}", "".join(f"line {j} of {i}\n" for j in range(40))) for i in range(30)]
     whole = sum(len(text) for _, _, text in steps)
-    monkeypatch.setattr(xla_dump, "MAX_PASSES_CHARS", whole // 3)
-    items, notes = xla_dump._items_within_budget(steps)
+    monkeypatch.setattr(passes, "MAX_PASSES_CHARS", whole // 3)
+    items, notes = passes._items_within_budget(steps)
     assert items[0]["text"] == steps[0][2] and items[-1]["text"] == steps[-1][2]
     assert all("diff" in item for item in items[1:-1]) and len(items) < len(steps)
     assert any("not shown" in note and "too large" in note for note in notes)
@@ -132,7 +132,7 @@ def test_a_module_over_the_budget_says_so(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_the_dump_folder_is_deleted_whatever_happens() -> None:
-    from sandbox.engine import xla_dump
+    from sandbox.engine.core import xla_dump
 
     with pytest.raises(RuntimeError), xla_dump.dump_folder(True) as dump:
         assert dump is not None
@@ -145,13 +145,14 @@ def test_the_dump_folder_is_deleted_whatever_happens() -> None:
 def test_a_dump_that_filled_its_tmp_is_not_shown(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from sandbox.engine import xla_dump
+    from sandbox.engine.core import xla_dump
+    from sandbox.engine.outputs import asm, passes
 
     (tmp_path / "module_0001.f.before_optimizations.txt").write_text("HloModule f\n")
     (tmp_path / "module_0001.f.obj-file.k.o").write_bytes(b"cut short")
     dump = xla_dump.Dump(tmp_path)
     monkeypatch.setattr(xla_dump, "MIN_FREE_BYTES", 2**62)  # as if the tmpfs were full
-    for event in (xla_dump.passes_event(dump, "HloModule f\n"), xla_dump.asm_event(dump, "")):
+    for event in (passes.passes_event(dump, "HloModule f\n"), asm.asm_event(dump, "")):
         assert not event.get("items") and not event.get("kernels")
         assert "did not fit the run's /tmp" in event["notes"][0]
         validate_event(event)

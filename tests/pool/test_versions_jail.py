@@ -4,7 +4,7 @@ The default version (jaxplay's own environment) and each version installed under
 ``JAXPLAY_JAX_VERSIONS_DIR`` (``jaxplay versions add``) run a grad-of-jit pipeline
 with every deterministic output, and a pmap over two CPU devices, in their own
 version's jailed warm pool (sandbox/pool/versioned.py). This probes the engine's
-version adapters (sandbox/engine/compat.py): device count, cost analysis, source maps.
+version adapters (sandbox/engine/core/compat.py): device count, cost analysis, source maps.
 CI installs at least one older version (JAXPLAY_JAX_VERSIONS in .ci/run), and there a
 run with none installed fails instead of skipping.
 """

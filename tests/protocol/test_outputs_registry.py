@@ -8,7 +8,7 @@ from pathlib import Path
 
 from backend.app.cache import CACHED_TYPES
 from backend.render import RENDERERS
-from sandbox.engine.outputs import PRODUCERS
+from sandbox.engine.core import registry
 from sandbox.protocol.events import EVENT_MODELS, OUTPUTS
 from sandbox.protocol.output_table import DEFAULT_OUTPUTS, OUTPUT_TABLE
 from sandbox.protocol.requests import RunRequest
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_every_layer_names_every_output_in_order() -> None:
     assert tuple(OUTPUT_TABLE) == OUTPUTS
-    assert tuple(PRODUCERS) == OUTPUTS, "sandbox/engine/outputs.py"
+    assert [name for name, _ in registry.rows(OUTPUTS)] == list(OUTPUTS), "sandbox/engine/outputs/"
     assert set(RENDERERS) == set(OUTPUTS), "backend/render.py"
     for name in OUTPUTS:
         assert EVENT_MODELS[name] is OUTPUT_TABLE[name].event
@@ -34,7 +34,9 @@ def test_page_has_a_pane_entry_per_output() -> None:
 
 def test_run_level_outputs_are_made_by_the_run() -> None:
     for name, spec in OUTPUT_TABLE.items():
-        assert (PRODUCERS[name].needs == "run") == (not spec.per_pipeline), name
+        output = registry.row(name)
+        assert (output.make is None) == (not spec.per_pipeline), name
+        assert output.make is not None or output.hooks is not None, name
 
 
 def test_defaults_and_cache_follow_the_table() -> None:

@@ -48,7 +48,7 @@ export const SourceLine = z.object({
   eqn: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
 });
 
-/** One stage of differentiation, as its own jaxpr (sandbox/engine/autodiff.py). */
+/** One stage of differentiation, as its own jaxpr (sandbox/engine/outputs/autodiff.py). */
 export const AutodiffStage = z.object({
   path: z.enum(["direct", "classic"]),
   stage: z.enum(["jvp", "forward", "known", "linear", "transpose"]),
@@ -123,7 +123,7 @@ export const CheckResult = z.object({
   max_rel_error: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
 });
 
-/** The request's ``checks``, run on the pipeline (sandbox/engine/checks.py). */
+/** The request's ``checks``, run on the pipeline (sandbox/engine/outputs/checks.py). */
 export const ChecksEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
   type: z.literal("checks"),
@@ -228,7 +228,7 @@ export const PallasKernel = z.object({
   notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
 });
 
-/** Each pallas_call of the traced program (sandbox/engine/kernels.py). */
+/** Each pallas_call of the traced program (sandbox/engine/outputs/kernels.py). */
 export const KernelsEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
   type: z.literal("kernels"),
@@ -317,7 +317,7 @@ export const TimelineEvent = z.object({
   dur_us: z.number().check(z.gte(0), z.lte(1000000000.0)),
 });
 
-/** Where the compiled program's time goes (sandbox/engine/profile.py): its calls run again under JAX's profiler. */
+/** Where the compiled program's time goes (sandbox/engine/outputs/profile/): its calls run again under JAX's profiler. */
 export const ProfileEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
   type: z.literal("profile"),
@@ -363,7 +363,7 @@ export const ShapeSpan = z.object({
   batch_dims: z.optional(z.nullable(z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(16)))),
 });
 
-/** The shape of each expression of the user's code (sandbox/engine/shapes.py). */
+/** The shape of each expression of the user's code (sandbox/engine/outputs/shapes.py). */
 export const ShapesEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
   type: z.literal("shapes"),
@@ -388,7 +388,7 @@ export const ShardedArray = z.object({
   grid: z.array(ShardBlock).check(z.maxLength(4096)),
 });
 
-/** How the compiled program is laid out over the devices (sandbox/engine/sharding.py). */
+/** How the compiled program is laid out over the devices (sandbox/engine/outputs/sharding.py). */
 export const ShardingEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
   type: z.literal("sharding"),
@@ -483,7 +483,7 @@ export const TraceValuesRow = z.object({
   made: z.optional(z.array(z.enum(["nan", "inf"])).check(z.maxLength(2))),
 });
 
-/** The pipeline's jaxpr stepped equation by equation on the run's arguments (sandbox/engine/trace_values.py): rows in the order they were evaluated. */
+/** The pipeline's jaxpr stepped equation by equation on the run's arguments (sandbox/engine/outputs/trace_values/): rows in the order they were evaluated. */
 export const TraceValuesEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
   type: z.literal("trace_values"),

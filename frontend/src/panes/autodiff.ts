@@ -1,4 +1,4 @@
-// Autodiff: how JAX differentiates the pipeline (sandbox/engine/autodiff.py). Each
+// Autodiff: how JAX differentiates the pipeline (sandbox/engine/outputs/autodiff.py). Each
 // stage's jaxpr under its path (direct linearization, classic JVP + partial eval +
 // transpose) is a tab, shown in a read-only view colour-linked to the code like the
 // jaxpr pane; each path's residuals and the checkpoint policies are tables.

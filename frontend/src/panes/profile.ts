@@ -1,5 +1,5 @@
 // Profile: where the compiled program's time goes, per executed HLO instruction
-// (sandbox/engine/profile.py): a table joined to the HLO and code lines, a roofline
+// (sandbox/engine/outputs/profile/): a table joined to the HLO and code lines, a roofline
 // column against the worker's peaks, a kernel timeline, the compile's slowest passes,
 // and the trace itself, to download or to open in Perfetto (ui.perfetto.dev, handed
 // over by window.postMessage: https://perfetto.dev/docs/visualization/deep-linking-to-perfetto-ui).

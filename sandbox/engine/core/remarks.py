@@ -1,5 +1,8 @@
-"""The ``remarks`` output: why JAX traced or compiled again, what a checkpointed
-pipeline saves, and the warnings the run raised, at the user's lines.
+"""A run's remarks, collected while it runs, at the user's lines: why JAX traced or
+compiled again, what a checkpointed pipeline saves, the warnings the run raised,
+what jaxplay did to a Pallas call (core/pallas.py). The ``remarks`` output
+(outputs/remarks.py) collects them and shows them; a run that does not ask for it
+collects none.
 
 - ``cache-miss``: while the snippet's top-level code runs, JAX's cache-miss
   explanations (``jax_explain_cache_misses``) are on and the warnings JAX logs for

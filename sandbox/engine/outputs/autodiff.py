@@ -39,7 +39,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.engine.sources import jaxpr_sources, snippet_line
+from sandbox.engine.core.output import Output, Results
+from sandbox.engine.core.sources import jaxpr_sources, snippet_line
 from sandbox.protocol.limits import (
     MAX_AUTODIFF_CHARS,
     MAX_AUTODIFF_SOURCES,
@@ -199,8 +200,8 @@ class _Target:
         import jax
         import jax.numpy as jnp
 
-        from sandbox.engine import pipeline as pipelines
-        from sandbox.engine.program import as_python
+        from sandbox.engine.core import pipeline as pipelines
+        from sandbox.engine.core.program import as_python
 
         prefix = pipelines.build(f, entry, transforms[:step], ns, mesh)
         transform = transforms[step]
@@ -277,7 +278,7 @@ def one_example(after: list[Any], args: tuple[Any, ...]) -> tuple[Any, ...] | No
     not an int or None per argument."""
     import jax
 
-    from sandbox.engine.program import as_python
+    from sandbox.engine.core.program import as_python
 
     if any(t.name in _BATCHING and t.name != "vmap" for t in after):
         return None
@@ -321,7 +322,7 @@ def _param_names(f: Callable[..., Any], count: int) -> list[str]:
 def _path(
     path: str, maker: Callable[[_Target], tuple[Any, int, list[tuple[str, Any]]]], target: _Target
 ) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
-    from sandbox.engine.compat import direct_linearize
+    from sandbox.engine.core.compat import direct_linearize
 
     default = direct_linearize() == (path == "direct")
     row: dict[str, Any] = {
@@ -351,7 +352,7 @@ def _path(
 def _direct(target: _Target) -> tuple[Any, int, list[tuple[str, Any]]]:
     import jax
 
-    from sandbox.engine.compat import using_direct_linearize
+    from sandbox.engine.core.compat import using_direct_linearize
 
     with using_direct_linearize(True):
         forward, n_out, vjp_tree, out_structs = _traced_vjp(target)
@@ -419,7 +420,7 @@ def _outputs(closed: Any, skip: int) -> list[Any]:
 def _classic(target: _Target) -> tuple[Any, int, list[tuple[str, Any]]]:
     import jax
 
-    from sandbox.engine.compat import eval_jaxpr, partial_eval_jaxpr_nounits
+    from sandbox.engine.core.compat import eval_jaxpr, partial_eval_jaxpr_nounits
 
     n = len(target.primals)
     tangents = target.structs(target.primals)
@@ -618,7 +619,7 @@ def _policies(
 def _backward_flops(tree: Any, residuals: list[Any], out_structs: Any) -> float | None:
     import jax
 
-    from sandbox.engine.compat import cost_analysis
+    from sandbox.engine.core.compat import cost_analysis
 
     lowered = jax.jit(lambda res, ct: jax.tree_util.tree_unflatten(tree, res)(ct)).lower(
         residuals, out_structs
@@ -632,3 +633,14 @@ def _backward_flops(tree: Any, residuals: list[Any], out_structs: Any) -> float 
         return None
     total = float(sum(c for c in counted if c is not None))
     return total if math.isfinite(total) else None
+
+
+def autodiff_events(r: Results) -> dict[str, Any]:
+    pipeline = r.pipeline
+    run = pipeline.run
+    return autodiff_event(
+        run.entry, run.request.entry, pipeline.transforms, run.namespace, run.args, run.mesh
+    )
+
+
+OUTPUT = Output("traced", "showing how JAX differentiates", autodiff_events)

@@ -1,4 +1,4 @@
-"""How the value stepper (sandbox/engine/trace_values.py) evaluates one jaxpr: every
+"""How the value stepper (sandbox/engine/outputs/trace_values/) evaluates one jaxpr: every
 walked equation's outputs, in the order the stepper reads them, with as few XLA
 compiles as it can.
 

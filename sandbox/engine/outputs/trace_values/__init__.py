@@ -6,7 +6,7 @@ An interpreter over the jaxpr, as ``jax.core.eval_jaxpr``: each equation is
 ``primitive.bind(*inputs, **params)``, except that the equations holding a jaxpr are
 stepped into (``jit``, calls, ``checkpoint``, ``custom_jvp``/``custom_vjp``, the taken
 branch of ``cond``, and every iteration of ``scan`` and ``while``). How a jaxpr's
-equations are evaluated is sandbox/engine/trace_segments.py's: in chunks of at most
+equations are evaluated is sandbox/engine/outputs/trace_values/segments.py's: in chunks of at most
 ``COMPILED_SEGMENT_MAX`` equations, each compiled whole (every equation's outputs its
 outputs) or bound an equation at a time through compiles shared by every jaxpr
 walked, whichever compiles less; a loop or a ``cond`` is not compiled with them: its
@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from sandbox.engine import trace_segments as segments
-from sandbox.engine.sources import snippet_line
+from sandbox.engine.core.output import Output, Results
+from sandbox.engine.core.sources import snippet_line
+from sandbox.engine.outputs.trace_values import segments
 from sandbox.protocol.limits import (
     MAX_MESSAGE_CHARS,
     MAX_TRACE_BYTES,
@@ -373,7 +374,7 @@ class Stepper:
     def _feed(
         self, jaxpr: Any, consts: list[Any], args: list[Any], where: _Where
     ) -> Iterator[list[Any] | segments.Pending]:
-        """Each walked equation's outputs (sandbox/engine/trace_segments.py), within
+        """Each walked equation's outputs (sandbox/engine/outputs/trace_values/segments.py), within
         the budget left (a prefix of the equations where it is not enough)."""
         flat = self._flattened(jaxpr)
         left = [self.max_bytes - self.bytes, self.max_steps - self.steps]
@@ -741,9 +742,9 @@ NOT_STEPPED = (
 )
 
 
-def _is_compare(results: Any) -> bool:
+def _is_compare(results: Results) -> bool:
     """Whether ``results`` are a compare pipeline's (the run names each pipeline)."""
-    return results.extra.get("pipeline", "main") != "main"
+    return results.pipeline.name != "main"
 
 
 def not_stepped_event() -> dict[str, Any]:
@@ -760,18 +761,21 @@ def not_stepped_event() -> dict[str, Any]:
     }
 
 
-def trace_values_results(results: Any) -> dict[str, Any]:
-    """The event of a pipeline's ``Results`` (sandbox/engine/outputs.py): its traced
+def trace_values_results(results: Results) -> dict[str, Any]:
+    """The event of a pipeline's ``Results``: its traced
     jaxpr (traced here when no other output asked for it) on its own arguments. A
     compare pipeline is stepped only when the request's ``trace_values_compare`` says
     so; otherwise its event has no rows and a note saying why."""
     import jax
 
-    request = results.extra.get("request")
-    if _is_compare(results) and not getattr(request, "trace_values_compare", False):
+    request = results.pipeline.run.request
+    if _is_compare(results) and not request.trace_values_compare:
         return not_stepped_event()
-    pipe, args = results.extra["pipe"], results.extra["args"]
+    pipe, args = results.pipeline.pipe, results.pipeline.run.args
     closed = results.closed
     if closed is None:
         closed = jax.make_jaxpr(pipe.fn, static_argnums=pipe.static_argnums)(*args)
     return trace_values_event(closed, pipe.dynamic_args(args))
+
+
+OUTPUT = Output("executed", "stepping the jaxpr", trace_values_results)

@@ -245,6 +245,14 @@ HINTS: tuple[Hint, ...] = (
 )
 
 
+class UserError(Exception):
+    """An exception raised by the user's code (or by JAX on its behalf) in a stage."""
+
+    def __init__(self, stage: str, exc: BaseException) -> None:
+        super().__init__(stage)
+        self.stage, self.exc = stage, exc
+
+
 def find_hint(kind: str, message: str, mro: tuple[str, ...] = ()) -> Hint | None:
     names = (kind, *mro)
     for hint in HINTS:

@@ -6,12 +6,13 @@ times, under ``jax.profiler.trace`` into a private folder under the run's ``/tmp
 plain JSON: no TensorFlow or TensorBoard needed to read it); on CPU each executed
 thunk is one event with ``args.hlo_op``, the HLO instruction (a fusion, a dot...) it
 runs. Those events become rows (calls, total time) joined to the instruction's line
-in the ``hlo`` output and to the user's line (sandbox/engine/sources.py), with the
-roofline figures of sandbox/engine/roofline.py; the first events become a timeline;
+in the ``hlo`` output and to the user's line (core/sources.py), with the
+roofline figures of roofline.py; the first events become a timeline;
 the execution trace itself (without the Python tracer's events) is handed back
 gzipped, for download or Perfetto.
 
-A compile that makes ``profile`` runs under the profiler too (``tracing``): XLA
+A compile that makes ``profile`` runs under the profiler too (its row's
+``traces_compile``, core/profiler.py): XLA
 marks each pass pipeline and each pass in it, so the leaf passes' times are read
 from that trace (``pass_times``).
 """
@@ -19,20 +20,18 @@ from that trace (``pass_times``).
 from __future__ import annotations
 
 import base64
-import contextlib
 import gzip
 import io
 import json
-import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from sandbox.engine import roofline
-from sandbox.engine.sources import hlo_sources
+from sandbox.engine.core.output import Output, Results
+from sandbox.engine.core.profiler import Trace, tracing
+from sandbox.engine.core.sources import hlo_sources
+from sandbox.engine.outputs.profile import roofline
 from sandbox.protocol.limits import (
     MAX_MESSAGE_CHARS,
     MAX_NOTES,
@@ -46,61 +45,6 @@ from sandbox.protocol.limits import (
 PROFILE_BUDGET_S = 0.05
 MAX_CALLS = 10
 _PIPELINE_SRC = "hlo_pass_pipeline.cc"
-
-
-class Trace:
-    """What one profiled stretch left: the trace's events, or why there are none."""
-
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-        self.note = ""
-
-
-@contextlib.contextmanager
-def tracing(wanted: bool = True) -> Iterator[Trace | None]:
-    """Profile what runs inside (None when not ``wanted``); the Trace's events are
-    there once the block has ended. A profiler that cannot start or stop (one the
-    user's code left running) leaves a note, never an error of the run."""
-    import inspect
-
-    import jax
-
-    if not wanted:
-        yield None
-        return
-    trace = Trace()
-    folder = Path(tempfile.mkdtemp(prefix="jaxplay-profile-"))
-    try:
-        kwargs: dict[str, Any] = {"create_perfetto_trace": True}
-        if "profiler_options" in inspect.signature(jax.profiler.start_trace).parameters:
-            options = jax.profiler.ProfileOptions()
-            options.python_tracer_level = 0  # Python frames: noise, and costly
-            kwargs["profiler_options"] = options
-        try:
-            jax.profiler.start_trace(str(folder), **kwargs)
-        except Exception as exc:
-            trace.note = f"JAX's profiler did not start: {type(exc).__name__}: {exc}"
-            yield trace
-            return
-        try:
-            yield trace
-        finally:
-            try:
-                jax.profiler.stop_trace()
-                trace.events = _read(folder)
-            except Exception as exc:
-                trace.note = f"JAX's profiler did not stop: {type(exc).__name__}: {exc}"
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _read(folder: Path) -> list[dict[str, Any]]:
-    for path in sorted(folder.glob("plugins/profile/*/perfetto_trace.json.gz")):
-        with gzip.open(path, "rt") as file:
-            data = json.load(file)
-        found = data.get("traceEvents", []) if isinstance(data, dict) else data
-        return [e for e in found if isinstance(e, dict)]
-    return []
 
 
 def _spans(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -193,15 +137,15 @@ def profiled_calls(
     return trace, wall * 1e6, calls, sink.getvalue().count("\n")
 
 
-def profile_results(results: Any) -> dict[str, Any]:
-    """The pipeline's profile event, from its ``Results`` (sandbox/engine/outputs.py):
-    the compiled program, the compile's trace, the pipeline and its arguments."""
+def profile_results(results: Results) -> dict[str, Any]:
+    """The pipeline's profile event, from its ``Results``: the compiled program, the
+    compile's trace, the pipeline and its arguments."""
     import jax
 
-    from sandbox.engine.pipeline import copy_args
+    from sandbox.engine.core.pipeline import copy_args
 
-    compiled, extra = results.compiled, results.extra
-    compile_trace: Trace | None = extra.get("compile_trace")
+    compiled = results.compiled
+    compile_trace = results.compile_trace
     passes = pass_times(compile_trace.events) if compile_trace and compile_trace.events else None
     notes = [compile_trace.note] if compile_trace and compile_trace.note else []
     if compile_trace is not None:
@@ -212,7 +156,7 @@ def profile_results(results: Any) -> dict[str, Any]:
         # libtpu's compiler (a tpu_topology compile) marks no pass in this trace
         notes.append("the profiler's trace of the compile marks no HLO pass: no pass times")
         passes = None
-    args, pipe = extra["args"], extra["pipe"]
+    args, pipe = results.pipeline.run.args, results.pipeline.pipe
     leaves = jax.tree_util.tree_leaves(args)
     if any(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in leaves):
         return _static_event(compiled, passes, notes)
@@ -422,3 +366,6 @@ def _trace_gz(events: list[dict[str, Any]]) -> tuple[str | None, str]:
             )
             return base64.b64encode(blob).decode(), why
     return None, f"the trace is over {MAX_TRACE_GZ_BYTES // 1024} KiB gzipped: not included"
+
+
+OUTPUT = Output("compiled", "profiling the compiled calls", profile_results, traces_compile=True)

@@ -19,7 +19,7 @@ import re
 import sys
 from typing import Any
 
-from sandbox.engine.compat import user_frames
+from sandbox.engine.core.compat import user_frames
 from sandbox.protocol.requests import SNIPPET_FILENAME
 
 Source = dict[str, int]

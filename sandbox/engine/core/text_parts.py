@@ -14,6 +14,8 @@ parts) is cut, and its last part says so.
 from __future__ import annotations
 
 import bisect
+import sys
+from collections.abc import Callable
 from typing import Any
 
 from sandbox.protocol.limits import (
@@ -129,3 +131,17 @@ def joined(events: list[dict[str, Any]]) -> tuple[str, list[dict[str, int]]]:
         text += part["text"]
         sources += part["sources"]
     return text, sources
+
+
+def mapped_ir_events(
+    kind: str, text: str, mapper: Callable[..., list[dict[str, int]]], *args: Any
+) -> list[dict[str, Any]]:
+    """``ir_events`` of ``text`` with the source map ``mapper(*args, text)`` gives.
+    A mapping that fails is left empty: the text itself is still exact. Every line
+    is mapped: a long text's map is split with it."""
+    try:
+        sources = mapper(*args, text)
+    except Exception as exc:
+        print(f"jaxplay: source mapping failed: {type(exc).__name__}: {exc}", file=sys.__stderr__)
+        sources = []
+    return ir_events(kind, text, sources)

@@ -35,7 +35,8 @@ import linecache
 from collections.abc import Iterator
 from typing import Any
 
-from sandbox.engine.jaxpr_walk import sub_jaxprs
+from sandbox.engine.core.jaxpr_walk import sub_jaxprs
+from sandbox.engine.core.output import Output, Results
 from sandbox.protocol.limits import MAX_EVENT_NODES, MAX_SHAPE_SPANS
 from sandbox.protocol.requests import SNIPPET_FILENAME
 
@@ -58,10 +59,10 @@ class NotPerExample(Exception):
     """The per-example arguments cannot be worked out from the request's options."""
 
 
-def shapes_event(results: Any) -> dict[str, Any]:
-    extra = results.extra
-    f, args, pipe = extra["entry"], extra["args"], extra["pipe"]
-    transforms = extra["transforms"]
+def shapes_event(results: Results) -> dict[str, Any]:
+    pipeline = results.pipeline
+    f, args, pipe = pipeline.run.entry, pipeline.run.args, pipeline.pipe
+    transforms = pipeline.transforms
     names = [t.name for t in transforms]
     notes: list[str] = []
     rows: dict[Span, dict[str, Any]] | None = None
@@ -330,3 +331,6 @@ def batch_positions(
         if kept == example and sorted(batched[i] for i in positions) == sorted(sizes):
             fits.append(positions)
     return fits or None
+
+
+OUTPUT = Output("traced", "finding the shape of each expression", shapes_event)

@@ -1,4 +1,4 @@
-"""The ``value`` event: a pipeline's output as a pytree of described leaves."""
+"""The ``value`` output: a pipeline's output as a pytree of described leaves."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from sandbox.engine.compat import cost_analysis
+from sandbox.engine.core.output import Output, Results
 from sandbox.protocol.limits import MAX_LABEL_CHARS, MAX_LEAF_DATA, MAX_LEAVES, MAX_VALUE_DATA
 
 #: Leaves with at most this many elements carry their values in ``data``.
@@ -175,50 +175,8 @@ def value_event(output: Any) -> dict[str, Any]:
     return {"type": "value", "repr": text, "tree": tree}
 
 
-def _figures(cost: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "flops": cost.get("flops"),
-        "transcendentals": cost.get("transcendentals"),
-        "bytes_accessed": cost.get("bytes accessed"),
-    }
+def value_events(r: Results) -> dict[str, Any]:
+    return value_event(r.value)
 
 
-def _partial_notes(hlo_text: str) -> list[str]:
-    notes = []
-    if " custom-call(" in hlo_text:
-        notes.append("XLA counts no flops for custom calls (library kernels), which this has")
-    if " while(" in hlo_text:
-        notes.append("XLA counts a loop's body once, not once per iteration; this has a loop")
-    return notes
-
-
-def cost_event(compiled: Any, lowered: Any = None) -> dict[str, Any]:
-    """XLA's own cost and memory analysis of a compiled executable, and the same
-    cost figures of the module before optimisation (``Lowered.cost_analysis``)."""
-    cost = cost_analysis(compiled)
-    before = None
-    if lowered is not None:
-        try:
-            before = _figures(cost_analysis(lowered))
-        except Exception:  # a lowering XLA cannot analyse before compiling: none
-            before = None
-    memory = compiled.memory_analysis()
-
-    def mem(name: str) -> int | None:
-        value = getattr(memory, f"{name}_size_in_bytes", None)
-        return int(value) if value is not None else None
-
-    return {
-        "type": "cost",
-        **_figures(cost),
-        "before": before,
-        "notes": _partial_notes(compiled.as_text()),
-        "memory": {
-            "argument": mem("argument"),
-            "output": mem("output"),
-            "temp": mem("temp"),
-            "generated_code": mem("generated_code"),
-            "alias": mem("alias"),
-            "peak": getattr(memory, "peak_memory_in_bytes", None),
-        },
-    }
+OUTPUT = Output("executed", "describing the value", value_events)

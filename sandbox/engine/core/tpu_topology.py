@@ -142,7 +142,7 @@ def with_capacity(event: dict[str, Any], compiled: Any) -> dict[str, Any]:
     if event["capacity_bytes"] is None:
         event["notes"].append(
             "libtpu did not state this device's HBM in the way jaxplay reads "
-            "(sandbox/engine/tpu_topology.py): capacity_bytes is not shown"
+            "(sandbox/engine/core/tpu_topology.py): capacity_bytes is not shown"
         )
     return event
 

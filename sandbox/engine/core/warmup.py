@@ -11,14 +11,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sandbox.engine.run import run_message, worker_info
+from sandbox.engine.core import registry
+from sandbox.engine.core.run import run_message, worker_info
 from sandbox.protocol.requests import RunRequest
 
 #: Frames from these never count as the user's: the sandbox package (engine, zygote)
 #: the interpreter's frozen modules (runpy for ``python -m``) and ``python -c`` or
 #: stdin scripts (a zygote's launcher; user code is always SNIPPET_FILENAME). Without this, the
 #: HLO's stack-frame tables would depend on how the worker process was started.
-EXCLUDED_FRAMES = (str(Path(__file__).resolve().parent.parent), "<frozen ", "<string>", "<stdin>")
+EXCLUDED_FRAMES = (str(Path(__file__).resolve().parents[2]), "<frozen ", "<string>", "<stdin>")
 
 
 def prepare(thorough: bool = False) -> None:
@@ -35,7 +36,10 @@ def prepare(thorough: bool = False) -> None:
     import jax.numpy as jnp
     from jax._src import source_info_util
 
-    from sandbox.engine import pipeline, program, sources, values  # noqa: F401
+    from sandbox.engine.core import pipeline, program, sources  # noqa: F401
+
+    # the modules of what the warm-up request makes
+    registry.rows(RunRequest.model_validate(WARM_REQUEST).outputs)
 
     # The engine's own frames must never show up as user frames in locations.
     for prefix in EXCLUDED_FRAMES:
@@ -53,13 +57,13 @@ def prepare(thorough: bool = False) -> None:
     ):
         jax.make_jaxpr(fn)(arg)
     if thorough:
-        # what the request's checks import (sandbox/engine/checks.py), in the baseline
-        # of a kept process: imported by a run, they would retire it (zygote/watch.py)
-        import jax.experimental.checkify
-        import jax.experimental.key_reuse._core
-        import jax.test_util
+        # every output's module, and what each imports on first use (its row's
+        # ``prepare``), in the baseline that every child of the zygote shares
+        from sandbox.engine.core import errors  # noqa: F401
 
-        from sandbox.engine import checks, errors  # noqa: F401
+        for _, output in registry.rows(registry.NAMES):
+            if output.prepare is not None:
+                output.prepare()
 
         for fn, args in _tracing_warmups():
             try:

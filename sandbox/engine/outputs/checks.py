@@ -25,8 +25,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.engine.errors import find_hint, user_line
-from sandbox.engine.jaxpr_walk import sub_jaxprs
+from sandbox.engine.core.errors import find_hint, user_line
+from sandbox.engine.core.jaxpr_walk import sub_jaxprs
+from sandbox.engine.core.output import Output, Results
 from sandbox.protocol.checks import CHECK_NAMES, MAX_CHECK_RESULTS
 from sandbox.protocol.requests import SNIPPET_FILENAME
 
@@ -80,7 +81,7 @@ class Subject:
     def _fresh(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         if not self.donates:
             return args
-        from sandbox.engine.pipeline import copy_args
+        from sandbox.engine.core.pipeline import copy_args
 
         return copy_args(args)
 
@@ -163,7 +164,7 @@ def _debug_flag(name: str) -> Callable[[bool], Any] | None:
     of the check's flag, or None where this JAX version has no such flag
     (``jax_debug_key_reuse`` is newer than ``jax_debug_nans``; every offered version,
     0.4.38 on, has all three)."""
-    from sandbox.engine.compat import config_context
+    from sandbox.engine.core.compat import config_context
 
     return config_context(DEBUG_FLAGS[name])
 
@@ -549,19 +550,25 @@ def run_checks(
     return {"type": "checks", "results": results[:MAX_CHECK_RESULTS]}
 
 
-def checks_event(r: Any) -> dict[str, Any]:
-    """The producer's side (sandbox/engine/outputs.py): the pipeline, the arguments and
-    the request that the run put in the pipeline's ``Results.extra``."""
-    pipe, request = r.extra["pipe"], r.extra["request"]
-    entry = r.extra.get("entry")
+def checks_event(r: Results) -> dict[str, Any]:
+    """The checks of one pipeline's ``Results``: its pipeline, its arguments, the
+    namespace of the user's module, and the request's checks."""
+    pipe, context = r.pipeline.pipe, r.pipeline.run
+    request = context.request
     subject = Subject(
-        pipe.fn,
-        r.extra["args"],
-        pipe.static_argnums,
-        pipe.donates,
-        dict(r.extra.get("namespace") or getattr(entry, "__globals__", None) or {}),
-        r.closed,
+        pipe.fn, context.args, pipe.static_argnums, pipe.donates, dict(context.namespace), r.closed
     )
     return run_checks(
         subject, list(request.checks), list(request.grad_orders), list(request.grad_modes)
     )
+
+
+def _prepare() -> None:
+    """What the checks import, in the baseline of a zygote's kept processes:
+    imported by a run, they would retire it (zygote/watch.py)."""
+    import jax.experimental.checkify
+    import jax.experimental.key_reuse._core
+    import jax.test_util  # noqa: F401
+
+
+OUTPUT = Output("executed", "running the checks", checks_event, prepare=_prepare)

@@ -14,8 +14,8 @@ from typing import Any
 
 import jax
 
-from sandbox.engine import sharding
-from sandbox.engine.program import as_python, evaluate
+from sandbox.engine.core import mesh as meshes
+from sandbox.engine.core.program import as_python, evaluate
 from sandbox.protocol.requests import Transform
 
 Rule = Callable[[Callable[..., Any], dict[str, Any], dict[str, Any]], Callable[..., Any]]
@@ -134,12 +134,12 @@ RULES: dict[str, Rule] = {
     "linear_transpose": _linear_transpose,
     "checkify": _checkify,
 }
-#: steps that work over the request's mesh (sandbox/engine/sharding.py), given the
+#: steps that work over the request's mesh (core/mesh.py), given the
 #: step's options as JSON (their PartitionSpecs are lists)
 MESH_RULES: dict[str, Callable[[Callable[..., Any], dict[str, Any], Any], Callable[..., Any]]] = {
-    "shard_map": sharding.shard_map_step,
-    "smap": sharding.smap_step,
-    "reshard": sharding.reshard_step,
+    "shard_map": meshes.shard_map_step,
+    "smap": meshes.smap_step,
+    "reshard": meshes.reshard_step,
 }
 
 

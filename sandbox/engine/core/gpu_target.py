@@ -22,7 +22,7 @@ import re
 import sys
 from typing import Any
 
-from sandbox.engine.sharding import abstract_args as on_devices
+from sandbox.engine.core.mesh import abstract_args as on_devices
 from sandbox.environments import cuda_extra
 from sandbox.protocol.gpu_target_request import GPU_TARGETS, GPU_TARGETS_DIR
 
