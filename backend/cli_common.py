@@ -1,12 +1,15 @@
 """What the ``jaxplay`` commands share: turning flags and pydantic's complaints into
-settings and one-line messages."""
+settings and one-line messages, and the start of the commands that run a pool
+(``serve``, ``worker``): the flags both take and ``start``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
+
+from backend.app.settings import flag_help
 
 if TYPE_CHECKING:
     from backend.app.settings import Settings
@@ -48,6 +51,15 @@ def set_values(command: str, pairs: list[str] | None) -> dict[str, Any]:
 
 #: the help of ``--set``, on every command that reads the settings
 SET_HELP = "NAME=VALUE: any setting (jaxplay settings lists them), over JAXPLAY_*; repeatable."
+
+# The flags of every command that runs a pool (``serve``, ``worker``).
+PoolFlag = Annotated[str | None, typer.Option(help=flag_help("pool"))]
+UnsafeNoJailFlag = Annotated[
+    bool | None, typer.Option("--unsafe-no-jail", help=flag_help("unsafe_no_jail"))
+]
+LogLevelFlag = Annotated[str | None, typer.Option(help=flag_help("log_level"))]
+LogFormatFlag = Annotated[str | None, typer.Option(help=flag_help("log_format"))]
+SetFlag = Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)]
 
 
 def settings_problems(
@@ -97,3 +109,24 @@ def settings_from_flags(
         problems = settings_problems(exc, flags, spelled, set_flags)
         typer.echo(f"jaxplay {command}: bad settings: {problems}", err=True)
         raise typer.Exit(2)
+
+
+def start(
+    command: str,
+    overrides: dict[str, Any],
+    sets: list[str] | None,
+    spelled: dict[str, str] | None = None,
+) -> Settings:
+    """The start of a command that runs a pool: its settings from the environment,
+    ``--set`` and its flags (``settings_from_flags``), and its logs configured by them."""
+    from backend.app.logs import configure_logging
+
+    settings = settings_from_flags(command, overrides, spelled, sets=sets)
+    configure_logging(settings.log_level, settings.log_format)
+    return settings
+
+
+def refuse(command: str, why: object, status: int = 2) -> NoReturn:
+    """End ``command`` with ``status`` and one line saying why."""
+    typer.echo(f"jaxplay {command}: {why}", err=True)
+    raise typer.Exit(status)

@@ -12,29 +12,26 @@ from typing import Annotated, Any
 import typer
 
 from backend.app.settings import flag_help
-from backend.cli_common import SET_HELP
+from backend.cli_common import LogFormatFlag, LogLevelFlag, PoolFlag, SetFlag, UnsafeNoJailFlag
 
 
 def serve(
     host: Annotated[str | None, typer.Option(help=flag_help("host"))] = None,
     port: Annotated[int | None, typer.Option(help=flag_help("port"))] = None,
-    pool: Annotated[str | None, typer.Option(help=flag_help("pool"))] = None,
+    pool: PoolFlag = None,
     database_url: Annotated[str | None, typer.Option(help=flag_help("database_url"))] = None,
     frontend_dist: Annotated[Path | None, typer.Option(help=flag_help("frontend_dist"))] = None,
-    unsafe_no_jail: Annotated[
-        bool | None, typer.Option("--unsafe-no-jail", help=flag_help("unsafe_no_jail"))
-    ] = None,
-    log_level: Annotated[str | None, typer.Option(help=flag_help("log_level"))] = None,
-    log_format: Annotated[str | None, typer.Option(help=flag_help("log_format"))] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
+    unsafe_no_jail: UnsafeNoJailFlag = None,
+    log_level: LogLevelFlag = None,
+    log_format: LogFormatFlag = None,
+    set_: SetFlag = None,
 ) -> None:
     """Serve the playground page and the API (SPEC §3) with a local worker pool."""
     import uvicorn
 
     from backend.app.factory import create_app
-    from backend.app.logs import configure_logging
     from backend.app.pools import PoolConfigError, make_pool
-    from backend.cli_common import settings_from_flags
+    from backend.cli_common import refuse, start
 
     overrides: dict[str, Any] = {
         "host": host,
@@ -46,13 +43,11 @@ def serve(
         "log_level": log_level,
         "log_format": log_format,
     }
-    settings = settings_from_flags("serve", overrides, sets=set_)
-    configure_logging(settings.log_level, settings.log_format)
+    settings = start("serve", overrides, set_)
     try:
         pool_name, the_pool = make_pool(settings)  # refuse a bad pool before binding the port
     except PoolConfigError as exc:
-        typer.echo(f"jaxplay serve: {exc}", err=True)
-        raise typer.Exit(2)
+        refuse("serve", exc)
     uvicorn.run(
         create_app(settings, pool=the_pool, pool_name=pool_name),
         host=settings.host,

@@ -20,28 +20,25 @@ from typing import Annotated, Any
 import typer
 
 from backend.app.settings import flag_help
-from backend.cli_common import SET_HELP
+from backend.cli_common import LogFormatFlag, LogLevelFlag, PoolFlag, SetFlag, UnsafeNoJailFlag
 
 
 def worker(
     queue: Annotated[str | None, typer.Option(help=flag_help("queue_url"))] = None,
     backend: Annotated[str | None, typer.Option(help=flag_help("worker_backend"))] = None,
-    pool: Annotated[str | None, typer.Option(help=flag_help("pool"))] = None,
+    pool: PoolFlag = None,
     runs: Annotated[int | None, typer.Option(help=flag_help("worker_runs"))] = None,
     devices: Annotated[str | None, typer.Option(help=flag_help("worker_devices"))] = None,
     worker_id: Annotated[str | None, typer.Option("--id", help=flag_help("worker_id"))] = None,
     prefix: Annotated[str | None, typer.Option(help=flag_help("queue_prefix"))] = None,
-    unsafe_no_jail: Annotated[
-        bool | None, typer.Option("--unsafe-no-jail", help=flag_help("unsafe_no_jail"))
-    ] = None,
-    log_level: Annotated[str | None, typer.Option(help=flag_help("log_level"))] = None,
-    log_format: Annotated[str | None, typer.Option(help=flag_help("log_format"))] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
+    unsafe_no_jail: UnsafeNoJailFlag = None,
+    log_level: LogLevelFlag = None,
+    log_format: LogFormatFlag = None,
+    set_: SetFlag = None,
 ) -> None:
     """Run one backend's jobs from the Redis queue on this machine (SPEC §4)."""
-    from backend.app.logs import configure_logging
     from backend.app.pools import PoolConfigError
-    from backend.cli_common import settings_from_flags
+    from backend.cli_common import refuse, start
 
     overrides: dict[str, Any] = {
         "queue_url": queue,
@@ -55,24 +52,18 @@ def worker(
         "log_level": log_level,
         "log_format": log_format,
     }
-    settings = settings_from_flags("worker", overrides, FLAGS, sets=set_)
+    settings = start("worker", overrides, set_, FLAGS)
     if not settings.queue_url:
-        typer.echo(
-            "jaxplay worker: give --queue redis://HOST:6379/0 (or JAXPLAY_QUEUE_URL)", err=True
-        )
-        raise typer.Exit(2)
-    configure_logging(settings.log_level, settings.log_format)
+        refuse("worker", "give --queue redis://HOST:6379/0 (or JAXPLAY_QUEUE_URL)")
     _log_sandbox_too(settings.log_level)
     try:
         local = local_pool(settings)
     except (PoolConfigError, RuntimeError) as exc:
-        typer.echo(f"jaxplay worker: {exc}", err=True)
-        raise typer.Exit(2)
+        refuse("worker", exc)
     try:
         asyncio.run(serve_queue(settings, local))
     except RuntimeError as exc:  # WorkerStartError, a failed pool start
-        typer.echo(f"jaxplay worker: {exc}", err=True)
-        raise typer.Exit(1)
+        refuse("worker", exc, 1)
 
 
 #: setting -> the flag that gives it, where the two are not spelled alike

@@ -5,7 +5,7 @@ the shortest prefix (at least ``MIN_ID_LENGTH``) of the base32 SHA-256 of
 ``"jaxplay-snippet-v<FORMAT>\\n" + canonical JSON`` that no other snippet has; the
 same content always gets the same id. SQLite (WAL) is the implementation here;
 PostgreSQL (``pg_storage.PgStorage``, shared by server replicas) has the same schema
-and behaviour behind the same ``Storage`` protocol; ``storage_url.open_storage`` picks
+(both from backend/app/migrations/) and behaviour behind the same ``Storage`` protocol; ``storage_url.open_storage`` picks
 one by URL.
 """
 
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from backend.app.migrations import migrate_sqlite
 from sandbox.protocol.requests import RunRequest
 
 SNIPPET_FORMAT = 1
@@ -266,73 +267,6 @@ class Storage(Protocol):
         ...
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS snippets (
-    id      TEXT PRIMARY KEY,
-    digest  TEXT NOT NULL UNIQUE,
-    format  INTEGER NOT NULL,
-    body    TEXT NOT NULL,
-    created REAL NOT NULL
-);
--- the result cache before it asked two runs to agree (format 1): dropped
-DROP TABLE IF EXISTS results;
-CREATE TABLE IF NOT EXISTS cache_results (
-    key     TEXT PRIMARY KEY,
-    state   TEXT NOT NULL,
-    digest  TEXT NOT NULL,
-    tenant  TEXT NOT NULL,
-    body    TEXT NOT NULL,
-    size    INTEGER NOT NULL,
-    created REAL NOT NULL
-);
-"""
-#: Columns added since the table was first made (SQLite has no ADD COLUMN IF NOT
-#: EXISTS: ``_open`` adds the missing ones). ``grp``: the client group whose run left
-#: the entry (its candidates' quota); ``served``: when it was last served (trimming).
-# What a run's public figures keep (backend/app/run_stats.py): no code, no tenant, no
-# address; kept a couple of days at most.
-_RUN_STATS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS run_stats (
-    at          REAL NOT NULL,
-    jax_version TEXT NOT NULL,
-    cached      INTEGER NOT NULL,
-    status      TEXT NOT NULL,
-    first_ir_ms REAL
-);
-CREATE INDEX IF NOT EXISTS run_stats_at ON run_stats (at);
-"""
-_ADDED_COLUMNS = {"grp": "TEXT NOT NULL DEFAULT ''", "served": "REAL NOT NULL DEFAULT 0"}
-_SCHEMA_AFTER = """
-CREATE INDEX IF NOT EXISTS cache_results_age ON cache_results (created, size);
-CREATE INDEX IF NOT EXISTS cache_results_group ON cache_results (grp, state, created);
-CREATE INDEX IF NOT EXISTS cache_results_state ON cache_results (state, served, created);
--- the cache's entries and bytes (unstable markers apart: they have their own cap),
--- kept by triggers in every writer's transaction, so a write reads them in O(1)
--- instead of scanning every entry (10,000 by default)
-CREATE TABLE IF NOT EXISTS cache_totals (
-    id      INTEGER PRIMARY KEY CHECK (id = 0),
-    entries INTEGER NOT NULL,
-    bytes   INTEGER NOT NULL
-);
-DROP TRIGGER IF EXISTS cache_totals_insert;
-DROP TRIGGER IF EXISTS cache_totals_delete;
-DROP TRIGGER IF EXISTS cache_totals_resize;
-CREATE TRIGGER cache_totals_insert AFTER INSERT ON cache_results
-WHEN NEW.state <> 'unstable' BEGIN
-    UPDATE cache_totals SET entries = entries + 1, bytes = bytes + NEW.size WHERE id = 0;
-END;
-CREATE TRIGGER cache_totals_delete AFTER DELETE ON cache_results
-WHEN OLD.state <> 'unstable' BEGIN
-    UPDATE cache_totals SET entries = entries - 1, bytes = bytes - OLD.size WHERE id = 0;
-END;
-CREATE TRIGGER cache_totals_resize AFTER UPDATE OF size, state ON cache_results BEGIN
-    UPDATE cache_totals SET
-        entries = entries - (OLD.state <> 'unstable') + (NEW.state <> 'unstable'),
-        bytes = bytes - CASE WHEN OLD.state <> 'unstable' THEN OLD.size ELSE 0 END
-                      + CASE WHEN NEW.state <> 'unstable' THEN NEW.size ELSE 0 END
-    WHERE id = 0;
-END;
-"""
 #: The totals counted afresh (at open: whatever wrote the file before, they start exact).
 _RECOUNT = """
 INSERT OR REPLACE INTO cache_totals (id, entries, bytes)
@@ -375,13 +309,7 @@ class SqliteStorage:
         db.execute("PRAGMA journal_mode=WAL")
         # FULL: a snippet that was answered 201 survives a crash of the machine too.
         db.execute("PRAGMA synchronous=FULL")
-        db.executescript(_SCHEMA)
-        have = {row[1] for row in db.execute("PRAGMA table_info(cache_results)")}
-        for column, kind in _ADDED_COLUMNS.items():
-            if column not in have:
-                db.execute(f"ALTER TABLE cache_results ADD COLUMN {column} {kind}")
-        db.executescript(_SCHEMA_AFTER)
-        db.executescript(_RUN_STATS_SCHEMA)
+        migrate_sqlite(db)
         db.execute(_RECOUNT)
         self._db = db
 

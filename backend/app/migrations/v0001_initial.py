@@ -1,4 +1,4 @@
-"""The first schema: the same tables as SQLite's (backend/app/storage.py)."""
+"""The first schema: snippets and the first result cache (both databases)."""
 
 SQL = """
 CREATE TABLE IF NOT EXISTS snippets (
