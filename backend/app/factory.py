@@ -13,7 +13,8 @@ from importlib.metadata import version as package_version
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from starlette.routing import Route
+from starlette.routing import Match, Route
+from starlette.types import Scope
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from backend.app.admission import Admission
@@ -142,7 +143,9 @@ def create_app(
     mcp = McpEndpoint(settings, version) if settings.mcp_enabled else None
     if mcp is not None:
         app.router.routes.append(
-            Route(MCP_PATH, mcp.app, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+            NamedRoute(
+                MCP_PATH, mcp.app, methods=["GET", "POST", "DELETE"], include_in_schema=False
+            )
         )
     for router in (
         runs.router,
@@ -277,3 +280,14 @@ async def _close_quietly(what: str, closing: object) -> None:
         await closing  # type: ignore[misc]
     except Exception as exc:
         log.warning("close.failed", extra=fields(what=what, error=repr(exc)))
+
+
+class NamedRoute(Route):
+    """A route to a plain ASGI app that names itself in the scope as FastAPI's routes do,
+    so the access log and /metrics count its requests under its path, not "unmatched"."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match != Match.NONE:
+            child = {**child, "route": self}
+        return match, child
