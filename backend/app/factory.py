@@ -47,7 +47,7 @@ from backend.app.settings import Settings
 from backend.app.storage import Storage
 from backend.app.storage_url import open_storage
 from backend.app.tenancy import Sessions
-from sandbox.pool.base import Pool
+from sandbox.pool.base import MakesPristineRuns, Pool
 from sandbox.protocol import PROTOCOL_VERSION, RunRequest
 
 log = get_logger("app")
@@ -245,7 +245,7 @@ async def _start_services(
 async def _pristine_pool(settings: Settings, pool: Pool) -> Pool:
     """The pool pristine runs are made in: the server's own, or, where that one cannot
     make them (Redis workers), the ``pristine_pool`` the operator names, started here."""
-    if pool.makes_pristine_runs or not settings.pristine_pool:
+    if isinstance(pool, MakesPristineRuns) or not settings.pristine_pool:
         return pool
     _, own = make_pool(
         settings.model_copy(update={"pool": settings.pristine_pool, "queue_url": None})

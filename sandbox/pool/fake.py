@@ -110,10 +110,9 @@ class FakeRun:
 
 
 class FakePool:
-    """Implements sandbox.pool.base.Pool without processes or JAX. ``pristine``
-    records, for each submitted run, whether it was asked to be pristine."""
-
-    makes_pristine_runs = True
+    """Implements sandbox.pool.base.Pool and MakesPristineRuns without processes or
+    JAX. ``pristine`` records, for each submitted run, whether it was asked to be
+    pristine."""
 
     def __init__(self, max_concurrent: int = 4, script: Script | None = None) -> None:
         self.capacity = max_concurrent
@@ -137,7 +136,13 @@ class FakePool:
     async def close(self) -> None:
         self.closed = True
 
-    async def submit(self, request: RunRequest, tenant: str, *, pristine: bool = False) -> FakeRun:
+    async def submit(self, request: RunRequest, tenant: str) -> FakeRun:
+        return self._submit(request, tenant, pristine=False)
+
+    async def submit_pristine(self, request: RunRequest, asked_by: str) -> FakeRun:
+        return self._submit(request, asked_by, pristine=True)
+
+    def _submit(self, request: RunRequest, tenant: str, *, pristine: bool) -> FakeRun:
         if self.total - self.finished >= self.capacity:  # submitted but unfinished
             raise PoolFull("fake pool full", retry_after_s=0.05)
         self.total += 1

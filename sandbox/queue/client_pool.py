@@ -20,9 +20,9 @@ when it has no live worker.
 What is trusted of a worker (docs/sandbox.md): a worker is a machine the operator
 runs, holding the queue's credentials; it is trusted to run what it takes in its own
 jails and to relay their events as its local pool gave them. Nothing it writes makes
-a run *pristine*: this pool makes no pristine runs (``makes_pristine_runs`` False;
-``submit(..., pristine=True)`` raises PristineUnsupported), so a remote run is never
-the evidence that lets an answer reach someone else. The ``worker`` of a run's
+a run *pristine*: this pool makes no pristine runs (it is no ``MakesPristineRuns``;
+``sandbox.pool.base.submit_pristine`` refuses it with PristineUnsupported), so a
+remote run is never the evidence that lets an answer reach someone else. The ``worker`` of a run's
 ``accepted`` is the one the owning worker registered (its probe run, before any
 tenant's, sandbox/queue/worker.py), never the one the run's stream carries.
 """
@@ -43,7 +43,7 @@ from redis.exceptions import RedisError
 
 from sandbox.environments import libraries, library_choices
 from sandbox.environments.library_choices import LibraryUnavailable
-from sandbox.pool.base import PoolFull, PristineUnsupported
+from sandbox.pool.base import PoolFull
 from sandbox.protocol import PROTOCOL_VERSION, RunRequest, done_event
 from sandbox.queue.keys import BACKENDS, JOBS_MAXLEN, Job, Keys, decode_event
 from sandbox.queue.redact import redact_url
@@ -258,14 +258,10 @@ class RedisPool:
 
     # --- runs ---------------------------------------------------------------------
 
-    #: a remote worker's word that a run was pristine is never taken
-    makes_pristine_runs = False
+    # No ``submit_pristine``: a remote worker's word that a run was pristine is never
+    # taken (its stream is not evidence), so this pool is no MakesPristineRuns.
 
-    async def submit(self, request: RunRequest, tenant: str, *, pristine: bool = False) -> RedisRun:
-        if pristine:
-            raise PristineUnsupported(
-                "the Redis pool makes no pristine runs: a remote worker's stream is not evidence"
-            )
+    async def submit(self, request: RunRequest, tenant: str) -> RedisRun:
         backend = await self._route(request.backend)
         waiting = await queued(self.redis, self.keys, backend, limit=self.max_queue)
         if waiting >= self.max_queue:

@@ -100,13 +100,9 @@ class RunSupervisor:
         *,
         wall_s: float | None = None,
         limits: OutputLimits | None = None,
-        pristine: bool = False,
     ) -> None:
         self.run_id = run_id
         self._request = request
-        #: a pristine run (sandbox/pool/base.py): the pool retires its process after
-        #: it (the run itself is not told: nothing in it tells it apart)
-        self.pristine = pristine
         #: tags the engine's event lines; only this supervisor and the engine know it
         self.token = secrets.token_hex(16)
         self._wall_s = request.timeout_s if wall_s is None else wall_s
@@ -315,9 +311,8 @@ class SupervisedRun(RunSupervisor):
         env: dict[str, str] | None = None,
         pass_fds: Sequence[int] = (),
         cwd: str | None = None,
-        pristine: bool = False,
     ) -> None:
-        super().__init__(request, run_id, wall_s=wall_s, limits=limits, pristine=pristine)
+        super().__init__(request, run_id, wall_s=wall_s, limits=limits)
         self._argv = list(argv)
         self._env = env
         self._pass_fds = tuple(pass_fds)
