@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from sandbox.pool.base import PoolFull
-from sandbox.protocol import RunRequest, done_event
+from sandbox.protocol import DoneStatus, RunRequest, done_event
 
 WORKER = {
     "backend": "cpu",
@@ -32,6 +32,7 @@ WORKER = {
 #: a run's events after ``accepted``: a list, or a function of the run (its
 #: ``request`` and ``number``, 1 for the pool's first run) returning one
 Script = list[dict[str, Any]] | Callable[["FakeRun"], list[dict[str, Any]]]
+CANCELLED: tuple[DoneStatus, float, str] = ("cancelled", 0.0, "cancelled by the client")
 
 
 def default_script(run: FakeRun) -> list[dict[str, Any]]:
@@ -59,6 +60,8 @@ class FakeRun:
         self.run_id = uuid.uuid4().hex
         self.number = pool.total
         self._cancelled = asyncio.Event()
+        #: how the run ends: status, ms, reason (None: with no ``done``)
+        self._end: tuple[DoneStatus, float, str] | None = None
 
     def _marker(self, name: str) -> str | None:
         m = re.search(rf"# fake: {name}(?:=(\S+))?", self.request.code)
@@ -81,32 +84,37 @@ class FakeRun:
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         self.pool.running += 1
         try:
-            script = self.pool.script
-            events = script(self) if callable(script) else list(script)
-            slow = float(self._marker("slow") or 0)
-            worker = dict(self.pool.worker, devices=self.request.devices)
-            if await self._wait(float(self._marker("start") or 0)):  # a sandbox starting
-                yield done_event("cancelled", 0.0, "cancelled by the client")
-                return
-            yield {"type": "accepted", "run_id": self.run_id, "worker": worker, "pipeline": "main"}
-            for event in events:
-                if await self._wait(slow):
-                    yield done_event("cancelled", 0.0, "cancelled by the client")
-                    return
-                yield {"pipeline": "main", **event}
-            if self._marker("hang") is not None:
-                await self._cancelled.wait()
-                yield done_event("cancelled", 0.0, "cancelled by the client")
-                return
-            if self._marker("nodone") is not None:
-                return
-            failed = any(e.get("type") == "error" for e in events)
-            yield done_event(
-                "error" if failed else "ok", 1.0, "the code raised an error" if failed else ""
-            )
+            async for event in self._play():
+                yield event
+            if self._end is not None:  # None: ``# fake: nodone``
+                status, ms, reason = self._end
+                yield done_event(status, ms, reason)  # the one place the fake makes it
         finally:
             self.pool.running -= 1
             self.pool.finished += 1
+
+    async def _play(self) -> AsyncIterator[dict[str, Any]]:
+        """The run's events before ``done``; how it ends is left in ``_end``."""
+        script = self.pool.script
+        events = script(self) if callable(script) else list(script)
+        slow = float(self._marker("slow") or 0)
+        worker = dict(self.pool.worker, devices=self.request.devices)
+        self._end = CANCELLED
+        if await self._wait(float(self._marker("start") or 0)):  # a sandbox starting
+            return
+        yield {"type": "accepted", "run_id": self.run_id, "worker": worker, "pipeline": "main"}
+        for event in events:
+            if await self._wait(slow):
+                return
+            yield {"pipeline": "main", **event}
+        if self._marker("hang") is not None:
+            await self._cancelled.wait()
+            return
+        if self._marker("nodone") is not None:
+            self._end = None
+            return
+        failed = any(e.get("type") == "error" for e in events)
+        self._end = ("error", 1.0, "the code raised an error") if failed else ("ok", 1.0, "")
 
 
 class FakePool:

@@ -41,7 +41,7 @@ from typing import Any
 from redis.exceptions import RedisError, ResponseError
 
 from sandbox.pool.base import ChoosesLibraries, Pool, PoolFull, RunHandle, WaitsReady
-from sandbox.protocol import PROTOCOL_VERSION, RunRequest, done_event
+from sandbox.protocol import PROTOCOL_VERSION, DoneStatus, RunRequest, done_event
 from sandbox.queue.keys import (
     GROUP,
     JOBS_MAXLEN,
@@ -363,7 +363,7 @@ class QueueWorker:
             except BadJob as exc:
                 log.warning("worker %s: job %s refused: %s", self.id, entry_id, exc)
                 if exc.run_id:
-                    await self._end(exc.run_id, done_event("error", 0.0, str(exc)), 60.0)
+                    await self._end(exc.run_id, "error", str(exc), 60.0)
                 await self._ack(entry_id)
                 return
             running = self._running[job.run_id] = _Running(entry_id, job)
@@ -380,9 +380,7 @@ class QueueWorker:
         redis, keys = self.redis, self.keys
         ttl = job.request.timeout_s + self.events_ttl_s
         if await redis.exists(keys.cancel(job.run_id)):
-            await self._end(
-                job.run_id, done_event("cancelled", 0.0, "cancelled before it started"), ttl
-            )
+            await self._end(job.run_id, "cancelled", "cancelled before it started", ttl)
             await self._ack(entry_id)
             return
         seconds, micros = await redis.time()
@@ -392,7 +390,7 @@ class QueueWorker:
                 f"it waited {waited_ms / 1000:.1f} s for a {self.backend} worker; the server "
                 f"gives up after {job.max_wait_ms / 1000:g} s"
             )
-            await self._end(job.run_id, done_event("error", 0.0, reason), ttl)
+            await self._end(job.run_id, "error", reason, ttl)
             await self._ack(entry_id)
             return
         async with redis.pipeline(transaction=True) as pipe:
@@ -412,7 +410,7 @@ class QueueWorker:
             return
         except Exception as exc:
             reason = f"the worker could not start the run: {type(exc).__name__}: {exc}"
-            await self._end(job.run_id, done_event("error", 0.0, reason[:1000]), ttl)
+            await self._end(job.run_id, "error", reason[:1000], ttl)
             await self._ack(entry_id)
             return
         running.handle = handle
@@ -430,7 +428,7 @@ class QueueWorker:
                     with contextlib.suppress(Exception):
                         await handle.cancel()
                     reason = f"its events passed {human_bytes(self.max_event_bytes)}"
-                    await self._publish(job.run_id, done_event("killed", 0.0, reason), ttl)
+                    await self._end(job.run_id, "killed", reason, ttl)
                     ended = True
                     break
                 await self._publish(job.run_id, event, ttl)
@@ -440,7 +438,7 @@ class QueueWorker:
             log.exception("worker %s: run %s failed", self.id, job.run_id)
             if not ended:
                 reason = f"the worker failed: {type(exc).__name__}"
-                await self._publish(job.run_id, done_event("error", 0.0, reason), ttl)
+                await self._end(job.run_id, "error", reason, ttl)
         await self._ack(entry_id)
 
     async def _publish(self, run_id: str, event: dict[str, Any], ttl_s: float) -> None:
@@ -459,8 +457,11 @@ class QueueWorker:
                 await asyncio.sleep(backoff)
                 backoff = min(2.0, backoff * 2)
 
-    async def _end(self, run_id: str, done: dict[str, Any], ttl_s: float) -> None:
-        await self._publish(run_id, done, ttl_s)
+    async def _end(self, run_id: str, status: DoneStatus, reason: str, ttl_s: float) -> None:
+        """End the run ``run_id`` here, with a ``done`` of ``status`` and ``reason``: the
+        one place this worker makes one (a run its local pool ran ends with that
+        pool's own ``done``, relayed)."""
+        await self._publish(run_id, done_event(status, 0.0, reason), ttl_s)
 
     async def _ack(self, entry_id: str) -> None:
         for _ in range(20):
@@ -546,7 +547,7 @@ class QueueWorker:
                     f"the worker running it ({owner}) was lost: no heartbeat for "
                     f"{self.dead_after_s:g} s; the run did not finish"
                 )
-                await self._end(job.run_id, done_event("killed", 0.0, reason), ttl)
+                await self._end(job.run_id, "killed", reason, ttl)
             await self._ack(entry_id)
         elif job.attempt + 1 < self.max_attempts:
             log.warning(
@@ -561,7 +562,7 @@ class QueueWorker:
                 f"{job.attempt + 1} workers were lost before the run could start "
                 f"(the last: {owner}); it is not tried again"
             )
-            await self._end(job.run_id, done_event("error", 0.0, reason), ttl)
+            await self._end(job.run_id, "error", reason, ttl)
             await self._ack(entry_id)
         self.reclaimed += 1
 
