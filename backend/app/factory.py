@@ -210,13 +210,7 @@ async def _start_services(
     admission = Admission(settings, metrics)
     cache = ResultCache(
         store,
-        enabled=settings.cache_enabled,
-        max_entries=settings.cache_max_entries,
-        max_bytes=settings.cache_max_bytes,
-        max_entry_bytes=settings.cache_max_entry_bytes,
-        worker_ttl_s=settings.cache_worker_ttl_s,
-        candidates_per_group=settings.cache_candidates_per_group,
-        max_unstable=settings.cache_max_unstable,
+        settings,
         context={
             "jaxplay": version,
             "protocol": PROTOCOL_VERSION,

@@ -36,7 +36,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from redis.exceptions import RedisError, ResponseError
 
@@ -54,6 +54,9 @@ from sandbox.queue.keys import (
 from sandbox.queue.redact import redact_url
 from sandbox.queue.transport import RedisClient, connect, publish, still_wanted, stream_entries
 from sandbox.supervisor import human_bytes
+
+if TYPE_CHECKING:
+    from sandbox.jail.settings import JailLimits
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +95,59 @@ class WorkerInfo:
     alternatives: dict[str, list[str]] = field(default_factory=dict)
 
 
+class _Jailed(Protocol):
+    @property
+    def limits(self) -> JailLimits: ...
+
+
+class WorkerSettings(Protocol):
+    """The settings a worker machine runs by, read by name from the program's one
+    settings object (backend/app/settings.py's ``Settings`` is one): the queue's, the
+    worker's, and the jail's cap on one run's events."""
+
+    @property
+    def queue_url(self) -> str | None: ...
+    @property
+    def queue_prefix(self) -> str: ...
+    @property
+    def events_ttl_s(self) -> float: ...
+    @property
+    def worker_backend(self) -> str: ...
+    @property
+    def worker_id(self) -> str | None: ...
+    @property
+    def worker_runs(self) -> int: ...
+    @property
+    def worker_heartbeat_s(self) -> float: ...
+    @property
+    def worker_dead_after_s(self) -> float: ...
+    @property
+    def worker_drain_s(self) -> float: ...
+    @property
+    def sandbox(self) -> _Jailed: ...
+
+
 class QueueWorker:
+    @classmethod
+    def from_settings(cls, settings: WorkerSettings, pool: Pool) -> QueueWorker:
+        """The worker ``settings`` describe, running jobs on ``pool``."""
+        if not settings.queue_url:
+            raise ValueError("a worker needs queue_url (JAXPLAY_QUEUE_URL=redis://...)")
+        return cls(
+            settings.queue_url,
+            settings.worker_backend,
+            pool,
+            prefix=settings.queue_prefix,
+            worker_id=settings.worker_id,
+            capacity=settings.worker_runs,
+            heartbeat_s=settings.worker_heartbeat_s,
+            dead_after_s=settings.worker_dead_after_s,
+            events_ttl_s=settings.events_ttl_s,
+            drain_s=settings.worker_drain_s,
+            # the jail's own cap on one run's events, again where they go into Redis
+            max_event_bytes=settings.sandbox.limits.event_bytes,
+        )
+
     def __init__(
         self,
         url: str,
