@@ -144,13 +144,13 @@ class FakePool:
     async def close(self) -> None:
         self.closed = True
 
-    async def submit(self, request: RunRequest, tenant: str) -> FakeRun:
-        return self._submit(request, tenant, pristine=False)
-
     async def submit_pristine(self, request: RunRequest, asked_by: str) -> FakeRun:
-        return self._submit(request, asked_by, pristine=True)
+        return await self.submit(request, asked_by, pristine=True)
 
-    def _submit(self, request: RunRequest, tenant: str, *, pristine: bool) -> FakeRun:
+    async def submit(self, request: RunRequest, tenant: str, *, pristine: bool = False) -> FakeRun:
+        """Every run goes through here, a pristine one too (``submit_pristine``), so a
+        test's subclass that changes what a run does sees each; ``pristine`` is the
+        fake's record of which was which, no option of the Pool interface."""
         if self.total - self.finished >= self.capacity:  # submitted but unfinished
             raise PoolFull("fake pool full", retry_after_s=0.05)
         self.total += 1
