@@ -48,7 +48,7 @@ from backend.app.settings import Settings
 from backend.app.storage import Storage
 from backend.app.storage_url import open_storage
 from backend.app.tenancy import Sessions
-from sandbox.pool.base import Pool
+from sandbox.pool.base import MakesPristineRuns, Pool
 from sandbox.protocol import PROTOCOL_VERSION, RunRequest
 
 log = get_logger("app")
@@ -213,13 +213,7 @@ async def _start_services(
     admission = Admission(settings, metrics)
     cache = ResultCache(
         store,
-        enabled=settings.cache_enabled,
-        max_entries=settings.cache_max_entries,
-        max_bytes=settings.cache_max_bytes,
-        max_entry_bytes=settings.cache_max_entry_bytes,
-        worker_ttl_s=settings.cache_worker_ttl_s,
-        candidates_per_group=settings.cache_candidates_per_group,
-        max_unstable=settings.cache_max_unstable,
+        settings,
         context={
             "jaxplay": version,
             "protocol": PROTOCOL_VERSION,
@@ -248,7 +242,7 @@ async def _start_services(
 async def _pristine_pool(settings: Settings, pool: Pool) -> Pool:
     """The pool pristine runs are made in: the server's own, or, where that one cannot
     make them (Redis workers), the ``pristine_pool`` the operator names, started here."""
-    if pool.makes_pristine_runs or not settings.pristine_pool:
+    if isinstance(pool, MakesPristineRuns) or not settings.pristine_pool:
         return pool
     _, own = make_pool(
         settings.model_copy(update={"pool": settings.pristine_pool, "queue_url": None})
