@@ -1,19 +1,19 @@
 """The ``memory`` output: the buffers XLA assigned, read from XLA's dump of the
-compile (core/xla_dump.py), each value with the user's line that made it, and
-``memory_analysis()``'s figures."""
+compile (core/xla_dump.py), each value with the user's line that made it,
+``memory_analysis()``'s figures, and the timeline of bytes live over XLA's schedule
+with its peak (XLA's live-range dump: ``live_ranges.py``, ``timeline.py``)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from sandbox.engine.core import gpu_target, tpu_topology
 from sandbox.engine.core.output import Output, Results
 from sandbox.engine.core.xla_dump import Dump, instruction_lines, no_dump_note, too_big
+from sandbox.engine.outputs.memory import live_ranges
+from sandbox.engine.outputs.memory.buffers import buffers_of
+from sandbox.engine.outputs.memory.timeline import timeline
 from sandbox.protocol.limits import MAX_BUFFERS
-
-_DTYPE_SHAPE = re.compile(r"^([a-z]+[0-9]*)\[([0-9,]*)\]")
-_KINDS = (("parameter", "argument"), ("constant", "constant"), ("live-out", "output"))
 
 
 def memory_event(dump: Dump, compiled: Any) -> dict[str, Any]:
@@ -33,21 +33,52 @@ def memory_event(dump: Dump, compiled: Any) -> dict[str, Any]:
     if note := too_big(dump):
         event["notes"].append(note + "; only memory_analysis()'s figures are shown")
         return event
-    name = "cpu_after_optimizations-buffer-assignment.txt"
-    if name not in files:
-        name = next(
-            (n for n in files if n.endswith("after_optimizations-buffer-assignment.txt")), ""
-        )
+    name = _file(files, "after_optimizations-buffer-assignment.txt")
     if not name:
         event["notes"].append(no_dump_note() + "; only memory_analysis()'s figures are shown")
         return event
     lines_of = instruction_lines(compiled.as_text())
-    buffers = _buffers(dump.read(files[name]), lines_of)
+    assignment = dump.read(files[name])
+    buffers = buffers_of(assignment, lines_of)
+    event["timeline"] = _timeline(dump, files, assignment, lines_of, buffers, event["notes"])
     if len(buffers) > MAX_BUFFERS:
         event["notes"].append(f"{len(buffers) - MAX_BUFFERS} smaller buffers are not shown")
         buffers = sorted(buffers, key=lambda b: -b["bytes"])[:MAX_BUFFERS]
     event["buffers"] = buffers
     return event
+
+
+def _file(files: dict[str, Any], suffix: str) -> str:
+    """The dump's file of the module's optimised form ending in ``suffix`` (on CPU
+    ``cpu_after_optimizations-…``; a GPU's name its own prefix)."""
+    if "cpu_" + suffix in files:
+        return "cpu_" + suffix
+    return next((n for n in files if n.endswith(suffix)), "")
+
+
+def _timeline(
+    dump: Dump,
+    files: dict[str, Any],
+    assignment: str,
+    lines_of: dict[str, set[int]],
+    buffers: list[dict[str, Any]],
+    notes: list[str],
+) -> dict[str, Any] | None:
+    """The timeline from XLA's live-range dump, or None with a note saying why not."""
+    name = _file(files, "after_optimizations-live-range.txt")
+    if not name:
+        notes.append(
+            "XLA wrote no live-range dump of this module (XLA writes one from jaxlib 0.4.36 "
+            "on; this JAX version's may not): no timeline"
+        )
+        return None
+    try:
+        live = live_ranges.parse(dump.read(files[name]))
+    except live_ranges.LiveRangeError as exc:
+        notes.append(f"XLA's live-range dump is not in a form jaxplay reads ({exc}): no timeline")
+        return None
+    kinds = {b["name"]: b["kind"] for b in buffers}
+    return timeline(live, live_ranges.value_sizes(assignment), lines_of, kinds, notes)
 
 
 def _memory_analysis(compiled: Any) -> dict[str, int | None]:
@@ -69,34 +100,6 @@ def _peak(analysis: dict[str, int | None]) -> int | None:
     if any(p is None for p in parts):
         return None
     return max(0, sum(p or 0 for p in parts) - (analysis.get("alias_size") or 0))
-
-
-def _buffers(text: str, lines_of: dict[str, set[int]]) -> list[dict[str, Any]]:
-    buffers: list[dict[str, Any]] = []
-    kind = "temp"
-    for line in text.splitlines():
-        if line.startswith("allocation "):
-            kind = next((k for word, k in _KINDS if word in line), "temp")
-            continue
-        value = re.match(
-            r"^ value: <\d+ ([\w.-]+)(?: \{[\d,]*\})? @\d+> \(size=(\d+),offset=\d+\): (.+)$", line
-        )
-        if not value:
-            continue
-        name, size, shape_text = value.group(1), int(value.group(2)), value.group(3)
-        shape = _DTYPE_SHAPE.match(shape_text)
-        lines = sorted(lines_of.get(name, ()))
-        buffers.append(
-            {
-                "bytes": size,
-                "shape": [int(d) for d in shape.group(2).split(",") if d] if shape else [],
-                "dtype": shape.group(1) if shape else shape_text[:256],
-                "kind": kind,
-                "line": lines[0] if lines else None,
-                "name": name[:1024],
-            }
-        )
-    return buffers
 
 
 def memory_events(r: Results) -> dict[str, Any]:
