@@ -76,9 +76,9 @@ export function drawTimeline(t: MemoryTimeline, onLine: (codeLine: number | null
     }),
   );
   const at = t.peak_instruction ? ` at ${t.peak_instruction}${t.peak_line != null ? ` (line ${t.peak_line})` : ""}` : "";
-  const heading = h("p", { class: "memory-peak" }, "XLA's peak: step ", h("strong", {}, String(t.peak_step)), at, ", ", h("strong", { "data-testid": "memory-timeline-peak" }, fmtBytes(t.peak_bytes)), " live");
+  const heading = h("p", { class: "memory-peak" }, "XLA's peak: step ", h("strong", { "data-testid": "memory-peak-step" }, String(t.peak_step)), at, ", ", h("strong", { "data-testid": "memory-timeline-peak", "data-bytes": t.peak_bytes, title: `${t.peak_bytes.toLocaleString("en")} bytes` }, fmtBytes(t.peak_bytes)), " live");
   const rows = t.at_peak.map((v) => {
-    const tr = h("tr", { class: `mem-${v.kind}` }, h("td", { class: "num" }, fmtBytes(v.bytes)), h("td", {}, v.kind), h("td", { class: "mono" }, v.name), h("td", { class: "num" }, v.line != null ? String(v.line) : "—"));
+    const tr = h("tr", { class: `mem-${v.kind}`, "data-bytes": v.bytes }, h("td", { class: "num" }, fmtBytes(v.bytes)), h("td", {}, v.kind), h("td", { class: "mono" }, v.name), h("td", { class: "num" }, v.line != null ? String(v.line) : "—"));
     tr.addEventListener("mouseenter", () => onLine(v.line ?? null));
     tr.addEventListener("mouseleave", () => onLine(null));
     return tr;
