@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from sandbox.engine.outputs.memory.live_ranges import LiveRanges
 from sandbox.protocol.limits import MAX_BUFFERS, MAX_MEMORY_BANDS, MAX_MEMORY_POINTS
 
@@ -36,17 +38,29 @@ def timeline(
         found = sorted(lines_of.get(instruction, ()))
         return found[0] if found else None
 
-    # bytes live at each step, in total and per band (a code line, or a kind without one)
-    per_band: dict[tuple[int | None, str], list[int]] = {}
-    total = [0] * steps
+    # bytes live at each step per band (a code line, or a kind without one): each
+    # value adds its bytes at its start and takes them off after its end, summed along
+    # the schedule (linear in values + bands × steps, not in the values' lengths)
+    keys: dict[tuple[int | None, str], int] = {}
     for r in live.ranges:
         code_line = line(r.instruction)
-        key = (code_line, "line" if code_line is not None else kinds.get(r.instruction, "temp"))
-        row = per_band.setdefault(key, [0] * steps)
-        nbytes = size(r.value)
-        for t in range(max(0, r.start), min(r.end, steps - 1) + 1):
-            row[t] += nbytes
-            total[t] += nbytes
+        keys.setdefault(
+            (code_line, "line" if code_line is not None else kinds.get(r.instruction, "temp")),
+            len(keys),
+        )
+    changes = np.zeros((max(1, len(keys)), steps + 1), dtype=np.int64)
+    for r in live.ranges:
+        code_line = line(r.instruction)
+        row = keys[
+            (code_line, "line" if code_line is not None else kinds.get(r.instruction, "temp"))
+        ]
+        start, end = max(0, r.start), min(r.end, steps - 1)
+        if start <= end:
+            changes[row, start] += size(r.value)
+            changes[row, end + 1] -= size(r.value)
+    live_bytes = np.cumsum(changes, axis=1)[:, :steps]
+    per_band = {key: live_bytes[row] for key, row in keys.items()}
+    total = [int(b) for b in live_bytes.sum(axis=0)] if keys else [0] * steps
 
     stride = max(1, -(-steps // MAX_MEMORY_POINTS))
     # each point is its stride's busiest step, the bands taken at that same step so
@@ -55,7 +69,7 @@ def timeline(
         max(range(s, min(s + stride, steps)), key=lambda t: (total[t], -t))
         for s in range(0, steps, stride)
     ]
-    ranked = sorted(per_band, key=lambda k: (-max(per_band[k], default=0), k[0] or 0, k[1]))
+    ranked = sorted(per_band, key=lambda k: (-int(per_band[k].max(initial=0)), k[0] or 0, k[1]))
     shown, rest = ranked[: MAX_MEMORY_BANDS - 1], ranked[MAX_MEMORY_BANDS - 1 :]
     if len(rest) == 1:
         shown, rest = shown + rest, []
@@ -72,7 +86,7 @@ def timeline(
             {
                 "line": None,
                 "label": f"{len(rest)} more",
-                "points": [sum(per_band[k][t] for k in rest) for t in at],
+                "points": [int(sum(per_band[k][t] for k in rest)) for t in at],
             }
         )
 
