@@ -62,6 +62,9 @@ export function drawTimeline(t: MemoryTimeline, onLine: (codeLine: number | null
     path.addEventListener("mouseleave", () => onLine(null));
     chart.append(path);
   }
+  // the scale: the highest point's bytes at the top, 0 at the bottom
+  chart.append(svg("line", { x1: 0, x2: W, y1: TOP, y2: TOP, class: "mem-top-mark" }));
+  chart.append(svg("text", { x: W, y: TOP - 3, class: "chart-label", "text-anchor": "end" }, `${fmtBytes(Math.max(0, ...t.points))} (highest)`));
   const px = peakX(t);
   chart.append(svg("line", { x1: px, x2: px, y1: TOP - 4, y2: H, class: "mem-peak-mark" }));
   chart.append(svg("text", { x: Math.min(px, W - 140), y: H + 12, class: "chart-label" }, `peak: step ${t.peak_step}`));
