@@ -213,3 +213,28 @@ def test_each_installed_version_has_xlas_peak_or_says_it_has_none(version: str) 
         assert any("no live-range dump" in n for n in memory["notes"]), memory["notes"]
     else:
         assert_same_as_xla(memory["timeline"], xla)
+
+
+def test_the_smaller_bands_are_one_and_all_stack_to_the_points() -> None:
+    """15 code lines' values: the 11 that hold most at their busiest are bands of their
+    own, the other 4 one band, and at every point the bands add up to the bytes live."""
+    from sandbox.engine.outputs.memory.live_ranges import LiveRanges, ValueRange
+    from sandbox.engine.outputs.memory.timeline import timeline
+
+    ranges = [ValueRange(f"v{i}", "{}", i, i + 3) for i in range(15)]
+    live = LiveRanges(20, [f"v{i}" for i in range(15)] + ["t"] * 5, ranges, 5, [])
+    sizes = {f"v{i}{{}}": 100 * (i + 1) for i in range(15)}
+    lines_of = {f"v{i}": {i + 1} for i in range(15)}
+    notes: list[str] = []
+    result = timeline(live, sizes, lines_of, {}, notes)
+    bands = result["bands"]
+    assert [b["line"] for b in bands[:11]] == list(range(15, 4, -1))
+    assert bands[-1] == {
+        "line": None,
+        "label": "4 more",
+        "points": [sum(100 * (i + 1) for i in range(4) if i <= t <= i + 3) for t in range(20)],
+    }
+    for t, total in enumerate(result["points"]):
+        assert sum(b["points"][t] for b in bands) == total
+    # XLA listed nothing at its peak here: its bytes are 0 and the curve is higher
+    assert result["peak_bytes"] == 0 and any("add up to more" in n for n in notes)

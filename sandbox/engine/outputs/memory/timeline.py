@@ -41,23 +41,19 @@ def timeline(
     # bytes live at each step per band (a code line, or a kind without one): each
     # value adds its bytes at its start and takes them off after its end, summed along
     # the schedule (linear in values + bands × steps, not in the values' lengths)
+    def band(instruction: str) -> tuple[int | None, str]:
+        code_line = line(instruction)
+        return (code_line, "line" if code_line is not None else kinds.get(instruction, "temp"))
+
     keys: dict[tuple[int | None, str], int] = {}
     for r in live.ranges:
-        code_line = line(r.instruction)
-        keys.setdefault(
-            (code_line, "line" if code_line is not None else kinds.get(r.instruction, "temp")),
-            len(keys),
-        )
+        keys.setdefault(band(r.instruction), len(keys))
     changes = np.zeros((max(1, len(keys)), steps + 1), dtype=np.int64)
     for r in live.ranges:
-        code_line = line(r.instruction)
-        row = keys[
-            (code_line, "line" if code_line is not None else kinds.get(r.instruction, "temp"))
-        ]
         start, end = max(0, r.start), min(r.end, steps - 1)
         if start <= end:
-            changes[row, start] += size(r.value)
-            changes[row, end + 1] -= size(r.value)
+            changes[keys[band(r.instruction)], start] += size(r.value)
+            changes[keys[band(r.instruction)], end + 1] -= size(r.value)
     live_bytes = np.cumsum(changes, axis=1)[:, :steps]
     per_band = {key: live_bytes[row] for key, row in keys.items()}
     total = [int(b) for b in live_bytes.sum(axis=0)] if keys else [0] * steps
@@ -77,7 +73,7 @@ def timeline(
         {
             "line": k[0],
             "label": f"line {k[0]}" if k[0] is not None else k[1],
-            "points": [per_band[k][t] for t in at],
+            "points": [int(per_band[k][t]) for t in at],
         }
         for k in shown
     ]
