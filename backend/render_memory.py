@@ -12,7 +12,7 @@ MAX_ROWS = 64
 
 
 def memory_text(event: dict[str, Any], tag: str, notes: list[str]) -> str:
-    lines = [f"── memory{tag}: peak {_bytes(event.get('peak_bytes'))} ──"]
+    lines = [f"── memory{tag}: peak {_bytes(event.get('peak_bytes'))} (memory_analysis()) ──"]
     timeline = event.get("timeline")
     if timeline:
         lines += _timeline(timeline)

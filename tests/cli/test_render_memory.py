@@ -34,7 +34,7 @@ def test_the_cli_draws_the_timeline_and_names_xlas_peak() -> None:
     assert timeline is not None, event["notes"]
     text = render_event(event)
     assert text is not None
-    assert text.startswith("── memory: peak ")
+    assert text.startswith(f"── memory: peak {event['peak_bytes']:,} B (memory_analysis()) ──")
     assert f"{timeline['steps']} steps of XLA's schedule" in text
     assert f"XLA's peak: step {timeline['peak_step']} ({timeline['peak_instruction']}" in text
     assert f"{timeline['peak_bytes']:,} B live" in text
