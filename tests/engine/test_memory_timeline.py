@@ -42,12 +42,15 @@ MLP_ARGS = "([(jnp.ones((64, 64)) * 0.01, jnp.zeros(64)) for _ in range(3)], jnp
 REFERENCE = r"""
 import glob, json, os, re, sys
 import jax, jax.numpy as jnp
-exec(sys.argv[1])
-policy = sys.argv[2]
-fn = mlp if policy == "-" else jax.checkpoint(mlp, policy=getattr(jax.checkpoint_policies, policy))
-params, x = eval(sys.argv[3])
-jax.jit(jax.grad(fn)).lower(params, x).compile()
-paths = glob.glob(os.path.join(sys.argv[4], "*jit_mlp*after_optimizations-live-range.txt"))
+namespace = {}
+exec(sys.argv[1], namespace)
+entry, policy = sys.argv[5], sys.argv[2]
+fn = namespace[entry]
+if policy != "-":
+    fn = jax.checkpoint(fn, policy=getattr(jax.checkpoint_policies, policy))
+args = eval(sys.argv[3], namespace)
+jax.jit(jax.grad(fn)).lower(*args).compile()
+paths = glob.glob(os.path.join(sys.argv[4], f"*jit_{entry}*after_optimizations-live-range.txt"))
 if not paths:
     print(json.dumps(None))
     sys.exit()
@@ -62,11 +65,17 @@ print(json.dumps({
 """
 
 
-def reference(policy: str = "-", python: str = sys.executable) -> dict[str, Any] | None:
+def reference(
+    policy: str = "-",
+    python: str = sys.executable,
+    code: str = MLP,
+    args: str = MLP_ARGS,
+    entry: str = "mlp",
+) -> dict[str, Any] | None:
     with tempfile.TemporaryDirectory() as folder:
         env = {**os.environ, "XLA_FLAGS": f"--xla_dump_to={folder}", "JAX_PLATFORMS": "cpu"}
         out = subprocess.run(
-            [python, "-c", REFERENCE, MLP, policy, MLP_ARGS, folder],
+            [python, "-c", REFERENCE, code, policy, args, folder, entry],
             env=env,
             capture_output=True,
             text=True,
@@ -238,3 +247,54 @@ def test_the_smaller_bands_are_one_and_all_stack_to_the_points() -> None:
         assert sum(b["points"][t] for b in bands) == total
     # XLA listed nothing at its peak here: its bytes are 0 and the curve is higher
     assert result["peak_bytes"] == 0 and any("add up to more" in n for n in notes)
+
+
+SCAN = """import jax
+import jax.numpy as jnp
+
+def f(w, x):
+    def body(c, _):
+        return jnp.tanh(c @ w), None
+    c, _ = jax.lax.scan(body, x, None, length=5)
+    return c.sum()
+"""
+SCAN_ARGS = "(jnp.ones((16, 16)), jnp.ones((8, 16)))"
+
+
+def test_a_loops_values_are_counted_and_the_peak_is_xlas() -> None:
+    """A scan's while loop: its parameter tuples share the loop's buffers, so the buffer
+    assignment lists no size of them; their shapes' bytes count instead (no value
+    counted as 0), and the peak is still XLA's."""
+    events = run_events(
+        {
+            "backend": "cpu",
+            "code": SCAN,
+            "args": SCAN_ARGS,
+            "transforms": [{"name": "grad"}, {"name": "jit"}],
+            "outputs": ["memory"],
+        }
+    )
+    (memory,) = [e for e in events if e["type"] == "memory"]
+    assert not any("counted as 0" in n for n in memory["notes"]), memory["notes"]
+    assert_same_as_xla(memory["timeline"], reference(code=SCAN, args=SCAN_ARGS, entry="f"))
+
+
+def test_shape_bytes_as_xla_counts_them() -> None:
+    from sandbox.engine.outputs.memory.shape_sizes import byte_size, instruction_shapes
+
+    hlo = (
+        "ENTRY %main.7 (x: f32[8,16]) -> f32[] {\n"
+        "  %t = (s32[], f32[8,16]{1,0}, /*index=2*/(bf16[3], pred[2])) parameter(0)\n"
+        '  ROOT %r = f32[5,8,16]{2,1,0} copy(%y), metadata={op_name="a, b"}\n'
+        "}\n"
+    )
+    shapes = instruction_shapes(hlo)
+    assert shapes["r"] == "f32[5,8,16]{2,1,0}"
+    assert byte_size(shapes["r"], "{}") == 5 * 8 * 16 * 4
+    assert byte_size(shapes["t"], "{}") == 3 * 8  # a tuple: its pointers
+    assert byte_size(shapes["t"], "{0}") == 4
+    assert byte_size(shapes["t"], "{1}") == 8 * 16 * 4
+    assert byte_size(shapes["t"], "{2}") == 2 * 8
+    assert byte_size(shapes["t"], "{2,0}") == 3 * 2
+    assert byte_size(shapes["t"], "{2,1}") == 2
+    assert byte_size(shapes["t"], "{3}") is None

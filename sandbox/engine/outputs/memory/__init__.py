@@ -12,6 +12,7 @@ from sandbox.engine.core.output import Output, Results
 from sandbox.engine.core.xla_dump import Dump, instruction_lines, no_dump_note, too_big
 from sandbox.engine.outputs.memory import live_ranges
 from sandbox.engine.outputs.memory.buffers import buffers_of
+from sandbox.engine.outputs.memory.shape_sizes import byte_size, instruction_shapes
 from sandbox.engine.outputs.memory.timeline import timeline
 from sandbox.protocol.limits import MAX_BUFFERS
 
@@ -37,10 +38,13 @@ def memory_event(dump: Dump, compiled: Any) -> dict[str, Any]:
     if not name:
         event["notes"].append(no_dump_note() + "; only memory_analysis()'s figures are shown")
         return event
-    lines_of = instruction_lines(compiled.as_text())
+    hlo_text = compiled.as_text()
+    lines_of = instruction_lines(hlo_text)
     assignment = dump.read(files[name])
     buffers = buffers_of(assignment, lines_of)
-    event["timeline"] = _timeline(dump, files, assignment, lines_of, buffers, event["notes"])
+    event["timeline"] = _timeline(
+        dump, files, hlo_text, assignment, lines_of, buffers, event["notes"]
+    )
     if len(buffers) > MAX_BUFFERS:
         event["notes"].append(f"{len(buffers) - MAX_BUFFERS} smaller buffers are not shown")
         buffers = sorted(buffers, key=lambda b: -b["bytes"])[:MAX_BUFFERS]
@@ -59,6 +63,7 @@ def _file(files: dict[str, Any], suffix: str) -> str:
 def _timeline(
     dump: Dump,
     files: dict[str, Any],
+    hlo_text: str,
     assignment: str,
     lines_of: dict[str, set[int]],
     buffers: list[dict[str, Any]],
@@ -78,7 +83,15 @@ def _timeline(
         notes.append(f"XLA's live-range dump is not in a form jaxplay reads ({exc}): no timeline")
         return None
     kinds = {b["name"]: b["kind"] for b in buffers}
-    return timeline(live, live_ranges.value_sizes(assignment), lines_of, kinds, notes)
+    sizes = live_ranges.value_sizes(assignment)
+    # the values the buffer assignment lists no size of (a while loop's parameter
+    # tuples share its buffers): their shapes' bytes, as XLA's analysis counts them
+    shapes = instruction_shapes(hlo_text)
+    for r in live.ranges:
+        shape = shapes.get(r.instruction) if r.value not in sizes else None
+        if shape and (nbytes := byte_size(shape, r.index)) is not None:
+            sizes[r.value] = nbytes
+    return timeline(live, sizes, lines_of, kinds, notes)
 
 
 def _memory_analysis(compiled: Any) -> dict[str, int | None]:

@@ -109,7 +109,8 @@ def timeline(
         notes.append(
             f"XLA names step {peak_step} the peak ({live.peak_bytes:,} bytes live there); the "
             f"values live at once add up to more at step {busiest} ({total[busiest]:,} bytes): "
-            "XLA's sweep frees a value one step after its last use"
+            "XLA picks its step by a sweep of its own, which keeps a value one step past its "
+            "last use and counts a tuple's element as the tuple's pointers"
         )
     return {
         "steps": steps,
