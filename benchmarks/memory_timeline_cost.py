@@ -1,11 +1,11 @@
 """What the memory timeline costs: the time the memory output takes to make its event
 (read XLA's buffer assignment, join it to the code lines) beside the part of it that
-reads the live-range dump and builds the timeline, in this process, on the compile of
+reads the live-range dump and builds the timeline (``_timeline``: read and parse the
+dump, the values' sizes, points and bands), in this process, on the compile of
 jit(grad) of an MLP of ``--layers`` tanh layers (3: 25 scheduled steps; 200: 1,601).
 
 The compile is done once (its dump kept); each of ``--rounds`` rounds times
-``memory_event`` whole and the timeline's share of it (parse the live ranges, read
-the values' sizes, build points and bands), the medians printed. Run:
+``memory_event`` whole and the timeline's share of it, the medians printed. Run:
 ``.venv/bin/python benchmarks/memory_timeline_cost.py [--layers 3 200] [--rounds 50]``.
 """
 
@@ -25,9 +25,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from sandbox.engine.core.xla_dump import Dump, instruction_lines  # noqa: E402
-from sandbox.engine.outputs.memory import live_ranges, memory_event  # noqa: E402
+from sandbox.engine.outputs.memory import _timeline, memory_event  # noqa: E402
 from sandbox.engine.outputs.memory.buffers import buffers_of  # noqa: E402
-from sandbox.engine.outputs.memory.timeline import timeline  # noqa: E402
 
 
 def mlp(params: list[tuple[jax.Array, jax.Array]], x: jax.Array) -> jax.Array:
@@ -45,18 +44,17 @@ def measure(layers: int, rounds: int) -> None:
             jax.jit(jax.grad(mlp)).lower(params, x).compile(dump.compiler_options(("module",)))
         )
         files = dump.files()
-        live_text = dump.read(files["cpu_after_optimizations-live-range.txt"])
         assignment = dump.read(files["cpu_after_optimizations-buffer-assignment.txt"])
-        lines_of = instruction_lines(compiled.as_text())
-        kinds = {b["name"]: b["kind"] for b in buffers_of(assignment, lines_of)}
+        hlo_text = compiled.as_text()
+        lines_of = instruction_lines(hlo_text)
+        buffers = buffers_of(assignment, lines_of)
         whole, part = [], []
         for _ in range(rounds):
             start = time.perf_counter()
             event = memory_event(dump, compiled)
             whole.append(time.perf_counter() - start)
             start = time.perf_counter()
-            live = live_ranges.parse(live_text)
-            timeline(live, live_ranges.value_sizes(assignment), lines_of, kinds, [])
+            _timeline(dump, files, hlo_text, assignment, lines_of, buffers, [])
             part.append(time.perf_counter() - start)
     t = event["timeline"]
     print(
