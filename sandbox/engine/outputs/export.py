@@ -87,6 +87,16 @@ def _array(text: str) -> Any:
     return np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False)
 
 
+def as_arrays(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A Python number as the array JAX makes of it (it has a shape and a dtype)."""
+    import jax
+    import jax.numpy as jnp
+
+    return tuple(
+        jax.tree_util.tree_map(lambda a: a if hasattr(a, "shape") else jnp.asarray(a), args)
+    )
+
+
 def argument_specs(args: tuple[Any, ...], shapes: list[str | None] | None) -> tuple[Any, ...]:
     """The arguments as ShapeDtypeStructs, symbolic where ``shapes`` says."""
     import jax
@@ -219,7 +229,7 @@ def make(results: Results) -> dict[str, Any]:
     request = run.request
     own = _PLATFORM.get(jax.default_backend(), jax.default_backend())
     platforms = tuple(request.export_platforms or [own])
-    args = pipe.dynamic_args(run.args)
+    args = as_arrays(pipe.dynamic_args(run.args))
     shapes = request.export_shapes
     specs = argument_specs(args, shapes)
     full = list(run.args)
