@@ -71,3 +71,26 @@ describe("export", () => {
     expect(new Uint8Array(await blob.arrayBuffer())).toEqual(bytes);
   });
 });
+
+describe("the export fields", () => {
+  it("go into the request only when export is ticked, and come back as typed", async () => {
+    const { toRequest, fromRequest } = await import("../src/state");
+    const { DEFAULT_STATE } = await import("../src/examples");
+    const state = { ...structuredClone(DEFAULT_STATE), exportShapes: "b, 3; ", exportPlatforms: "cpu, tpu" };
+    expect(toRequest(state).export_shapes).toBeUndefined();
+    const problems: { message: string }[] = [];
+    const request = toRequest({ ...state, outputs: ["export"] }, problems as never);
+    expect(problems).toEqual([]);
+    expect(request.export_shapes).toEqual(["b, 3", null]);
+    expect(request.export_platforms).toEqual(["cpu", "tpu"]);
+    const back = fromRequest(request, DEFAULT_STATE);
+    expect([back.exportShapes, back.exportPlatforms]).toEqual(["b, 3; ", "cpu, tpu"]);
+  });
+
+  it("say what does not parse", async () => {
+    const { exportRequest } = await import("../src/export_fields");
+    const problems: string[] = [];
+    expect(exportRequest({ exportShapes: "b; x[0]", exportPlatforms: "cpu, gpu" }, problems)).toEqual({});
+    expect(problems).toHaveLength(2);
+  });
+});
