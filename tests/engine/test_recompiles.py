@@ -99,6 +99,8 @@ def test_reason_in_a_few_words() -> None:
     )
     two = "TRACING CACHE MISS at x:\n  different input types:\n  * at x, now f32[4] and before f32[3]\n  * at y, now i32[] and before f32[]"
     assert reason(two) == "x: f32[3] → f32[4]; y: f32[] → i32[]"
+    jax_04 = "TRACING CACHE MISS at snippet.py:9:4 (<module>) because:\n  closest seen input type signature has 1 mismatches, including:\n    * at x, seen f32[3], but now given f32[4]"
+    assert reason(jax_04) == "x: f32[3] → f32[4]"
 
 
 @pytest.mark.slow

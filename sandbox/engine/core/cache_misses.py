@@ -41,6 +41,8 @@ PERSISTENT_HIT = "/jax/compilation_cache/cache_hits"
 _AT_LINE = re.compile(re.escape(SNIPPET_FILENAME) + r":(\d+)")
 #: "jit(g)" (the lowered module's name) is the function ``g``
 _JIT_NAME = re.compile(r"^(?:jit|pjit)\((.*)\)$")
+#: the function an explanation is about ("never seen function:\n    g", "for g defined at")
+_EXPLAINED_NAME = re.compile(r"never seen function:\s+(\S+)|\bfor (\S+) defined at")
 #: the tool id jaxplay claims in sys.monitoring (profilers and debuggers use 0-2, 5)
 _TOOL_IDS = (4, 3)
 
@@ -92,6 +94,13 @@ class CacheMisses:
         self.sites: dict[tuple[int, str], Site] = {}
         #: explanations logged at a line, waiting for that line's next trace
         self._pending: dict[int, list[str]] = {}
+        #: the jitted function last called at each line
+        self._last_called: dict[int, str] = {}
+        #: every explanation with its line, and the snippet function each line is in
+        self._explained: list[tuple[int, str]] = []
+        self._callers: dict[int, str] = {}
+        #: JAX's durations name their function (JAX 0.5 and later)
+        self.durations_named = True
         #: the calls could be counted (sys.monitoring: Python 3.12+)
         self.counts_calls = hasattr(sys, "monitoring")
         #: JAX can explain its misses (``jax_explain_cache_misses`` exists)
@@ -110,7 +119,13 @@ class CacheMisses:
         lines = _AT_LINE.findall(message)
         if lines:
             # an object's id differs from run to run: it is not part of the reason
-            self._pending.setdefault(int(lines[0]), []).append(re.sub(r" id=\d+", "", message))
+            text = re.sub(r" id=\d+", "", message)
+            self._explained.append((int(lines[0]), text))
+            if not self._explains_traced(int(lines[0]), text):
+                self._pending.setdefault(int(lines[0]), []).append(text)
+            frame = _snippet_frame()
+            if frame is not None:
+                self._callers.setdefault(int(lines[0]), frame.f_code.co_name)
 
     def on_duration(self, event: str, secs: float, fun_name: str) -> None:
         if event not in (TRACE, LOWER, COMPILE):
@@ -118,10 +133,14 @@ class CacheMisses:
         frame = _snippet_frame()
         if frame is None:
             return  # jaxplay's own work, not the snippet's
+        if not fun_name:
+            # JAX before 0.5 names no function in its durations: they cannot be told
+            # apart, and the misses are its explanations alone (``finish``)
+            self.durations_named = False
+            return
+        line = frame.f_lineno
         match = _JIT_NAME.match(fun_name)
-        site = self.site(
-            frame.f_lineno, match.group(1) if match else fun_name, frame.f_code.co_name
-        )
+        site = self.site(line, match.group(1) if match else fun_name, frame.f_code.co_name)
         ms = secs * 1000
         last = site.misses[-1] if site.misses else None
         if event == TRACE or last is None or (event == LOWER and last.lower_ms is not None):
@@ -137,6 +156,40 @@ class CacheMisses:
         else:
             last.compile_ms = ms
 
+    def _explains_traced(self, line: int, text: str) -> bool:
+        """JAX 0.6 explains a miss once it is traced (0.10 on: before): the miss at
+        ``line`` of the function the explanation names, traced and not yet lowered,
+        takes it."""
+        named = _EXPLAINED_NAME.search(text)
+        site = self.sites.get((line, (named.group(1) or named.group(2)) if named else ""))
+        last = site.misses[-1] if site and site.misses else None
+        if last is None or last.explanation is not None or last.trace_ms is None:
+            return False
+        if last.lower_ms is not None or last.compile_ms is not None:
+            return False
+        last.explanation = text
+        return True
+
+    def finish(self) -> None:
+        """Where JAX's durations name no function, each explanation is a miss (at its
+        line, of the function it names), without times."""
+        if self.durations_named:
+            # a trace that was neither explained, lowered nor compiled is a function
+            # traced inside another's trace (its time is in the outer trace's): no miss
+            for site in self.sites.values():
+                site.misses = [
+                    m
+                    for m in site.misses
+                    if m.explanation or m.lower_ms is not None or m.compile_ms is not None
+                ]
+            return
+        for site in self.sites.values():
+            site.misses = []
+        for line, text in self._explained:
+            named = _EXPLAINED_NAME.search(text)
+            name = (named.group(1) or named.group(2)) if named else self._last_called.get(line, "?")
+            self.site(line, name, self._callers.get(line, "<module>")).misses.append(Miss(text))
+
     def on_persistent_hit(self) -> None:
         frame = _snippet_frame()
         if frame is None:
@@ -148,6 +201,7 @@ class CacheMisses:
     def on_call(self, fn: Any, line: int, caller: str) -> None:
         name = getattr(fn, "__name__", None) or type(fn).__name__
         site = self.site(line, str(name), caller)
+        self._last_called[line] = str(name)
         site.calls += 1
         site.target_jitted = is_jitted(getattr(fn, "__wrapped__", None))
 

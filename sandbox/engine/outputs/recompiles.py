@@ -19,6 +19,8 @@ from sandbox.engine.core.output import Output, RunContext, RunHandle, RunHooks
 from sandbox.protocol.limits import MAX_MESSAGE_CHARS, MAX_RECOMPILE_MISSES, MAX_RECOMPILE_SITES
 
 _CHANGED = re.compile(r"\*\s*at (.+?), now (.+?) and before (.+?)\s*$", re.MULTILINE)
+#: JAX 0.4's spelling: "* at x, seen f32[3], but now given f32[4]"
+_CHANGED_04 = re.compile(r"\*\s*at (.+?), seen (.+?), but now given (.+?)\s*$", re.MULTILINE)
 SILENT = "JAX gave no explanation for this compile"
 EAGER = (
     "an operation applied outside any jit: JAX compiles it once per shape and dtype, "
@@ -39,6 +41,9 @@ def reason(explanation: str | None) -> str:
     changed = _CHANGED.findall(explanation)
     if changed:
         return "; ".join(f"{at}: {before} → {now}" for at, now, before in changed[:3])
+    changed = _CHANGED_04.findall(explanation)
+    if changed:
+        return "; ".join(f"{at}: {before} → {now}" for at, before, now in changed[:3])
     lines = [line.strip(" *") for line in explanation.splitlines()[1:] if line.strip()]
     wanted = [line for line in lines if not line.startswith(("for ", "all previously"))]
     return (wanted or lines or [explanation])[0][:200]
@@ -78,22 +83,24 @@ def summary(site: Site, counted: bool) -> str:
     return ", ".join(parts) + (f" — {why}" if why else "")
 
 
-def site_event(site: Site, counted: bool) -> dict[str, Any]:
+def site_event(site: Site, counted: bool, timed: bool = True) -> dict[str, Any]:
     misses = site.misses
-    jitted = site.calls > 0 or any(m.explanation for m in misses)
+    # a jitted function's call seen here (where calls are not counted: JAX explained a miss)
+    jitted = site.calls > 0 if counted else any(m.explanation for m in misses)
     return {
         "line": site.line,
         "function": site.function[:200],
         "caller": site.caller[:200],
         "jitted": jitted,
         "calls": site.calls if counted else None,
-        "hits": max(site.calls - len(misses), 0) if counted and site.calls else None,
+        # a silent miss is not seen where JAX's durations name no function: no hits then
+        "hits": max(site.calls - len(misses), 0) if counted and timed and site.calls else None,
         "miss_count": len(misses),
         "misses": [_miss(m) for m in misses[:MAX_RECOMPILE_MISSES]],
         "trace_ms": _ms([m.trace_ms for m in misses]),
         "lower_ms": _ms([m.lower_ms for m in misses]),
         "compile_ms": _ms([m.compile_ms for m in misses]),
-        "summary": summary(site, counted),
+        "summary": summary(site, counted and timed),
         "silent": (
             EAGER
             if not jitted
@@ -105,6 +112,7 @@ def site_event(site: Site, counted: bool) -> dict[str, Any]:
 
 
 def recompiles_event(captured: CacheMisses, notes: list[str]) -> dict[str, Any]:
+    captured.finish()
     sites = sorted(captured.sites.values(), key=lambda s: (s.line, s.function))
     # a site is a call site of a jitted function, or a line where something compiled
     shown = [s for s in sites if s.misses or s.calls]
@@ -112,6 +120,13 @@ def recompiles_event(captured: CacheMisses, notes: list[str]) -> dict[str, Any]:
         notes.append(f"{len(shown)} call sites; the first {MAX_RECOMPILE_SITES} are shown")
     if not captured.explains:
         notes.append("this JAX version cannot explain its cache misses (jax_explain_cache_misses)")
+    timed = captured.durations_named
+    if not timed:
+        notes.append(
+            "this JAX version reports its trace, lower and compile times without naming the "
+            "function: the misses are JAX's explanations alone, without times, and a miss JAX "
+            "does not explain (a jit of a jitted function) is not seen, so hits are not counted"
+        )
     if not captured.counts_calls:
         notes.append(
             "calls (and so hits) are counted with Python 3.12's sys.monitoring; this "
@@ -119,7 +134,7 @@ def recompiles_event(captured: CacheMisses, notes: list[str]) -> dict[str, Any]:
         )
     return {
         "type": "recompiles",
-        "sites": [site_event(s, captured.counts_calls) for s in shown[:MAX_RECOMPILE_SITES]],
+        "sites": [site_event(s, captured.counts_calls, timed) for s in shown[:MAX_RECOMPILE_SITES]],
         "counts_calls": captured.counts_calls,
         "notes": notes,
     }
