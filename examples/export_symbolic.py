@@ -4,6 +4,10 @@
 # serialized artifact to download, and a round trip: the artifact deserialized in a
 # fresh process and called on the arguments and on another batch size.
 # Uncomment the `if` to see a symbolic-shape error at its line.
+#
+# Try:
+#   jaxplay run examples/export_symbolic.py --args "(jnp.ones((4, 3)),)" --transform jit --output export --export-shape "b, 3" --export-platform cpu --export-platform tpu
+#     -> ok
 import jax.numpy as jnp
 
 

@@ -3,6 +3,10 @@
 # the Recompiles tab lists JAX's own explanation of every cache miss with its trace,
 # lower and compile milliseconds. JAX explains nothing for a jit whose target is itself
 # jitted (jax.jit(jnp.sin)): the tab says so.
+#
+# Try:
+#   jaxplay run examples/recompiles.py --args "(jnp.ones(4),)" --output recompiles
+#     -> ok
 import jax
 import jax.numpy as jnp
 
