@@ -11,10 +11,11 @@ from typing import Any
 
 from tests.engine.test_recompiles import reference
 
-from .test_page import show_tab, wait_done
+from .test_page import set_code, show_tab, wait_done
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LOOP_LINE, SIN_LINE, ENTRY_LINE, STEP_BODY = 20, 23, 28, 15
+IF_LINE = 15  # examples/export_symbolic.py's `if x.shape[0] > 2:`
 
 
 def _marks(page: Any) -> dict[int, str]:
@@ -84,3 +85,19 @@ def test_export_shows_jaxs_avals_and_a_working_round_trip(page: Any) -> None:
     assert [t.get_attribute("data-equal") for t in trips.all()] == ["true", "true"]
     assert "float32[5,3]" in trips.nth(1).inner_text()
     assert page.locator("#panel-export [data-testid=export-download]").count() == 1
+
+
+def test_a_symbolic_shape_error_is_marked_at_its_line(page: Any) -> None:
+    page.select_option("#examples", "export-symbolic")
+    assert wait_done(page, 180_000) == "ok", page.inner_text("#panel-errors")
+    # uncomment the example's `if`: JAX cannot decide `b > 2` for every b
+    code = (EXAMPLES / "export_symbolic.py").read_text()
+    code = code.replace("    # if x.shape[0] > 2:", "    if x.shape[0] > 2:")
+    code = code.replace("    #     x = x * 2", "        x = x * 2")
+    set_code(page, code)
+    page.keyboard.press("Control+Enter")
+    assert wait_done(page, 180_000) == "error"
+    marked = page.locator("[data-testid=code] .cm-error-line")
+    assert marked.get_attribute("data-error-line") == str(IF_LINE)
+    card = page.locator(".error-card[data-kind=InconclusiveDimensionOperation]")
+    assert "Symbolic dimension comparison 'b' > '2' is inconclusive" in card.inner_text()
