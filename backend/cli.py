@@ -236,6 +236,18 @@ def run(
         str | None,
         typer.Option(help="A pallas_call without interpret= on the CPU: auto or tpu_races."),
     ] = None,
+    export_shape: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="The export output: a symbolic shape per argument ('b, 3'; null: its own)."
+        ),
+    ] = None,
+    export_platform: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="The export output's platforms: cpu, cuda, rocm, tpu (default: the worker's)."
+        ),
+    ] = None,
     server: Annotated[
         str | None, typer.Option(help="Run on a jaxplay server at this URL instead of locally.")
     ] = None,
@@ -271,6 +283,10 @@ def run(
         "checks": check or None,
         "grad_orders": grad_order or None,
         "grad_modes": grad_mode or None,
+        "export_shapes": [None if s == "null" else s for s in export_shape]
+        if export_shape
+        else None,
+        "export_platforms": export_platform or None,
     }
     run_request = _build_request(file, request, overrides)
 

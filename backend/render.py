@@ -10,6 +10,7 @@ from backend.render_checks import checks_text
 from backend.render_kernels import kernels_text
 from backend.render_memory import memory_text
 from backend.render_trace_values import trace_values_text
+from backend.render_understand import export_text, recompiles_text
 
 HEADINGS = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo": "HLO (optimised)"}
 
@@ -220,6 +221,8 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "kernels": kernels_text,
     "checks": checks_text,
     "trace_values": trace_values_text,
+    "recompiles": recompiles_text,
+    "export": export_text,
 }
 
 

@@ -1,7 +1,8 @@
 """What the understanding outputs add to a run (issue 23's target: at most 2x the run
 without them, on the golden corpus): ``autodiff``, ``trace_values``, ``shapes`` and the
 ``checks`` (all five at once), each added alone to a case's own request; with
-``--variants check_grad ...``, one check alone (``check_<name>`` for each check).
+``--variants check_grad ...``, one check alone (``check_<name>`` for each check);
+``--variants recompiles export``, those outputs (issue 36).
 
 The cases: every golden case (tests/golden/cases) that ends ``ok`` on the installed
 JAX, and every example of the page's menu (examples/menu.json, with its compare
@@ -42,8 +43,15 @@ from tests.support.warm_engine import WarmEngine  # noqa: E402
 DEFAULT_OUTPUTS = ["jaxpr", "stablehlo", "hlo", "value", "cost"]
 #: the variants run by default: each output alone, the checks all at once
 DEFAULT_VARIANTS = ("autodiff", "trace_values", "shapes", "checks")
-#: and, when named, each check alone (``check_grad``: the request's check ``grad`` only)
-VARIANTS = (*DEFAULT_VARIANTS, *(f"check_{name}" for name in CHECK_NAMES))
+#: and, when named: ``recompiles`` and ``export`` (the export on the arguments' own
+#: shapes, its round trip included), and each check alone (``check_grad``: the
+#: request's check ``grad`` only)
+VARIANTS = (
+    *DEFAULT_VARIANTS,
+    "recompiles",
+    "export",
+    *(f"check_{name}" for name in CHECK_NAMES),
+)
 #: the checks the ``checks`` variant asks (``--checks``; default: all five at once)
 CHECKS_ASKED: list[str] = list(CHECK_NAMES)
 

@@ -15,6 +15,7 @@ import {
   lineNumbers,
   type DecorationSet,
 } from "@codemirror/view";
+import { recompileField } from "./editor-recompiles";
 import { editorShapes } from "./editor-shapes";
 import { highlighting } from "./highlight";
 import { h, withCode } from "./dom";
@@ -119,6 +120,7 @@ export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHook
         errorField,
         editorLinking(hooks.onHover),
         editorShapes(),
+        recompileField,
         EditorView.contentAttributes.of({ "aria-label": "Python code", "data-testid": "code", tabindex: "0" }),
         EditorView.updateListener.of((u) => {
           if (u.docChanged) hooks.onChange(u.state.doc.toString());

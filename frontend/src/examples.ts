@@ -37,6 +37,9 @@ const MenuEntry = z.strictObject({
   config: z._default(z.record(z.string(), z.union([z.string(), z.boolean()])), {}),
   /** outputs ticked besides the defaults (profile, passes...) */
   outputs: z.optional(z.array(Output)),
+  /** the export output's fields as typed (export_fields.ts) */
+  exportShapes: z.optional(z.string()),
+  exportPlatforms: z.optional(z.string()),
   sharding: z.optional(
     z.strictObject({
       mesh: z.strictObject({ shape: z.string(), names: z.string(), types: z.array(z.enum(["auto", "explicit", "manual"])) }),
@@ -92,6 +95,8 @@ export function buildExamples(json: unknown, files: Record<string, string>): Exa
     };
     if (e.sharding) state.sharding = e.sharding;
     if (e.outputs) state.outputs = e.outputs;
+    if (e.exportShapes !== undefined) state.exportShapes = e.exportShapes;
+    if (e.exportPlatforms !== undefined) state.exportPlatforms = e.exportPlatforms;
     return { id: e.id, title: e.title, file: e.file, state };
   });
 }

@@ -30,11 +30,14 @@ export function buildLayout(root: HTMLElement) {
   // how a pallas_call without interpret= runs on a CPU run (the request's pallas_interpret)
   const pallasHelp = "a pallas_call without interpret= on the CPU: JAX's interpreter (interpret=True), or its TPU-simulating one with race detection (races as remarks; uninitialised memory NaN)";
   const pallasInterpret = h("select", { id: "pallas-interpret", "data-testid": "pallas-interpret", title: pallasHelp }, h("option", { value: "auto" }, "interpret"), h("option", { value: "tpu_races" }, "TPU, races"));
+  // the export output's request fields (export_fields.ts): sent when Export is ticked
+  const exportShapes = h("input", { id: "export-shapes", "data-testid": "export-shapes", type: "text", placeholder: "b, 3; …", title: "export_shapes: one symbolic shape per argument in JAX's syntax, separated by ; (empty: its own shape)" });
+  const exportPlatforms = h("input", { id: "export-platforms", "data-testid": "export-platforms", type: "text", placeholder: "cpu, cuda, tpu", title: "export_platforms: the platforms jax.export lowers for (empty: this worker's)" });
   const config = h(
     "details",
     { class: "config" },
     h("summary", {}, "config"),
-    h("div", { class: "config-body" }, ...CONFIG_TOGGLES.map((c, i) => h("label", { for: `cfg-${c.name}`, title: c.help }, configBoxes[i]!, c.label)), h("label", { for: "pallas-interpret", title: pallasHelp }, "Pallas ", pallasInterpret)),
+    h("div", { class: "config-body" }, ...CONFIG_TOGGLES.map((c, i) => h("label", { for: `cfg-${c.name}`, title: c.help }, configBoxes[i]!, c.label)), h("label", { for: "pallas-interpret", title: pallasHelp }, "Pallas ", pallasInterpret), h("label", { for: "export-shapes" }, "export shapes ", exportShapes), h("label", { for: "export-platforms" }, "export platforms ", exportPlatforms)),
   );
   // what to compute (compute.ts): the opt-in outputs and the checks, with their costs
   const compute = buildCompute();
@@ -137,7 +140,7 @@ export function buildLayout(root: HTMLElement) {
     h("main", { class: "layout" }, left, right),
     toast,
   );
-  return { compute, topbar, examples, presets, backend, gpuTarget, gpuTargetLabel, targetNote, devices, jaxVersion, configBoxes, pallasInterpret, outputBoxes, checks, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, banner, offer, bands, pinNote, tabs, panels, groupRuns, groupButtons, groupSwitcher };
+  return { compute, topbar, examples, presets, backend, gpuTarget, gpuTargetLabel, targetNote, devices, jaxVersion, configBoxes, pallasInterpret, exportShapes, exportPlatforms, outputBoxes, checks, xlaOutputs, flags, flagsB, compareBtn, acrossBtn, acrossHolder, themeBtn, shareBtn, runBtn, cancelBtn, toast, editorHolder, entry, args, argsNote, meshHolder, pipeA, pipeB, progress, banner, offer, bands, pinNote, tabs, panels, groupRuns, groupButtons, groupSwitcher };
 }
 
 /** The page's elements, as buildLayout makes them. */

@@ -2,6 +2,7 @@
 // locally and restored from a shared snippet. Pure apart from localStorage access.
 import * as z from "zod/mini";
 import { checksFromRequest, checksFromSaved, checksRequest, type ChecksState } from "./checks";
+import { exportFromRequest, exportRequest, type ExportState } from "./export_fields";
 import { Backend, RunRequest, TransformName, type Output } from "./generated/request";
 import { parsedItems, parsedOrNull } from "./narrow";
 import { optInOutput, requestOutputs } from "./panes/registry";
@@ -10,7 +11,7 @@ import { targetProblems, type Targets } from "./targets";
 import { AXIS_TYPES, shardingFromRequest, shardingRequest, type ShardingProblem, type ShardingState } from "./sharding";
 import { fromRequestTransforms, toRequestTransforms, type Step, type StepProblem } from "./transforms";
 
-export interface PlayState {
+export interface PlayState extends ExportState {
   code: string;
   entry: string;
   args: string;
@@ -88,6 +89,12 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
   const outputs = requestOutputs(optedIn, targets);
   if (outputs) request.outputs = outputs;
   Object.assign(request, checksRequest(state.checks));
+  // the export output's shapes and platforms (export_fields.ts), when it is asked for
+  if (request.outputs?.includes("export")) {
+    const exportProblems: string[] = [];
+    Object.assign(request, exportRequest(state, exportProblems));
+    for (const message of exportProblems) problems.push({ step: -1, option: "export", message });
+  }
   // XLA flags (xla.ts parses them; the server checks them against its allow-list); B's
   // replace A's for pipeline B, so the same pipeline twice compares flags A against B
   const flagsA = parseFlags(state.flags ?? "");
@@ -135,6 +142,7 @@ export function fromRequest(data: unknown, fallback: PlayState): PlayState {
     tpuTopology: parsedOrNull(RunRequest.shape.tpu_topology, d.tpu_topology) ?? "",
     pallasInterpret: parsedOrNull(RunRequest.shape.pallas_interpret, d.pallas_interpret) ?? "auto",
     checks: checksFromRequest(d),
+    ...exportFromRequest(d),
   };
 }
 
@@ -188,6 +196,8 @@ export function loadAutosave(fallback: PlayState): PlayState | null {
       tpuTopology: parsedOrNull(Text, saved.tpuTopology) ?? fallback.tpuTopology,
       pallasInterpret: parsedOrNull(RunRequest.shape.pallas_interpret, saved.pallasInterpret) ?? fallback.pallasInterpret,
       checks: checksFromSaved(saved.checks) ?? fallback.checks,
+      exportShapes: parsedOrNull(Text, saved.exportShapes) ?? fallback.exportShapes,
+      exportPlatforms: parsedOrNull(Text, saved.exportPlatforms) ?? fallback.exportPlatforms,
     };
   } catch {
     return null;

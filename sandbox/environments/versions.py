@@ -53,8 +53,9 @@ _VERSION = re.compile(JAX_VERSION_PATTERN)
 STAMP = ".jaxplay-version.json"
 #: puts this checkout (the ``sandbox`` package) on an environment's sys.path
 PTH_NAME = "jaxplay-sandbox.pth"
-#: what the engine imports besides JAX (sandbox/protocol/)
-ENGINE_REQUIREMENTS = ("pydantic>=2.6",)
+#: what the engine imports besides JAX: pydantic (sandbox/protocol/); flatbuffers, which
+#: ``jax.export`` needs to serialize an artifact (the ``export`` output)
+ENGINE_REQUIREMENTS = ("flatbuffers>=24", "pydantic>=2.6")
 #: the committed locks: every package of a version's environment, pinned with its hash
 LOCKS = Path(__file__).resolve().parent / "version_locks"
 #: how long one install (or lock) may take in all: a venv, ~600 MB of wheels, a check

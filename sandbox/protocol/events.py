@@ -29,6 +29,8 @@ from sandbox.protocol.limits import (
     MAX_BUFFERS,
     MAX_COLLECTIVES,
     MAX_COMPARE,
+    MAX_EXPORT_ARTIFACT_BYTES,
+    MAX_EXPORT_CALLS,
     MAX_GRID_POINTS,
     MAX_KERNELS,
     MAX_LABEL_CHARS,
@@ -43,6 +45,8 @@ from sandbox.protocol.limits import (
     MAX_POLICIES,
     MAX_PROFILE_PASSES,
     MAX_PROFILE_ROWS,
+    MAX_RECOMPILE_MISSES,
+    MAX_RECOMPILE_SITES,
     MAX_REMARKS,
     MAX_REPR_CHARS,
     MAX_RESIDUALS,
@@ -70,6 +74,7 @@ Output = Literal[
     "sharding", "shapes", "profile", "kernels", "autodiff",
     "trace_values",
     "checks",
+    "recompiles", "export",
 ]  # fmt: skip
 OUTPUTS: tuple[Output, ...] = Output.__args__  # type: ignore[attr-defined]
 #: what ``stage`` events name, in the order they happen (SPEC §2's five, plus
@@ -839,6 +844,93 @@ class ChecksEvent(_PipelineEvent):
     results: Annotated[list[CheckResult], Field(max_length=MAX_CHECK_RESULTS)]
 
 
+class RecompileMiss(_Event):
+    """One trace (and its lowering and compile) at a call site."""
+
+    explanation: str | None = Field(
+        None,
+        max_length=MAX_MESSAGE_CHARS,
+        description="JAX's own explanation (`jax_explain_cache_misses`), as it logged it; "
+        "null where JAX said nothing (a jit whose target is itself jitted).",
+    )
+    reason: Short = Field(description="The explanation in a few words (`x: f32[3] → f32[4]`).")
+    trace_ms: Ms | None = None
+    lower_ms: Ms | None = None
+    compile_ms: Ms | None = None
+    from_disk: bool = Field(
+        False, description="The executable came from JAX's persistent compilation cache."
+    )
+
+
+class RecompileSite(_Event):
+    """A call site: a line of the snippet and the function JAX traced or called there."""
+
+    line: Line
+    function: Short
+    caller: Short = Field(description="The snippet's function the line is in (`<module>`).")
+    jitted: bool = Field(
+        description="A jitted function is called here (false: an eager operation compiled)."
+    )
+    calls: Count | None = Field(None, description="Calls seen (null: not countable here).")
+    hits: Count | None = None
+    miss_count: Count
+    misses: Annotated[list[RecompileMiss], Field(max_length=MAX_RECOMPILE_MISSES)]
+    trace_ms: Ms
+    lower_ms: Ms
+    compile_ms: Ms
+    summary: Short = Field(description="`2 compiles, 1 hit — x: f32[3] → f32[4]`.")
+    silent: Short | None = Field(None, description="Why JAX explained none of these misses.")
+
+
+class RecompilesEvent(_PipelineEvent):
+    """JAX's cache misses at each call site of the snippet's top-level code and one call
+    of the entry (sandbox/engine/outputs/recompiles.py)."""
+
+    type: Literal["recompiles"]
+    sites: Annotated[list[RecompileSite], Field(max_length=MAX_RECOMPILE_SITES)]
+    counts_calls: bool = Field(description="Calls (and so hits) could be counted.")
+    notes: Notes = Field(default_factory=list)
+
+
+class ExportCall(_Event):
+    """One call of the deserialized artifact in a fresh process of the same jail."""
+
+    source: Literal["arguments", "fitted"] = Field(
+        description="`arguments`: the request's; `fitted`: other sizes of the symbolic "
+        "dimensions, arrays of ones."
+    )
+    inputs: Annotated[list[Short], Field(max_length=256)]
+    outputs: Annotated[list[Short], Field(max_length=256)]
+    equal: bool | None = Field(
+        None, description="Its outputs equal the entry's jit called in the run's process."
+    )
+    max_abs_diff: Measure | None = None
+    error: str | None = Field(None, max_length=MAX_MESSAGE_CHARS)
+
+
+class ExportEvent(_PipelineEvent):
+    """`jax.export` of the pipeline (sandbox/engine/outputs/export.py)."""
+
+    type: Literal["export"]
+    function: Short
+    shapes: Annotated[list[Short | None], Field(max_length=256)] = Field(
+        description="The symbolic shape asked per argument (null: its own shape)."
+    )
+    in_avals: Annotated[list[Short], Field(max_length=4096)]
+    out_avals: Annotated[list[Short], Field(max_length=4096)]
+    platforms: Annotated[list[Short], Field(max_length=8)]
+    calling_convention_version: Count
+    stablehlo: str = _text(MAX_TEXT_CHARS)
+    artifact: str | None = Field(
+        None,
+        max_length=(MAX_EXPORT_ARTIFACT_BYTES * 4) // 3 + 4,
+        description="`Exported.serialize()`, base64 (null: over the bound, or not serializable).",
+    )
+    artifact_bytes: Count | None = None
+    roundtrip: Annotated[list[ExportCall], Field(max_length=MAX_EXPORT_CALLS)]
+    notes: Notes = Field(default_factory=list)
+
+
 class ErrorEvent(_PipelineEvent):
     type: Literal["error"]
     stage: ErrorStage
@@ -894,6 +986,8 @@ EVENT_MODELS: dict[str, type[_Event]] = {
     "autodiff": AutodiffEvent,
     "trace_values": TraceValuesEvent,
     "checks": ChecksEvent,
+    "recompiles": RecompilesEvent,
+    "export": ExportEvent,
     "error": ErrorEvent,
     "done": DoneEvent,
 }
@@ -901,7 +995,8 @@ AnyEvent = Annotated[
     AcceptedEvent | StdoutEvent | StderrEvent | StageEvent | JaxprEvent | StablehloEvent
     | HloEvent | TextPartEvent | ValueEvent | CostEvent | TimingEvent | PassesEvent | AsmEvent | MemoryEvent
     | RemarksEvent | ShardingEvent | ShapesEvent | ProfileEvent | ErrorEvent
-    | KernelsEvent | AutodiffEvent | TraceValuesEvent | ChecksEvent | DoneEvent,
+    | KernelsEvent | AutodiffEvent | TraceValuesEvent | ChecksEvent | RecompilesEvent
+    | ExportEvent | DoneEvent,
     Field(discriminator="type"),
 ]  # fmt: skip
 

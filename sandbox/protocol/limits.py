@@ -56,6 +56,13 @@ MAX_BUFFERS = 4096
 MAX_MEMORY_POINTS = 512
 MAX_MEMORY_BANDS = 12
 MAX_REMARKS = 256
+#: What one recompiles event may carry: call sites, and the misses listed per site
+MAX_RECOMPILE_SITES = 256
+MAX_RECOMPILE_MISSES = 32
+#: What one export event may carry: the serialized artifact (before base64), the
+#: round trip's calls
+MAX_EXPORT_ARTIFACT_BYTES = 4 * 1024 * 1024
+MAX_EXPORT_CALLS = 8
 #: Spans of the user's code a shapes event may give (one per expression traced)
 MAX_SHAPE_SPANS = 4096
 #: What one profile event may carry: instruction rows, timeline events, leaf HLO

@@ -11,6 +11,7 @@ from sandbox.protocol.events import (
     AutodiffEvent,
     ChecksEvent,
     CostEvent,
+    ExportEvent,
     HloEvent,
     JaxprEvent,
     KernelsEvent,
@@ -18,6 +19,7 @@ from sandbox.protocol.events import (
     Output,
     PassesEvent,
     ProfileEvent,
+    RecompilesEvent,
     RemarksEvent,
     ShapesEvent,
     ShardingEvent,
@@ -73,6 +75,10 @@ OUTPUT_TABLE: dict[str, OutputSpec] = {
     "trace_values": OutputSpec(TraceValuesEvent, ("execute",), default=False),
     # made when the request names `checks` (requests.py adds it to the outputs)
     "checks": OutputSpec(ChecksEvent, ("execute",), default=False),
+    # JAX's cache misses of the snippet's run and one call of the entry: times, never cached
+    "recompiles": OutputSpec(RecompilesEvent, (), per_pipeline=False, default=False, cached=False),
+    # jax.export of each pipeline, its artifact called back in a fresh process
+    "export": OutputSpec(ExportEvent, ("trace",), default=False),
 }
 DEFAULT_OUTPUTS: tuple[Output, ...] = tuple(o for o in OUTPUTS if OUTPUT_TABLE[o].default)
 assert tuple(OUTPUT_TABLE) == OUTPUTS, "OUTPUT_TABLE and Output name the same outputs"

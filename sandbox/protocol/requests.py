@@ -143,6 +143,10 @@ COMPILER_OPTIONS_ALLOWED: dict[str, tuple[type, ...]] = {
 }
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: the ``export`` output's shapes: one per argument, JAX's symbolic-shape syntax
+#: (dimension names, integers, + - * and parentheses; ``jax.export`` parses it)
+MAX_EXPORT_ARGS = 64
+SymbolicShape = Annotated[str, Field(max_length=200, pattern=r"^[A-Za-z0-9_ ,+\-*()/]*$")]
 _OPTION_VALUE = (type(None), bool, int, float, str, list)
 
 
@@ -312,6 +316,18 @@ class RunRequest(BaseModel):
         description="`trace_values` steps the compare pipelines too; by default only the main "
         "pipeline is stepped (a compare pipeline's event has no rows and a note saying so).",
     )
+
+    export_shapes: Annotated[list[SymbolicShape | None], Field(max_length=MAX_EXPORT_ARGS)] | None = Field(
+        None,
+        description="The `export` output: one symbolic shape per argument in JAX's syntax "
+        '(`"b, 3"`; `jax.export.symbolic_shape`), null for an argument\'s own shape; '
+        "default: every argument's own shape.",
+    )  # fmt: skip
+    export_platforms: Annotated[list[LoweringPlatform], Field(min_length=1, max_length=4)] | None = Field(
+        None,
+        description='The `export` output\'s platforms (`["cpu", "cuda", "tpu"]`); default: '
+        "the worker's. The round trip calls the artifact where the worker's is among them.",
+    )  # fmt: skip
 
     @model_validator(mode="before")
     @classmethod

@@ -75,6 +75,9 @@ export interface FieldControls {
   outputBoxes: readonly Control[];
   /** how a pallas_call without interpret= runs on a CPU run (absent: not bound) */
   pallasInterpret?: Control;
+  /** the export output's shapes and platforms as typed (absent: not bound) */
+  exportShapes?: Control;
+  exportPlatforms?: Control;
 }
 
 export interface FieldHooks {
@@ -86,7 +89,7 @@ export interface FieldHooks {
 
 /** The bindings of the plain fields. */
 export function fieldBindings(c: FieldControls, hooks: FieldHooks = {}): Binding[] {
-  const text = (control: Control, key: "entry" | "args" | "flags" | "compareFlags", then?: () => void): Binding => ({
+  const text = (control: Control, key: "entry" | "args" | "flags" | "compareFlags" | "exportShapes" | "exportPlatforms", then?: () => void): Binding => ({
     control,
     event: "input",
     read: (el, s) => ((s[key] = el.value), true),
@@ -129,6 +132,8 @@ export function fieldBindings(c: FieldControls, hooks: FieldHooks = {}): Binding
       write: () => {}, // main.ts picks it (adding a version from a link)
     },
     ...(c.pallasInterpret ? [pallasBinding(c.pallasInterpret)] : []),
+    ...(c.exportShapes ? [text(c.exportShapes, "exportShapes")] : []),
+    ...(c.exportPlatforms ? [text(c.exportPlatforms, "exportPlatforms")] : []),
     ...c.configBoxes.map(
       (box): Binding => ({
         control: box,

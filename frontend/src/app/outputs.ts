@@ -7,6 +7,7 @@ import type { EditorView } from "@codemirror/view";
 import type { ArgsFollower } from "../args";
 import { h } from "../dom";
 import { setErrorMark } from "../editor";
+import { setRecompileMarks } from "../editor-recompiles";
 import { setShapes } from "../editor-shapes";
 import { fmtAgo } from "../format";
 import type { Output, RunBody } from "../generated/request";
@@ -153,6 +154,7 @@ export class OutputsController implements RunView {
     this.pendingShapes = null; // the last run's, not set yet: this run's replace them
     if (this.errorMarked) this.d.editor().dispatch({ effects: setErrorMark.of(null) });
     this.errorMarked = false;
+    this.d.editor().dispatch({ effects: setRecompileMarks.of([]) });
     // the bands follow the IR texts: drawn again only when the panes were cleared
     if (pipelines.join("\n") !== this.lastPipelines) this.links.soon();
     this.lastPipelines = pipelines.join("\n");
@@ -191,6 +193,9 @@ export class OutputsController implements RunView {
           this.pendingShapes = event.spans;
           this.shapes.soon();
         }
+        break;
+      case "recompiles": // each call site's line marked in the editor (editor-recompiles.ts)
+        this.d.editor().dispatch({ effects: setRecompileMarks.of(event.sites.filter((s) => s.jitted).map((s) => ({ line: s.line, text: s.summary }))) });
         break;
       case "jaxpr":
       case "stablehlo":

@@ -80,6 +80,8 @@ export class Panes {
       { tab: "asm", pane: new AsmPane(panels.asm, hoverCode) },
       { tab: "memory", pane: new LazyPane(["memory"], async () => new (await later()).MemoryPane(panels.memory, hoverCode)) },
       { tab: "remarks", pane: new RemarksPane(panels.remarks, hooks.reveal) },
+      { tab: "recompiles", pane: new LazyPane(["recompiles"], async () => new (await later()).RecompilesPane(panels.recompiles, hooks.reveal)) },
+      { tab: "export", pane: new LazyPane(["export"], async () => new (await later()).ExportPane(panels.export)) },
       { tab: "kernels", pane: new LazyPane(["kernels"], async () => new (await later()).KernelsPane(panels.kernels, hooks.reveal, hoverCode)) },
       { tab: "profile", pane: new LazyPane(["profile"], async () => new (await later()).ProfilePane(panels.profile, hoverCode)) },
       { tab: "sharding", pane: this.sharding, lazy: true },

@@ -18,6 +18,8 @@ export const TABS = [
   { id: "passes", title: "Passes", group: "how", opensItself: false },
   { id: "kernels", title: "Kernels", group: "how", opensItself: false },
   { id: "remarks", title: "Remarks", group: "how", opensItself: false },
+  { id: "recompiles", title: "Recompiles", group: "how", opensItself: false },
+  { id: "export", title: "Export", group: "how", opensItself: false },
   { id: "cost", title: "Cost", group: "cost", opensItself: true },
   { id: "timing", title: "Timing", group: "cost", opensItself: true },
   { id: "memory", title: "Memory", group: "cost", opensItself: false },

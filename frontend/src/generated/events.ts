@@ -180,6 +180,33 @@ export const ErrorEvent = z.object({
   doc_url: z.optional(z.nullable(z.string().check(z.maxLength(512), z.regex(new RegExp("^(https://docs\\.jax\\.dev/|https://jax\\.readthedocs\\.io/|https://docs\\.python\\.org/3/)[^\\s\\\"'<>\\\\]*$"))))),
 });
 
+/** One call of the deserialized artifact in a fresh process of the same jail. */
+export const ExportCall = z.object({
+  source: z.enum(["arguments", "fitted"]),
+  inputs: z.array(z.string().check(z.maxLength(256))).check(z.maxLength(256)),
+  outputs: z.array(z.string().check(z.maxLength(256))).check(z.maxLength(256)),
+  equal: z.optional(z.nullable(z.boolean())),
+  max_abs_diff: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
+  error: z.optional(z.nullable(z.string().check(z.maxLength(16384)))),
+});
+
+/** `jax.export` of the pipeline (sandbox/engine/outputs/export.py). */
+export const ExportEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("export"),
+  function: z.string().check(z.maxLength(256)),
+  shapes: z.array(z.nullable(z.string().check(z.maxLength(256)))).check(z.maxLength(256)),
+  in_avals: z.array(z.string().check(z.maxLength(256))).check(z.maxLength(4096)),
+  out_avals: z.array(z.string().check(z.maxLength(256))).check(z.maxLength(4096)),
+  platforms: z.array(z.string().check(z.maxLength(256))).check(z.maxLength(8)),
+  calling_convention_version: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  stablehlo: z.string().check(z.maxLength(2097152)),
+  artifact: z.optional(z.nullable(z.string().check(z.maxLength(5592409)))),
+  artifact_bytes: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  roundtrip: z.array(ExportCall).check(z.maxLength(8)),
+  notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
+});
+
 /** One operand of a pallas_call (an input, an output or a scratch buffer) and the block of it each grid point reads or writes. */
 export const GridOperand = z.object({
   origin: z.string().check(z.maxLength(256)),
@@ -357,6 +384,42 @@ export const ProfileEvent = z.object({
   trace_gz: z.optional(z.nullable(z.string().check(z.maxLength(1398104), z.regex(new RegExp("^[A-Za-z0-9+/=]*$"))))),
   passes: z.optional(z.nullable(z.array(PassTime).check(z.maxLength(2048)))),
   peaks: z.optional(z.nullable(Peaks)),
+  notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
+});
+
+/** One trace (and its lowering and compile) at a call site. */
+export const RecompileMiss = z.object({
+  explanation: z.optional(z.nullable(z.string().check(z.maxLength(16384)))),
+  reason: z.string().check(z.maxLength(256)),
+  trace_ms: z.optional(z.nullable(z.number().check(z.gte(0), z.lte(1000000000.0)))),
+  lower_ms: z.optional(z.nullable(z.number().check(z.gte(0), z.lte(1000000000.0)))),
+  compile_ms: z.optional(z.nullable(z.number().check(z.gte(0), z.lte(1000000000.0)))),
+  from_disk: z.optional(z.boolean()),
+});
+
+/** A call site: a line of the snippet and the function JAX traced or called there. */
+export const RecompileSite = z.object({
+  line: z.int().check(z.gte(1), z.lte(10000000)),
+  function: z.string().check(z.maxLength(256)),
+  caller: z.string().check(z.maxLength(256)),
+  jitted: z.boolean(),
+  calls: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  hits: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  miss_count: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  misses: z.array(RecompileMiss).check(z.maxLength(32)),
+  trace_ms: z.number().check(z.gte(0), z.lte(1000000000.0)),
+  lower_ms: z.number().check(z.gte(0), z.lte(1000000000.0)),
+  compile_ms: z.number().check(z.gte(0), z.lte(1000000000.0)),
+  summary: z.string().check(z.maxLength(256)),
+  silent: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
+});
+
+/** JAX's cache misses at each call site of the snippet's top-level code and one call of the entry (sandbox/engine/outputs/recompiles.py). */
+export const RecompilesEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("recompiles"),
+  sites: z.array(RecompileSite).check(z.maxLength(256)),
+  counts_calls: z.boolean(),
   notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
 });
 
@@ -557,6 +620,8 @@ export const Events = {
   autodiff: AutodiffEvent,
   trace_values: TraceValuesEvent,
   checks: ChecksEvent,
+  recompiles: RecompilesEvent,
+  export: ExportEvent,
   error: ErrorEvent,
   done: DoneEvent,
 } as const;

@@ -4,8 +4,10 @@
 // panes, Errors, Autodiff and Checks stay in the page's chunk.
 export { ConsolePane } from "./console";
 export { CostPane } from "./cost";
+export { ExportPane } from "./export";
 export { KernelsPane } from "./kernels";
 export { MemoryPane } from "./memory";
 export { ProfilePane } from "./profile";
+export { RecompilesPane } from "./recompiles";
 export { TimingPane } from "./timing";
 export { ValuePane } from "./value";

@@ -43,6 +43,8 @@ export const OUTPUT_PANES: Record<Output, OutputEntry> = {
   profile: { tab: "profile", optIn: { help: "the compiled calls run again under JAX's profiler: time per HLO instruction, a roofline, the trace", cost: "re-runs the program (50 ms or more, up to 10 calls); +0.3–0.9 s a worker's first, for its peaks" } },
   // asked for by the checks box (checks.ts): the request's `checks` makes it
   checks: { tab: "checks", byField: "checks" },
+  recompiles: { tab: "recompiles", optIn: { help: "why JAX traced and compiled again: each call site's hits, misses, JAX's explanations and their milliseconds", cost: "×1.26 the run (median of 10 programs; one more call of the entry)" } },
+  export: { tab: "export", optIn: { help: "jax.export of the pipeline: avals, platforms, StableHLO, the artifact and its round trip", cost: "×5.9 the run (median of 10 programs): the round trip's fresh process imports JAX, 3–4 s on a loaded machine" } },
   trace_values: { tab: "trace_values", optIn: { help: "every equation stepped on the arguments: its outputs' min, max, mean, NaN and Inf counts, and the first NaN or Inf at its line", cost: "×1.21 the run (median of 61 programs; ×1.85 at worst)" } },
 };
 

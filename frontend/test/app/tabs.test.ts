@@ -9,7 +9,7 @@ describe("the tab table", () => {
     expect(GROUPS.map((g) => g.tabs)).toEqual([
       ["jaxpr", "stablehlo", "hlo", "asm", "graph"],
       ["value", "trace_values", "checks", "console"],
-      ["autodiff", "sharding", "passes", "kernels", "remarks"],
+      ["autodiff", "sharding", "passes", "kernels", "remarks", "recompiles", "export"],
       ["cost", "timing", "memory", "profile"],
       ["errors"],
     ]);

@@ -117,6 +117,9 @@ class RunHooks:
         """Held while the snippet's top-level code runs."""
         return contextlib.nullcontext()
 
+    def before_pipelines(self, context: RunContext) -> None:
+        """Once the module ran and its arguments are built, before any pipeline."""
+
     def after_build(self, pipeline: PipelineContext) -> None:
         """After each pipeline is built; a UserError raised here fails the pipeline."""
 

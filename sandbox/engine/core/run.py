@@ -104,11 +104,15 @@ class Run:
 
     def render(self, what: str, fn: Callable[[], Made]) -> None:
         """Build and emit a view (an IR text over one event's bound is several events:
-        core/text_parts.py); a failure here is jaxplay's, not the user's."""
+        core/text_parts.py); a failure here is jaxplay's, not the user's, unless it is
+        a ``UserError`` (an error event at the user's line)."""
         from sandbox.engine.core.errors import engine_error_event
 
         try:
             made = fn()
+        except UserError as error:  # the user's code, met while making it (export's shapes)
+            self.fail(error)
+            return
         except Exception as exc:
             self.errors += 1
             made = engine_error_event(what, exc)
@@ -190,6 +194,8 @@ class Run:
             self.entry_line = code.co_firstlineno
         context = RunContext(request, f, namespace, args, self.mesh, _is_abstract(args))
         with mesh_context(self.mesh):
+            for hooks in self.hooks:
+                hooks.before_pipelines(context)
             for name, transforms in request.pipelines():
                 self.emitter.pipeline = name
                 try:
