@@ -27,6 +27,7 @@ This module never imports JAX: the server reads versions from package metadata.
 from __future__ import annotations
 
 import glob
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -449,7 +450,9 @@ def install(
         raise InstallError(unknown_version_message(version))
     if (env := environment(root, version)) is not None:
         say(f"jax {version}: already installed ({env.prefix})")
-        _install_libraries(env, locks, say, pip_output, _Deadline(version, timeout_s))
+        deadline = _Deadline(version, timeout_s)
+        _sync_engine_lock(env, locks, say, pip_output, deadline)
+        _install_libraries(env, locks, say, pip_output, deadline)
         return env
     python, python_version, pinned = _locked_python(release, locks)
     deadline = _Deadline(version, timeout_s)
@@ -506,6 +509,7 @@ def install(
         raise InstallError(f"jax {version}: the environment imports jax {stamp.get('jax')}")
     stamp["base_prefix"] = os.path.realpath(stamp["base_prefix"])
     stamp["lock"] = pinned.name
+    stamp["lock_sha256"] = _digest(pinned)
     (prefix / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
     env = environment(root, version)
     assert env is not None
@@ -529,7 +533,10 @@ def _install_libraries(
     # the other versions of some libraries a request may pick, each in an overlay of
     # its own (sandbox/environments/library_choices.py): those not installed yet
     library_choices.install(env.version, env.python_version, env.python, locks=locks, say=say)
-    if not pinned.is_file() or stamp.get("libraries_lock") == pinned.name:
+    if not pinned.is_file() or (
+        stamp.get("libraries_lock") == pinned.name
+        and stamp.get("libraries_lock_sha256") == _digest(pinned)
+    ):
         return
     say(f"jax {env.version}: the libraries: pip install --require-hashes -r {pinned}")
     _check_call(
@@ -541,11 +548,47 @@ def _install_libraries(
         deadline,
     )  # fmt: skip
     stamp["libraries_lock"] = pinned.name
+    stamp["libraries_lock_sha256"] = _digest(pinned)
     stamp["libraries"] = libraries.installed(env.prefix)
     stamp_path.write_text(json.dumps(stamp, indent=1) + "\n")
     say(
         f"jax {env.version}: libraries {' '.join(f'{k}=={v}' for k, v in stamp['libraries'].items())}"
     )
+
+
+def _sync_engine_lock(
+    env: Environment,
+    locks: Path,
+    say: Callable[[str], None],
+    pip_output: int | None,
+    deadline: _Deadline,
+) -> None:
+    """Bring an installed environment to its committed lock once the lock changed (a
+    package added to every lock, as ``flatbuffers`` was for export): the stamp keeps the
+    lock's sha256, and pip installs, hash-checked, only what is missing or different."""
+    stamp_path = Path(env.prefix) / STAMP
+    stamp = json.loads(stamp_path.read_text())
+    pinned = locks / str(stamp.get("lock", ""))
+    if not stamp.get("lock") or not pinned.is_file():
+        return
+    digest = _digest(pinned)
+    if stamp.get("lock_sha256") == digest:
+        return
+    say(f"jax {env.version}: its lock changed: pip install --require-hashes -r {pinned}")
+    _check_call(
+        [
+            env.python, "-m", "pip", "install", "--disable-pip-version-check",
+            "--require-hashes", "--no-deps", "--only-binary=:all:", "-r", str(pinned),
+        ],
+        pip_output,
+        deadline,
+    )  # fmt: skip
+    stamp["lock_sha256"] = digest
+    stamp_path.write_text(json.dumps(stamp, indent=1) + "\n")
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _check_call(argv: list[str], output: int | None, deadline: _Deadline) -> None:
