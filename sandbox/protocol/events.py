@@ -42,6 +42,7 @@ from sandbox.protocol.limits import (
     MAX_PROFILE_PASSES,
     MAX_PROFILE_ROWS,
     MAX_REMARKS,
+    MAX_REMATS,
     MAX_REPR_CHARS,
     MAX_RESIDUALS,
     MAX_SHAPE_SPANS,
@@ -451,6 +452,18 @@ class Collective(_Event):
     hlo_line: Line = Field(description="Its line in the per-device HLO text.")
 
 
+class Rematerialization(_Event):
+    """XLA's "involuntary full rematerialization": no collective takes the value from
+    one sharding to the other, so every device holds all of it, then slices it."""
+
+    line: Line | None = Field(None, description="The user's line of the HLO operation.")
+    from_sharding: Short = Field(description="The sharding it had, as XLA prints it.")
+    to_sharding: Short = Field(description="The sharding it needed, as XLA prints it.")
+    op_name: Short = Field(description="The HLO operation's op_name (JAX's name for it).")
+    instruction: str = _text(MAX_MESSAGE_CHARS)
+    message: str = _text(MAX_MESSAGE_CHARS)
+
+
 class ShardingEvent(_PipelineEvent):
     """How the compiled program is laid out over the devices (sandbox/engine/outputs/sharding.py)."""
 
@@ -459,6 +472,10 @@ class ShardingEvent(_PipelineEvent):
     arguments: Annotated[list[ShardedArray], Field(max_length=MAX_LEAVES)]
     outputs: Annotated[list[ShardedArray], Field(max_length=MAX_LEAVES)]
     collectives: Annotated[list[Collective], Field(max_length=MAX_COLLECTIVES)]
+    rematerializations: Annotated[list[Rematerialization], Field(max_length=MAX_REMATS)] = Field(
+        default_factory=list,
+        description="XLA's involuntary full rematerializations, as its log said them.",
+    )
 
 
 Dims = Annotated[list[Count], Field(max_length=64)]

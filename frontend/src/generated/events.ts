@@ -343,6 +343,16 @@ export const RemarksEvent = z.object({
   items: z.array(Remark).check(z.maxLength(256)),
 });
 
+/** XLA's "involuntary full rematerialization": no collective takes the value from one sharding to the other, so every device holds all of it, then slices it. */
+export const Rematerialization = z.object({
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  from_sharding: z.string().check(z.maxLength(256)),
+  to_sharding: z.string().check(z.maxLength(256)),
+  op_name: z.string().check(z.maxLength(256)),
+  instruction: z.string().check(z.maxLength(16384)),
+  message: z.string().check(z.maxLength(16384)),
+});
+
 export const ShapeOut = z.object({
   shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
   dtype: z.string().check(z.maxLength(256)),
@@ -396,6 +406,7 @@ export const ShardingEvent = z.object({
   arguments: z.array(ShardedArray).check(z.maxLength(4096)),
   outputs: z.array(ShardedArray).check(z.maxLength(4096)),
   collectives: z.array(Collective).check(z.maxLength(4096)),
+  rematerializations: z.optional(z.array(Rematerialization).check(z.maxLength(256))),
 });
 
 export const StablehloEvent = z.object({

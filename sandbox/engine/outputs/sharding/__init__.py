@@ -1,6 +1,7 @@
 """The ``sharding`` output: how the compiled program is laid out over the devices,
-which device holds which block of each argument and output, and every collective
-in the per-device HLO."""
+which device holds which block of each argument and output, every collective in the
+per-device HLO, and the partitioner's involuntary full rematerializations
+(remat.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from sandbox.engine.core.compat import out_info
 from sandbox.engine.core.output import Output, Results
 from sandbox.engine.core.sources import hlo_sources
+from sandbox.engine.outputs.sharding.remat import rematerializations
 from sandbox.protocol.limits import MAX_COLLECTIVES, MAX_SHARD_BLOCKS
 
 #: the collectives of XLA's HLO; ``-start`` forms (async) count as their op
@@ -82,8 +84,9 @@ def _entries(shardings: Any, avals: list[Any], paths: list[str]) -> list[dict[st
     return out
 
 
-def sharding_event(compiled: Any, lowered: Any) -> dict[str, Any]:
-    """The ``sharding`` output of one compiled pipeline."""
+def sharding_event(compiled: Any, lowered: Any, compile_log: str = "") -> dict[str, Any]:
+    """The ``sharding`` output of one compiled pipeline (``compile_log``: what XLA's
+    C++ logs said while it compiled, core/compile_log.py)."""
     import jax
 
     args_info = compiled.args_info
@@ -103,6 +106,7 @@ def sharding_event(compiled: Any, lowered: Any) -> dict[str, Any]:
         "arguments": _entries(in_shardings, arg_avals, arg_paths),
         "outputs": _entries(compiled.output_shardings, out_avals, out_paths),
         "collectives": collectives(text),
+        "rematerializations": rematerializations(compile_log, text),
     }
 
 
@@ -186,7 +190,7 @@ def _groups(line: str) -> tuple[list[list[int]] | None, str]:
 
 
 def sharding_events(r: Results) -> dict[str, Any]:
-    return sharding_event(r.compiled, r.lowered)
+    return sharding_event(r.compiled, r.lowered, r.compile_log)
 
 
 OUTPUT = Output("compiled", "describing the shardings", sharding_events)

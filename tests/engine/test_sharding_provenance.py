@@ -1,0 +1,139 @@
+"""Sharding provenance (issue 36 item 3): XLA's involuntary full rematerializations as
+remarks at the user's line, each held to the warning XLA prints when the same program
+is compiled by JAX directly in a fresh process."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+from sandbox.engine.outputs.sharding.remat import rematerializations
+
+MESH_2X4 = {"shape": [2, 4], "axis_names": ["x", "y"], "axis_types": ["auto", "auto"]}
+#: a value constrained to one sharding (line 3) and then to one the partitioner cannot
+#: reach with a collective (line 4)
+REMAT_CODE = (
+    "from jax.sharding import PartitionSpec as P\n"
+    "def f(a):\n"
+    "    b = jax.lax.with_sharding_constraint(jnp.sin(a), P(None, None, 'x'))\n"
+    "    c = jax.lax.with_sharding_constraint(b, P(None, 'y', None))\n"
+    "    return c * 3\n"
+)
+
+
+def _of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == kind]
+
+
+def _xla_says(code: str) -> str:
+    """What XLA writes to standard error compiling ``code``'s ``f`` over the same mesh,
+    JAX called directly in a fresh process."""
+    script = textwrap.dedent(
+        """
+        import os
+        os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+        import jax, jax.numpy as jnp
+        from jax.sharding import NamedSharding, PartitionSpec as P, AxisType
+        mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+        jax.set_mesh(mesh)
+        """
+    )
+    script += code + textwrap.dedent(
+        """
+        a = jax.ShapeDtypeStruct((8, 8, 8), jnp.float32, sharding=NamedSharding(mesh, P()))
+        jax.jit(f).lower(a).compile()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    return done.stderr
+
+
+def test_an_involuntary_rematerialization_is_a_remark_at_its_line_with_both_shardings(
+    run: Any,
+) -> None:
+    events = run(
+        {
+            "code": REMAT_CODE,
+            "args": "(jnp.ones((8, 8, 8)),)",
+            "backend": "cpu",
+            "devices": 8,
+            "mesh": MESH_2X4,
+            "outputs": ["sharding"],
+            "timeout_s": 60,
+        }
+    )
+    assert not _of(events, "error"), _of(events, "error")
+    (event,) = _of(events, "sharding")
+    (remat,) = event["rematerializations"]
+    said = re.search(
+        r"Involuntary full rematerialization\. The compiler cannot go from sharding "
+        r"(\{.*?\]\}) to (\{.*?\]\}) efficiently",
+        _xla_says(REMAT_CODE),
+    )
+    assert said is not None
+    assert (remat["from_sharding"], remat["to_sharding"]) == (said.group(1), said.group(2))
+    assert remat["from_sharding"] == "{mesh['x'=2,'y'=4], [{}, {}, {'x'}]}"
+    assert remat["to_sharding"] == "{mesh['x'=2,'y'=4], [{}, {'y'}, {}]}"
+    # the value rematerialized is the first constraint's (line 3), moved to the second's
+    assert remat["line"] == 3
+    assert remat["op_name"] == "jit(f)/sharding_constraint"
+
+
+def test_a_program_without_one_has_none(run: Any) -> None:
+    events = run(
+        {
+            "code": "def f(a):\n    return jnp.sin(a) * 2\n",
+            "args": "(jnp.ones((8, 8)),)",
+            "backend": "cpu",
+            "devices": 8,
+            "mesh": MESH_2X4,
+            "in_shardings": [["x", "y"]],
+            "outputs": ["sharding"],
+            "timeout_s": 60,
+        }
+    )
+    (event,) = _of(events, "sharding")
+    assert event["rematerializations"] == []
+
+
+# --- reading the log (no JAX) -------------------------------------------------------
+
+_MODULE = (
+    'HloModule m\n\nFileNames\n1 "snippet.py"\n\nFunctionNames\n1 "f"\n\n'
+    "FileLocations\n1 {file_name_id=1 function_name_id=1 line=7 end_line=7 column=4 "
+    "end_column=9}\n\nStackFrames\n1 {file_location_id=1 parent_frame_id=1}\n\n"
+)
+
+
+def test_both_spellings_of_the_warning_are_read() -> None:
+    new = (
+        "W1204 14:26:52.2 1 spmd_partitioner.cc:666] [SPMD] Involuntary full "
+        "rematerialization. The compiler cannot go from sharding {devices=[1,1,2,4]"
+        "<=[8] last_tile_dim_replicate} to {devices=[1,4,1,2]<=[2,4]T(1,0) "
+        "last_tile_dim_replicate} efficiently for HLO operation %copy.1 = f32[8,8,4] "
+        'copy(%sin), metadata={op_name="jit(f)/sharding_constraint" stack_frame_id=1}. '
+        "As the last resort, SPMD will replicate the tensor.\n"
+    )
+    old = (
+        "E1204 spmd_partitioner.cc:600] [spmd] Involuntary full rematerialization. The "
+        "compiler was not able to go from sharding {devices=[2,1]0,1} to {devices=[1,2]0,1}"
+        " without doing a full rematerialization of the tensor for HLO operation: "
+        '%add = f32[4,4] add(%a, %b), metadata={op_name="jit(f)/add" '
+        'source_file="snippet.py" source_line=5}. You probably want to enrich the '
+        "sharding annotations to prevent this from happening.\n"
+    )
+    first, second = rematerializations("noise\n" + new + old, _MODULE)
+    assert first["line"] == 7 and first["op_name"] == "jit(f)/sharding_constraint"
+    assert first["from_sharding"] == "{devices=[1,1,2,4]<=[8] last_tile_dim_replicate}"
+    assert first["to_sharding"] == "{devices=[1,4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}"
+    assert second["line"] == 5 and second["op_name"] == "jit(f)/add"
+    assert (second["from_sharding"], second["to_sharding"]) == (
+        "{devices=[2,1]0,1}",
+        "{devices=[1,2]0,1}",
+    )
+    assert rematerializations("no warning here\n", _MODULE) == []
