@@ -433,6 +433,29 @@ class ShardedArray(_Event):
     grid: Annotated[list[ShardBlock], Field(max_length=MAX_SHARD_BLOCKS)]
 
 
+class ShardingOrigin(_Event):
+    """A user sharding Shardy traces a value's sharding back to."""
+
+    kind: Literal["argument", "constraint", "output", "unknown"]
+    name: Short = Field(description="The argument's or output's path; with_sharding_constraint.")
+    line: Line | None = Field(None, description="Its line (an argument's, output's: the def).")
+    sharding: Short = Field("", description="Its sharding as a PartitionSpec.")
+    axes: Annotated[list[Short], Field(max_length=64)] = Field(
+        default_factory=list, description="The mesh axes whose sharding came from it here."
+    )
+
+
+class CollectiveOrigin(_Event):
+    """The two sides of the reshard a collective does."""
+
+    from_: Annotated[list[ShardingOrigin], Field(max_length=64)] = Field(
+        alias="from", description="The origins of the shardings the data had."
+    )
+    to: Annotated[list[ShardingOrigin], Field(max_length=64)] = Field(
+        description="The origins of the sharding it is taken to."
+    )
+
+
 CollectiveKind = Literal[
     "all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute"
 ]  # fmt: skip
@@ -450,6 +473,11 @@ class Collective(_Event):
     groups_text: Short = Field(description="The groups as the HLO spells them.")
     line: Line | None = Field(None, description="The user's line that caused it.")
     hlo_line: Line = Field(description="Its line in the per-device HLO text.")
+    origin: CollectiveOrigin | None = Field(
+        None,
+        description="The shardings that meet where it is (Shardy's sharding origins); "
+        "null where they are not reported (the event's origins_note says why).",
+    )
 
 
 class Rematerialization(_Event):
@@ -475,6 +503,9 @@ class ShardingEvent(_PipelineEvent):
     rematerializations: Annotated[list[Rematerialization], Field(max_length=MAX_REMATS)] = Field(
         default_factory=list,
         description="XLA's involuntary full rematerializations, as its log said them.",
+    )
+    origins_note: str | None = Field(
+        None, description="Why collectives' origins are null, where they are."
     )
 
 

@@ -137,3 +137,115 @@ def test_both_spellings_of_the_warning_are_read() -> None:
         "{devices=[1,2]0,1}",
     )
     assert rematerializations("no warning here\n", _MODULE) == []
+
+
+# --- which sharding forced each collective (Shardy's sharding origins) ---------------
+
+MESH_4 = {"shape": [4], "axis_names": ["x"], "axis_types": ["auto"]}
+#: an argument split over its rows, summed cumulatively down them: its sharding forces
+#: an all-gather
+ARGUMENT_CODE = "def f(a):\n    return jnp.cumsum(a, axis=0)\n"
+#: a constraint that splits the columns of a value whose rows are split
+CONSTRAINT_CODE = (
+    "from jax.sharding import PartitionSpec as P\n"
+    "def f(a):\n"
+    "    b = jnp.sin(a)\n"
+    "    return jax.lax.with_sharding_constraint(b, P(None, 'x'))\n"
+)
+
+
+def _sharding(run: Any, code: str) -> dict[str, Any]:
+    events = run(
+        {
+            "code": code,
+            "args": "(jnp.ones((8, 8)),)",
+            "backend": "cpu",
+            "devices": 4,
+            "mesh": MESH_4,
+            "in_shardings": [["x", None]],
+            "outputs": ["sharding"],
+            "timeout_s": 60,
+        }
+    )
+    assert not _of(events, "error"), _of(events, "error")
+    (event,) = _of(events, "sharding")
+    return event
+
+
+def _shardy_says(code: str) -> str:
+    """The lowered module propagated by Shardy with sharding origins, JAX and its
+    jaxlib's passes called directly in a fresh process."""
+    script = textwrap.dedent(
+        """
+        import os
+        os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+        import jax, jax.numpy as jnp
+        from jax.sharding import NamedSharding, PartitionSpec as P, AxisType
+        from jax._src.interpreters import mlir
+        from jax._src.lib.mlir import ir, passmanager
+        mesh = jax.make_mesh((4,), ("x",), axis_types=(AxisType.Auto,))
+        jax.set_mesh(mesh)
+        """
+    )
+    script += code + textwrap.dedent(
+        """
+        a = jax.ShapeDtypeStruct((8, 8), jnp.float32, sharding=NamedSharding(mesh, P("x", None)))
+        with mlir.make_ir_context():
+            module = ir.Module.parse(jax.jit(f).lower(a).as_text())
+            passmanager.PassManager.parse(
+                "builtin.module(sdy-import-pipeline,"
+                "sdy-user-priority-propagate{debug-sharding-origins=true})"
+            ).run(module.operation)
+            print(module)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    return done.stdout
+
+
+def test_an_arguments_sharding_is_the_origin_of_the_all_gather_it_forces(run: Any) -> None:
+    event = _sharding(run, ARGUMENT_CODE)
+    assert event["origins_note"] is None
+    (gather,) = [c for c in event["collectives"] if c["kind"] == "all-gather"]
+    (source,) = gather["origin"]["from"]
+    assert source == {
+        "kind": "argument",
+        "name": event["arguments"][0]["path"],
+        "line": 1,
+        "sharding": "P('x', None)",
+        "axes": ["x"],
+    }
+    # the cumulative sum cannot be split down its rows: nothing Shardy records asks
+    # for the gathered layout
+    assert gather["origin"]["to"] == []
+    said = _shardy_says(ARGUMENT_CODE)
+    assert (
+        'sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>, sdy.sharding_origins = {x = "self"}'
+        in said
+    )
+
+
+def test_a_constraint_is_the_origin_of_the_reshard_it_forces(run: Any) -> None:
+    event = _sharding(run, CONSTRAINT_CODE)
+    (moved,) = event["collectives"]
+    assert moved["kind"] == "all-to-all" and moved["line"] == 3
+    (source,) = moved["origin"]["from"]
+    (target,) = moved["origin"]["to"]
+    assert (source["kind"], source["sharding"], source["line"]) == ("argument", "P('x', None)", 2)
+    assert target == {
+        "kind": "constraint",
+        "name": "with_sharding_constraint",
+        "line": 4,
+        "sharding": "P(None, 'x')",
+        "axes": ["x"],
+    }
+    # Shardy itself: the sine's rows keep the argument's axis; the constraint is its own
+    said = _shardy_says(CONSTRAINT_CODE)
+    assert re.search(r'stablehlo.sine .*sdy.sharding_origins = \[\{x = "input: 0"\}\]', said)
+    assert re.search(
+        r'sdy.sharding_constraint .*<@mesh, \[\{\}, \{"x"\}\]> \{sdy.sharding_origin_name = '
+        r'"constraint_0", sdy.sharding_origins = \{x = "self"\}\}',
+        said,
+    )

@@ -12,8 +12,10 @@ from typing import Any
 from sandbox.engine.core.compat import out_info
 from sandbox.engine.core.output import Output, Results
 from sandbox.engine.core.sources import hlo_sources
+from sandbox.engine.outputs.sharding.origins import propagate
 from sandbox.engine.outputs.sharding.remat import rematerializations
 from sandbox.protocol.limits import MAX_COLLECTIVES, MAX_SHARD_BLOCKS
+from sandbox.protocol.requests import SNIPPET_FILENAME
 
 #: the collectives of XLA's HLO; ``-start`` forms (async) count as their op
 COLLECTIVE_KINDS = (
@@ -84,9 +86,12 @@ def _entries(shardings: Any, avals: list[Any], paths: list[str]) -> list[dict[st
     return out
 
 
-def sharding_event(compiled: Any, lowered: Any, compile_log: str = "") -> dict[str, Any]:
+def sharding_event(
+    compiled: Any, lowered: Any, compile_log: str = "", entry_line: int | None = None
+) -> dict[str, Any]:
     """The ``sharding`` output of one compiled pipeline (``compile_log``: what XLA's
-    C++ logs said while it compiled, core/compile_log.py)."""
+    C++ logs said while it compiled, core/compile_log.py; ``entry_line``: the user's
+    ``def`` of the entry, where its arguments' and outputs' shardings are declared)."""
     import jax
 
     args_info = compiled.args_info
@@ -100,14 +105,62 @@ def sharding_event(compiled: Any, lowered: Any, compile_log: str = "") -> dict[s
     out_paths = [jax.tree_util.keystr(p) for p, _ in flat_out]
     out_avals = [info for _, info in flat_out]
     text = compiled.as_text()
+    found = collectives(text)
+    note = with_origins(found, text, lowered, arg_paths, out_paths, entry_line)
     return {
         "type": "sharding",
         "devices": _device_count(compiled),
         "arguments": _entries(in_shardings, arg_avals, arg_paths),
         "outputs": _entries(compiled.output_shardings, out_avals, out_paths),
-        "collectives": collectives(text),
+        "collectives": found,
+        "origins_note": note,
         "rematerializations": rematerializations(compile_log, text),
     }
+
+
+def with_origins(
+    found: list[dict[str, Any]],
+    text: str,
+    lowered: Any,
+    arg_paths: list[str],
+    out_paths: list[str],
+    entry_line: int | None,
+) -> str | None:
+    """Give each collective its ``origin`` (origins.py): Shardy's sharding origins at
+    the operation it serves. What stands in the way, when something does, is the note
+    returned (each collective's origin then null)."""
+    import jax
+
+    for item in found:
+        item["origin"] = None
+    if not found:
+        return None
+    if not getattr(jax.config, "jax_use_shardy_partitioner", False):
+        return (
+            f"JAX {jax.__version__} partitions with GSPMD (jax_use_shardy_partitioner is "
+            "off), whose propagation records no sharding origins: each collective's "
+            "line is the operation that needed it, not the sharding that forced it"
+        )
+    try:
+        propagation = propagate(lowered.as_text(debug_info=True), arg_paths, out_paths, entry_line)
+    except Exception as exc:  # this jaxlib lacks the passes or their option
+        return (
+            f"Shardy on JAX {jax.__version__} could not record sharding origins "
+            f"(sdy-user-priority-propagate{{debug-sharding-origins}}): "
+            f"{type(exc).__name__}: {str(exc)[:300]}"
+        )
+    lines = text.split("\n")
+    unmatched = 0
+    for item in found:
+        line = lines[item["hlo_line"] - 1]
+        item["origin"] = propagation.origin_of(line, line.lstrip().startswith("ROOT"))
+        unmatched += item["origin"] is None
+    if unmatched:
+        return (
+            f"{unmatched} collective(s) name no operation Shardy propagated (no op_name, "
+            "or one JAX's StableHLO does not carry): their origin is null"
+        )
+    return None
 
 
 def _device_count(compiled: Any) -> int:
@@ -190,7 +243,9 @@ def _groups(line: str) -> tuple[list[list[int]] | None, str]:
 
 
 def sharding_events(r: Results) -> dict[str, Any]:
-    return sharding_event(r.compiled, r.lowered, r.compile_log)
+    entry = getattr(r.pipeline.run.entry, "__code__", None)
+    line = entry.co_firstlineno if entry and entry.co_filename == SNIPPET_FILENAME else None
+    return sharding_event(r.compiled, r.lowered, r.compile_log, line)
 
 
 OUTPUT = Output("compiled", "describing the shardings", sharding_events)

@@ -1,0 +1,240 @@
+"""Which sharding forced each collective: Shardy's sharding origins.
+
+XLA's HLO metadata on a collective names the operation that needed it (``op_name``,
+the line), never which sharding made that operation's operands and result disagree.
+Shardy (JAX's partitioner's propagation, ``jax_use_shardy_partitioner``, on by default
+since JAX 0.7) can record it: its propagation passes take ``debug-sharding-origins``,
+which writes on every value, per mesh axis, the user sharding that axis came from
+(``sdy.sharding_origins = {x = "input: 0"}``; a ``with_sharding_constraint`` is named
+``constraint_N`` by ``sdy.sharding_origin_name``; ``output: N`` a result's). XLA's
+compile does not keep them, so the lowered module is propagated here a second time,
+with that option, by the same passes JAX's jaxlib registers (``sdy-import-pipeline``,
+``sdy-user-priority-propagate``), in JAX's own MLIR context.
+
+A collective in the per-device HLO carries the ``op_name`` of the operation it serves
+(JAX's name location of that op in StableHLO, or an argument's name for a reshard of
+an argument). At that operation two sides meet: ``from``, the origins of its operands'
+shardings, and ``to``, the origins of its result's sharding and of a
+``with_sharding_constraint`` or output that takes its result to another sharding; a
+collective with no metadata at the program's root is the outputs' reshard. An origin
+on both sides is the flow itself, and is kept on ``to`` only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox.protocol.requests import SNIPPET_FILENAME
+
+PASSES = (
+    "builtin.module(sdy-import-pipeline,sdy-user-priority-propagate{debug-sharding-origins=true})"
+)
+_NAME_LOC = re.compile(r'^loc\("((?:[^"\\]|\\.)*)"')
+_SNIPPET_LINE = re.compile(r'"' + re.escape(SNIPPET_FILENAME) + r'":(\d+)')
+_ORIGIN_ENTRY = re.compile(r'(\w+) = "([^"]*)"')
+_DIMS = re.compile(r"\[(.*)\]")
+_OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
+
+
+def location_name(location: str) -> str | None:
+    """The name JAX gave an op or argument in its MLIR location (``loc("jit(f)/sin"(...))``)."""
+    match = _NAME_LOC.match(location)
+    return match.group(1) if match else None
+
+
+def location_line(location: str) -> int | None:
+    """The first line of the user's snippet a location names."""
+    match = _SNIPPET_LINE.search(location)
+    return int(match.group(1)) if match else None
+
+
+def spec_text(sharding: str) -> str:
+    """A Shardy sharding (``#sdy.sharding<@mesh, [{"x"}, {}]>``) as a PartitionSpec
+    (``P('x', None)``); an open dimension's ``?`` is dropped (it only says propagation
+    may still shard it)."""
+    match = _DIMS.search(sharding)
+    if match is None:
+        return sharding[:256]
+    dims = re.findall(r"\{([^}]*)\}", match.group(1))
+    entries = []
+    for dim in dims:
+        axes = re.findall(r'"([^"]+)"', dim)
+        if not axes:
+            entries.append("None")
+        elif len(axes) == 1:
+            entries.append(repr(axes[0]))
+        else:
+            entries.append("(" + ", ".join(repr(a) for a in axes) + ")")
+    return f"P({', '.join(entries)})"
+
+
+def _origins(attribute: Any) -> dict[str, str]:
+    """``{axis: origin}`` of an ``sdy.sharding_origins`` (a dict, or per result a list
+    of them: all results' merged)."""
+    return dict(_ORIGIN_ENTRY.findall(str(attribute))) if attribute is not None else {}
+
+
+def _attr(attributes: Any, name: str) -> Any:
+    """An MLIR attribute map's (or dictionary attribute's) entry; None when absent
+    (neither has ``get``)."""
+    try:
+        return attributes[name]
+    except (KeyError, IndexError, ValueError):
+        return None
+
+
+@dataclass
+class Site:
+    """An operation (or an argument, or the outputs) collectives are placed for."""
+
+    sources: dict[str, set[str]] = field(default_factory=dict)
+    targets: dict[str, set[str]] = field(default_factory=dict)
+    #: a constraint that takes the site's result to another sharding
+    reshards: dict[str, set[str]] = field(default_factory=dict)
+
+
+@dataclass
+class Propagation:
+    """Shardy's origins of one lowered module: each origin's description, and the
+    sites keyed by the name XLA's metadata gives them."""
+
+    origins: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sites: dict[str, Site] = field(default_factory=dict)
+    outputs: Site = field(default_factory=Site)
+
+    def origin_of(self, collective_line: str, is_root: bool) -> dict[str, Any] | None:
+        match = _OP_NAME.search(collective_line)
+        outputs = self.outputs if is_root else None
+        site = self.sites.get(match.group(1)) if match else outputs
+        if site is None:
+            return None
+        if site.reshards:  # its result flows on, then a constraint reshards it
+            to = site.reshards
+            sources = {k: v for k, v in {**site.sources, **site.targets}.items() if k not in to}
+        else:
+            to = site.targets
+            sources = {k: v for k, v in site.sources.items() if k not in to}
+        return {"from": _listed(self.origins, sources), "to": _listed(self.origins, to)}
+
+
+def _listed(origins: dict[str, dict[str, Any]], axes: dict[str, set[str]]) -> list[dict[str, Any]]:
+    out = []
+    for name in sorted(axes):
+        described = origins.get(name) or {"kind": "unknown", "name": name, "line": None}
+        out.append({**described, "axes": sorted(axes[name])})
+    return out
+
+
+def _add(into: dict[str, set[str]], origins: dict[str, str], self_name: str | None = None) -> None:
+    for axis, origin in origins.items():
+        name = self_name if origin == "self" and self_name else origin
+        into.setdefault(name, set()).add(axis)
+
+
+def propagate(
+    lowered_text: str, arg_paths: list[str], out_paths: list[str], entry_line: int | None
+) -> Propagation:
+    """Shardy's propagation of a lowered module (its text with debug locations) with
+    sharding origins recorded, read into sites. Raises what MLIR raises when this
+    jaxlib lacks the passes or their option."""
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib.mlir import ir, passmanager
+
+    with jax_mlir.make_ir_context():
+        module = ir.Module.parse(lowered_text)
+        passmanager.PassManager.parse(PASSES).run(module.operation)
+        return _read(module, arg_paths, out_paths, entry_line)
+
+
+def _read(
+    module: Any, arg_paths: list[str], out_paths: list[str], entry_line: int | None
+) -> Propagation:
+    found = Propagation()
+    main = next(
+        op
+        for op in module.body.operations
+        if "sym_name" in op.attributes and op.attributes["sym_name"].value == "main"
+    )
+    # an argument's or output's sharding is declared with the entry (its ``def``)
+    main_line = entry_line
+    # the arguments' and results' own shardings and origins, from the function's attributes
+    arg_attrs = _attr(main.attributes, "arg_attrs") or []
+    res_attrs = _attr(main.attributes, "res_attrs") or []
+    block = main.regions[0].blocks[0]
+    producers: dict[Any, dict[str, str]] = {}
+    for index, argument in enumerate(block.arguments):
+        attrs = arg_attrs[index] if index < len(arg_attrs) else {}
+        name = f"input: {index}"
+        sharding = _attr(attrs, "sdy.sharding")
+        found.origins[name] = {
+            "kind": "argument",
+            "name": arg_paths[index] if index < len(arg_paths) else f"argument {index}",
+            "line": main_line,
+            "sharding": spec_text(str(sharding)) if sharding is not None else "P()",
+        }
+        own = _origins(_attr(attrs, "sdy.sharding_origins"))
+        producers[argument] = {a: (name if o == "self" else o) for a, o in own.items()}
+        site = found.sites.setdefault(location_name(str(argument.location)) or name, Site())
+        _add(site.sources, producers[argument])
+    for index in range(len(res_attrs)):
+        sharding = _attr(res_attrs[index], "sdy.sharding")
+        found.origins[f"output: {index}"] = {
+            "kind": "output",
+            "name": out_paths[index] if index < len(out_paths) else f"output {index}",
+            "line": main_line,
+            "sharding": spec_text(str(sharding)) if sharding is not None else "P()",
+        }
+    for op in _operations(block):
+        own = _origins(_attr(op.attributes, "sdy.sharding_origins"))
+        constraint = _attr(op.attributes, "sdy.sharding_origin_name")
+        constraint_name = str(constraint).strip('"') if constraint is not None else None
+        if constraint_name is not None:
+            found.origins[constraint_name] = {
+                "kind": "constraint",
+                "name": "with_sharding_constraint",
+                "line": location_line(str(op.location)),
+                "sharding": spec_text(str(_attr(op.attributes, "sharding"))),
+            }
+        resolved = {
+            a: (constraint_name if o == "self" and constraint_name else o) for a, o in own.items()
+        }
+        operand_origins: dict[str, set[str]] = {}
+        for operand in op.operands:
+            _add(operand_origins, producers.get(operand, {}))
+        for result in op.results:
+            producers[result] = resolved
+        if op.name == "func.return":
+            for index, operand in enumerate(op.operands):
+                _add(found.outputs.sources, producers.get(operand, {}))
+                found.outputs.targets.setdefault(f"output: {index}", set())
+            continue
+        op_name = location_name(str(op.location))
+        if op_name is None:
+            continue
+        site = found.sites.setdefault(op_name, Site())
+        for origin, axes in operand_origins.items():
+            site.sources.setdefault(origin, set()).update(axes)
+        _add(site.targets, resolved)
+        if constraint_name is not None:
+            # the op whose result the constraint takes elsewhere: the constraint is its `to`
+            for operand in op.operands:
+                owner = operand.owner
+                producer = (
+                    location_name(str(owner.location)) if hasattr(owner, "location") else None
+                )
+                if producer and producer in found.sites:
+                    _add(found.sites[producer].reshards, resolved)
+    return found
+
+
+def _operations(block: Any) -> list[Any]:
+    """Every operation of a block and of the regions inside its operations, in order."""
+    ops = []
+    for op in block.operations:
+        ops.append(op)
+        for region in op.regions:
+            for inner in region.blocks:
+                ops.extend(_operations(inner))
+    return ops
