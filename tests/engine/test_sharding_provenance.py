@@ -10,6 +10,8 @@ import sys
 import textwrap
 from typing import Any
 
+import pytest
+
 from sandbox.engine.outputs.sharding.remat import rematerializations
 
 MESH_2X4 = {"shape": [2, 4], "axis_names": ["x", "y"], "axis_types": ["auto", "auto"]}
@@ -212,7 +214,7 @@ def test_an_arguments_sharding_is_the_origin_of_the_all_gather_it_forces(run: An
     (source,) = gather["origin"]["from"]
     assert source == {
         "kind": "argument",
-        "name": event["arguments"][0]["path"],
+        "name": "a",  # the parameter's name, as JAX names the argument's location
         "line": 1,
         "sharding": "P('x', None)",
         "axes": ["x"],
@@ -249,3 +251,80 @@ def test_a_constraint_is_the_origin_of_the_reshard_it_forces(run: Any) -> None:
         r'"constraint_0", sdy.sharding_origins = \{x = "self"\}\}',
         said,
     )
+
+
+def _installed_versions() -> dict[str, Any]:
+    import os
+    from pathlib import Path
+
+    from sandbox.environments.versions import installed
+
+    root = Path(__file__).resolve().parents[2]
+    folder = Path(os.environ.get("JAXPLAY_JAX_VERSIONS_DIR") or root / ".jaxplay" / "versions")
+    return installed(folder)
+
+
+@pytest.mark.slow
+def test_every_installed_jax_says_its_origins_or_why_not_and_its_rematerializations() -> None:
+    """One engine process per installed JAX version (its own interpreter, this
+    checkout first on its path): Shardy's origins where it partitions (0.7+ by
+    default), a note naming GSPMD where not; the rematerialization on every one."""
+    import json
+    from pathlib import Path
+
+    from sandbox.protocol import RunRequest
+    from sandbox.supervisor import worker_message
+    from tests.gates import missing_requirement
+
+    versions = _installed_versions()
+    if not versions:
+        missing_requirement(
+            "no other JAX version installed", ".venv/bin/jaxplay versions add 0.6.2"
+        )
+    root = Path(__file__).resolve().parents[2]
+    start = f"import sys, runpy; sys.path.insert(0, {str(root)!r}); "
+    start += "runpy.run_module('sandbox.engine', run_name='__main__')"
+    for version, env in sorted(versions.items()):
+        typed = tuple(int(p) for p in version.split(".")[:2]) >= (0, 6)
+        cases = [
+            (CONSTRAINT_CODE, "(jnp.ones((8, 8)),)", MESH_4, [["x", None]], 4),
+            (REMAT_CODE, "(jnp.ones((8, 8, 8)),)", MESH_2X4, None, 8),
+        ]
+        found = []
+        for code, args, mesh, in_shardings, devices in cases:
+            if not typed:  # axis types are JAX 0.6+; Auto is what older ones have
+                mesh = {k: v for k, v in mesh.items() if k != "axis_types"}
+            request = RunRequest.model_validate(
+                {
+                    "code": code,
+                    "args": args,
+                    "backend": "cpu",
+                    "devices": devices,
+                    "mesh": mesh,
+                    "in_shardings": in_shardings,
+                    "outputs": ["sharding"],
+                    "timeout_s": 120,
+                }
+            )
+            proc = subprocess.run(
+                [env.python, "-I", "-c", start],
+                input=worker_message(f"provenance-{version}", request),
+                capture_output=True,
+                timeout=300,
+            )
+            lines = proc.stdout.decode().splitlines()
+            events = [json.loads(line) for line in lines if line.startswith("{")]
+            assert not _of(events, "error"), (version, _of(events, "error"))
+            found.append(_of(events, "sharding")[0])
+        moved, remat = found
+        shardy = tuple(int(p) for p in version.split(".")[:2]) >= (0, 7)
+        (collective,) = moved["collectives"]
+        if shardy:
+            assert moved["origins_note"] is None, version
+            assert [o["kind"] for o in collective["origin"]["to"]] == ["constraint"], version
+            assert collective["origin"]["to"][0]["line"] == 4
+        else:
+            assert collective["origin"] is None, version
+            assert "partitions with GSPMD" in moved["origins_note"], version
+        (item,) = remat["rematerializations"]
+        assert item["line"] == 3, version

@@ -168,15 +168,18 @@ def _read(
         attrs = arg_attrs[index] if index < len(arg_attrs) else {}
         name = f"input: {index}"
         sharding = _attr(attrs, "sdy.sharding")
+        # JAX names an argument's location after its parameter (``a``, ``params['w']``)
+        called = location_name(str(argument.location))
+        path = arg_paths[index] if index < len(arg_paths) else f"argument {index}"
         found.origins[name] = {
             "kind": "argument",
-            "name": arg_paths[index] if index < len(arg_paths) else f"argument {index}",
+            "name": called or path,
             "line": main_line,
             "sharding": spec_text(str(sharding)) if sharding is not None else "P()",
         }
         own = _origins(_attr(attrs, "sdy.sharding_origins"))
         producers[argument] = {a: (name if o == "self" else o) for a, o in own.items()}
-        site = found.sites.setdefault(location_name(str(argument.location)) or name, Site())
+        site = found.sites.setdefault(called or name, Site())
         _add(site.sources, producers[argument])
     for index in range(len(res_attrs)):
         sharding = _attr(res_attrs[index], "sdy.sharding")
