@@ -84,6 +84,20 @@ def test_an_involuntary_rematerialization_is_a_remark_at_its_line_with_both_shar
     # the value rematerialized is the first constraint's (line 3), moved to the second's
     assert remat["line"] == 3
     assert remat["op_name"] == "jit(f)/sharding_constraint"
+    # the collective that follows it: from the first constraint to the second
+    (gather,) = event["collectives"]
+    (source,) = gather["origin"]["from"]
+    (target,) = gather["origin"]["to"]
+    assert (source["kind"], source["line"], source["sharding"]) == (
+        "constraint",
+        3,
+        "P(None, None, 'x')",
+    )
+    assert (target["kind"], target["line"], target["sharding"]) == (
+        "constraint",
+        4,
+        "P(None, 'y', None)",
+    )
 
 
 def test_a_program_without_one_has_none(run: Any) -> None:

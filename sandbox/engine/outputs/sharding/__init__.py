@@ -153,7 +153,8 @@ def with_origins(
     unmatched = 0
     for item in found:
         line = lines[item["hlo_line"] - 1]
-        item["origin"] = propagation.origin_of(line, line.lstrip().startswith("ROOT"))
+        root = line.lstrip().startswith("ROOT")
+        item["origin"] = propagation.origin_of(line, root, item["line"])
         unmatched += item["origin"] is None
     if unmatched:
         return (

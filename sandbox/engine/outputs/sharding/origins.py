@@ -93,26 +93,39 @@ class Site:
     targets: dict[str, set[str]] = field(default_factory=dict)
     #: a constraint that takes the site's result to another sharding
     reshards: dict[str, set[str]] = field(default_factory=dict)
+    #: the site is a with_sharding_constraint: its result has its own sharding
+    constraint: bool = False
 
 
 @dataclass
 class Propagation:
     """Shardy's origins of one lowered module: each origin's description, and the
-    sites keyed by the name XLA's metadata gives them."""
+    sites keyed by the name XLA's metadata gives them and their user line (two
+    constraints share the name ``jit(f)/sharding_constraint``)."""
 
     origins: dict[str, dict[str, Any]] = field(default_factory=dict)
-    sites: dict[str, Site] = field(default_factory=dict)
+    sites: dict[tuple[str, int | None], Site] = field(default_factory=dict)
     outputs: Site = field(default_factory=Site)
 
-    def origin_of(self, collective_line: str, is_root: bool) -> dict[str, Any] | None:
+    def site(self, name: str, line: int | None) -> Site | None:
+        """The site of that name at that line; else the only one of that name."""
+        if (name, line) in self.sites:
+            return self.sites[(name, line)]
+        named = [site for (n, _), site in self.sites.items() if n == name]
+        return named[0] if len(named) == 1 else None
+
+    def origin_of(
+        self, collective_line: str, is_root: bool, line: int | None
+    ) -> dict[str, Any] | None:
         match = _OP_NAME.search(collective_line)
         outputs = self.outputs if is_root else None
-        site = self.sites.get(match.group(1)) if match else outputs
+        site = self.site(match.group(1), line) if match else outputs
         if site is None:
             return None
         if site.reshards:  # its result flows on, then a constraint reshards it
             to = site.reshards
-            sources = {k: v for k, v in {**site.sources, **site.targets}.items() if k not in to}
+            had = site.targets if site.constraint else {**site.sources, **site.targets}
+            sources = {k: v for k, v in had.items() if k not in to}
         else:
             to = site.targets
             sources = {k: v for k, v in site.sources.items() if k not in to}
@@ -164,6 +177,7 @@ def _read(
     res_attrs = _attr(main.attributes, "res_attrs") or []
     block = main.regions[0].blocks[0]
     producers: dict[Any, dict[str, str]] = {}
+    site_of: dict[Any, Site] = {}
     for index, argument in enumerate(block.arguments):
         attrs = arg_attrs[index] if index < len(arg_attrs) else {}
         name = f"input: {index}"
@@ -179,7 +193,7 @@ def _read(
         }
         own = _origins(_attr(attrs, "sdy.sharding_origins"))
         producers[argument] = {a: (name if o == "self" else o) for a, o in own.items()}
-        site = found.sites.setdefault(called or name, Site())
+        site = found.sites.setdefault((called or name, None), Site())
         _add(site.sources, producers[argument])
     for index in range(len(res_attrs)):
         sharding = _attr(res_attrs[index], "sdy.sharding")
@@ -216,19 +230,18 @@ def _read(
         op_name = location_name(str(op.location))
         if op_name is None:
             continue
-        site = found.sites.setdefault(op_name, Site())
+        site = found.sites.setdefault((op_name, location_line(str(op.location))), Site())
+        site.constraint = constraint_name is not None
         for origin, axes in operand_origins.items():
             site.sources.setdefault(origin, set()).update(axes)
         _add(site.targets, resolved)
+        for result in op.results:
+            site_of[result] = site
         if constraint_name is not None:
             # the op whose result the constraint takes elsewhere: the constraint is its `to`
             for operand in op.operands:
-                owner = operand.owner
-                producer = (
-                    location_name(str(owner.location)) if hasattr(owner, "location") else None
-                )
-                if producer and producer in found.sites:
-                    _add(found.sites[producer].reshards, resolved)
+                if (producer := site_of.get(operand)) is not None:
+                    _add(producer.reshards, resolved)
     return found
 
 
