@@ -149,7 +149,9 @@ def _sharding(event: dict[str, Any]) -> str:
         lines.append(
             f"    {c['kind']:<18} {c['bytes']:>10,} B  {c['shape']:<20} groups {groups}  {where}"
         )
-        if origin := c.get("origin"):
+        if (origin := c.get("origin")) and origin.get("written"):
+            lines.append("      the code's own collective: no sharding forced it")
+        elif origin:
             lines.append(f"      from {_origins(origin['from'])} -> to {_origins(origin['to'])}")
     if event.get("origins_note"):
         lines.append(f"  origins not reported: {event['origins_note']}")

@@ -248,7 +248,7 @@ export interface CollectiveView {
   hloLine: number;
   why: string;
   /** the shardings that meet where it is (Shardy's origins); null: not reported */
-  origin: { from: OriginView[]; to: OriginView[] } | null;
+  origin: { from: OriginView[]; to: OriginView[]; written: boolean } | null;
 }
 
 type Origin = NonNullable<CollectiveRow["origin"]>["to"][number];
@@ -290,7 +290,7 @@ export function collectiveRows(event: ShardingEvent): { rows: CollectiveView[]; 
       line: c.line ?? null,
       hloLine: c.hlo_line,
       why: c.line == null ? "added by the partitioner (an argument's or output's sharding)" : "",
-      origin: c.origin ? { from: c.origin.from.map(originView), to: c.origin.to.map(originView) } : null,
+      origin: c.origin ? { from: c.origin.from.map(originView), to: c.origin.to.map(originView), written: c.origin.written ?? false } : null,
     };
   });
   return { rows, total: formatBytes(total) };

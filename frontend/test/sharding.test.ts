@@ -160,6 +160,7 @@ describe("the sharding pane", () => {
     expect(rows[0]!.origin).toEqual({
       from: [{ label: "argument a", sharding: "P('x', None)", line: 2, axes: "x" }],
       to: [{ label: "with_sharding_constraint", sharding: "P(None, 'x')", line: 4, axes: "x" }],
+      written: false,
     });
     expect(originText(rows[0]!.origin!.from)).toBe("argument a P('x', None) (line 2)");
     expect(originText([])).toBe("—");

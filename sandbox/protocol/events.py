@@ -454,6 +454,11 @@ class CollectiveOrigin(_Event):
     to: Annotated[list[ShardingOrigin], Field(max_length=64)] = Field(
         description="The origins of the sharding it is taken to."
     )
+    written: bool = Field(
+        False,
+        description="The code's own collective (lax.psum in a shard_map): no sharding "
+        "forced it; from and to are empty.",
+    )
 
 
 CollectiveKind = Literal[

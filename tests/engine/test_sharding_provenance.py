@@ -246,7 +246,7 @@ def test_an_arguments_sharding_is_the_origin_of_the_all_gather_it_forces(run: An
     }
     # the cumulative sum cannot be split down its rows: nothing Shardy records asks
     # for the gathered layout
-    assert gather["origin"]["to"] == []
+    assert gather["origin"]["to"] == [] and gather["origin"]["written"] is False
     said = _shardy_says(ARGUMENT_CODE)
     assert (
         'sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>, sdy.sharding_origins = {x = "self"}'

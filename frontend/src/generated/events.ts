@@ -143,6 +143,7 @@ export const ShardingOrigin = z.object({
 export const CollectiveOrigin = z.object({
   from: z.array(ShardingOrigin).check(z.maxLength(64)),
   to: z.array(ShardingOrigin).check(z.maxLength(64)),
+  written: z.optional(z.boolean()),
 });
 
 export const Collective = z.object({

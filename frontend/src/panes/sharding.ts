@@ -86,7 +86,11 @@ export class ShardingPane extends PerPipelinePane<"sharding"> {
     for (const r of rows) {
       const line = r.line;
       const at = line !== null ? h("button", { type: "button", class: "linklike", onclick: () => this.onLine(line) }, `line ${line}`) : h("span", { title: r.why }, "—");
-      const why = r.origin ? h("td", { class: "collective-origin" }, this.side("from", r.origin.from), " → ", this.side("to", r.origin.to)) : h("td", { title: event.origins_note ?? "" }, "—");
+      const why = !r.origin
+        ? h("td", { title: event.origins_note ?? "" }, "—")
+        : r.origin.written
+          ? h("td", { class: "collective-origin" }, "the code's own (a collective it calls, as lax.psum in a shard_map): no sharding forced it")
+          : h("td", { class: "collective-origin" }, this.side("from", r.origin.from), " → ", this.side("to", r.origin.to));
       body.append(h("tr", {}, h("td", {}, h("code", {}, r.kind)), h("td", { class: "num" }, r.bytes), h("td", {}, h("code", {}, r.groups)), h("td", {}, at), why, h("td", { class: "num" }, String(r.hloLine))));
     }
     const table = h(

@@ -17,7 +17,9 @@ an argument). At that operation two sides meet: ``from``, the origins of its ope
 shardings, and ``to``, the origins of its result's sharding and of a
 ``with_sharding_constraint`` or output that takes its result to another sharding; a
 collective with no metadata at the program's root is the outputs' reshard. An origin
-on both sides is the flow itself, and is kept on ``to`` only.
+on both sides is the flow itself, and is kept on ``to`` only. A collective whose
+operation is itself a collective in StableHLO (``lax.psum`` in a ``shard_map``) is the
+code's own: ``written``, no sharding forced it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ _NAME_LOC = re.compile(r'^loc\("((?:[^"\\]|\\.)*)"')
 _SNIPPET_LINE = re.compile(r'"' + re.escape(SNIPPET_FILENAME) + r'":(\d+)')
 _ORIGIN_ENTRY = re.compile(r'(\w+) = "([^"]*)"')
 _DIMS = re.compile(r"\[(.*)\]")
+#: StableHLO's collectives: one in the lowered module is the code's own
+_COLLECTIVE_OPS = frozenset(
+    f"stablehlo.{name}"
+    for name in ("all_reduce", "all_gather", "all_to_all", "reduce_scatter", "collective_permute")
+)
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
 
 
@@ -95,6 +102,8 @@ class Site:
     reshards: dict[str, set[str]] = field(default_factory=dict)
     #: the site is a with_sharding_constraint: its result has its own sharding
     constraint: bool = False
+    #: the site is a collective the code wrote (lax.psum in a shard_map)
+    written: bool = False
 
 
 @dataclass
@@ -112,6 +121,8 @@ class Propagation:
         if (name, line) in self.sites:
             return self.sites[(name, line)]
         named = [site for (n, _), site in self.sites.items() if n == name]
+        if not named:  # inside a shard_map, JAX names an op relative to it
+            named = [s for (n, _), s in self.sites.items() if name.endswith("/" + n)]
         return named[0] if len(named) == 1 else None
 
     def origin_of(
@@ -122,6 +133,8 @@ class Propagation:
         site = self.site(match.group(1), line) if match else outputs
         if site is None:
             return None
+        if site.written:
+            return {"from": [], "to": [], "written": True}
         if site.reshards:  # its result flows on, then a constraint reshards it
             to = site.reshards
             had = site.targets if site.constraint else {**site.sources, **site.targets}
@@ -129,7 +142,8 @@ class Propagation:
         else:
             to = site.targets
             sources = {k: v for k, v in site.sources.items() if k not in to}
-        return {"from": _listed(self.origins, sources), "to": _listed(self.origins, to)}
+        found = {"from": _listed(self.origins, sources), "to": _listed(self.origins, to)}
+        return {**found, "written": False}
 
 
 def _listed(origins: dict[str, dict[str, Any]], axes: dict[str, set[str]]) -> list[dict[str, Any]]:
@@ -231,7 +245,8 @@ def _read(
         if op_name is None:
             continue
         site = found.sites.setdefault((op_name, location_line(str(op.location))), Site())
-        site.constraint = constraint_name is not None
+        site.constraint = site.constraint or constraint_name is not None
+        site.written = site.written or op.name in _COLLECTIVE_OPS
         for origin, axes in operand_origins.items():
             site.sources.setdefault(origin, set()).update(axes)
         _add(site.targets, resolved)
