@@ -38,7 +38,7 @@ def test_origins_notes_and_rematerializations_are_said_under_the_collectives() -
                 "instruction": "",
                 "message": "",
             },
-        ],  # fmt: skip
+        ],
     }
     lines = render_event(event).split("\n")
     assert lines[3] == (
