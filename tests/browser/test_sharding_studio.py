@@ -28,7 +28,7 @@ def test_a_2d_sharded_layer_shows_its_grids_and_all_reduce_at_its_line(page: Any
     assert "all-reduce" in kinds
     row = rows.nth(kinds.index("all-reduce"))
     assert "{0,1} {2,3}" in row.inner_text()
-    row.locator("button.linklike").click()
+    row.locator("td:nth-child(4) button.linklike").click()  # the code column
     assert "y = x @ w" in page.locator(".cm-activeLine").first.inner_text()
 
 
