@@ -278,6 +278,26 @@ def test_a_constraint_is_the_origin_of_the_reshard_it_forces(run: Any) -> None:
     )
 
 
+def test_a_constraint_inside_a_nested_jit_is_found_through_the_call(run: Any) -> None:
+    """The constraint lives in the called function's own func.func (Shardy keeps the
+    call); what the call passed in is the argument's sharding."""
+    code = (
+        "from jax.sharding import PartitionSpec as P\n"
+        "@jax.jit\n"
+        "def inner(b):\n"
+        "    return jax.lax.with_sharding_constraint(jnp.sin(b), P(None, 'x'))\n"
+        "def f(a):\n"
+        "    return inner(a * 2) + 1\n"
+    )
+    event = _sharding(run, code)
+    (moved,) = event["collectives"]
+    assert moved["kind"] == "all-to-all" and moved["line"] == 4
+    assert [(o["kind"], o["line"]) for o in moved["origin"]["from"]] == [("argument", 5)]
+    assert [(o["kind"], o["line"], o["sharding"]) for o in moved["origin"]["to"]] == [
+        ("constraint", 4, "P(None, 'x')")
+    ]
+
+
 def _installed_versions() -> dict[str, Any]:
     import os
     from pathlib import Path

@@ -117,13 +117,16 @@ class Propagation:
     outputs: Site = field(default_factory=Site)
 
     def site(self, name: str, line: int | None) -> Site | None:
-        """The site of that name at that line; else the only one of that name."""
+        """The site of that name at that line; else the only one of that name (or,
+        for a name JAX gave relative to a shard_map or a called function, ending so)."""
         if (name, line) in self.sites:
             return self.sites[(name, line)]
-        named = [site for (n, _), site in self.sites.items() if n == name]
-        if not named:  # inside a shard_map, JAX names an op relative to it
-            named = [s for (n, _), s in self.sites.items() if name.endswith("/" + n)]
-        return named[0] if len(named) == 1 else None
+        named = [(at, site) for (n, at), site in self.sites.items() if n == name]
+        if not named:  # inside a shard_map or a called function, named relative to it
+            named = [(at, s) for (n, at), s in self.sites.items() if name.endswith("/" + n)]
+        if len(named) > 1 and line is not None:
+            named = [(at, site) for at, site in named if at == line]
+        return named[0][1] if len(named) == 1 else None
 
     def origin_of(
         self, collective_line: str, is_root: bool, line: int | None
@@ -217,6 +220,45 @@ def _read(
             "line": main_line,
             "sharding": spec_text(str(sharding)) if sharding is not None else "P()",
         }
+    functions = {
+        str(op.attributes["sym_name"]).strip('"'): op
+        for op in module.body.operations
+        if op.operation.name == "func.func" and "sym_name" in op.attributes
+    }
+    # main first, then each function it calls (a nested jit, or JAX's own helpers as
+    # jnp.cumsum's), in call order: a called function's argument has the origins of
+    # what its first caller passed (else its own), so a reshard at the call is seen
+    calls: dict[str, list[dict[str, str]]] = {}
+    _read_ops(found, block, functions, producers, site_of, calls, main=True)
+    done = {"main"}
+    while pending := [n for n in calls if n not in done and n in functions]:
+        name = pending[0]
+        done.add(name)
+        function = functions[name]
+        if not len(function.regions) or not len(function.regions[0].blocks):
+            continue
+        inner = function.regions[0].blocks[0]
+        inner_attrs = _attr(function.attributes, "arg_attrs") or []
+        for index, argument in enumerate(inner.arguments):
+            attrs = inner_attrs[index] if index < len(inner_attrs) else {}
+            passed = calls[name][index] if index < len(calls[name]) else {}
+            producers[argument] = passed or _origins(_attr(attrs, "sdy.sharding_origins"))
+        _read_ops(found, inner, functions, producers, site_of, calls, main=False)
+    return found
+
+
+def _read_ops(
+    found: Propagation,
+    block: Any,
+    functions: dict[str, Any],
+    producers: dict[Any, dict[str, str]],
+    site_of: dict[Any, Site],
+    calls: dict[str, list[dict[str, str]]],
+    *,
+    main: bool,
+) -> None:
+    """The sites and origins of one function's operations (``main``: the entry's,
+    whose return is the outputs)."""
     for op in _operations(block):
         own = _origins(_attr(op.attributes, "sdy.sharding_origins"))
         constraint = _attr(op.attributes, "sdy.sharding_origin_name")
@@ -236,7 +278,17 @@ def _read(
             _add(operand_origins, producers.get(operand, {}))
         for result in op.results:
             producers[result] = resolved
-        if op.name == "func.return":
+        if op.operation.name == "func.call":  # its results: the called function's result origins
+            callee_name = str(_attr(op.attributes, "callee")).lstrip("@")
+            calls.setdefault(callee_name, [producers.get(o, {}) for o in op.operands])
+            callee = functions.get(callee_name)
+            results = _attr(callee.attributes, "res_attrs") if callee is not None else None
+            for index, result in enumerate(op.results):
+                attrs = results[index] if results is not None and index < len(results) else {}
+                producers[result] = _origins(_attr(attrs, "sdy.sharding_origins"))
+        if op.operation.name == "func.return" and not main:
+            continue
+        if op.operation.name == "func.return":
             for index, operand in enumerate(op.operands):
                 _add(found.outputs.sources, producers.get(operand, {}))
                 found.outputs.targets.setdefault(f"output: {index}", set())
@@ -246,7 +298,7 @@ def _read(
             continue
         site = found.sites.setdefault((op_name, location_line(str(op.location))), Site())
         site.constraint = site.constraint or constraint_name is not None
-        site.written = site.written or op.name in _COLLECTIVE_OPS
+        site.written = site.written or op.operation.name in _COLLECTIVE_OPS
         for origin, axes in operand_origins.items():
             site.sources.setdefault(origin, set()).update(axes)
         _add(site.targets, resolved)
@@ -257,7 +309,6 @@ def _read(
             for operand in op.operands:
                 if (producer := site_of.get(operand)) is not None:
                     _add(producer.reshards, resolved)
-    return found
 
 
 def _operations(block: Any) -> list[Any]:
