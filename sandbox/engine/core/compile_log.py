@@ -34,16 +34,22 @@ def captured() -> Iterator[CompileLog]:
     for stream in (sys.stderr, sys.__stderr__):
         if stream is not None:
             stream.flush()
-    with tempfile.TemporaryFile() as caught:
+    try:
         saved = os.dup(2)
-        os.dup2(caught.fileno(), 2)
-        try:
-            yield log
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            caught.seek(0)
-            data = caught.read()
-            log.text = data[:MAX_COMPILE_LOG_BYTES].decode(errors="replace")
-            if data:
-                os.write(2, data)
+    except OSError:  # no standard error to take (closed): nothing XLA logs can be read
+        yield log
+        return
+    try:
+        with tempfile.TemporaryFile() as caught:
+            os.dup2(caught.fileno(), 2)
+            try:
+                yield log
+            finally:
+                os.dup2(saved, 2)
+                caught.seek(0)
+                data = caught.read()
+                log.text = data[:MAX_COMPILE_LOG_BYTES].decode(errors="replace")
+                while data:  # on to the real standard error, as it would have gone
+                    data = data[os.write(2, data) :]
+    finally:
+        os.close(saved)
