@@ -8,6 +8,7 @@ from typing import Any
 from backend.render_autodiff import autodiff_text
 from backend.render_checks import checks_text
 from backend.render_kernels import kernels_text
+from backend.render_memory import memory_text
 from backend.render_trace_values import trace_values_text
 
 HEADINGS = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo": "HLO (optimised)"}
@@ -99,14 +100,7 @@ def _asm(event: dict[str, Any]) -> str:
 
 
 def _memory(event: dict[str, Any]) -> str:
-    lines = [f"── memory{_pipeline_tag(event)}: peak {_fmt_bytes(event.get('peak_bytes'))} ──"]
-    for b in event.get("buffers", []):
-        where = f"line {b['line']}" if b.get("line") else ""
-        shape = f"{b['dtype']}[{','.join(map(str, b['shape']))}]"
-        lines.append(
-            f"  {b['bytes']:>12,} B  {b['kind']:<8} {shape:<24} {b.get('name', '')}  {where}"
-        )
-    return "\n".join(lines + _notes(event))
+    return memory_text(event, _pipeline_tag(event), _notes(event))
 
 
 def _remarks(event: dict[str, Any]) -> str:

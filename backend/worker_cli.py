@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from backend.app.settings import flag_help
+from backend.app.settings import Settings, flag_help
 from backend.cli_common import LogFormatFlag, LogLevelFlag, PoolFlag, SetFlag, UnsafeNoJailFlag
+
+if TYPE_CHECKING:
+    from sandbox.pool.base import Pool
 
 
 def worker(
@@ -108,28 +111,14 @@ def local_pool(settings: Any) -> Any:
     return pool
 
 
-async def serve_queue(settings: Any, pool: Any) -> None:
+async def serve_queue(settings: Settings, pool: Pool) -> None:
     from sandbox.queue.worker import QueueWorker
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    worker = QueueWorker(
-        settings.queue_url,
-        settings.worker_backend,
-        pool,
-        prefix=settings.queue_prefix,
-        worker_id=settings.worker_id,
-        capacity=settings.worker_runs,
-        heartbeat_s=settings.worker_heartbeat_s,
-        dead_after_s=settings.worker_dead_after_s,
-        events_ttl_s=settings.events_ttl_s,
-        drain_s=settings.worker_drain_s,
-        # the jail's own cap on one run's events, again where they go into Redis
-        max_event_bytes=settings.sandbox.limits.event_bytes,
-    )
-    await worker.run(stop)
+    await QueueWorker.from_settings(settings, pool).run(stop)
 
 
 def register(app: typer.Typer) -> None:

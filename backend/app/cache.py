@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.app.logs import fields, get_logger
+from backend.app.settings import Settings
 from backend.app.storage import (
     CANDIDATE,
     CONFIRMED,
@@ -208,30 +209,25 @@ def _pool_of(request: RunRequest) -> str:
 
 
 class ResultCache:
-    def __init__(
-        self,
-        storage: Storage,
-        *,
-        enabled: bool,
-        max_entries: int,
-        max_bytes: int,
-        max_entry_bytes: int,
-        context: dict[str, Any],
-        worker_ttl_s: float = 600.0,
-        candidates_per_group: int = 64,
-        max_unstable: int = 100_000,
-    ) -> None:
+    def __init__(self, storage: Storage, settings: Settings, *, context: dict[str, Any]) -> None:
+        """The cache in ``storage``, sized and switched by ``settings`` (its ``cache_*``);
+        ``context``: what every key carries besides the request (the jaxplay and
+        protocol versions, the engine, the pool)."""
         self._storage = storage
-        self.enabled = enabled and max_entries > 0 and max_bytes > 0
-        self._limits = CacheLimits(
-            max_entries=max_entries,
-            max_bytes=max_bytes,
-            candidates_per_group=candidates_per_group,
-            max_unstable=max_unstable,
+        self.enabled = (
+            settings.cache_enabled
+            and settings.cache_max_entries > 0
+            and settings.cache_max_bytes > 0
         )
-        self._max_entry_bytes = max_entry_bytes
+        self._limits = CacheLimits(
+            max_entries=settings.cache_max_entries,
+            max_bytes=settings.cache_max_bytes,
+            candidates_per_group=settings.cache_candidates_per_group,
+            max_unstable=settings.cache_max_unstable,
+        )
+        self._max_entry_bytes = settings.cache_max_entry_bytes
         self._context = context
-        self._worker_ttl_s = worker_ttl_s
+        self._worker_ttl_s = settings.cache_worker_ttl_s
         #: (requested backend, devices, requested jax_version or "" for the default)
         #: -> (the worker of the last accepted event, when)
         self._workers: dict[tuple[str, int, str], tuple[dict[str, Any], float]] = {}

@@ -4,7 +4,8 @@ A tenant's run leaves a *candidate* in the result cache (backend/app/cache.py), 
 to no one. This service runs the same request again as a **pristine run**: the pool
 makes it in a fresh process of a jail that never served a tenant, exactly as a new
 client's first run (its code cannot tell), and retires that jail afterwards
-(``Pool.submit(..., pristine=True)``; docs/sandbox.md). Nothing a tenant did earlier —
+(``submit_pristine``: the pools' MakesPristineRuns capability, docs/sandbox.md).
+Nothing a tenant did earlier —
 in its process, its jail's files, its compilation cache, its event channel — can reach
 that run, so when it shows exactly what the candidate showed, the entry is confirmed
 (and the pristine run's output is what is served). When it shows anything else, its
@@ -39,7 +40,7 @@ from backend.app.metrics import Metrics
 from backend.app.pristine_lines import PristineLines, TimeBudget
 from backend.app.settings import Settings
 from backend.app.storage import CANDIDATE
-from sandbox.pool.base import Pool, PoolFull
+from sandbox.pool.base import MakesPristineRuns, Pool, PoolFull, submit_pristine
 from sandbox.protocol import BadEvent, RunRequest, ValidEvent, validate_event
 
 log = get_logger("confirm")
@@ -78,7 +79,9 @@ class Confirmer:
         self._admission = admission
         self._metrics = metrics
         self.enabled = (
-            cache.enabled and settings.pristine_concurrency > 0 and pool.makes_pristine_runs
+            cache.enabled
+            and settings.pristine_concurrency > 0
+            and isinstance(pool, MakesPristineRuns)
         )
         self._lines: PristineLines[_Job] = PristineLines(
             settings.pristine_per_group,
@@ -211,7 +214,7 @@ class Confirmer:
         and asks for the next pristine run (``_work``, on the same group's behalf): only
         two pristine runs that disagree make a key unstable."""
         try:
-            handle = await self.pool.submit(job.request, PRISTINE_TENANT, pristine=True)
+            handle = await submit_pristine(self.pool, job.request, PRISTINE_TENANT)
         except PoolFull:
             return False
         started = time.monotonic()

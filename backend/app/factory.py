@@ -13,7 +13,8 @@ from importlib.metadata import version as package_version
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from starlette.routing import Route
+from starlette.routing import Match, Route
+from starlette.types import Scope
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from backend.app.admission import Admission
@@ -47,7 +48,7 @@ from backend.app.settings import Settings
 from backend.app.storage import Storage
 from backend.app.storage_url import open_storage
 from backend.app.tenancy import Sessions
-from sandbox.pool.base import Pool
+from sandbox.pool.base import MakesPristineRuns, Pool
 from sandbox.protocol import PROTOCOL_VERSION, RunRequest
 
 log = get_logger("app")
@@ -142,7 +143,9 @@ def create_app(
     mcp = McpEndpoint(settings, version) if settings.mcp_enabled else None
     if mcp is not None:
         app.router.routes.append(
-            Route(MCP_PATH, mcp.app, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+            NamedRoute(
+                MCP_PATH, mcp.app, methods=["GET", "POST", "DELETE"], include_in_schema=False
+            )
         )
     for router in (
         runs.router,
@@ -210,13 +213,7 @@ async def _start_services(
     admission = Admission(settings, metrics)
     cache = ResultCache(
         store,
-        enabled=settings.cache_enabled,
-        max_entries=settings.cache_max_entries,
-        max_bytes=settings.cache_max_bytes,
-        max_entry_bytes=settings.cache_max_entry_bytes,
-        worker_ttl_s=settings.cache_worker_ttl_s,
-        candidates_per_group=settings.cache_candidates_per_group,
-        max_unstable=settings.cache_max_unstable,
+        settings,
         context={
             "jaxplay": version,
             "protocol": PROTOCOL_VERSION,
@@ -245,7 +242,7 @@ async def _start_services(
 async def _pristine_pool(settings: Settings, pool: Pool) -> Pool:
     """The pool pristine runs are made in: the server's own, or, where that one cannot
     make them (Redis workers), the ``pristine_pool`` the operator names, started here."""
-    if pool.makes_pristine_runs or not settings.pristine_pool:
+    if isinstance(pool, MakesPristineRuns) or not settings.pristine_pool:
         return pool
     _, own = make_pool(
         settings.model_copy(update={"pool": settings.pristine_pool, "queue_url": None})
@@ -277,3 +274,14 @@ async def _close_quietly(what: str, closing: object) -> None:
         await closing  # type: ignore[misc]
     except Exception as exc:
         log.warning("close.failed", extra=fields(what=what, error=repr(exc)))
+
+
+class NamedRoute(Route):
+    """A route to a plain ASGI app that names itself in the scope as FastAPI's routes do,
+    so the access log and /metrics count its requests under its path, not "unmatched"."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match != Match.NONE:
+            child = {**child, "route": self}
+        return match, child

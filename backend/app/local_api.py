@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 from starlette.requests import Request
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.app.admission import CLIENT_GONE
 
@@ -21,6 +21,18 @@ from backend.app.admission import CLIENT_GONE
 #: nothing else is (no X-Forwarded-*: the address is the one the outer request has,
 #: after the trusted proxies' word was taken once)
 IDENTITY_HEADERS = ("authorization", "x-api-token", "cookie", "user-agent", "accept-language")
+
+
+#: set in the scope of a call made from inside the server: the outer request (``POST
+#: /mcp``) is the one HTTP request the client made, so only it is counted in /metrics
+LOCAL_CALL = "jaxplay.local_call"
+
+
+def _marked(app: ASGIApp) -> ASGIApp:
+    async def marked(scope: Scope, receive: Receive, send: Send) -> None:
+        await app({**scope, LOCAL_CALL: True}, receive, send)
+
+    return marked
 
 
 class CallerGone(Exception):
@@ -45,7 +57,7 @@ class LocalApi:
     async def call(
         self, method: str, path: str, *, json: Any = None, params: dict[str, str] | None = None
     ) -> httpx.Response:
-        transport = httpx.ASGITransport(app=self._app, client=self._client)
+        transport = httpx.ASGITransport(app=_marked(self._app), client=self._client)
         # Set by middleware.ClientPresence for the outer request: once its client is gone,
         # the call is cancelled, and with it the run (an agent that hangs up holds no place).
         gone = CLIENT_GONE.get()

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.app.admission import CLIENT_GONE
 from backend.app.errors import error_response
+from backend.app.local_api import LOCAL_CALL
 from backend.app.logs import fields, get_logger
 from backend.app.metrics import Metrics
 from backend.app.wire import ErrorBody, ErrorPayload, ServerError
@@ -151,7 +152,8 @@ class AccessLog:
         finally:
             seconds = time.perf_counter() - started
             route = _route_template(scope)
-            self.metrics.http_request(scope["method"], route, status, seconds)
+            if not scope.get(LOCAL_CALL):
+                self.metrics.http_request(scope["method"], route, status, seconds)
             if route not in ("/metrics", "/healthz"):
                 log.info(
                     "http",

@@ -436,12 +436,12 @@ class RunStream:
                     status = str(event.get("status"))
                     if self._cached is not None:
                         # the results came from the cache
-                        event = done_event(
+                        event = self._done(
                             event["status"],
-                            event["ms"],
                             event["reason"],
-                            event.get("dropped", 0),
                             cached=True,
+                            ms=event["ms"],
+                            dropped=event.get("dropped", 0),
                         )
                     kept = self._kept.events() if self._kept is not None else None
                     self._kept = None  # nothing more to keep: the server lets it go
@@ -523,8 +523,21 @@ class RunStream:
         assert self._hit is not None
         return self._hit.replay(self.run_id)
 
-    def _done(self, status: DoneStatus, reason: str, *, cached: bool = False) -> dict[str, Any]:
-        return done_event(status, (time.monotonic() - self._started) * 1000, reason, cached=cached)
+    def _done(
+        self,
+        status: DoneStatus,
+        reason: str,
+        *,
+        cached: bool = False,
+        ms: float | None = None,
+        dropped: int = 0,
+    ) -> dict[str, Any]:
+        """The run's ``done`` as the server sends it: the one place this stream makes
+        one, whether it ends the run itself (``ms`` since it began) or re-makes the
+        pool's with ``cached`` (the pool's ``ms`` and ``dropped``)."""
+        if ms is None:
+            ms = (time.monotonic() - self._started) * 1000
+        return done_event(status, ms, reason, dropped, cached=cached)
 
     def _give_up_at(self) -> float | None:
         """When the relay stops waiting for the pool: ``cancel_grace_s`` after a

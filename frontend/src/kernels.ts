@@ -97,6 +97,16 @@ export function blockLabel(op: GridOperand, p: number): string {
 }
 
 /** Output line -> code line, from a text's source map. */
+/** The code lines the Kernels pane links: each kernel's and its texts' lines. */
+export function kernelLines(kernels: readonly PallasKernel[]): Set<number> {
+  const lines = new Set<number>();
+  for (const k of kernels) {
+    if (k.line != null) lines.add(k.line);
+    for (const s of [...(k.jaxpr_sources ?? []), ...(k.mosaic_sources ?? []), ...(k.triton_sources ?? [])]) lines.add(s.line);
+  }
+  return lines;
+}
+
 export function lineMap(sources: readonly { out_line: number; line: number }[]): Map<number, number> {
   return new Map(sources.map((s) => [s.out_line, s.line]));
 }

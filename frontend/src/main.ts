@@ -171,6 +171,7 @@ const panes = new Panes(ui.panels, ui.progress, {
   rendered: (entry) => {
     const badge = entry.pane.badge?.();
     if (badge !== undefined) tabs.badge(entry.tab, badge);
+    if (entry.tab === tabs.active) refreshBands(); // a pane loaded late links its lines now
   },
 });
 tabs.onSelect((id) => {

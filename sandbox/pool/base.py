@@ -6,7 +6,9 @@ zygotes), ``subprocess`` (a fresh unjailed process per run, development only),
 events, for fast tests), and ``VersionedPool`` around a local one (one pool per JAX
 version). Every pool has the methods of ``Pool``. What only some pools can do is an
 optional capability below, a Protocol of its own: a caller asks
-``isinstance(pool, TakesTurns)`` and so on, never probes for a method by name.
+``isinstance(pool, TakesTurns)`` and so on, never probes for a method by name. A run
+whose caller needs a capability the pool lacks is refused with an exception that
+says so (``submit_pristine`` below: PristineUnsupported naming the pool's kind).
 
 The handle contract (every pool keeps it; tests/pool/test_contract.py checks it
 against each registered kind):
@@ -47,7 +49,7 @@ class PoolFull(Exception):
 
 
 class PristineUnsupported(Exception):
-    """This pool cannot make a pristine run (see ``Pool.submit``)."""
+    """This pool cannot make a pristine run (it is no ``MakesPristineRuns``)."""
 
 
 class RunHandle(Protocol):
@@ -67,28 +69,12 @@ class RunHandle(Protocol):
 
 
 class Pool(Protocol):
-    #: Whether ``submit(..., pristine=True)`` is honoured (else it raises
-    #: PristineUnsupported): the jailed warm pool, the unjailed subprocess pool (dev
-    #: use) and the fake; never the Redis pool, whose remote workers' word is all it has.
-    @property
-    def makes_pristine_runs(self) -> bool: ...
-
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
 
-    async def submit(
-        self, request: RunRequest, tenant: str, *, pristine: bool = False
-    ) -> RunHandle:
+    async def submit(self, request: RunRequest, tenant: str) -> RunHandle:
         """Start a run for ``tenant``; raises PoolFull when it cannot.
-
-        ``pristine``: the run is evidence for others (the server's confirmer): a fresh
-        process forked from a zygote that never ran anyone's code, in a jail that never
-        served a tenant, the zygote and its jail retired after it, whatever happened;
-        nothing in the run tells it from a new tenant's first run (issue 33). It takes
-        a ready spare or a free place, never an active tenant's. ``tenant`` is then
-        only who asked (no tenant's zygote or quota is used). PoolFull when no such
-        zygote is ready now (retry later); PristineUnsupported from a pool that cannot.
 
         A single-use ``tenant`` (sandbox/protocol/tenants.py): the run's process, and a
         pool's zygote and jail, serve no other run."""
@@ -100,6 +86,33 @@ class Pool(Protocol):
 
 
 # --- optional capabilities ----------------------------------------------------------
+
+
+@runtime_checkable
+class MakesPristineRuns(Protocol):
+    """A pool that makes pristine runs: the jailed warm pool, the unjailed subprocess
+    pool (development use) and the fake; never the Redis pool, whose remote workers'
+    word is all it has (sandbox/queue/client_pool.py). A versioned pool is one exactly
+    when its default version's pool is (sandbox/pool/versioned.py)."""
+
+    async def submit_pristine(self, request: RunRequest, asked_by: str) -> RunHandle:
+        """Start a run that is evidence for others (the server's confirmer): a fresh
+        process forked from a zygote that never ran anyone's code, in a jail that never
+        served a tenant, the zygote and its jail retired after it, whatever happened;
+        nothing in the run tells it from a new tenant's first run (issue 33). It takes a
+        ready spare or a free place, never an active tenant's. ``asked_by`` is only who
+        asked (no tenant's zygote or quota is used). PoolFull when no such zygote is
+        ready now (retry later); it never waits for one."""
+        ...
+
+
+async def submit_pristine(pool: Pool, request: RunRequest, asked_by: str) -> RunHandle:
+    """A pristine run of ``request`` in ``pool``; PristineUnsupported, naming the
+    pool's kind, from a pool without the capability."""
+    if not isinstance(pool, MakesPristineRuns):
+        kind = pool.stats().get("kind", type(pool).__name__)
+        raise PristineUnsupported(f"the {kind} pool makes no pristine runs")
+    return await pool.submit_pristine(request, asked_by)
 
 
 @runtime_checkable

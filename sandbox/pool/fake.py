@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from sandbox.pool.base import PoolFull
-from sandbox.protocol import RunRequest, done_event
+from sandbox.protocol import DoneStatus, RunRequest, done_event
 
 WORKER = {
     "backend": "cpu",
@@ -32,6 +32,7 @@ WORKER = {
 #: a run's events after ``accepted``: a list, or a function of the run (its
 #: ``request`` and ``number``, 1 for the pool's first run) returning one
 Script = list[dict[str, Any]] | Callable[["FakeRun"], list[dict[str, Any]]]
+CANCELLED: tuple[DoneStatus, float, str] = ("cancelled", 0.0, "cancelled by the client")
 
 
 def default_script(run: FakeRun) -> list[dict[str, Any]]:
@@ -59,6 +60,8 @@ class FakeRun:
         self.run_id = uuid.uuid4().hex
         self.number = pool.total
         self._cancelled = asyncio.Event()
+        #: how the run ends: status, ms, reason (None: with no ``done``)
+        self._end: tuple[DoneStatus, float, str] | None = None
 
     def _marker(self, name: str) -> str | None:
         m = re.search(rf"# fake: {name}(?:=(\S+))?", self.request.code)
@@ -81,39 +84,43 @@ class FakeRun:
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         self.pool.running += 1
         try:
-            script = self.pool.script
-            events = script(self) if callable(script) else list(script)
-            slow = float(self._marker("slow") or 0)
-            worker = dict(self.pool.worker, devices=self.request.devices)
-            if await self._wait(float(self._marker("start") or 0)):  # a sandbox starting
-                yield done_event("cancelled", 0.0, "cancelled by the client")
-                return
-            yield {"type": "accepted", "run_id": self.run_id, "worker": worker, "pipeline": "main"}
-            for event in events:
-                if await self._wait(slow):
-                    yield done_event("cancelled", 0.0, "cancelled by the client")
-                    return
-                yield {"pipeline": "main", **event}
-            if self._marker("hang") is not None:
-                await self._cancelled.wait()
-                yield done_event("cancelled", 0.0, "cancelled by the client")
-                return
-            if self._marker("nodone") is not None:
-                return
-            failed = any(e.get("type") == "error" for e in events)
-            yield done_event(
-                "error" if failed else "ok", 1.0, "the code raised an error" if failed else ""
-            )
+            async for event in self._play():
+                yield event
+            if self._end is not None:  # None: ``# fake: nodone``
+                status, ms, reason = self._end
+                yield done_event(status, ms, reason)  # the one place the fake makes it
         finally:
             self.pool.running -= 1
             self.pool.finished += 1
 
+    async def _play(self) -> AsyncIterator[dict[str, Any]]:
+        """The run's events before ``done``; how it ends is left in ``_end``."""
+        script = self.pool.script
+        events = script(self) if callable(script) else list(script)
+        slow = float(self._marker("slow") or 0)
+        worker = dict(self.pool.worker, devices=self.request.devices)
+        self._end = CANCELLED
+        if await self._wait(float(self._marker("start") or 0)):  # a sandbox starting
+            return
+        yield {"type": "accepted", "run_id": self.run_id, "worker": worker, "pipeline": "main"}
+        for event in events:
+            if await self._wait(slow):
+                return
+            yield {"pipeline": "main", **event}
+        if self._marker("hang") is not None:
+            await self._cancelled.wait()
+            return
+        if self._marker("nodone") is not None:
+            self._end = None
+            return
+        failed = any(e.get("type") == "error" for e in events)
+        self._end = ("error", 1.0, "the code raised an error") if failed else ("ok", 1.0, "")
+
 
 class FakePool:
-    """Implements sandbox.pool.base.Pool without processes or JAX. ``pristine``
-    records, for each submitted run, whether it was asked to be pristine."""
-
-    makes_pristine_runs = True
+    """Implements sandbox.pool.base.Pool and MakesPristineRuns without processes or
+    JAX. ``pristine`` records, for each submitted run, whether it was asked to be
+    pristine."""
 
     def __init__(self, max_concurrent: int = 4, script: Script | None = None) -> None:
         self.capacity = max_concurrent
@@ -137,7 +144,13 @@ class FakePool:
     async def close(self) -> None:
         self.closed = True
 
+    async def submit_pristine(self, request: RunRequest, asked_by: str) -> FakeRun:
+        return await self.submit(request, asked_by, pristine=True)
+
     async def submit(self, request: RunRequest, tenant: str, *, pristine: bool = False) -> FakeRun:
+        """Every run goes through here, a pristine one too (``submit_pristine``), so a
+        test's subclass that changes what a run does sees each; ``pristine`` is the
+        fake's record of which was which, no option of the Pool interface."""
         if self.total - self.finished >= self.capacity:  # submitted but unfinished
             raise PoolFull("fake pool full", retry_after_s=0.05)
         self.total += 1

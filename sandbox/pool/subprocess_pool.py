@@ -3,7 +3,8 @@
 The simplest real pool: what `jaxplay run` uses until the jailed warm pool exists,
 and the baseline that the warm pool's benchmark compares against.
 
-It makes pristine runs (``submit(..., pristine=True)``): every run is a new process
+It makes pristine runs (``submit_pristine``, sandbox/pool/base.py's
+MakesPristineRuns): every run is a new process
 that nobody's run used before, and no run has JAX's persistent compilation cache (a
 developer's ``JAX_COMPILATION_CACHE_DIR`` and the like are left out of every run's
 environment: a cache there would be shared by every run), so a pristine run looks
@@ -34,9 +35,6 @@ def _run_environment() -> dict[str, str]:
 
 
 class SubprocessPool:
-    #: a fresh process per run, none with a persistent cache
-    makes_pristine_runs = True
-
     def __init__(
         self,
         max_concurrent: int = 2,
@@ -62,21 +60,19 @@ class SubprocessPool:
     async def close(self) -> None:
         return None
 
-    async def submit(
-        self, request: RunRequest, tenant: str, *, pristine: bool = False
-    ) -> RunHandle:
+    async def submit(self, request: RunRequest, tenant: str) -> RunHandle:
         if self._running >= self._max:
             raise PoolFull(f"{self._running} runs in progress", retry_after_s=1.0)
         run = SupervisedRun(
-            self._argv,
-            request,
-            uuid.uuid4().hex,
-            limits=self._limits,
-            env=_run_environment(),
-            pristine=pristine,
+            self._argv, request, uuid.uuid4().hex, limits=self._limits, env=_run_environment()
         )
-        self._pristine += pristine
         return _Counted(run, self)
+
+    async def submit_pristine(self, request: RunRequest, asked_by: str) -> RunHandle:
+        """A run like any other: each is a fresh process, none with a persistent cache."""
+        handle = await self.submit(request, asked_by)
+        self._pristine += 1
+        return handle
 
     def stats(self) -> dict[str, Any]:
         return {

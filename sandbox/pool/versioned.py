@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +35,14 @@ from sandbox.environments.versions import (
 )
 from sandbox.pool.base import (
     ForEnvironment,
+    MakesPristineRuns,
     Pool,
     RunHandle,
     SharesBudget,
     SignalsFree,
     TakesTurns,
     WaitsReady,
+    submit_pristine,
 )
 from sandbox.protocol import RunRequest
 
@@ -103,7 +105,15 @@ def pool_with_overlay(base: Any, env: Environment | None, overlay: tuple[str, ..
 class VersionedPool:
     """Implements sandbox.pool.base.Pool over one pool per JAX version, and
     RunsVersions; the default pool's optional capabilities are its own (neutral where
-    the default lacks one: no turns, no wait, no free signal)."""
+    the default lacks one: no turns, no wait, no free signal). MakesPristineRuns is
+    the one a neutral answer would misstate: made over a default that makes pristine
+    runs, a VersionedPool is a ``PristineVersionedPool`` (``__new__`` chooses), and
+    otherwise has no ``submit_pristine`` at all."""
+
+    def __new__(cls, default: Pool, *args: Any, **kwargs: Any) -> VersionedPool:
+        if cls is VersionedPool and isinstance(default, MakesPristineRuns):
+            cls = PristineVersionedPool
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -203,20 +213,19 @@ class VersionedPool:
             self.default.end_turn(tenant)
 
     # --- runs -----------------------------------------------------------------------
-    @property
-    def makes_pristine_runs(self) -> bool:
-        """The default version's pool's (each version's is of the same kind)."""
-        return self.default.makes_pristine_runs
+    async def submit(self, request: RunRequest, tenant: str) -> RunHandle:
+        return await self._submit(request, lambda pool: pool.submit(request, tenant))
 
-    async def submit(
-        self, request: RunRequest, tenant: str, *, pristine: bool = False
+    async def _submit(
+        self, request: RunRequest, start: Callable[[Pool], Awaitable[RunHandle]]
     ) -> RunHandle:
+        """``start`` the run in the pool of the request's version and libraries."""
         version = self.resolve_version(request.jax_version)
         picked = self.resolve_libraries(version, request.libraries)
         if version == self.default_version and not picked:
-            return await self.default.submit(request, tenant, pristine=pristine)
+            return await start(self.default)
         pool = await self.pool(version, picked)
-        handle = await pool.submit(request, tenant, pristine=pristine)
+        handle = await start(pool)
         # Only a run its pool took keeps it up: a request the pool refused (PoolFull),
         # retried or not, is no use of it (one a minute would keep its spares forever).
         self._last_used[library_choices.pool_name(version, picked)] = time.monotonic()
@@ -277,3 +286,11 @@ class VersionedPool:
             for key, value in self.default.budget.describe().items():
                 stats[f"budget_{key}"] = value
         return stats
+
+
+class PristineVersionedPool(VersionedPool):
+    """A VersionedPool whose default makes pristine runs, and so every version's pool
+    (each is of the default's kind): MakesPristineRuns, in the request's version."""
+
+    async def submit_pristine(self, request: RunRequest, asked_by: str) -> RunHandle:
+        return await self._submit(request, lambda pool: submit_pristine(pool, request, asked_by))

@@ -13,7 +13,7 @@ that fails: each kills the whole jail (SIGKILL from outside, cgroup emptied) and
 zygote is retired. A cancel only kills the run's child (the zygote stays), unless
 that takes longer than a second. Zygotes also retire on idle time, run count and age.
 
-A pristine run (``submit(..., pristine=True)``, issue 20) takes a ready spare that
+A pristine run (``submit_pristine``, the MakesPristineRuns capability, issue 20) takes a ready spare that
 never had a tenant (never an active tenant's place: issue 33), marks it ``PRISTINE``,
 runs in a fresh child exactly as a new tenant's first run would (nothing in it tells
 them apart), and retires the zygote and its jail after. So does a single-use
@@ -83,7 +83,7 @@ class ZygotePool:
         self.retired = 0
         self.reused = 0  # runs served by a process kept from an earlier run
         self.moved = 0  # runs whose jail was moved to a free CPU first (_place)
-        self.pristine_runs = 0  # runs made pristine (submit), each in a retired spare
+        self.pristine_runs = 0  # pristine runs (submit_pristine), each in a retired spare
         #: runs of single-use tenants (a link's code, an address-only client): each
         #: zygote retired after its one run (sandbox/protocol/tenants.py)
         self.single_use_runs = 0
@@ -137,18 +137,29 @@ class ZygotePool:
 
     # --- runs ---------------------------------------------------------------------
 
-    #: pristine runs: a ready spare, a fresh child like any new tenant's, retired after
-    makes_pristine_runs = True
+    async def submit(self, request: RunRequest, tenant: str) -> ZygoteRun:
+        run = self._start_run(request, lambda: self._pick(tenant))
+        self.single_use_runs += is_single_use(tenant)
+        return run
 
-    async def submit(
-        self, request: RunRequest, tenant: str, *, pristine: bool = False
-    ) -> ZygoteRun:
+    async def submit_pristine(self, request: RunRequest, asked_by: str) -> ZygoteRun:
+        """A ready spare, a fresh child like any new tenant's, retired after
+        (``_pick_pristine``); ``asked_by`` takes no zygote of its own."""
+        run = self._start_run(request, self._pick_pristine)
+        self.pristine_runs += 1
+        return run
+
+    def _start_run(self, request: RunRequest, pick: Callable[[], Zygote]) -> ZygoteRun:
+        """The run of ``request``, reserved in the zygote ``pick`` takes (placed on CPUs
+        clear of the running ones); ``pick`` again if that zygote goes before the run is
+        sent to it."""
         if self._closing:
             raise PoolFull("the pool is closing", retry_after_s=5.0)
         running = self.budget.running()  # every JAX version's: one machine's places
         if len(running) >= self.budget.places:
             raise PoolFull(f"{len(running)} runs in progress", retry_after_s=1.0)
-        z = self._choose(tenant, pristine, running)
+        z = pick()
+        self._place(z, running)
         jl = self.jailer.limits
         run = ZygoteRun(
             z,
@@ -156,30 +167,21 @@ class ZygotePool:
             uuid.uuid4().hex,
             wall_s=min(request.timeout_s, jl.max_wall_s),
             limits=OutputLimits(output_bytes=jl.output_bytes, event_bytes=jl.event_bytes),
-            pristine=pristine,
         )
-        self.pristine_runs += pristine
-        self.single_use_runs += not pristine and is_single_use(tenant)
         z.reserve(run)
-        run.repick = lambda: self._repick(run, tenant, pristine)
+        run.repick = lambda: self._repick(run, pick)
         self.changed()
         return run
 
-    def _repick(self, run: ZygoteRun, tenant: str, pristine: bool) -> Zygote:
+    def _repick(self, run: ZygoteRun, pick: Callable[[], Zygote]) -> Zygote:
         """Another zygote for ``run``, whose own went before the run was sent to it
         (PoolFull if none is free now)."""
         if self._closing:
             raise PoolFull("the pool is closing", retry_after_s=5.0)
-        z = self._choose(tenant, pristine, [o for o in self.budget.running() if o.run is not run])
+        z = pick()
+        self._place(z, [o for o in self.budget.running() if o.run is not run])
         z.reserve(run)
         self.changed()
-        return z
-
-    def _choose(self, tenant: str, pristine: bool, running: list[Zygote]) -> Zygote:
-        """The zygote a run of ``tenant`` (or a pristine run) takes, on CPUs clear of
-        ``running``."""
-        z = self._pick_pristine() if pristine else self._pick(tenant)
-        self._place(z, running)
         return z
 
     def _place(self, z: Zygote, running: list[Zygote]) -> None:

@@ -34,6 +34,8 @@ from sandbox.protocol.limits import (
     MAX_LABEL_CHARS,
     MAX_LEAF_DATA,
     MAX_LEAVES,
+    MAX_MEMORY_BANDS,
+    MAX_MEMORY_POINTS,
     MAX_MESSAGE_CHARS,
     MAX_NOTES,
     MAX_PASS_ITEMS,
@@ -378,6 +380,49 @@ class Buffer(_Event):
     name: HloName = ""
 
 
+class PeakValue(_Event):
+    """An HLO value live at the peak of the schedule."""
+
+    name: HloName
+    bytes: Count
+    line: Line | None = None
+    kind: Literal["argument", "output", "temp", "constant"]
+
+
+class MemoryBand(_Event):
+    """The bytes live at each point of the timeline that one code line made (or, for
+    values without one, their kind; or the smaller bands together, ``line`` None)."""
+
+    line: Line | None = None
+    label: Short
+    points: Annotated[list[Count], Field(max_length=MAX_MEMORY_POINTS)]
+
+
+class MemoryTimeline(_Event):
+    """The bytes live at each step of XLA's schedule of the module, from XLA's
+    live-range dump (`*-live-range.txt`); a value is live from the step that defines it
+    to its last use, both counted."""
+
+    steps: Count = Field(description="Steps of XLA's schedule (its instructions in order).")
+    stride: Count = Field(
+        description="Steps per point: 1 up to 512 steps; past that each point is the busiest "
+        "step of its stride of steps."
+    )
+    points: Annotated[list[Count], Field(max_length=MAX_MEMORY_POINTS)] = Field(
+        description="Bytes live at each point."
+    )
+    bands: Annotated[list[MemoryBand], Field(max_length=MAX_MEMORY_BANDS)] = Field(
+        description="`points` split by code line: they stack to `points`."
+    )
+    peak_step: Count = Field(description='XLA\'s "Live ranges at N (peak)": its step.')
+    peak_bytes: Count = Field(description="The bytes of the values XLA lists live at its peak.")
+    peak_instruction: HloName | None = Field(None, description="The instruction at the peak step.")
+    peak_line: Line | None = Field(None, description="The code line of that instruction.")
+    at_peak: Annotated[list[PeakValue], Field(max_length=MAX_BUFFERS)] = Field(
+        description="The values live at the peak, biggest first."
+    )
+
+
 class MemoryEvent(_PipelineEvent):
     """A static memory view of the compiled module: its peak, the buffers XLA
     assigned, and the figures of ``Compiled.memory_analysis()``."""
@@ -400,6 +445,11 @@ class MemoryEvent(_PipelineEvent):
         "it: the program compiled, so `peak_bytes` fit under it. A `gpu_target` compile's "
         "GPU memory as its target file states it: XLA compiles a program over it all the "
         "same, and a note says so.",
+    )
+    timeline: MemoryTimeline | None = Field(
+        None,
+        description="Bytes live over XLA's schedule and its peak; None where XLA wrote no "
+        "live-range dump (a note says so).",
     )
 
 

@@ -52,6 +52,11 @@ MAX_PASS_ITEMS = 1024
 MAX_PASSES_CHARS = 6 * 1024 * 1024
 MAX_KERNELS = 256
 MAX_BUFFERS = 4096
+#: A memory timeline: its points (a longer schedule is cut into strides, each point
+#: the most bytes of its stride), its bands (the code lines that hold most bytes; the
+#: rest in one band)
+MAX_MEMORY_POINTS = 512
+MAX_MEMORY_BANDS = 12
 MAX_REMARKS = 256
 #: Spans of the user's code a shapes event may give (one per expression traced)
 MAX_SHAPE_SPANS = 4096

@@ -20,9 +20,9 @@ when it has no live worker.
 What is trusted of a worker (docs/sandbox.md): a worker is a machine the operator
 runs, holding the queue's credentials; it is trusted to run what it takes in its own
 jails and to relay their events as its local pool gave them. Nothing it writes makes
-a run *pristine*: this pool makes no pristine runs (``makes_pristine_runs`` False;
-``submit(..., pristine=True)`` raises PristineUnsupported), so a remote run is never
-the evidence that lets an answer reach someone else. The ``worker`` of a run's
+a run *pristine*: this pool makes no pristine runs (it is no ``MakesPristineRuns``;
+``sandbox.pool.base.submit_pristine`` refuses it with PristineUnsupported), so a
+remote run is never the evidence that lets an answer reach someone else. The ``worker`` of a run's
 ``accepted`` is the one the owning worker registered (its probe run, before any
 tenant's, sandbox/queue/worker.py), never the one the run's stream carries.
 """
@@ -37,14 +37,14 @@ import math
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.exceptions import RedisError
 
 from sandbox.environments import libraries, library_choices
 from sandbox.environments.library_choices import LibraryUnavailable
-from sandbox.pool.base import PoolFull, PristineUnsupported
-from sandbox.protocol import PROTOCOL_VERSION, RunRequest, done_event
+from sandbox.pool.base import PoolFull
+from sandbox.protocol import PROTOCOL_VERSION, DoneStatus, RunRequest, done_event
 from sandbox.queue.keys import BACKENDS, JOBS_MAXLEN, Job, Keys, decode_event
 from sandbox.queue.redact import redact_url
 from sandbox.queue.transport import (
@@ -76,6 +76,14 @@ READ_EVENTS = 16
 #: Margin past ``queue_timeout_s`` before the handle gives up on an untaken run (the
 #: worker side rejects it at ``queue_timeout_s`` on Redis's own clock).
 TAKE_MARGIN_S = 2.0
+
+
+class _End(NamedTuple):
+    """How this pool ends a run it gave up on (``RedisRun._done`` makes its ``done``)."""
+
+    status: DoneStatus
+    reason: str
+    ms: float = 0.0
 
 
 class RedisPool:
@@ -258,14 +266,10 @@ class RedisPool:
 
     # --- runs ---------------------------------------------------------------------
 
-    #: a remote worker's word that a run was pristine is never taken
-    makes_pristine_runs = False
+    # No ``submit_pristine``: a remote worker's word that a run was pristine is never
+    # taken (its stream is not evidence), so this pool is no MakesPristineRuns.
 
-    async def submit(self, request: RunRequest, tenant: str, *, pristine: bool = False) -> RedisRun:
-        if pristine:
-            raise PristineUnsupported(
-                "the Redis pool makes no pristine runs: a remote worker's stream is not evidence"
-            )
+    async def submit(self, request: RunRequest, tenant: str) -> RedisRun:
         backend = await self._route(request.backend)
         waiting = await queued(self.redis, self.keys, backend, limit=self.max_queue)
         if waiting >= self.max_queue:
@@ -386,10 +390,16 @@ class RedisRun:
                 and await redis.xdel(self._keys.jobs(self.backend), self._entry_id)
             ):
                 await self._publish(
-                    done_event("cancelled", 0.0, "cancelled before a worker took it")
+                    self._done(_End("cancelled", "cancelled before a worker took it"))
                 )
         except RedisError as exc:
             log.warning("redis pool: cancel of %s failed: %s", self.run_id, exc)
+
+    @staticmethod
+    def _done(end: _End) -> dict[str, Any]:
+        """The ``done`` of a run this pool ends itself: the one place it makes one (a
+        run a worker ended carries that worker's)."""
+        return done_event(end.status, end.ms, end.reason)
 
     async def _publish(self, event: dict[str, Any]) -> None:
         with contextlib.suppress(RedisError):
@@ -420,11 +430,12 @@ class RedisRun:
                     except RedisError:
                         still_wanted()
                         verdict = None
-                    if isinstance(verdict, dict):
+                    if isinstance(verdict, _End):
+                        done = self._done(verdict)
                         if not self._watching:
-                            await self._publish(verdict)
+                            await self._publish(done)
                         ended = True
-                        yield verdict
+                        yield done
                         return
                     if verdict == "taken" and taken_at is None:
                         taken_at = now
@@ -489,15 +500,15 @@ class RedisRun:
 
     async def _check(
         self, now: float, take_by: float, taken_at: float | None, started_at: float | None
-    ) -> dict[str, Any] | str | None:
-        """A ``done`` to end the run with, or what changed: ``taken``, ``requeued``."""
+    ) -> _End | str | None:
+        """How to end the run now, or what changed: ``taken``, ``requeued``."""
         p = self._pool
         ms = (now - (started_at or now)) * 1000
         if started_at is not None and now > started_at + self._timeout_s + p.grace_s:
-            return done_event(
+            return _End(
                 "killed",
-                ms,
                 f"no result from the worker within {self._timeout_s:g} s + {p.grace_s:g} s",
+                ms,
             )
         owner = await p.redis.hget(self._keys.run(self.run_id), "owner")
         if owner is None:
@@ -510,18 +521,16 @@ class RedisRun:
                     )
                     if self._entry_id is not None:
                         await p.redis.xdel(self._keys.jobs(self.backend), self._entry_id)
-                return done_event(
-                    "error",
-                    0.0,
-                    f"no {self.backend} worker took the run within {p.queue_timeout_s:g} s",
+                return _End(
+                    "error", f"no {self.backend} worker took the run within {p.queue_timeout_s:g} s"
                 )
             return None
         alive = await p.redis.exists(self._keys.worker(owner))
         if started_at is not None and not alive:
-            return done_event(
+            return _End(
                 "killed",
-                ms,
                 f"the worker running it ({owner}) was lost: no heartbeat for {p.dead_after_s:g} s",
+                ms,
             )
         # Taken but silent: its owner may be gone before it started (a live worker
         # re-queues it then). Give up only after a whole run's time.
@@ -530,5 +539,5 @@ class RedisRun:
             and started_at is None
             and now > taken_at + self._timeout_s + p.grace_s + p.dead_after_s
         ):
-            return done_event("killed", 0.0, f"the worker that took it ({owner}) never started it")
+            return _End("killed", f"the worker that took it ({owner}) never started it")
         return "taken"

@@ -36,12 +36,12 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from redis.exceptions import RedisError, ResponseError
 
 from sandbox.pool.base import ChoosesLibraries, Pool, PoolFull, RunHandle, WaitsReady
-from sandbox.protocol import PROTOCOL_VERSION, RunRequest, done_event
+from sandbox.protocol import PROTOCOL_VERSION, DoneStatus, RunRequest, done_event
 from sandbox.queue.keys import (
     GROUP,
     JOBS_MAXLEN,
@@ -54,6 +54,9 @@ from sandbox.queue.keys import (
 from sandbox.queue.redact import redact_url
 from sandbox.queue.transport import RedisClient, connect, publish, still_wanted, stream_entries
 from sandbox.supervisor import human_bytes
+
+if TYPE_CHECKING:
+    from sandbox.jail.settings import JailLimits
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +95,59 @@ class WorkerInfo:
     alternatives: dict[str, list[str]] = field(default_factory=dict)
 
 
+class _Jailed(Protocol):
+    @property
+    def limits(self) -> JailLimits: ...
+
+
+class WorkerSettings(Protocol):
+    """The settings a worker machine runs by, read by name from the program's one
+    settings object (backend/app/settings.py's ``Settings`` is one): the queue's, the
+    worker's, and the jail's cap on one run's events."""
+
+    @property
+    def queue_url(self) -> str | None: ...
+    @property
+    def queue_prefix(self) -> str: ...
+    @property
+    def events_ttl_s(self) -> float: ...
+    @property
+    def worker_backend(self) -> str: ...
+    @property
+    def worker_id(self) -> str | None: ...
+    @property
+    def worker_runs(self) -> int: ...
+    @property
+    def worker_heartbeat_s(self) -> float: ...
+    @property
+    def worker_dead_after_s(self) -> float: ...
+    @property
+    def worker_drain_s(self) -> float: ...
+    @property
+    def sandbox(self) -> _Jailed: ...
+
+
 class QueueWorker:
+    @classmethod
+    def from_settings(cls, settings: WorkerSettings, pool: Pool) -> QueueWorker:
+        """The worker ``settings`` describe, running jobs on ``pool``."""
+        if not settings.queue_url:
+            raise ValueError("a worker needs queue_url (JAXPLAY_QUEUE_URL=redis://...)")
+        return cls(
+            settings.queue_url,
+            settings.worker_backend,
+            pool,
+            prefix=settings.queue_prefix,
+            worker_id=settings.worker_id,
+            capacity=settings.worker_runs,
+            heartbeat_s=settings.worker_heartbeat_s,
+            dead_after_s=settings.worker_dead_after_s,
+            events_ttl_s=settings.events_ttl_s,
+            drain_s=settings.worker_drain_s,
+            # the jail's own cap on one run's events, again where they go into Redis
+            max_event_bytes=settings.sandbox.limits.event_bytes,
+        )
+
     def __init__(
         self,
         url: str,
@@ -363,7 +418,7 @@ class QueueWorker:
             except BadJob as exc:
                 log.warning("worker %s: job %s refused: %s", self.id, entry_id, exc)
                 if exc.run_id:
-                    await self._end(exc.run_id, done_event("error", 0.0, str(exc)), 60.0)
+                    await self._end(exc.run_id, "error", str(exc), 60.0)
                 await self._ack(entry_id)
                 return
             running = self._running[job.run_id] = _Running(entry_id, job)
@@ -380,9 +435,7 @@ class QueueWorker:
         redis, keys = self.redis, self.keys
         ttl = job.request.timeout_s + self.events_ttl_s
         if await redis.exists(keys.cancel(job.run_id)):
-            await self._end(
-                job.run_id, done_event("cancelled", 0.0, "cancelled before it started"), ttl
-            )
+            await self._end(job.run_id, "cancelled", "cancelled before it started", ttl)
             await self._ack(entry_id)
             return
         seconds, micros = await redis.time()
@@ -392,7 +445,7 @@ class QueueWorker:
                 f"it waited {waited_ms / 1000:.1f} s for a {self.backend} worker; the server "
                 f"gives up after {job.max_wait_ms / 1000:g} s"
             )
-            await self._end(job.run_id, done_event("error", 0.0, reason), ttl)
+            await self._end(job.run_id, "error", reason, ttl)
             await self._ack(entry_id)
             return
         async with redis.pipeline(transaction=True) as pipe:
@@ -412,7 +465,7 @@ class QueueWorker:
             return
         except Exception as exc:
             reason = f"the worker could not start the run: {type(exc).__name__}: {exc}"
-            await self._end(job.run_id, done_event("error", 0.0, reason[:1000]), ttl)
+            await self._end(job.run_id, "error", reason[:1000], ttl)
             await self._ack(entry_id)
             return
         running.handle = handle
@@ -430,7 +483,7 @@ class QueueWorker:
                     with contextlib.suppress(Exception):
                         await handle.cancel()
                     reason = f"its events passed {human_bytes(self.max_event_bytes)}"
-                    await self._publish(job.run_id, done_event("killed", 0.0, reason), ttl)
+                    await self._end(job.run_id, "killed", reason, ttl)
                     ended = True
                     break
                 await self._publish(job.run_id, event, ttl)
@@ -440,7 +493,7 @@ class QueueWorker:
             log.exception("worker %s: run %s failed", self.id, job.run_id)
             if not ended:
                 reason = f"the worker failed: {type(exc).__name__}"
-                await self._publish(job.run_id, done_event("error", 0.0, reason), ttl)
+                await self._end(job.run_id, "error", reason, ttl)
         await self._ack(entry_id)
 
     async def _publish(self, run_id: str, event: dict[str, Any], ttl_s: float) -> None:
@@ -459,8 +512,11 @@ class QueueWorker:
                 await asyncio.sleep(backoff)
                 backoff = min(2.0, backoff * 2)
 
-    async def _end(self, run_id: str, done: dict[str, Any], ttl_s: float) -> None:
-        await self._publish(run_id, done, ttl_s)
+    async def _end(self, run_id: str, status: DoneStatus, reason: str, ttl_s: float) -> None:
+        """End the run ``run_id`` here, with a ``done`` of ``status`` and ``reason``: the
+        one place this worker makes one (a run its local pool ran ends with that
+        pool's own ``done``, relayed)."""
+        await self._publish(run_id, done_event(status, 0.0, reason), ttl_s)
 
     async def _ack(self, entry_id: str) -> None:
         for _ in range(20):
@@ -546,7 +602,7 @@ class QueueWorker:
                     f"the worker running it ({owner}) was lost: no heartbeat for "
                     f"{self.dead_after_s:g} s; the run did not finish"
                 )
-                await self._end(job.run_id, done_event("killed", 0.0, reason), ttl)
+                await self._end(job.run_id, "killed", reason, ttl)
             await self._ack(entry_id)
         elif job.attempt + 1 < self.max_attempts:
             log.warning(
@@ -561,7 +617,7 @@ class QueueWorker:
                 f"{job.attempt + 1} workers were lost before the run could start "
                 f"(the last: {owner}); it is not tried again"
             )
-            await self._end(job.run_id, done_event("error", 0.0, reason), ttl)
+            await self._end(job.run_id, "error", reason, ttl)
             await self._ack(entry_id)
         self.reclaimed += 1
 

@@ -100,13 +100,9 @@ class RunSupervisor:
         *,
         wall_s: float | None = None,
         limits: OutputLimits | None = None,
-        pristine: bool = False,
     ) -> None:
         self.run_id = run_id
         self._request = request
-        #: a pristine run (sandbox/pool/base.py): the pool retires its process after
-        #: it (the run itself is not told: nothing in it tells it apart)
-        self.pristine = pristine
         #: tags the engine's event lines; only this supervisor and the engine know it
         self.token = secrets.token_hex(16)
         self._wall_s = request.timeout_s if wall_s is None else wall_s
@@ -180,13 +176,10 @@ class RunSupervisor:
             try:
                 stdout, stderr = await self._start()
             except (OSError, WorkerStartError) as exc:
-                ms = (time.monotonic() - started) * 1000
                 # A cancel (or our own limit) while the worker was starting is what
                 # ended the run; the start failing after it is only its consequence.
-                if self._end is not None:
-                    yield done_event(self._end[0], ms, self._end[1])
-                else:
-                    yield done_event("error", ms, f"the worker could not start: {exc}")
+                end = self._end or ("error", f"the worker could not start: {exc}")
+                yield self._done(end, started)
                 return
             readers = [
                 asyncio.create_task(self._read_events(stdout)),
@@ -199,7 +192,7 @@ class RunSupervisor:
                     self._queued_bytes -= item[1]
                     self._room.set()
                     yield item[0]
-                yield self._final_done(self._returncode, (time.monotonic() - started) * 1000)
+                yield self._done(self._verdict(self._returncode), started)
             finally:
                 watchdog.cancel()
                 for task in (*readers, waiter):
@@ -271,29 +264,38 @@ class RunSupervisor:
                 event = {"type": "stderr", "pipeline": "main", "text": text, "stage": None}
                 await self._put(event, len(chunk))
 
-    def _final_done(self, returncode: int | None, ms: float) -> dict[str, Any]:
+    def _done(self, end: tuple[DoneStatus, str], started: float) -> dict[str, Any]:
+        """The run's ``done``, ``end`` its status and reason: the one place this relay
+        makes it, with the lines the gate refused and, for a timeout, its stage."""
+        status, reason = end
+        stage = self._timeout_stage if status == "timeout" else None
+        ms = (time.monotonic() - started) * 1000
+        return done_event(status, ms, reason, self._gate.dropped, timeout_stage=stage)
+
+    def _verdict(self, returncode: int | None) -> tuple[DoneStatus, str]:
+        """How the run ended, once its stream has: what we decided (a cancel, a cap,
+        the wall clock), a limit only the host sees, the engine's own ``done``
+        (checked, not taken), or how the worker exited."""
         gate = self._gate
         if self._end is not None:
-            stage = self._timeout_stage if self._end[0] == "timeout" else None
-            return done_event(self._end[0], ms, self._end[1], gate.dropped, timeout_stage=stage)
+            return self._end
         limit = self._limit_hit()
         if limit is not None:
-            return done_event(limit[0], ms, limit[1], gate.dropped)
+            return limit
         done = gate.worker_done
         if done is not None and done["status"] in ("ok", "error"):
             # "ok" only if no error event passed: the status is checked, not taken
             status: DoneStatus = "error" if gate.errors else done["status"]
             reason = "the code raised an error" if gate.errors else done["reason"]
             if gate.dropped:  # lines the engine did not write: what it shows may be forged
-                return done_event("tampered", ms, self._tampered(reason), gate.dropped)
-            return done_event(status, ms, reason, gate.dropped)
+                return "tampered", self._tampered(reason)
+            return status, reason
         if returncode is not None and returncode < 0:
-            why = f"the worker was killed by {_signal_name(returncode)}"
-            return done_event("killed", ms, why, gate.dropped)
+            return "killed", f"the worker was killed by {_signal_name(returncode)}"
         why = f"the worker exited with status {returncode} before finishing"
         if gate.dropped:
-            return done_event("tampered", ms, self._tampered(why), gate.dropped)
-        return done_event("error", ms, why, gate.dropped)
+            return "tampered", self._tampered(why)
+        return "error", why
 
     def _tampered(self, reason: str) -> str:
         gate = self._gate
@@ -315,9 +317,8 @@ class SupervisedRun(RunSupervisor):
         env: dict[str, str] | None = None,
         pass_fds: Sequence[int] = (),
         cwd: str | None = None,
-        pristine: bool = False,
     ) -> None:
-        super().__init__(request, run_id, wall_s=wall_s, limits=limits, pristine=pristine)
+        super().__init__(request, run_id, wall_s=wall_s, limits=limits)
         self._argv = list(argv)
         self._env = env
         self._pass_fds = tuple(pass_fds)

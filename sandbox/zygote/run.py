@@ -17,7 +17,7 @@ from typing import Any
 
 from sandbox.protocol import DoneStatus, RunRequest
 from sandbox.supervisor import MAX_EVENT_BYTES, RunSupervisor, WorkerStartError, human_bytes
-from sandbox.zygote.handle import Zygote
+from sandbox.zygote.handle import PRISTINE, Zygote
 from sandbox.zygote.pipes import pipe_reader_transport
 
 #: How long a cancelled run's child may take to be killed by its zygote.
@@ -57,6 +57,13 @@ class ZygoteRun(RunSupervisor):
     @property
     def zygote_id(self) -> str:
         return self._zygote.id
+
+    @property
+    def pristine(self) -> bool:
+        """A pristine run (sandbox/pool/base.py, MakesPristineRuns): its zygote was
+        taken for it alone, and retires after it (the run itself is not told: nothing
+        in it tells it apart)."""
+        return self._zygote.tenant == PRISTINE
 
     def _known_worker(self, claimed: dict[str, Any]) -> dict[str, Any]:
         return self._zygote.known_worker(self._request, claimed)
@@ -163,7 +170,7 @@ class ZygoteRun(RunSupervisor):
     async def _finish(self) -> None:
         for transport in self._transports:
             transport.close()
-        if not self._sent and (self.pristine or self._zygote.single_use):
+        if not self._sent and self._zygote.single_use:  # pristine runs' zygotes too
             # never started: it goes all the same (bound to a tenant no run will have)
             self._zygote.retire("its single-use run ended before it started")
         elif not self._sent:

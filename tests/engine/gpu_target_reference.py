@@ -5,8 +5,9 @@ Run in a fresh process, with the request as JSON::
 
     python tests/engine/gpu_target_reference.py '{"code": ..., "args": ..., "gpu_target": "h100"}'
 
-It prints one JSON object: the HLO text and the PTX of each kernel (by name) and
-the ``.target`` line, compiled as ``jit(grad(f))``. Written plainly with JAX's
+It prints one JSON object: the HLO text and the PTX of each kernel (by name), the
+``.target`` line and XLA's live-range peak (step, values' bytes), compiled as
+``jit(grad(f))``. Written plainly with JAX's
 public API and independently of ``sandbox.engine``: JAX finds the CUDA plugin of
 the extra as setup installs it (``<venv>/cuda-extra``) on ``sys.path``, as it finds
 any installed plugin, with ``JAX_PLATFORMS=cpu`` as in the jail.
@@ -53,12 +54,27 @@ def reference(request: dict[str, Any]) -> dict[str, Any]:
         )
         kernels: dict[str, str] = {}
         targets: set[str] = set()
+        peak: dict[str, Any] | None = None
         for name in sorted(os.listdir(dump)):
+            if "jit_f" in name and name.endswith("after_optimizations-live-range.txt"):
+                # XLA's peak of the schedule: its step and the bytes of each value live there
+                found = re.search(
+                    r"Live ranges at (\d+) \(peak\):\n((?:    .*\n?)*)",
+                    Path(dump, name).read_text(),
+                )
+                if found:
+                    sizes = re.findall(r"^    \S+?: (\d+) bytes", found.group(2), re.M)
+                    peak = {"step": int(found.group(1)), "values": sorted(map(int, sizes))}
             if name.endswith(".ptx"):
                 text = Path(dump, name).read_text()
                 targets.update(re.findall(r"^\.target (\S+)", text, re.M))
                 kernels.update((m.group(1), m.group(0) + "\n") for m in ENTRY.finditer(text))
-    return {"hlo": compiled.as_text(), "kernels": kernels, "targets": sorted(targets)}
+    return {
+        "hlo": compiled.as_text(),
+        "kernels": kernels,
+        "targets": sorted(targets),
+        "live_range_peak": peak,
+    }
 
 
 if __name__ == "__main__":

@@ -167,7 +167,14 @@ def test_the_ptx_is_what_jax_compiles_for_the_target(target: str) -> None:
     assert memory["peak_bytes"] and memory["peak_bytes"] > 0
     assert {b["line"] for b in memory["buffers"] if b["line"]} <= BODY
     assert memory["device_kind"].startswith("NVIDIA " + target.upper())
-    assert memory["capacity_bytes"] == 80 * 2**30 and not memory["notes"]
+    assert memory["capacity_bytes"] == 80 * 2**30
+    # the timeline's peak is the one XLA's live-range dump of the GPU compile names
+    timeline, xla_peak = memory["timeline"], expected["live_range_peak"]
+    assert xla_peak is not None and timeline is not None, memory["notes"]
+    assert timeline["peak_step"] == xla_peak["step"]
+    assert sorted(v["bytes"] for v in timeline["at_peak"]) == xla_peak["values"]
+    assert timeline["peak_bytes"] == sum(xla_peak["values"])
+    assert all("adds up" in n or "add up" in n for n in memory["notes"]), memory["notes"]
 
 
 @needs_plugin

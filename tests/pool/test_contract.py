@@ -1,6 +1,8 @@
 """The handle contract (sandbox/pool/base.py), checked against every registered pool
 kind that can run here, each built through the registry as the server builds it:
-exactly one ``done``, last; ``cancelled`` within ``CANCEL_GRACE_S`` of a cancel.
+exactly one ``done``, last; ``cancelled`` within ``CANCEL_GRACE_S`` of a cancel; a
+pristine run made by the kinds with that capability, and refused, in words naming
+the kind, by the others.
 
 ``fake`` runs nothing; ``subprocess`` and ``zygote`` (jailed) run the code for real;
 ``redis`` goes through a real redis-server to a ``QueueWorker`` whose local pool is
@@ -29,8 +31,19 @@ from sandbox.assembly.pool_registry import (
     ZygoteOptions,
 )
 from sandbox.jail.settings import GiB, JailLimits, MiB
-from sandbox.pool.base import CANCEL_GRACE_S, Pool, WaitsReady
+from sandbox.pool.base import (
+    CANCEL_GRACE_S,
+    MakesPristineRuns,
+    Pool,
+    PoolFull,
+    PristineUnsupported,
+    RunHandle,
+    WaitsReady,
+    submit_pristine,
+)
+from sandbox.pool.fake import FakePool
 from sandbox.pool.settings import PoolSettings
+from sandbox.pool.versioned import VersionedPool
 from sandbox.protocol import RunRequest
 from tests.gates import skip_without_jail, skip_without_services
 
@@ -43,6 +56,9 @@ KINDS = ["fake", "subprocess", "zygote", "redis"]
 #: subprocess pool starts a Python that imports JAX per run: seconds
 NEEDS = {"zygote": pytest.mark.jail, "redis": pytest.mark.redis, "subprocess": pytest.mark.slow}
 POOLS = [pytest.param(kind, marks=NEEDS.get(kind, ())) for kind in KINDS]
+#: the kinds that make pristine runs (MakesPristineRuns); a Redis worker's word that
+#: its run was pristine is no evidence, so that pool refuses them
+PRISTINE = {"fake", "subprocess", "zygote"}
 
 OK = "def f():\n    return 1\n"
 FAILS = "def f():\n    raise ValueError('no')  # fake: error\n"
@@ -87,7 +103,6 @@ async def started(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[Po
         )
         pool = pool_registry.build(kind, ZygoteOptions(limits=limits, pool=sizes))
     else:
-        from sandbox.pool.fake import FakePool
         from sandbox.queue.worker import QueueWorker
 
         url = request.getfixturevalue("redis_url")
@@ -165,5 +180,72 @@ def test_a_cancelled_run_ends_cancelled_within_the_grace(
                 rest = [e async for e in stream]
             assert len(dones(rest)) == 1 and rest[-1]["type"] == "done", rest[-3:]
             assert rest[-1]["status"] == "cancelled", rest[-1]
+
+    go(scenario())
+
+
+@pytest.mark.parametrize("kind", POOLS)
+def test_a_pristine_run_is_made_where_offered_and_refused_by_name_elsewhere(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    async def scenario() -> None:
+        async with started(kind, request) as pool:
+            run = RunRequest.model_validate({"code": OK})
+            assert isinstance(pool, MakesPristineRuns) == (kind in PRISTINE), type(pool)
+            if kind not in PRISTINE:
+                with pytest.raises(PristineUnsupported, match=f"the {kind} pool makes no pristine"):
+                    await submit_pristine(pool, run, "contract")
+                return
+            handle = await _pristine_when_ready(pool, run)
+            events = [e async for e in handle.events()]
+            assert events[0]["type"] == "accepted", events[:3]
+            assert len(dones(events)) == 1 and events[-1]["type"] == "done", events[-3:]
+            assert events[-1]["status"] == "ok", events[-1]
+            assert pool.stats()["pristine_runs"] == 1, pool.stats()
+
+    go(scenario())
+
+
+async def _pristine_when_ready(pool: Pool, run: RunRequest) -> RunHandle:
+    """A pristine run, retried while no spare is ready (PoolFull), as the confirmer
+    asks for one."""
+    async with asyncio.timeout(120):
+        while True:
+            try:
+                return await submit_pristine(pool, run, "contract")
+            except PoolFull:
+                await asyncio.sleep(0.2)
+
+
+class _NoPristine:
+    """A pool without the capability (as a ``module:factory`` pool may be)."""
+
+    def __init__(self) -> None:
+        self._inner = FakePool()
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def submit(self, request: RunRequest, tenant: str) -> RunHandle:
+        return await self._inner.submit(request, tenant)
+
+    def stats(self) -> dict[str, Any]:
+        return {"kind": "plain"}
+
+
+def test_a_versioned_pool_makes_pristine_runs_exactly_when_its_default_does(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        run = RunRequest.model_validate({"code": OK})
+        offers = VersionedPool(FakePool(), default_version="0.99.0", versions_dir=tmp_path)
+        assert isinstance(offers, MakesPristineRuns)
+        events = [e async for e in (await submit_pristine(offers, run, "contract")).events()]
+        assert events[-1]["status"] == "ok" and offers.default.pristine == [True]  # type: ignore[attr-defined]
+        lacks = VersionedPool(_NoPristine(), default_version="0.99.0", versions_dir=tmp_path)
+        assert not isinstance(lacks, MakesPristineRuns)
+        with pytest.raises(PristineUnsupported, match="the plain pool makes no pristine runs"):
+            await submit_pristine(lacks, run, "contract")
 
     go(scenario())

@@ -52,7 +52,7 @@ def pristine(live: LivePool, code: str, **request: Any) -> Pristine:
         deadline = time.monotonic() + 120
         while True:
             try:
-                handle = await live.pool.submit(req, "confirmer", pristine=True)
+                handle = await live.pool.submit_pristine(req, "confirmer")
                 break
             except PoolFull:
                 assert time.monotonic() < deadline, "no spare for a pristine run in 120 s"

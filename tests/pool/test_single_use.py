@@ -217,7 +217,7 @@ def test_a_pristine_run_never_evicts_an_active_tenant(small_pool: LivePool) -> N
     request = RunRequest.model_validate({"code": "def f(x):\n    return x\n"})
     for _ in range(8):  # 4 s: long enough for a spare to start had a tenant given way
         with pytest.raises(PoolFull):
-            live.call(live.pool.submit(request, "c", pristine=True))
+            live.call(live.pool.submit_pristine(request, "c"))
         live.call(asyncio.sleep(0.5))
     alive = {z.id: z for z in live.pool.zygotes}
     for name, zid in holders.items():

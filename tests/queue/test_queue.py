@@ -532,16 +532,16 @@ def test_the_redis_pool_makes_no_pristine_run_and_relays_the_registered_worker(
     """Issue 20: a remote worker's stream is never a pristine run, and the ``worker``
     of a run's ``accepted`` is the one its owner registered (its probe run), not the
     one the stream carries."""
-    from sandbox.pool.base import PristineUnsupported
+    from sandbox.pool.base import MakesPristineRuns, PristineUnsupported, submit_pristine
 
     async def main() -> None:
         local = FakePool(max_concurrent=2)
         async with cluster(redis_server, prefix, workers=0) as c:
             await c.worker(pool=local)
             pool = await c.start_pool()
-            assert pool.makes_pristine_runs is False
-            with pytest.raises(PristineUnsupported):
-                await pool.submit(request(), "t", pristine=True)
+            assert not isinstance(pool, MakesPristineRuns)
+            with pytest.raises(PristineUnsupported, match="the redis pool makes no pristine runs"):
+                await submit_pristine(pool, request(), "t")
             registered = dict(local.worker)
             # the worker's runs now claim another machine (a run made it say so)
             local.worker = dict(local.worker, device_kind="TPU v99", jax_version="6.6.6")

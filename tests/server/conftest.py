@@ -45,14 +45,14 @@ def settings_factory(tmp_path: Path) -> Callable[..., Settings]:
 @pytest.fixture
 def small_cache(tmp_path: Path) -> ResultCache:
     """A result cache on its own SQLite file, for the tests of its keys."""
-    return ResultCache(
-        SqliteStorage(str(tmp_path / "c.sqlite3")),
-        enabled=True,
-        max_entries=10,
-        max_bytes=1 << 20,
-        max_entry_bytes=1 << 20,
-        context={},
+    sizes = make_settings(
+        tmp_path,
+        cache_enabled=True,
+        cache_max_entries=10,
+        cache_max_bytes=1 << 20,
+        cache_max_entry_bytes=1 << 20,
     )
+    return ResultCache(SqliteStorage(str(tmp_path / "c.sqlite3")), sizes, context={})
 
 
 @pytest.fixture

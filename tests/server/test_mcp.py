@@ -270,3 +270,27 @@ def test_an_agent_that_hangs_up_ends_its_run(server: LiveServer) -> None:
         time.sleep(0.25)
     assert ended_early() == before + 1, "the run went on after its agent hung up"
     assert time.monotonic() - left < 15
+
+
+def _counted(metrics: str, route: str) -> float:
+    """The sum of jaxplay_http_requests_total over every method and status of ``route``."""
+    total = 0.0
+    for line in metrics.splitlines():
+        if line.startswith("jaxplay_http_requests_total{") and f'route="{route}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_a_tool_call_is_one_http_request_in_the_metrics(server: LiveServer) -> None:
+    """The tool's in-process call to the REST route is the agent's one request, counted
+    once (as POST /mcp), not a second time under the route it reached."""
+    before = httpx.get(server.url + "/metrics").text
+    result = call(server.url, "versions", {})
+    assert not result.is_error, result.content
+    after = httpx.get(server.url + "/metrics").text
+    assert _counted(after, "/mcp") > _counted(before, "/mcp")
+    assert _counted(after, "/api/v1/backends") == _counted(before, "/api/v1/backends")
+    # and a REST call of that route is counted, so the comparison above can fail
+    httpx.get(server.url + "/api/v1/backends").raise_for_status()
+    again = httpx.get(server.url + "/metrics").text
+    assert _counted(again, "/api/v1/backends") == _counted(after, "/api/v1/backends") + 1

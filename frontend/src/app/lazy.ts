@@ -38,6 +38,11 @@ export class LazyPane<P extends OutputPane> implements OutputPane {
     }
   }
 
+  /** The loaded pane's code lines (none before it is loaded). */
+  codeLines(): Set<number> {
+    return this.pane?.codeLines?.() ?? new Set();
+  }
+
   reset(pipelines: string[], labels: Record<string, string>): void {
     this.with((p) => p.reset(pipelines, labels));
   }

@@ -102,9 +102,14 @@ export class Panes {
     return this.hooks.active() === "passes" ? (this.passes.get()?.views() ?? []) : (this.activeIr()?.views() ?? []);
   }
 
-  /** The code lines to band: the IR text on show (the Graph tab: the text it draws). */
+  /** The code lines to band: the IR text on show (the Graph tab: the text it draws);
+   * on another tab, the lines its pane links (Memory, Profile, Asm, Kernels...). */
   bandLines(): Set<number> {
-    const pane = this.hooks.active() === "graph" ? this.ir[this.graph.get()?.source ?? "jaxpr"] : this.activeIr();
-    return pane?.codeLines() ?? new Set();
+    const tab = this.hooks.active();
+    const ir = tab === "graph" ? this.ir[this.graph.get()?.source ?? "jaxpr"] : this.activeIr();
+    if (ir) return ir.codeLines();
+    const lines = new Set<number>();
+    for (const entry of this.scheduler.entries(tab)) for (const l of entry.pane.codeLines?.() ?? []) lines.add(l);
+    return lines;
   }
 }

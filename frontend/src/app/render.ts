@@ -112,6 +112,11 @@ export class PaneScheduler {
     private readonly rendered: (entry: ScheduledPane) => void = () => {},
   ) {}
 
+  /** The panes of `tab`. */
+  entries(tab: TabId): ScheduledPane[] {
+    return this.panes.filter((p) => p.tab === tab);
+  }
+
   /** The panes that render events of `type`. */
   consumers(type: RunEvent["type"]): ScheduledPane[] {
     return this.panes.filter((p) => p.pane.consumes.includes(type));

@@ -270,6 +270,34 @@ export const Leaf = z.object({
   data: z.optional(z.nullable(z.array(z.union([z.boolean(), z.number(), z.number(), z.enum(["nan", "inf", "-inf"]), z.array(z.union([z.number(), z.enum(["nan", "inf", "-inf"])])).check(z.minLength(2), z.maxLength(2)), z.string().check(z.maxLength(256))])).check(z.maxLength(256)))),
 });
 
+/** The bytes live at each point of the timeline that one code line made (or, for values without one, their kind; or the smaller bands together, ``line`` None). */
+export const MemoryBand = z.object({
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  label: z.string().check(z.maxLength(256)),
+  points: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(512)),
+});
+
+/** An HLO value live at the peak of the schedule. */
+export const PeakValue = z.object({
+  name: z.string().check(z.maxLength(1024)),
+  bytes: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  kind: z.enum(["argument", "output", "temp", "constant"]),
+});
+
+/** The bytes live at each step of XLA's schedule of the module, from XLA's live-range dump (`*-live-range.txt`); a value is live from the step that defines it to its last use, both counted. */
+export const MemoryTimeline = z.object({
+  steps: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  stride: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  points: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(512)),
+  bands: z.array(MemoryBand).check(z.maxLength(12)),
+  peak_step: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  peak_bytes: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  peak_instruction: z.optional(z.nullable(z.string().check(z.maxLength(1024)))),
+  peak_line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  at_peak: z.array(PeakValue).check(z.maxLength(4096)),
+});
+
 /** A static memory view of the compiled module: its peak, the buffers XLA assigned, and the figures of ``Compiled.memory_analysis()``. */
 export const MemoryEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
@@ -280,6 +308,7 @@ export const MemoryEvent = z.object({
   notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
   device_kind: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
   capacity_bytes: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  timeline: z.optional(z.nullable(MemoryTimeline)),
 });
 
 /** The module after one HLO pass that changed it: its whole ``text``, or a unified ``diff`` from the item before (the first and last items carry text). */

@@ -1,7 +1,13 @@
 // Assembly: each compiled kernel's disassembly, under the HLO instruction it
 // computes and the code lines that made it (hovering a kernel lights them).
 import { clear, h } from "../dom";
+import type { EventOf } from "../protocol";
 import { PerPipelinePane } from "./pane";
+
+/** The code lines the pane's hover links: each kernel's. */
+export function asmLines(events: Iterable<EventOf<"asm">>): Set<number> {
+  return new Set([...events].flatMap((e) => e.kernels.flatMap((k) => k.lines ?? [])));
+}
 
 export class AsmPane extends PerPipelinePane<"asm"> {
   readonly consumes = ["asm"] as const;
@@ -17,6 +23,10 @@ export class AsmPane extends PerPipelinePane<"asm"> {
   badge(): string {
     const n = this.events.get("main")?.kernels.length ?? 0;
     return n ? String(n) : "";
+  }
+
+  codeLines(): Set<number> {
+    return asmLines(this.events.values());
   }
 
   protected render(): void {

@@ -2,7 +2,7 @@
 // each operand that grid point reads or writes), then the kernel's jaxpr, its
 // Mosaic-TPU module and its Triton IR, each line linked to the code line it came from.
 import { clear, h, svg } from "../dom";
-import { blockLabel, blockLines, blockRect, cellOf, gridLayout, lineMap, operandSize, pointIndex, type GridOperand, type PallasKernel } from "../kernels";
+import { blockLabel, blockLines, blockRect, cellOf, gridLayout, kernelLines, lineMap, operandSize, pointIndex, type GridOperand, type PallasKernel } from "../kernels";
 import { PerPipelinePane } from "./pane";
 
 const GRID_WIDTH = 160;
@@ -23,6 +23,10 @@ export class KernelsPane extends PerPipelinePane<"kernels"> {
   badge(): string {
     const n = [...this.events.values()].reduce((sum, e) => sum + e.kernels.length, 0);
     return this.events.size ? String(n) : "";
+  }
+
+  codeLines(): Set<number> {
+    return kernelLines([...this.events.values()].flatMap((e) => e.kernels));
   }
 
   protected render(): void {

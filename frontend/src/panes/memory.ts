@@ -1,8 +1,10 @@
-// Memory: the compiled module's peak and the buffers XLA assigned (argument,
-// output, temporary), biggest first, each with the code line that made it.
+// Memory: the compiled module's peak, the timeline of bytes live over XLA's schedule
+// (memory_timeline.ts: hover a band, its line lights up) beside the buffers XLA
+// assigned (argument, output, temporary), biggest first, each with its code line.
 import { clear, h } from "../dom";
 import { fmtBytes } from "../format";
 import type { EventOf } from "../protocol";
+import { drawTimeline, timelineLines } from "./memory_timeline";
 import { PerPipelinePane } from "./pane";
 
 /** A compile for a target device (tpu_topology, gpu_target): the peak against the memory
@@ -26,6 +28,15 @@ export class MemoryPane extends PerPipelinePane<"memory"> {
   ) {
     super(root);
     this.render();
+  }
+
+  codeLines(): Set<number> {
+    const lines = new Set<number>();
+    for (const ev of this.events.values()) {
+      for (const b of ev.buffers) if (b.line != null) lines.add(b.line);
+      if (ev.timeline) for (const l of timelineLines(ev.timeline)) lines.add(l);
+    }
+    return lines;
   }
 
   protected render(): void {
@@ -61,9 +72,14 @@ export class MemoryPane extends PerPipelinePane<"memory"> {
           "section",
           { class: "memory-pipeline" },
           this.pipelines.length > 1 ? h("h3", {}, this.labels[p] ?? p) : null,
-          h("p", { class: "memory-peak" }, "peak ", h("strong", { "data-testid": "memory-peak" }, fmtBytes(ev.peak_bytes ?? null)), capacity(ev)),
+          h("p", { class: "memory-peak" }, "peak ", h("strong", { "data-testid": "memory-peak" }, fmtBytes(ev.peak_bytes ?? null)), " (memory_analysis())", capacity(ev)),
           ...(ev.notes ?? []).map((n) => h("p", { class: "pane-note" }, n)),
-          h("table", { class: "memory" }, h("thead", {}, h("tr", {}, ...["bytes", "", "kind", "shape", "HLO value", "line"].map((t) => h("th", {}, t)))), h("tbody", {}, ...rows)),
+          h(
+            "div",
+            { class: "memory-split" },
+            ev.timeline ? drawTimeline(ev.timeline, this.onLine) : null,
+            h("div", { class: "memory-buffers" }, h("h4", {}, "buffers XLA assigned"), h("table", { class: "memory" }, h("thead", {}, h("tr", {}, ...["bytes", "", "kind", "shape", "HLO value", "line"].map((t) => h("th", {}, t)))), h("tbody", {}, ...rows))),
+          ),
           analysis.length ? h("p", { class: "memory-analysis" }, "memory_analysis(): ", analysis.map(([k, v]) => `${k} ${fmtBytes(v)}`).join(" · ")) : null,
         ),
       );

@@ -14,6 +14,10 @@ export interface OutputPane {
   end(): void;
   /** a badge for its tab (a count), when it keeps one */
   badge?(): string;
+  /** the code lines its hover links to, when it links any: the editor bands them while
+   * its tab is on show, which is what lets a hover light them (linking.ts lights banded
+   * lines only) */
+  codeLines?(): Set<number>;
 }
 
 /** A pane that keeps the one event of its type each pipeline sends and redraws from

@@ -167,6 +167,11 @@ function timeline(ev: ProfileEvent, onLine: (line: number | null) => void): SVGE
   return root;
 }
 
+/** The code lines the pane's hover links: its instructions' (table rows, timeline bars). */
+export function profileLines(events: Iterable<ProfileEvent>): Set<number> {
+  return new Set([...events].flatMap((e) => e.rows.flatMap((r) => (r.line != null ? [r.line] : []))));
+}
+
 export class ProfilePane extends PerPipelinePane<"profile"> {
   readonly consumes = ["profile"] as const;
 
@@ -176,6 +181,10 @@ export class ProfilePane extends PerPipelinePane<"profile"> {
   ) {
     super(root);
     this.render();
+  }
+
+  codeLines(): Set<number> {
+    return profileLines(this.events.values());
   }
 
   protected render(): void {

@@ -343,6 +343,7 @@ def run_message(message: dict[str, Any], event_fd: int) -> int:
     sys.stdout = CapturedStream(emitter, "stdout")
     sys.stderr = CapturedStream(emitter, "stderr")
     sys.stdin = io.StringIO("")
+    status: DoneStatus
     try:
         request = RunRequest.model_validate(message.get("request"))
     except ValidationError as exc:
@@ -357,16 +358,23 @@ def run_message(message: dict[str, Any], event_fd: int) -> int:
                 "doc_url": None,
             }
         )
-        emitter.emit(done_event("error", (time.perf_counter() - started) * 1000, "invalid request"))
-        return 0
+        status, reason = "error", "invalid request"
+    else:
+        status = _execute(request, str(message.get("run_id", "")), emitter)
+        reason = "" if status == "ok" else "the code raised an error"
+    # the one place the engine makes its ``done`` (the supervisor checks it, never takes it)
+    emitter.emit(done_event(status, (time.perf_counter() - started) * 1000, reason))
+    return 0
+
+
+def _execute(request: RunRequest, run_id: str, emitter: Emitter) -> DoneStatus:
+    """Run ``request``: ``ok`` or ``error``, and a bug of ours said in the stream as an
+    error event, never as a traceback."""
     try:
-        status = Run(request, str(message.get("run_id", "")), emitter).execute()
-    except BaseException as exc:  # a bug of ours: say so, in the stream, not as a traceback
+        return Run(request, run_id, emitter).execute()
+    except BaseException as exc:
         from sandbox.engine.core.errors import engine_error_event
 
         emitter.muted = False
         emitter.emit(engine_error_event("running the request", exc))
-        status = "error"
-    reason = "" if status == "ok" else "the code raised an error"
-    emitter.emit(done_event(status, (time.perf_counter() - started) * 1000, reason))
-    return 0
+        return "error"
