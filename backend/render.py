@@ -144,7 +144,30 @@ def _sharding(event: dict[str, Any]) -> str:
         lines.append(
             f"    {c['kind']:<18} {c['bytes']:>10,} B  {c['shape']:<20} groups {groups}  {where}"
         )
+        if (origin := c.get("origin")) and origin.get("written"):
+            lines.append("      the code's own collective: no sharding forced it")
+        elif origin:
+            lines.append(f"      from {_origins(origin['from'])} -> to {_origins(origin['to'])}")
+    if event.get("origins_note"):
+        lines.append(f"  origins not reported: {event['origins_note']}")
+    for r in event.get("rematerializations", []):
+        where = f"line {r['line']}" if r.get("line") else "(no line)"
+        lines.append(
+            f"  involuntary full rematerialization at {where} ({r['op_name']}): "
+            f"from {r['from_sharding']} to {r['to_sharding']}"
+        )
     return "\n".join(lines)
+
+
+def _origins(origins: list[dict[str, Any]]) -> str:
+    """One side of a collective's origin: ``argument a P('x', None) (line 2)``."""
+    if not origins:
+        return "-"
+    return "; ".join(
+        f"{o['kind']} {o['name']} {o.get('sharding', '')}"
+        + (f" (line {o['line']})" if o.get("line") else "")
+        for o in origins
+    )
 
 
 def _shapes(event: dict[str, Any]) -> str:

@@ -231,6 +231,15 @@ export function formatBytes(n: number): string {
   return `${(n / (1024 * 1024)).toFixed(1)} MiB`;
 }
 
+export interface OriginView {
+  /** `argument a`, `with_sharding_constraint`, `output [0]` */
+  label: string;
+  sharding: string;
+  line: number | null;
+  /** the mesh axes whose sharding came from it: `x, y` */
+  axes: string;
+}
+
 export interface CollectiveView {
   kind: string;
   bytes: string;
@@ -238,6 +247,34 @@ export interface CollectiveView {
   line: number | null;
   hloLine: number;
   why: string;
+  /** the shardings that meet where it is (Shardy's origins); null: not reported */
+  origin: { from: OriginView[]; to: OriginView[]; written: boolean } | null;
+}
+
+type Origin = NonNullable<CollectiveRow["origin"]>["to"][number];
+
+function originView(o: Origin): OriginView {
+  const label = o.kind === "argument" ? `argument ${o.name}` : o.kind === "output" ? `output ${o.name}` : o.kind === "constraint" ? o.name : `${o.name} (unknown)`;
+  return { label, sharding: o.sharding ?? "", line: o.line ?? null, axes: (o.axes ?? []).join(", ") };
+}
+
+/** One side of a collective's origin as text: `argument a P('x', None) (line 2)`. */
+export function originText(views: readonly OriginView[]): string {
+  if (views.length === 0) return "—";
+  return views.map((v) => `${v.label} ${v.sharding}${v.line !== null ? ` (line ${v.line})` : ""}`).join("; ");
+}
+
+export interface RematView {
+  line: number | null;
+  opName: string;
+  from: string;
+  to: string;
+  message: string;
+}
+
+/** XLA's involuntary full rematerializations, as the pane lists them. */
+export function rematerializationRows(event: ShardingEvent): RematView[] {
+  return (event.rematerializations ?? []).map((r) => ({ line: r.line ?? null, opName: r.op_name, from: r.from_sharding, to: r.to_sharding, message: r.message }));
 }
 
 /** The collectives table's rows, and the total bytes moved per device. */
@@ -253,6 +290,7 @@ export function collectiveRows(event: ShardingEvent): { rows: CollectiveView[]; 
       line: c.line ?? null,
       hloLine: c.hlo_line,
       why: c.line == null ? "added by the partitioner (an argument's or output's sharding)" : "",
+      origin: c.origin ? { from: c.origin.from.map(originView), to: c.origin.to.map(originView), written: c.origin.written ?? false } : null,
     };
   });
   return { rows, total: formatBytes(total) };

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import {
   collectiveRows,
+  originText,
+  rematerializationRows,
   deviceColour,
   gridCells,
   meshToJson,
@@ -143,6 +145,28 @@ describe("the sharding pane", () => {
     const colours = [0, 1, 2, 3].map((d) => deviceColour(d, 4));
     expect(new Set(colours).size).toBe(4);
     expect(deviceColour(2, 4)).toBe(deviceColour(2, 4));
+  });
+
+  it("gives each collective the shardings that forced it, and lists XLA's rematerializations", () => {
+    const argument = { kind: "argument" as const, name: "a", line: 2, sharding: "P('x', None)", axes: ["x"] };
+    const constraint = { kind: "constraint" as const, name: "with_sharding_constraint", line: 4, sharding: "P(None, 'x')", axes: ["x"] };
+    const event = {
+      ...EVENT,
+      collectives: [{ ...EVENT.collectives[0]!, origin: { from: [argument], to: [constraint] } }, { ...EVENT.collectives[1]!, origin: null }],
+      origins_note: null,
+      rematerializations: [{ line: 3, from_sharding: "{devices=[1,2]0,1}", to_sharding: "{devices=[2,1]0,1}", op_name: "jit(f)/sharding_constraint", instruction: "%copy", message: "[SPMD] Involuntary full rematerialization." }],
+    };
+    const { rows } = collectiveRows(event);
+    expect(rows[0]!.origin).toEqual({
+      from: [{ label: "argument a", sharding: "P('x', None)", line: 2, axes: "x" }],
+      to: [{ label: "with_sharding_constraint", sharding: "P(None, 'x')", line: 4, axes: "x" }],
+      written: false,
+    });
+    expect(originText(rows[0]!.origin!.from)).toBe("argument a P('x', None) (line 2)");
+    expect(originText([])).toBe("—");
+    expect(rows[1]!.origin).toBeNull();
+    expect(rematerializationRows(event)).toEqual([{ line: 3, opName: "jit(f)/sharding_constraint", from: "{devices=[1,2]0,1}", to: "{devices=[2,1]0,1}", message: "[SPMD] Involuntary full rematerialization." }]);
+    expect(rematerializationRows(EVENT)).toEqual([]);
   });
 
   it("lists the collectives with bytes, groups and the line, and what one without a line is", () => {

@@ -48,6 +48,7 @@ from sandbox.protocol.limits import (
     MAX_RECOMPILE_MISSES,
     MAX_RECOMPILE_SITES,
     MAX_REMARKS,
+    MAX_REMATS,
     MAX_REPR_CHARS,
     MAX_RESIDUALS,
     MAX_SHAPE_SPANS,
@@ -487,6 +488,34 @@ class ShardedArray(_Event):
     grid: Annotated[list[ShardBlock], Field(max_length=MAX_SHARD_BLOCKS)]
 
 
+class ShardingOrigin(_Event):
+    """A user sharding Shardy traces a value's sharding back to."""
+
+    kind: Literal["argument", "constraint", "output", "unknown"]
+    name: Short = Field(description="The argument's or output's path; with_sharding_constraint.")
+    line: Line | None = Field(None, description="Its line (an argument's, output's: the def).")
+    sharding: Short = Field("", description="Its sharding as a PartitionSpec.")
+    axes: Annotated[list[Short], Field(max_length=64)] = Field(
+        default_factory=list, description="The mesh axes whose sharding came from it here."
+    )
+
+
+class CollectiveOrigin(_Event):
+    """The two sides of the reshard a collective does."""
+
+    from_: Annotated[list[ShardingOrigin], Field(max_length=64)] = Field(
+        alias="from", description="The origins of the shardings the data had."
+    )
+    to: Annotated[list[ShardingOrigin], Field(max_length=64)] = Field(
+        description="The origins of the sharding it is taken to."
+    )
+    written: bool = Field(
+        False,
+        description="The code's own collective (lax.psum in a shard_map): no sharding "
+        "forced it; from and to are empty.",
+    )
+
+
 CollectiveKind = Literal[
     "all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute"
 ]  # fmt: skip
@@ -504,6 +533,23 @@ class Collective(_Event):
     groups_text: Short = Field(description="The groups as the HLO spells them.")
     line: Line | None = Field(None, description="The user's line that caused it.")
     hlo_line: Line = Field(description="Its line in the per-device HLO text.")
+    origin: CollectiveOrigin | None = Field(
+        None,
+        description="The shardings that meet where it is (Shardy's sharding origins); "
+        "null where they are not reported (the event's origins_note says why).",
+    )
+
+
+class Rematerialization(_Event):
+    """XLA's "involuntary full rematerialization": no collective takes the value from
+    one sharding to the other, so every device holds all of it, then slices it."""
+
+    line: Line | None = Field(None, description="The user's line of the HLO operation.")
+    from_sharding: Short = Field(description="The sharding it had, as XLA prints it.")
+    to_sharding: Short = Field(description="The sharding it needed, as XLA prints it.")
+    op_name: Short = Field(description="The HLO operation's op_name (JAX's name for it).")
+    instruction: str = _text(MAX_MESSAGE_CHARS)
+    message: str = _text(MAX_MESSAGE_CHARS)
 
 
 class ShardingEvent(_PipelineEvent):
@@ -514,6 +560,13 @@ class ShardingEvent(_PipelineEvent):
     arguments: Annotated[list[ShardedArray], Field(max_length=MAX_LEAVES)]
     outputs: Annotated[list[ShardedArray], Field(max_length=MAX_LEAVES)]
     collectives: Annotated[list[Collective], Field(max_length=MAX_COLLECTIVES)]
+    rematerializations: Annotated[list[Rematerialization], Field(max_length=MAX_REMATS)] = Field(
+        default_factory=list,
+        description="XLA's involuntary full rematerializations, as its log said them.",
+    )
+    origins_note: str | None = Field(
+        None, description="Why collectives' origins are null, where they are."
+    )
 
 
 Dims = Annotated[list[Count], Field(max_length=64)]

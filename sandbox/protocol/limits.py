@@ -45,6 +45,8 @@ MAX_NOTES = 16
 #: blocks of one array in a sharding event, collectives in one program
 MAX_SHARD_BLOCKS = 4096
 MAX_COLLECTIVES = 4096
+#: involuntary full rematerializations one sharding event reports
+MAX_REMATS = 256
 #: What one passes / asm / memory / remarks event may carry
 MAX_PASS_ITEMS = 1024
 MAX_PASSES_CHARS = 6 * 1024 * 1024

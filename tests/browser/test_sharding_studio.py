@@ -28,7 +28,7 @@ def test_a_2d_sharded_layer_shows_its_grids_and_all_reduce_at_its_line(page: Any
     assert "all-reduce" in kinds
     row = rows.nth(kinds.index("all-reduce"))
     assert "{0,1} {2,3}" in row.inner_text()
-    row.locator("button.linklike").click()
+    row.locator("td:nth-child(4) button.linklike").click()  # the code column
     assert "y = x @ w" in page.locator(".cm-activeLine").first.inner_text()
 
 
@@ -67,3 +67,31 @@ def test_pmap_becomes_its_shard_map_form_in_one_click(page: Any) -> None:
     show_tab(page, "sharding")
     page.wait_for_selector(".sharding-array")  # the pane's code loads on first use
     assert page.locator(".sharding-array").count() == 2
+
+
+def test_each_collective_says_which_sharding_forced_it_and_remats_are_at_their_line(
+    page: Any,
+) -> None:
+    page.select_option("#examples", "sharding-provenance")
+    status = wait_done(page)
+    assert status == "ok", page.locator(".progress").inner_text()
+    show_tab(page, "sharding")
+    page.wait_for_selector("table.collectives")  # the pane's code loads on first use
+    rows = page.locator("table.collectives tbody tr")
+    kinds = rows.locator("td:first-child").all_inner_texts()
+    # the first constraint moves a's rows' axis: from the argument to that constraint
+    moved = rows.nth(kinds.index("all-to-all")).locator(".collective-origin")
+    said = moved.inner_text()
+    assert "from argument a P('x', None, None)" in said
+    assert "to with_sharding_constraint P(None, None, 'x')" in said
+    moved.locator("button.linklike", has_text="line 20").click()
+    assert 'P(None, None, "x")' in page.locator(".cm-activeLine").first.inner_text()
+    # XLA's involuntary full rematerialization, at the line of the value it copies
+    remat = page.locator(".remarks-remat li")
+    assert remat.count() == 1
+    assert "{mesh['x'=2,'y'=4], [{}, {}, {'x'}]}" in remat.inner_text()
+    assert "{mesh['x'=2,'y'=4], [{}, {'y'}, {}]}" in remat.inner_text()
+    remat.locator("button.linklike").click()
+    assert (
+        "c = jax.lax.with_sharding_constraint" in page.locator(".cm-activeLine").first.inner_text()
+    )

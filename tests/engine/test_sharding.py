@@ -185,6 +185,10 @@ def test_shard_map_with_psum_runs_and_its_all_reduce_is_the_psum_line(run: Any) 
     (event,) = _of(events, "sharding")
     (psum,) = [c for c in event["collectives"] if c["kind"] == "all-reduce"]
     assert psum["line"] == 2 and psum["replica_groups"] == [[0, 1, 2, 3]]
+    # the code's own collective: no sharding forced it (Shardy's module has it as a
+    # stablehlo.all_reduce of its own)
+    assert psum["origin"] == {"from": [], "to": [], "written": True}
+    assert event["origins_note"] is None
 
 
 def test_lowering_for_tpu_gives_its_stablehlo_on_a_cpu_worker(run: Any) -> None:

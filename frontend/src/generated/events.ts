@@ -130,6 +130,22 @@ export const ChecksEvent = z.object({
   results: z.array(CheckResult).check(z.maxLength(64)),
 });
 
+/** A user sharding Shardy traces a value's sharding back to. */
+export const ShardingOrigin = z.object({
+  kind: z.enum(["argument", "constraint", "output", "unknown"]),
+  name: z.string().check(z.maxLength(256)),
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  sharding: z.optional(z.string().check(z.maxLength(256))),
+  axes: z.optional(z.array(z.string().check(z.maxLength(256))).check(z.maxLength(64))),
+});
+
+/** The two sides of the reshard a collective does. */
+export const CollectiveOrigin = z.object({
+  from: z.array(ShardingOrigin).check(z.maxLength(64)),
+  to: z.array(ShardingOrigin).check(z.maxLength(64)),
+  written: z.optional(z.boolean()),
+});
+
 export const Collective = z.object({
   kind: z.enum(["all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute"]),
   bytes: z.int().check(z.gte(0), z.lte(9007199254740991)),
@@ -138,6 +154,7 @@ export const Collective = z.object({
   groups_text: z.string().check(z.maxLength(256)),
   line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
   hlo_line: z.int().check(z.gte(1), z.lte(10000000)),
+  origin: z.optional(z.nullable(CollectiveOrigin)),
 });
 
 export const CostFigures = z.object({
@@ -435,6 +452,16 @@ export const RemarksEvent = z.object({
   items: z.array(Remark).check(z.maxLength(256)),
 });
 
+/** XLA's "involuntary full rematerialization": no collective takes the value from one sharding to the other, so every device holds all of it, then slices it. */
+export const Rematerialization = z.object({
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  from_sharding: z.string().check(z.maxLength(256)),
+  to_sharding: z.string().check(z.maxLength(256)),
+  op_name: z.string().check(z.maxLength(256)),
+  instruction: z.string().check(z.maxLength(16384)),
+  message: z.string().check(z.maxLength(16384)),
+});
+
 export const ShapeOut = z.object({
   shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
   dtype: z.string().check(z.maxLength(256)),
@@ -488,6 +515,8 @@ export const ShardingEvent = z.object({
   arguments: z.array(ShardedArray).check(z.maxLength(4096)),
   outputs: z.array(ShardedArray).check(z.maxLength(4096)),
   collectives: z.array(Collective).check(z.maxLength(4096)),
+  rematerializations: z.optional(z.array(Rematerialization).check(z.maxLength(256))),
+  origins_note: z.optional(z.nullable(z.string())),
 });
 
 export const StablehloEvent = z.object({

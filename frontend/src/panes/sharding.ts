@@ -1,8 +1,10 @@
 // Sharding: each argument's and output's blocks drawn over its shape (a colour per
 // device, the device ids in each block), and the collectives XLA put in the
-// per-device HLO, each linked to the code line that caused it.
+// per-device HLO, each linked to the code line that caused it and to the shardings
+// that forced it (Shardy's origins: from what the data had, to what it is taken to);
+// XLA's involuntary full rematerializations at their lines.
 import { clear, h, svg } from "../dom";
-import { collectiveRows, deviceColour, formatSpec, gridCells, type ShardedArray, type ShardingEvent } from "../sharding";
+import { collectiveRows, deviceColour, formatSpec, gridCells, rematerializationRows, type OriginView, type ShardedArray, type ShardingEvent } from "../sharding";
 import { PerPipelinePane } from "./pane";
 
 const WIDTH = 220;
@@ -40,6 +42,8 @@ export class ShardingPane extends PerPipelinePane<"sharding"> {
       for (const a of event.arguments) arrays.append(this.array(argumentName(a.path, params), a, event.devices));
       for (const a of event.outputs) arrays.append(this.array(`output ${a.path || ""}`, a, event.devices));
       section.append(arrays, this.collectives(event));
+      const remats = this.rematerializations(event);
+      if (remats) section.append(remats);
       this.root.append(section);
     }
   }
@@ -82,14 +86,52 @@ export class ShardingPane extends PerPipelinePane<"sharding"> {
     for (const r of rows) {
       const line = r.line;
       const at = line !== null ? h("button", { type: "button", class: "linklike", onclick: () => this.onLine(line) }, `line ${line}`) : h("span", { title: r.why }, "—");
-      body.append(h("tr", {}, h("td", {}, h("code", {}, r.kind)), h("td", { class: "num" }, r.bytes), h("td", {}, h("code", {}, r.groups)), h("td", {}, at), h("td", { class: "num" }, String(r.hloLine))));
+      const why = !r.origin
+        ? h("td", { title: event.origins_note ?? "" }, "—")
+        : r.origin.written
+          ? h("td", { class: "collective-origin" }, "the code's own (a collective it calls, as lax.psum in a shard_map): no sharding forced it")
+          : h("td", { class: "collective-origin" }, this.side("from", r.origin.from), " → ", this.side("to", r.origin.to));
+      body.append(h("tr", {}, h("td", {}, h("code", {}, r.kind)), h("td", { class: "num" }, r.bytes), h("td", {}, h("code", {}, r.groups)), h("td", {}, at), why, h("td", { class: "num" }, String(r.hloLine))));
     }
-    return h(
+    const table = h(
       "table",
       { class: "collectives" },
       h("caption", {}, `Collectives in the compiled per-device HLO: ${rows.length}, ${total} per device`),
-      h("thead", {}, h("tr", {}, h("th", {}, "kind"), h("th", {}, "bytes"), h("th", {}, "device groups"), h("th", {}, "code"), h("th", {}, "HLO line"))),
+      h("thead", {}, h("tr", {}, h("th", {}, "kind"), h("th", {}, "bytes"), h("th", {}, "device groups"), h("th", {}, "code"), h("th", { title: "Shardy's sharding origins: the shardings the data had → the one it is taken to" }, "which sharding forced it"), h("th", {}, "HLO line"))),
       body,
+    );
+    if (!event.origins_note) return table;
+    return h("div", {}, table, h("p", { class: "pane-note origins-note" }, `Origins not reported: ${event.origins_note}.`));
+  }
+
+  /** One side of a collective's origin: each sharding with a button to its line. */
+  private side(label: string, views: readonly OriginView[]): HTMLElement {
+    const out = h("span", { class: "origin-side" }, h("span", { class: "origin-label" }, `${label} `));
+    if (views.length === 0) out.append(h("span", { title: label === "to" ? "no user sharding asks for the new layout: the operation needs it so" : "" }, "—"));
+    views.forEach((v, k) => {
+      if (k) out.append("; ");
+      out.append(`${v.label} `, h("code", { title: v.axes ? `mesh axes: ${v.axes}` : "" }, v.sharding));
+      const line = v.line;
+      if (line !== null) out.append(" ", h("button", { type: "button", class: "linklike", onclick: () => this.onLine(line) }, `line ${line}`));
+    });
+    return out;
+  }
+
+  private rematerializations(event: ShardingEvent): HTMLElement | null {
+    const rows = rematerializationRows(event);
+    if (rows.length === 0) return null;
+    const list = h("ul", { class: "remats" });
+    for (const r of rows) {
+      const line = r.line;
+      const at = line !== null ? h("button", { type: "button", class: "linklike", onclick: () => this.onLine(line) }, `line ${line}`) : h("span", {}, "—");
+      list.append(h("li", { title: r.message }, at, " ", h("code", {}, r.opName || "?"), ": from ", h("code", {}, r.from), " to ", h("code", {}, r.to)));
+    }
+    return h(
+      "section",
+      { class: "remarks-remat" },
+      h("h4", {}, `Involuntary full rematerialization${rows.length === 1 ? "" : "s"} (XLA's warning): ${rows.length}`),
+      h("p", { class: "pane-note" }, "No collective takes the value from one sharding to the other, so XLA copies all of it to every device and slices it again: its memory and traffic are the whole array's."),
+      list,
     );
   }
 }

@@ -76,6 +76,9 @@ class Results:
     dump: Dump | None = None
     #: the profiler's trace of this compile (core/compile_trace.py), when asked for
     compile_trace: Trace | None = None
+    #: what XLA's C++ logs wrote to standard error while this run compiled it
+    #: (core/compile_log.py: the partitioner's involuntary rematerializations)
+    compile_log: str = ""
 
 
 class RunHandle(Protocol):

@@ -230,8 +230,8 @@ class Run:
     def pipeline(self, context: RunContext, name: str, transforms: list[Transform]) -> None:
         import jax
 
+        from sandbox.engine.core import compile_log, profiler, xla_dump
         from sandbox.engine.core import pipeline as pipelines
-        from sandbox.engine.core import profiler, xla_dump
 
         request, args = self.request, context.args
         pipe = self.staged(
@@ -280,7 +280,12 @@ class Run:
                 start = time.perf_counter()
                 # What the run shows is compiled by the run (persistent_cache.py); a
                 # compile whose trace an output reads runs under the profiler (profiler.py)
-                with persistent_cache.bypassed(), profiler.tracing(traced) as trace:
+                # XLA's C++ log lines of the compile (compile_log.py) are kept for outputs
+                with (
+                    persistent_cache.bypassed(),
+                    profiler.tracing(traced) as trace,
+                    compile_log.captured() as log,
+                ):
                     if options:
                         compiled = self.staged(
                             "compile", lambda: xla_dump.compile_with(lowered, options)
@@ -289,6 +294,7 @@ class Run:
                         compiled = self.staged("compile", lowered.compile)
                 results.compile_ms = (time.perf_counter() - start) * 1000
                 results.compiled, results.dump, results.compile_trace = compiled, dump, trace
+                results.compile_log = log.text
                 self.make(results, "compiled")
         if context.abstract:
             return

@@ -300,6 +300,17 @@ def _frame_line(tables: dict[str, dict[int, Any]], frame_id: int) -> int | None:
     return None
 
 
+def hlo_instruction_line(module: str, instruction: str) -> int | None:
+    """The user's line of one HLO instruction's text (one XLA logged, say), its
+    ``stack_frame_id`` resolved against the tables of the module it came from."""
+    match = _SOURCE_META.search(instruction)
+    if match:
+        return int(match.group(2)) if match.group(1) == SNIPPET_FILENAME else None
+    if frame := _FRAME_META.search(instruction):
+        return _frame_line(_hlo_tables(module), int(frame.group(1)))
+    return None
+
+
 def hlo_sources(text: str) -> list[Source]:
     tables = _hlo_tables(text)
     sources: list[Source] = []
