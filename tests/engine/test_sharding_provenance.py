@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.engine.outputs.sharding.remat import rematerializations
+from sandbox.engine.core.rematerializations import rematerializations
 
 MESH_2X4 = {"shape": [2, 4], "axis_names": ["x", "y"], "axis_types": ["auto", "auto"]}
 #: a value constrained to one sharding (line 3) and then to one the partitioner cannot
@@ -80,13 +80,17 @@ def test_an_involuntary_rematerialization_is_a_remark_at_its_line_with_both_shar
             "backend": "cpu",
             "devices": 8,
             "mesh": MESH_2X4,
-            "outputs": ["sharding"],
+            "outputs": ["sharding", "remarks"],
             "timeout_s": 60,
         }
     )
     assert not _of(events, "error"), _of(events, "error")
     (event,) = _of(events, "sharding")
     (remat,) = event["rematerializations"]
+    # the remarks output says it at the same line, with both shardings
+    (remark,) = [r for r in _of(events, "remarks")[0]["items"] if r["kind"] == "rematerialization"]
+    assert remark["line"] == remat["line"]
+    assert remat["from_sharding"] in remark["message"] and remat["to_sharding"] in remark["message"]
     said = _SAID.search(_xla_says(REMAT_CODE))
     assert said is not None
     assert (remat["from_sharding"], remat["to_sharding"]) == (said.group(1), said.group(2))
@@ -120,12 +124,14 @@ def test_a_program_without_one_has_none(run: Any) -> None:
             "devices": 8,
             "mesh": MESH_2X4,
             "in_shardings": [["x", "y"]],
-            "outputs": ["sharding"],
+            "outputs": ["sharding", "remarks"],
             "timeout_s": 60,
         }
     )
     (event,) = _of(events, "sharding")
     assert event["rematerializations"] == []
+    kinds = [r["kind"] for r in _of(events, "remarks")[0]["items"]]
+    assert "rematerialization" not in kinds
 
 
 # --- reading the log (no JAX) -------------------------------------------------------

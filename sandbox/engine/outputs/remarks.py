@@ -5,7 +5,9 @@ Its hooks: warnings are caught over the whole run; JAX's cache-miss explanations
 are on while the snippet's top-level code runs (only there: the engine's own
 compiles of each pipeline would be first-time misses of its own making); a
 pipeline with a ``checkpoint`` step says what the pipeline up to its (last)
-checkpoint step saves for the backward pass.
+checkpoint step saves for the backward pass; a compile whose partitioner had to
+replicate a whole value to reshard it (XLA's involuntary full rematerialization, read
+from its log by core/rematerializations.py) says so at the line of that operation.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from __future__ import annotations
 import contextlib
 
 from sandbox.engine.core import pipeline as pipelines
-from sandbox.engine.core.output import Output, PipelineContext, RunHandle, RunHooks
+from sandbox.engine.core.output import Output, PipelineContext, Results, RunHandle, RunHooks
 from sandbox.engine.core.remarks import Remarks
+from sandbox.engine.core.rematerializations import HEAD, rematerializations
 
 
 class RemarksHooks(RunHooks):
@@ -42,6 +45,21 @@ class RemarksHooks(RunHooks):
             report=False,
         )
         self.remarks.residuals(part.fn, run.args, part.label)
+
+    def after_pipeline(self, results: Results) -> None:
+        # the log is searched first: the compiled text is only made when XLA warned
+        if results.compiled is None or not HEAD.search(results.compile_log):
+            return
+        label = results.pipeline.name
+        for remat in rematerializations(results.compile_log, results.compiled.as_text()):
+            what = remat["op_name"] or "a value"
+            self.remarks.add(
+                "rematerialization",
+                remat["line"],
+                f"{label}: XLA cannot reshard {what} from {remat['from_sharding']} to "
+                f"{remat['to_sharding']} efficiently: it replicates the whole value on every "
+                "device and slices it again (an involuntary full rematerialization)",
+            )
 
     def report(self) -> None:
         self.run.render(OUTPUT.what, self.remarks.event)

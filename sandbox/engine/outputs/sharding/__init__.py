@@ -1,7 +1,7 @@
 """The ``sharding`` output: how the compiled program is laid out over the devices,
 which device holds which block of each argument and output, every collective in the
 per-device HLO, and the partitioner's involuntary full rematerializations
-(remat.py)."""
+(core/rematerializations.py, which the remarks output reads too)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 from sandbox.engine.core.compat import out_info
 from sandbox.engine.core.output import Output, Results
+from sandbox.engine.core.rematerializations import rematerializations
 from sandbox.engine.core.sources import hlo_sources
 from sandbox.engine.outputs.sharding.origins import propagate
-from sandbox.engine.outputs.sharding.remat import rematerializations
 from sandbox.protocol.limits import MAX_COLLECTIVES, MAX_SHARD_BLOCKS
 from sandbox.protocol.requests import SNIPPET_FILENAME
 

@@ -23,7 +23,7 @@ from typing import Any
 from sandbox.engine.core.sources import hlo_instruction_line
 from sandbox.protocol.limits import MAX_MESSAGE_CHARS, MAX_REMATS
 
-_HEAD = re.compile(r"\[spmd\] Involuntary full rematerialization\.", re.IGNORECASE)
+HEAD = re.compile(r"\[spmd\] Involuntary full rematerialization\.", re.IGNORECASE)
 _FROM = re.compile(r"go from sharding ")
 _OPERATION = re.compile(r"for HLO operation:? ")
 _OPERATION_END = re.compile(r"\. (?:As the last resort|You probably want)")
@@ -49,7 +49,7 @@ def rematerializations(log: str, module: str) -> list[dict[str, Any]]:
     """Every involuntary full rematerialization the compile's log reports, in order:
     the two shardings, the HLO operation, its ``op_name`` and the user's line."""
     found: list[dict[str, Any]] = []
-    for head in _HEAD.finditer(log):
+    for head in HEAD.finditer(log):
         end = log.find("\n", head.end())
         message = log[head.start() : end if end >= 0 else len(log)]
         item = _parse(message, module)
