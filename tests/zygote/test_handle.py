@@ -183,7 +183,11 @@ def test_reserve_send_end_and_release() -> None:
     run_async(go)
 
 
-@pytest.mark.parametrize("tenant", [PRISTINE, single_use("addr:192.0.2.1|session:x")])
+@pytest.mark.parametrize(
+    "tenant",
+    [PRISTINE, single_use("addr:192.0.2.1|session:x")],
+    ids=["pristine", "single-use"],  # a single-use name is random: not a test id
+)
 def test_a_pristine_or_single_use_run_is_sent_as_any_run(tenant: str) -> None:
     """Issue 33: nothing in the order tells a pristine or single-use run from a new
     tenant's first run (its process may be "kept": it goes with the zygote)."""
