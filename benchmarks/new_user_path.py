@@ -142,6 +142,8 @@ class Walk:
     failed: int = 0
     ok: int = 0
     wall_s: float = 0.0
+    #: of which waiting for runs: each from the click that started it to its end
+    runs_s: float = 0.0
     steps: list[str] = field(default_factory=list)
 
     @property
@@ -155,6 +157,7 @@ class User:
     def __init__(self, page: Any, path: Walk) -> None:
         self.page = page
         self.path = path
+        self.clicked = time.monotonic()
 
     def step(self, text: str) -> None:
         self.path.steps.append(text)
@@ -173,6 +176,7 @@ class User:
         if sideways:
             self.path.sideways += 1
         target.click()
+        self.clicked = time.monotonic()
         self.path.clicks += 1
         self.step(f"click {what}" + (" (after scrolling its bar sideways)" if sideways else ""))
 
@@ -271,7 +275,7 @@ def fix_from_errors(page: Any, user: User) -> None:
         open_tab(page, user, "errors")
     text = page.inner_text("#panel-errors")
     # what the pane says first: the error's kind and its message's first line
-    first = ": ".join([line.strip() for line in text.splitlines() if line.strip()][:2])
+    first = " / ".join([line.strip() for line in text.splitlines() if line.strip()][:3])
     entry = page.input_value("#entry")
     if entry != ENTRY:
         user.step(f"reads the error {first[:120]!r}; the entry box says {entry!r}")
@@ -304,7 +308,9 @@ def play(page: Any, side: str, size: str, timeout_s: float) -> Walk:
         sent = int(page.evaluate("window.__runsSent"))
         if sent > runs_at_start + path.failed + path.ok:  # a run the last action started
             ended = wait_ended(page, sent - 1, timeout_s)
-            user.step(f"the run ends {ended!r}")
+            took = time.monotonic() - user.clicked
+            path.runs_s += took
+            user.step(f"the run ends {ended!r} ({took:.1f} s after the click)")
             if ended != "ok":
                 path.failed += 1
                 fix_from_errors(page, user)
@@ -360,8 +366,9 @@ def before_dist(commit: str, tmp: Path) -> tuple[Path, str]:
     sha = git("rev-parse", "--short", commit).strip()
     tree = tmp / "tree"
     tree.mkdir()
+    # the whole tree: the page's build reads examples/ and scripts/ beside frontend/
     archive = subprocess.run(
-        ["git", "archive", sha, "frontend", "scripts"], cwd=ROOT, check=True, capture_output=True
+        ["git", "archive", sha], cwd=ROOT, check=True, capture_output=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     dist = tree / "frontend" / "dist"
@@ -463,7 +470,7 @@ def main() -> None:
                             print(
                                 f"round {r + 1} {size} {side}: {path.clicks} clicks, "
                                 f"{path.keys} keys, {path.typed} typed, {path.runs} runs "
-                                f"({path.failed} failed), {path.wall_s:.1f} s  "
+                                f"({path.failed} failed), {path.wall_s:.1f} s ({path.runs_s:.1f} in runs)  "
                                 f"[load {load_average()}]",
                                 flush=True,
                             )
@@ -478,8 +485,11 @@ def main() -> None:
         f"medians of {args.repeat} rounds; paced = wall + {CLICK_S} s a click + "
         f"{KEY_S} s a key or typed character (Keystroke-Level Model)\n"
     )
-    print("| size | page | clicks | keys | typed | sideways | runs (failed) | wall s | paced s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "| size | page | clicks | keys | typed | sideways | runs (failed) | wall s "
+        "| of which runs s | paced s |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for size in sizes:
         for side in ("before", "after"):
             mine = [p for p in paths if p.size == size and p.side == side]
@@ -492,7 +502,7 @@ def main() -> None:
             print(
                 f"| {size} {SIZES[size][0]}×{SIZES[size][1]} | {side} | {m('clicks'):g} | "
                 f"{m('keys'):g} | {m('typed'):g} | {m('sideways'):g} | {m('runs'):g} "
-                f"({m('failed'):g}) | {m('wall_s'):.1f} | {m('paced_s'):.1f} |"
+                f"({m('failed'):g}) | {m('wall_s'):.1f} | {m('runs_s'):.1f} | {m('paced_s'):.1f} |"
             )
     for size in sizes:
         for side in ("before", "after"):
