@@ -35,9 +35,10 @@ the args); **sideways** (a click whose target was outside its tab bar's visible 
 which a user scrolls sideways to first); **runs** (run frames the page sent) and
 **failed** runs. Seconds: **wall**, the scripted user acting at once, so the page's and the
 server's part, and of it the time in **runs** (each from the click that started it to its
-end) and the **first run**'s (a new tenant's: when the server's pool has no spare sandbox
-ready it waits for one, 10-17 s on a loaded machine, whatever the page; **wall after the
-first run** leaves it out); and **paced**, wall plus a person's time per action from the
+end) and the **first run**'s (a new tenant's: it waits for a sandbox when the server's pool
+has no spare ready, up to 10-17 s on a loaded machine, whatever the page; the page before's
+first run fails at once on its entry, so its sandbox's first compile comes in a later run);
+and **paced**, wall plus a person's time per action from the
 Keystroke-Level Model (1.3 s per click: pointing 1.1 s and the button; 0.28 s per key
 or typed character): a model, not a measurement. Rounds interleave the sides (who goes
 first alternates), medians over ``--repeat`` rounds after a warm-up round per server;
@@ -151,10 +152,6 @@ class Walk:
     #: spare ready (seconds on a loaded machine), whatever the page
     first_run_s: float = 0.0
     steps: list[str] = field(default_factory=list)
-
-    @property
-    def after_first_s(self) -> float:
-        return self.wall_s - self.first_run_s
 
     @property
     def paced_s(self) -> float:
@@ -499,9 +496,9 @@ def main() -> None:
     )
     print(
         "| size | page | clicks | keys | typed | sideways | runs (failed) | wall s "
-        "| of which runs s | first run s | wall after the first run s | paced s |"
+        "| of which runs s | first run s | paced s |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for size in sizes:
         for side in ("before", "after"):
             mine = [p for p in paths if p.size == size and p.side == side]
@@ -515,7 +512,7 @@ def main() -> None:
                 f"| {size} {SIZES[size][0]}×{SIZES[size][1]} | {side} | {m('clicks'):g} | "
                 f"{m('keys'):g} | {m('typed'):g} | {m('sideways'):g} | {m('runs'):g} "
                 f"({m('failed'):g}) | {m('wall_s'):.1f} | {m('runs_s'):.1f} | "
-                f"{m('first_run_s'):.1f} | {m('after_first_s'):.1f} | {m('paced_s'):.1f} |"
+                f"{m('first_run_s'):.1f} | {m('paced_s'):.1f} |"
             )
     for size in sizes:
         for side in ("before", "after"):
@@ -530,10 +527,7 @@ def main() -> None:
                 {
                     "load_start": load_start,
                     "load_end": load_end,
-                    "paths": [
-                        {**asdict(p), "after_first_s": p.after_first_s, "paced_s": p.paced_s}
-                        for p in paths
-                    ],
+                    "paths": [{**asdict(p), "paced_s": p.paced_s} for p in paths],
                 },
                 indent=1,
             )
