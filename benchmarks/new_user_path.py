@@ -292,7 +292,8 @@ def fix_from_errors(page: Any, user: User) -> None:
         page.wait_for_timeout(600)  # the args box follows the entry's signature (400 ms)
         user.step(f"the args box now says {page.input_value('#args')!r}")
     elif "ndim" in text or "args" in text:
-        user.step(f"reads the error {first[:160]!r}")
+        said = next((line.strip() for line in text.splitlines() if "ndim" in line), first)
+        user.step(f"reads the error {said[:160]!r}")
         user.click("#args", "the args box")
         user.key("ControlOrMeta+a", f"selects {page.input_value('#args')!r}")
         user.type(ARGS_BY_HAND, "the docstring's shapes, by hand")
