@@ -24,7 +24,7 @@ AXE = ROOT / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
 GROUPS = {
     "ir": ["jaxpr", "stablehlo", "hlo", "asm", "graph"],
     "values": ["value", "trace_values", "checks", "console"],
-    "how": ["autodiff", "sharding", "passes", "kernels", "remarks"],
+    "how": ["autodiff", "sharding", "passes", "kernels", "remarks", "recompiles", "export"],
     "cost": ["cost", "timing", "memory", "profile"],
     "errors": ["errors"],
 }
