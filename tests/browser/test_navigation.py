@@ -164,6 +164,21 @@ def test_what_to_compute_names_costs_and_is_reached_from_an_empty_pane(sized: An
     assert page.evaluate("document.activeElement.id") == "check-nans"
 
 
+def test_an_empty_pane_offers_its_output_before_the_first_run(page: Any) -> None:
+    """A new visitor who opens the Stepper before running anything is offered it there
+    (one click turns it on and runs), not left "waiting for the values"."""
+    show_tab(page, "trace_values")
+    offer = page.locator("[data-testid=rerun-offer]")
+    offer.wait_for()
+    assert "Stepper is off" in offer.inner_text()
+    button = page.locator("[data-testid=rerun-with-trace_values]")
+    assert button.inner_text() in ("Turn it on and run", "Turn it on and re-run")
+    button.click()
+    assert wait_done(page, 120_000) == "ok"
+    assert page.is_checked("#out-trace_values")
+    page.wait_for_selector("#panel-trace_values table.trace-values")
+
+
 def test_a_new_function_runs_right_the_first_time(sized: Any) -> None:
     page = sized
     set_code(

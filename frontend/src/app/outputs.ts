@@ -322,15 +322,17 @@ export class OutputsController implements RunView {
       ui.offer.hidden = false;
       return;
     }
-    const asked = request?.outputs?.includes(name!) ?? false;
+    // before the page's first run of its own (a link's answer shown as it loaded), what
+    // the next run will ask for decides
+    const asked = request !== null ? (request.outputs?.includes(name!) ?? false) : (store.state.outputs ?? []).includes(name!);
     const refused = name === null ? null : outputRefusal(name, { gpuTarget: store.state.gpuTarget, tpuTopology: store.state.tpuTopology });
-    if (name === null || request === null || asked || refused !== null || panes.progress.isLive()) {
+    if (name === null || asked || refused !== null || panes.progress.isLive()) {
       ui.offer.hidden = true;
       return;
     }
     const title = outputTitle(name);
     const o = OUTPUT_PANES[name].optIn;
-    const button = h("button", { type: "button", class: "primary", "data-testid": `rerun-with-${name}` }, "Turn it on and re-run");
+    const button = h("button", { type: "button", class: "primary", "data-testid": `rerun-with-${name}` }, request === null ? "Turn it on and run" : "Turn it on and re-run");
     button.addEventListener("click", () => {
       store.state.outputs = [...(store.state.outputs ?? []).filter((o) => o !== name), name];
       for (const box of ui.outputBoxes) if (box.dataset.output === name) box.checked = true;
