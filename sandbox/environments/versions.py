@@ -465,14 +465,7 @@ def install(
     _check_call([python, "-m", "venv", str(prefix)], pip_output, deadline)
     venv_python = str(prefix.absolute() / "bin" / "python")
     say(f"jax {version}: [2/4] pip install --require-hashes -r {pinned}")
-    _check_call(
-        [
-            venv_python, "-m", "pip", "install", "--disable-pip-version-check",
-            "--require-hashes", "--no-deps", "--only-binary=:all:", "-r", str(pinned),
-        ],
-        pip_output,
-        deadline,
-    )  # fmt: skip
+    _pip_install_lock(venv_python, pinned, pip_output, deadline)
     say(f"jax {version}: [3/4] linking the engine (sandbox package) into it")
     site = subprocess.run(
         [venv_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -539,14 +532,7 @@ def _install_libraries(
     ):
         return
     say(f"jax {env.version}: the libraries: pip install --require-hashes -r {pinned}")
-    _check_call(
-        [
-            env.python, "-m", "pip", "install", "--disable-pip-version-check",
-            "--require-hashes", "--no-deps", "--only-binary=:all:", "-r", str(pinned),
-        ],
-        pip_output,
-        deadline,
-    )  # fmt: skip
+    _pip_install_lock(env.python, pinned, pip_output, deadline)
     stamp["libraries_lock"] = pinned.name
     stamp["libraries_lock_sha256"] = _digest(pinned)
     stamp["libraries"] = libraries.installed(env.prefix)
@@ -575,16 +561,21 @@ def _sync_engine_lock(
     if stamp.get("lock_sha256") == digest:
         return
     say(f"jax {env.version}: its lock changed: pip install --require-hashes -r {pinned}")
+    _pip_install_lock(env.python, pinned, pip_output, deadline)
+    stamp["lock_sha256"] = digest
+    stamp_path.write_text(json.dumps(stamp, indent=1) + "\n")
+
+
+def _pip_install_lock(python: str, lock: Path, pip_output: int | None, deadline: _Deadline) -> None:
+    """Exactly what ``lock`` pins, every wheel checked against its sha256, nothing else."""
     _check_call(
         [
-            env.python, "-m", "pip", "install", "--disable-pip-version-check",
-            "--require-hashes", "--no-deps", "--only-binary=:all:", "-r", str(pinned),
+            python, "-m", "pip", "install", "--disable-pip-version-check",
+            "--require-hashes", "--no-deps", "--only-binary=:all:", "-r", str(lock),
         ],
         pip_output,
         deadline,
     )  # fmt: skip
-    stamp["lock_sha256"] = digest
-    stamp_path.write_text(json.dumps(stamp, indent=1) + "\n")
 
 
 def _digest(path: Path) -> str:
