@@ -88,6 +88,9 @@ class Confirmer:
             settings.pristine_queue,
             TimeBudget(settings.pristine_budget_s, settings.pristine_refill_per_minute_s),
         )
+        # sampled at each scrape
+        metrics.pristine_line.labels("waiting").set_function(lambda: self._lines.waiting)
+        metrics.pristine_line.labels("running").set_function(lambda: self._lines.running)
         #: workers waiting for a key to run (``_dispatch`` hands them one)
         self._idle: list[asyncio.Future[tuple[str, _Job]]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -131,7 +134,10 @@ class Confirmer:
             return False
         asked = self._lines.ask(key, group, lambda: _Job(request, key))
         if asked:
+            self._metrics.pristine_asks.labels("queued").inc()
             self._dispatch()
+        else:
+            self._metrics.pristine_asks.labels(self._lines.last_refusal or "off").inc()
         return asked
 
     def running(self, key: str) -> asyncio.Future[None] | None:

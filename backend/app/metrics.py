@@ -107,6 +107,19 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.pristine_asks = Counter(
+            "jaxplay_pristine_asks",
+            "Asks for a pristine run: queued (waiting, running, or joined to one), or "
+            "refused: group_cap, group_budget, full (backend/app/pristine_lines.py).",
+            ["result"],
+            registry=r,
+        )
+        self.pristine_line = Gauge(
+            "jaxplay_pristine_line",
+            "Keys waiting for a pristine run, and pristine runs running.",
+            ["state"],
+            registry=r,
+        )
         self.queue = Gauge(
             "jaxplay_queue_length",
             "Runs waiting for a worker, per backend.",

@@ -102,6 +102,7 @@ class PristineLines(Generic[J]):
         self._running: Counter[str] = Counter()  # group -> runs charged to it now
         self._waiting = 0
         self.refused: Counter[str] = Counter()  # why asks were refused, for stats()
+        self.last_refusal: str | None = None  # why the last ask was refused (None: it was not)
 
     # --- what is where ------------------------------------------------------------
     @property
@@ -133,9 +134,10 @@ class PristineLines(Generic[J]):
         True when it waits or runs now, False when refused (the group's cap or
         budget, or the lines are full)."""
         entry = self._entries.get(key)
+        self.last_refusal = None
         if entry is not None and (entry.charged is not None or group in entry.askers):
             return True  # running already, or in this group's line already
-        why = self._refusal(group)
+        why = self.last_refusal = self._refusal(group)
         if why is not None:
             self.refused[why] += 1
             return False

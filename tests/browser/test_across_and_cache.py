@@ -12,7 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from .conftest import Server, pristine_confirmed, wait_for_pristine_confirmed
+from tests.support.live_server import pristine_confirmed, wait_for_pristine_confirmed
+
+from .conftest import Server
 from .test_page import screenshots_dir, set_code, wait_done
 
 ACROSS_FINAL = ".across-status:is([data-status=ok],[data-status=error],[data-status=cancelled])"

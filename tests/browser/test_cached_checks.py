@@ -8,7 +8,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .conftest import Server, pristine_confirmed, wait_for_confirmed_answer
+from tests.support.live_server import pristine_confirmed, wait_for_confirmed_answer
+
+from .conftest import Server
 from .test_page import set_code, show_tab, wait_done
 
 CODE = "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.sqrt(x) * 2.0)\n"

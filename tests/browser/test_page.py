@@ -10,8 +10,9 @@ from typing import Any
 import httpx
 
 from sandbox.environments.libraries import installed_here
+from tests.support.live_server import pristine_confirmed, wait_for_confirmed_answer
 
-from .conftest import ROOT, Server, pristine_confirmed, wait_for_confirmed_answer
+from .conftest import ROOT, Server
 
 FINAL = "[data-status=ok],[data-status=error],[data-status=cancelled],[data-status=timeout],[data-status=killed]"
 

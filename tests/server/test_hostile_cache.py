@@ -21,8 +21,17 @@ from tests.support.live_server import LiveServer, pristine_confirmed, wait_for_p
 
 pytestmark = pytest.mark.slow
 
-TOKENS = ("alice-0123456789abcdef", "bob-0123456789abcdef", "carol-0123456789abcdef")
-A, B, C = ({"Authorization": f"Bearer {t}"} for t in TOKENS)
+TOKENS = (
+    "alice-0123456789abcdef",
+    "bob-0123456789abcdef",
+    "carol-0123456789abcdef",
+    "dave-0123456789abcdef",
+    "erin-0123456789abcdef",
+    "frank-0123456789abcdef",
+)
+# Each token is a client group of its own (admission.group_of), with its own line of
+# pristine runs, capped (pristine_per_group) and charged (pristine_budget_s).
+A, B, C, D, E, F = ({"Authorization": f"Bearer {t}"} for t in TOKENS)
 
 FIND_RUN = """
 import sys
@@ -120,14 +129,17 @@ def test_deterministic_code_is_shared_once_a_pristine_run_agreed(server: LiveSer
         "args": "(jnp.ones((3,)),)",
         "outputs": ["jaxpr", "stablehlo", "hlo", "value", "cost"],
     }
-    first = post(server, body, A)
-    # B asks: its request asks for the server's pristine run and runs at once; the
-    # pristine run agrees with A's, and C is served it.
+    # Clients of their own: B's line is still full of the cases above, whose pristine
+    # runs disagree and ask again (a group holds pristine_per_group at most: its
+    # further asks are refused, tests/server/test_hostile_pristine_fairness.py).
+    first = post(server, body, D)
+    # E asks: its request asks for the server's pristine run and runs at once; the
+    # pristine run agrees with D's, and F is served it.
     confirmed = pristine_confirmed(server)
-    second = post(server, body, B)
+    second = post(server, body, E)
     assert "cached" not in second[0] and shown(second) == shown(first)
     wait_for_pristine_confirmed(server, confirmed + 1)
-    third = post(server, body, C)
+    third = post(server, body, F)
     assert third[0]["cached"] is True and third[0]["age_s"] >= 0 and third[0]["cached_at"]
     assert shown(third) == shown(first)
     assert [e for e in third if e["type"] == "hlo"] == [e for e in first if e["type"] == "hlo"]

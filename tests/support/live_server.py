@@ -8,7 +8,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Self
+from typing import Protocol, Self
 
 import httpx
 
@@ -124,19 +124,45 @@ class LiveServer(Process):
         return found
 
 
-def pristine_confirmed(server: LiveServer) -> float:
+class HasUrl(Protocol):
+    url: str
+
+
+def pristine_confirmed(server: HasUrl) -> float:
     """Pristine runs that confirmed an entry so far (the server's /metrics)."""
     text = httpx.get(server.url + "/metrics", timeout=10).text
     found = re.search(r'jaxplay_pristine_runs_total\{outcome="confirmed"\} ([\d.]+)', text)
     return float(found.group(1)) if found else 0.0
 
 
-def wait_for_pristine_confirmed(
-    server: LiveServer, at_least: float, timeout_s: float = 180
-) -> None:
+def pristine_figures(server: HasUrl) -> str:
+    """The server's pristine figures (runs by outcome, asks by result, its line): what
+    a failed wait for a confirmation says about why."""
+    text = httpx.get(server.url + "/metrics", timeout=10).text
+    wanted = ("jaxplay_pristine", "jaxplay_queue_length", "jaxplay_pool{")
+    return "\n".join(line for line in text.splitlines() if line.startswith(wanted))
+
+
+def wait_for_pristine_confirmed(server: HasUrl, at_least: float, timeout_s: float = 180) -> None:
     """Until ``at_least`` pristine runs confirmed an entry: a request that asks for one
     runs at once, and the next request for it is served once it agreed."""
     deadline = time.monotonic() + timeout_s  # a fresh jail, on a loaded machine
     while pristine_confirmed(server) < at_least:
-        assert time.monotonic() < deadline, "no pristine run confirmed the answer"
-        time.sleep(0.1)
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"no pristine run confirmed the answer:\n{pristine_figures(server)}"
+            )
+        time.sleep(0.2)
+
+
+def wait_for_confirmed_answer(server: HasUrl, snippet: str, timeout_s: float = 180) -> None:
+    """Until the page of ``/s/{snippet}`` carries a confirmed answer (its
+    ``jaxplay-initial``): a pristine run confirmed this snippet's own request, not
+    only some earlier test's, whose lagging pristine run moves the counter too."""
+    deadline = time.monotonic() + timeout_s  # a fresh jail, on a loaded machine
+    while 'id="jaxplay-initial"' not in httpx.get(f"{server.url}/s/{snippet}", timeout=10).text:
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"no pristine run confirmed snippet {snippet}:\n{pristine_figures(server)}"
+            )
+        time.sleep(0.2)
