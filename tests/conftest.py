@@ -22,6 +22,11 @@ TESTS = Path(__file__).resolve().parent
 SERVICE_FIXTURES = {"redis_server": "redis", "prefix": "redis", "postgres": "postgres"}
 #: what makes a fixture a jail's: it starts one through the jail gate
 JAIL_GATE_NAMES = {"skip_without_jail", "make_live_pool"}
+#: folders whose files share one costly session fixture (one Chromium and live server;
+#: the golden corpus's reference processes, all started at once): under pytest-xdist
+#: (``make test``) each runs whole in one worker. Every other file is a group of its own,
+#: so a module's fixtures (a live server, a jailed pool) are made once.
+WHOLE_FOLDER_GROUPS = ("browser", "golden")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -49,8 +54,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     starts a jail). ``make test-fast`` leaves them out."""
     browser = TESTS / "browser"
     for item in items:
-        if browser in Path(str(item.fspath)).parents:
+        path = Path(str(item.fspath))
+        if browser in path.parents:
             item.add_marker(pytest.mark.browser)
+        item.add_marker(pytest.mark.xdist_group(_xdist_group(path)))
         for fixture, marker in SERVICE_FIXTURES.items():
             if fixture in item.fixturenames:
                 item.add_marker(getattr(pytest.mark, marker))
@@ -58,6 +65,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.postgres)
         if _uses_a_jail(item):
             item.add_marker(pytest.mark.jail)
+
+
+def _xdist_group(path: Path) -> str:
+    """The worker group of a test file (``--dist loadgroup``): its folder's where the folder
+    shares one session fixture, else the file's."""
+    relative = path.relative_to(TESTS)
+    if relative.parts[0] in WHOLE_FOLDER_GROUPS:
+        return relative.parts[0]
+    return relative.as_posix()
 
 
 def run_events(request: dict[str, Any] | RunRequest) -> list[dict[str, Any]]:
