@@ -47,6 +47,21 @@ def _uses_a_jail(item: pytest.Item) -> bool:
     return False
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under pytest-xdist (``make test``), each worker takes whole groups (``_worker_group``):
+    a file, or a folder whose files share one session fixture. (Its ``xdist_group`` marks
+    cannot say so under pytest 9.2: xdist renames the tests' node ids to group them, and
+    pytest 9.2's ids no longer take a new name.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _worker_group(TESTS.parent / nodeid.split("::", 1)[0])
+
+    return ByGroup(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The markers (pyproject.toml), given by what a test needs: ``browser`` to everything
     in tests/browser, ``redis`` / ``postgres`` to a test that uses the service's fixture,
@@ -54,10 +69,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     starts a jail). ``make test-fast`` leaves them out."""
     browser = TESTS / "browser"
     for item in items:
-        path = Path(str(item.fspath))
-        if browser in path.parents:
+        if browser in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.browser)
-        item.add_marker(pytest.mark.xdist_group(_xdist_group(path)))
         for fixture, marker in SERVICE_FIXTURES.items():
             if fixture in item.fixturenames:
                 item.add_marker(getattr(pytest.mark, marker))
@@ -67,7 +80,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.jail)
 
 
-def _xdist_group(path: Path) -> str:
+def _worker_group(path: Path) -> str:
     """The worker group of a test file (``--dist loadgroup``): its folder's where the folder
     shares one session fixture, else the file's."""
     relative = path.relative_to(TESTS)

@@ -937,7 +937,9 @@ def host_services() -> Any:
     tcp.bind(("127.0.0.1", 0))
     tcp.listen()
     unix = socket.socket(socket.AF_UNIX)
-    name = b"\0jaxplay-test-" + CANARY.encode()
+    # Abstract names are one namespace per host: a name of this fixture's own, so that
+    # another test process (make test runs two) never finds it taken.
+    name = b"\0jaxplay-test-" + CANARY.encode() + b"-" + os.urandom(6).hex().encode()
     unix.bind(name)
     unix.listen()
     yield tcp.getsockname()[1], name
