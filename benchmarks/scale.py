@@ -11,11 +11,18 @@ edit (each edit a new comment: the cell re-run, its IR the same):
   ``as_text``, ``compile`` and ``as_text``, ``cost_analysis``, and one call of the
   compiled executable (the least plain JAX can do for these outputs; it has no
   source maps, shapes or timing);
+- plain JAX doing the same work, as a user who wants what jaxplay shows types it in
+  the same cell (``same``): besides the above, the cost before optimisation
+  (``lowered.cost_analysis()``), the StableHLO with its locations
+  (``as_text(debug_info=True)``: which line made each op), the forward's jaxpr (each
+  line's shapes) and the timing's calls (``f`` eager and the compiled executable, each
+  called as many times as the engine's ``timing`` rows say it did, plus a warm-up);
 - jaxplay's engine (``run_message``: every output with its source maps, the events),
   its ``stage`` events and its time to ``done``.
 
 Per program: the medians of each stage side by side, the run's other time (outputs,
-source maps, events: ``outputs+``), to done, and the ratio; then the CPU time of the
+source maps, events: ``outputs+``; for ``same``, its extra steps but the timing), to
+done, and jaxplay's ratio to each floor; then the CPU time of the
 whole (``time.process_time``), the figure to read on a loaded machine, and its ratio. It checks that each run
 ended ``ok`` with every IR text whole (``text_part`` events joined) and says the
 texts' sizes. The page's columns (longest task, DOM nodes, JS heap) are measured by
@@ -52,11 +59,15 @@ PLAIN_STEPS = {  # plain JAX's steps, under the engine's stage they stand for
     "lower": ["lower", "stablehlo text"],
     "compile": ["compile", "hlo text", "cost"],
     "execute": ["execute"],
+    "timing": ["timing"],
 }
+#: the steps the same work adds (``plain_cell(..., timing_runs=...)``)
+SAME_WORK_STEPS = ("cost before", "stablehlo locations", "forward jaxpr", "timing")
 
 
-def plain_cell(body: dict[str, Any]) -> dict[str, float]:
-    """The cell as a user re-runs it; ms per step."""
+def plain_cell(body: dict[str, Any], timing_runs: dict[str, int] | None = None) -> dict[str, float]:
+    """The cell as a user re-runs it; ms per step. With ``timing_runs`` (the engine's
+    timing rows: label -> calls), the same work as the engine's outputs too."""
     import jax
 
     steps: dict[str, float] = {}
@@ -70,7 +81,8 @@ def plain_cell(body: dict[str, Any]) -> dict[str, float]:
     namespace: dict[str, Any] = {}
     step("exec", lambda: exec(compile(body["code"], "<cell>", "exec"), namespace))
     args = step("args", lambda: eval(body["args"], namespace))
-    g = jax.jit(jax.grad(namespace["f"]))
+    f = namespace["f"]
+    g = jax.jit(jax.grad(f))
     closed = step("trace", lambda: jax.make_jaxpr(g)(*args))
     step("str(jaxpr)", lambda: str(closed))
     lowered = step("lower", lambda: g.lower(*args))
@@ -79,6 +91,19 @@ def plain_cell(body: dict[str, Any]) -> dict[str, float]:
     step("hlo text", compiled.as_text)
     step("cost", compiled.cost_analysis)
     step("execute", lambda: jax.block_until_ready(compiled(*args)))
+    if timing_runs is None:
+        return steps
+    step("cost before", lowered.cost_analysis)
+    step("stablehlo locations", lambda: lowered.as_text(debug_info=True))
+    step("forward jaxpr", lambda: str(jax.make_jaxpr(f)(*args)))
+
+    def timing() -> None:
+        for label, runs in timing_runs.items():
+            fn = f if label.endswith("(eager)") else compiled
+            for _ in range(runs + 1):  # and a warm-up
+                jax.block_until_ready(fn(*args))
+
+    step("timing", timing)
     return steps
 
 
@@ -132,6 +157,7 @@ def main() -> None:
     rows = []
     for name in names:
         plain: list[dict[str, float]] = []
+        same: list[dict[str, float]] = []
         engine: list[tuple[float, dict[str, float]]] = []
         sizes: dict[str, int] = {}
         for edit in range(args.repeat + 1):  # the first: the cell's first run, not counted
@@ -151,12 +177,17 @@ def main() -> None:
                     key = "exec" if e["stage"] == "args" else e["stage"]
                     stages[key] = stages.get(key, 0.0) + e["ms"]
             stages["cpu"] = engine_cpu
+            (timing,) = [e for e in events if e["type"] == "timing"]
+            cpu = time.process_time()
+            same_steps = plain_cell(body, {r["label"]: r["runs"] for r in timing["rows"]})
+            same_steps["cpu"] = (time.process_time() - cpu) * 1000
             if edit:
                 plain.append(steps)
+                same.append(same_steps)
                 engine.append((took, stages))
         rows.append((name, plain, engine, sizes))
         loads.append(os.getloadavg()[0])
-        print_row(name, plain, engine, sizes, page.get(name, {}))
+        print_row(name, plain, same, engine, sizes, page.get(name, {}))
     print(
         f"{args.cpus} CPU(s) for the process; medians of {args.repeat} edits in ms; "
         f"load average (1 min) {' -> '.join(f'{x:.1f}' for x in loads)}"
@@ -166,19 +197,29 @@ def main() -> None:
 def print_row(
     name: str,
     plain: list[dict[str, float]],
+    same: list[dict[str, float]],
     engine: list[tuple[float, dict[str, float]]],
     sizes: dict[str, int],
     page: dict[str, Any],
 ) -> None:
+    """Plain JAX's least work (``plain``) and the same work (``same``: its extra steps
+    under ``outputs+``, but its timing under ``timing``), jaxplay's engine, and the
+    engine's ratios to each (wall, then CPU)."""
+
     def med(values: list[float]) -> float:
         return statistics.median(values)
 
-    plain_stage = {
-        stage: med([sum(p[s] for s in steps) for p in plain])
-        for stage, steps in PLAIN_STEPS.items()
-    }
-    plain_total = med([sum(v for k, v in p.items() if k != "cpu") for p in plain])
-    plain_cpu = med([p["cpu"] for p in plain])
+    def plain_cells(runs: list[dict[str, float]]) -> tuple[list[float | None], float, float]:
+        stage = {
+            stage: med([sum(p.get(s, 0.0) for s in steps) for p in runs])
+            for stage, steps in PLAIN_STEPS.items()
+        }
+        extra = med([sum(p.get(s, 0.0) for s in SAME_WORK_STEPS if s != "timing") for p in runs])
+        total = med([sum(v for k, v in p.items() if k != "cpu") for p in runs])
+        cpu = med([p["cpu"] for p in runs])
+        cells = [stage.get(s) or None for s in STAGES] + [extra or None, total, None, cpu]
+        return cells, total, cpu
+
     engine_stage = {s: med([st.get(s, 0.0) for _, st in engine]) for s in STAGES}
     engine_total = med([t for t, _ in engine])
     engine_cpu = med([st["cpu"] for _, st in engine])
@@ -189,14 +230,18 @@ def print_row(
         f"{s:>10}" for s in [*STAGES, "outputs+", "to done", "ratio", "CPU ms", "ratio"]
     )
     print(f"  {'':<8}{header}")
-    cells = [plain_stage.get(s) for s in STAGES] + [None, plain_total, None, plain_cpu]
-    print(f"  {'plain':<8}" + "".join(_cell(c) for c in cells))
+    floors = []
+    for label, runs in (("plain", plain), ("same", same)):
+        cells, total, cpu = plain_cells(runs)
+        floors.append((label, total, cpu))
+        print(f"  {label:<8}" + "".join(_cell(c) for c in cells))
     cells = [engine_stage[s] for s in STAGES] + [outputs, engine_total]
-    print(
-        f"  {'jaxplay':<8}"
-        + "".join(_cell(c) for c in cells)
-        + f"{engine_total / plain_total:>9.2f}x{engine_cpu:>10.0f}{engine_cpu / plain_cpu:>9.2f}x"
+    ratios = "  ".join(
+        f"{label} {engine_total / total:.2f}x / {engine_cpu / cpu:.2f}x"
+        for label, total, cpu in floors
     )
+    print(f"  {'jaxplay':<8}" + "".join(_cell(c) for c in cells) + f"{'':>10}{engine_cpu:>10.0f}")
+    print(f"  jaxplay / plain JAX (wall / CPU): {ratios}")
     if page:
         print(
             f"  page: longest task {page.get('longest_task_ms', '?')} ms, "

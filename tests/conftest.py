@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
     class ByGroup(LoadScopeScheduling):
+        def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
+            # xdist's groups hold the tests by node id, and schemathesis's cases share
+            # one (tests/server/test_schema.py: 16 operations, one id): numbered here,
+            # else all but one of them would silently never run.
+            seen: Counter[str] = Counter()
+            unique = []
+            for nodeid in collection:
+                seen[nodeid] += 1
+                unique.append(nodeid if seen[nodeid] == 1 else f"{nodeid}#{seen[nodeid]}")
+            super().add_node_collection(node, unique)
+
         def _split_scope(self, nodeid: str) -> str:
             return _worker_group(TESTS.parent / nodeid.split("::", 1)[0])
 

@@ -1,0 +1,35 @@
+"""``make test`` runs the suite in two pytest-xdist processes (tests/conftest.py's
+scheduler): every collected test must run there exactly as in one process.
+
+The schema tests are the case that broke it: schemathesis gives its 16 cases one
+node id, and xdist's grouped scheduling keeps tests by node id, so all but one were
+silently dropped (15 tests fewer, and nothing said so).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.test_gates import pytest_run
+
+pytestmark = pytest.mark.slow
+
+#: a few quick files from two groups, one with the shared node ids
+FILES = ("tests/server/test_schema.py", "tests/protocol/test_outputs_registry.py")
+
+
+def _count(output: str, what: str) -> int:
+    found = re.search(rf"(\d+) {what}", output)
+    return int(found.group(1)) if found else 0
+
+
+def test_two_processes_run_every_collected_test() -> None:
+    collected = pytest_run("--collect-only", "-q", "-p", "no:cacheprovider", *FILES)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    ids = [line for line in collected.stdout.splitlines() if "::" in line]
+    assert len(ids) > len(set(ids)), "the case of shared node ids is gone: pick another"
+    ran = pytest_run("-q", "-n", "2", "-p", "no:cacheprovider", *FILES)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert _count(ran.stdout, "passed") + _count(ran.stdout, "skipped") == len(ids), ran.stdout
