@@ -345,6 +345,24 @@ class RunService:
         return RunStream(self, request, caller, handle, ticket, hit)
 
 
+def server_done(
+    status: DoneStatus,
+    started: float,
+    reason: str = "",
+    *,
+    cached: bool = False,
+    ms: float | None = None,
+    dropped: int = 0,
+) -> dict[str, Any]:
+    """A ``done`` the server makes (the one place it does): a run's stream ending it,
+    a run superseded before it started (routes/ws.py), a cached answer a page opens
+    with (routes/pages.py). ``ms``: since ``started`` (``time.monotonic()``) unless
+    given (a pool's own ``done`` re-made)."""
+    if ms is None:
+        ms = (time.monotonic() - started) * 1000
+    return done_event(status, ms, reason, dropped, cached=cached)
+
+
 class RunStream:
     """One admitted run. Iterate ``events()`` once; ``cancel()`` from anywhere."""
 
@@ -532,12 +550,10 @@ class RunStream:
         ms: float | None = None,
         dropped: int = 0,
     ) -> dict[str, Any]:
-        """The run's ``done`` as the server sends it: the one place this stream makes
-        one, whether it ends the run itself (``ms`` since it began) or re-makes the
-        pool's with ``cached`` (the pool's ``ms`` and ``dropped``)."""
-        if ms is None:
-            ms = (time.monotonic() - self._started) * 1000
-        return done_event(status, ms, reason, dropped, cached=cached)
+        """The run's ``done`` as the server sends it, whether this stream ends the run
+        itself (``ms`` since it began) or re-makes the pool's with ``cached`` (the
+        pool's ``ms`` and ``dropped``)."""
+        return server_done(status, self._started, reason, cached=cached, ms=ms, dropped=dropped)
 
     def _give_up_at(self) -> float | None:
         """When the relay stops waiting for the pool: ``cancel_grace_s`` after a

@@ -29,10 +29,11 @@ from backend.app.errors import ApiError, Overloaded
 from backend.app.logs import fields, get_logger
 from backend.app.page import busy_html, not_found_html, page_csp, page_html
 from backend.app.routes.snippets import load_snippet
+from backend.app.runs import server_done
 from backend.app.services import Services, ServicesDep
 from backend.app.tenancy import SESSION_COOKIE, caller_for, client_of
 from backend.app.wire import ERROR_RESPONSES
-from sandbox.protocol import RunRequest, done_event
+from sandbox.protocol import RunRequest
 
 log = get_logger("pages")
 
@@ -109,7 +110,7 @@ async def initial_answer(
     if hit is None:
         return None
     events = hit.replay(uuid.uuid4().hex)
-    done = done_event("ok", (time.monotonic() - started) * 1000, cached=True)
+    done = server_done("ok", started, cached=True)
     log.info("page.initial", extra=fields(snippet_id=snippet_id, events=len(events) + 1))
     return {
         "snippet_id": snippet_id,

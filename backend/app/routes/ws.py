@@ -45,7 +45,7 @@ from backend.app.logs import fields, get_logger
 from backend.app.middleware import host_allowed, served_hosts
 from backend.app.provenance import LINK_PARAM, LinkCode
 from backend.app.routes.snippets import link_code_of
-from backend.app.runs import RunStream
+from backend.app.runs import RunStream, server_done
 from backend.app.services import Services, get_services
 from backend.app.settings import Settings
 from backend.app.tenancy import caller_for
@@ -61,7 +61,7 @@ from backend.app.wire import (
     ServerError,
     ServerHello,
 )
-from sandbox.protocol import MAX_CODE_BYTES, done_event
+from sandbox.protocol import MAX_CODE_BYTES
 
 router = APIRouter()
 log = get_logger("ws")
@@ -363,9 +363,7 @@ class Connection:
         except asyncio.CancelledError:
             # Superseded while it waited for a worker: it still ends with done.
             with contextlib.suppress(_Closed):
-                done = done_event(
-                    "cancelled", (time.monotonic() - started) * 1000, "cancelled before it started"
-                )
+                done = server_done("cancelled", started, "cancelled before it started")
                 await self.send(_event_message(seq, done))
             return
         run.stream = stream
