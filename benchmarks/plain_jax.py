@@ -2,9 +2,10 @@
 
 Given jaxplay requests, runs for each what a person would type in a notebook cell to
 see the same outputs: the cell (``exec`` of the code, the args), then, for what the
-request asks, ``jax.make_jaxpr(g)(*args)`` (jaxpr), ``jax.jit(g).lower(*args).as_text()``
-(stablehlo), ``.compile().as_text()`` (hlo) and ``.cost_analysis()`` (cost), and
-``jax.block_until_ready(g(*args))`` (value), where ``g`` is ``f`` under the request's
+request asks, ``jax.make_jaxpr(g)(*args)`` printed (jaxpr), ``jax.jit(g).lower(*args).as_text()``
+(stablehlo), ``.compile().as_text()`` (hlo), the lowered and the compiled
+``.cost_analysis()`` (cost: jaxplay's shows both, before and after XLA's optimisation),
+and ``jax.block_until_ready(g(*args))`` printed (value), where ``g`` is ``f`` under the request's
 transforms (``jax.grad``, ``jax.vmap``, ``jax.jit``...). One warm process (JAX's
 caches kept, as a kernel keeps them) with the machine's CPUs.
 
@@ -59,7 +60,8 @@ def plain_cell(
         "args", lambda: eval(body.get("args") or "()", {**namespace, "jax": jax, "jnp": jnp})
     )
     if "jaxpr" in outputs:
-        stage("trace", lambda: jax.make_jaxpr(g)(*args))
+        closed = stage("trace", lambda: jax.make_jaxpr(g)(*args))
+        stage("out:jaxpr", lambda: str(closed))  # the cell shows it: printed
     if outputs & {"stablehlo", "hlo", "cost"}:
         lowered = stage("lower", lambda: jax.jit(g).lower(*args))
         if "stablehlo" in outputs:
@@ -69,9 +71,11 @@ def plain_cell(
             if "hlo" in outputs:
                 stage("out:hlo", compiled.as_text)
             if "cost" in outputs:
-                stage("out:cost", compiled.cost_analysis)
+                # jaxplay's cost is before and after XLA's optimisation
+                stage("out:cost", lambda: (lowered.cost_analysis(), compiled.cost_analysis()))
     if "value" in outputs:
-        stage("execute", lambda: jax.block_until_ready(g(*args)))
+        value = stage("execute", lambda: jax.block_until_ready(g(*args)))
+        stage("out:value", lambda: repr(value))  # the cell shows it: printed
 
 
 def main() -> None:
