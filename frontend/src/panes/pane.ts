@@ -52,3 +52,33 @@ export abstract class PerPipelinePane<K extends EventType> implements OutputPane
 
   protected abstract render(): void;
 }
+
+/** A pane that shows the last event of its one type a run sent (remarks, recompiles),
+ * whichever pipeline sent it. Subclasses draw from `event` (null: none yet, `ended`
+ * telling "none in this run" from "waiting"); they call `render()` once built. */
+export abstract class LastEventPane<K extends EventType> implements OutputPane {
+  abstract readonly consumes: readonly [K];
+  protected event: EventOf<K> | null = null;
+  protected ended = false;
+
+  constructor(readonly root: HTMLElement) {}
+
+  reset(): void {
+    this.event = null;
+    this.ended = false;
+    this.render();
+  }
+
+  show(event: RunEvent): void {
+    if (event.type !== this.consumes[0]) return;
+    this.event = event as EventOf<K>;
+    this.render();
+  }
+
+  end(): void {
+    this.ended = true;
+    this.render();
+  }
+
+  protected abstract render(): void;
+}

@@ -3,8 +3,8 @@
 // trace, lower and compile milliseconds; a click on a line shows it in the editor,
 // which marks every call site's line (editor-recompiles.ts).
 import { clear, h } from "../dom";
-import type { EventOf, RunEvent } from "../protocol";
-import type { OutputPane } from "./pane";
+import type { EventOf } from "../protocol";
+import { LastEventPane } from "./pane";
 
 type Recompiles = EventOf<"recompiles">;
 type Site = Recompiles["sites"][number];
@@ -26,32 +26,14 @@ export function totals(sites: readonly Site[]): { misses: number; hits: number; 
   return { misses, hits, trace, lower, compile };
 }
 
-export class RecompilesPane implements OutputPane {
+export class RecompilesPane extends LastEventPane<"recompiles"> {
   readonly consumes = ["recompiles"] as const;
-  private event: Recompiles | null = null;
-  private ended = false;
 
   constructor(
-    readonly root: HTMLElement,
+    root: HTMLElement,
     private readonly onLine: (codeLine: number) => void,
   ) {
-    this.render();
-  }
-
-  reset(): void {
-    this.event = null;
-    this.ended = false;
-    this.render();
-  }
-
-  show(event: RunEvent): void {
-    if (event.type !== "recompiles") return;
-    this.event = event;
-    this.render();
-  }
-
-  end(): void {
-    this.ended = true;
+    super(root);
     this.render();
   }
 
@@ -87,7 +69,7 @@ export class RecompilesPane implements OutputPane {
     );
   }
 
-  private render(): void {
+  protected render(): void {
     clear(this.root);
     const ev = this.event;
     if (ev === null) {

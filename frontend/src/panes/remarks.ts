@@ -1,53 +1,35 @@
 // Remarks: why JAX traced or compiled again, each at the code line it names.
 import { clear, h } from "../dom";
-import type { EventOf, RunEvent } from "../protocol";
-import type { OutputPane } from "./pane";
+import { LastEventPane } from "./pane";
 
-export class RemarksPane implements OutputPane {
+export class RemarksPane extends LastEventPane<"remarks"> {
   readonly consumes = ["remarks"] as const;
-  private items: EventOf<"remarks">["items"] | null = null;
-  private ended = false;
 
   constructor(
-    readonly root: HTMLElement,
+    root: HTMLElement,
     private readonly onLine: (codeLine: number) => void,
   ) {
-    this.render();
-  }
-
-  reset(): void {
-    this.items = null;
-    this.ended = false;
-    this.render();
-  }
-
-  show(event: RunEvent): void {
-    if (event.type !== "remarks") return;
-    this.items = event.items;
-    this.render();
-  }
-
-  end(): void {
-    this.ended = true;
+    super(root);
     this.render();
   }
 
   badge(): string {
-    return this.items?.length ? String(this.items.length) : "";
+    return this.event?.items.length ? String(this.event.items.length) : "";
   }
 
-  private render(): void {
+  protected render(): void {
     clear(this.root);
-    if (this.items === null) {
+    const items = this.event?.items ?? null;
+    if (items === null) {
       this.root.append(h("p", { class: "pane-note" }, this.ended ? "No remarks in this run." : "Waiting for the remarks…"));
       return;
     }
-    if (this.items.length === 0) {
+    if (items.length === 0) {
       this.root.append(h("p", { class: "pane-note" }, "JAX traced and compiled nothing twice."));
       return;
     }
     const list = h("ul", { class: "remarks" });
-    for (const r of this.items) {
+    for (const r of items) {
       const at = r.line != null ? h("button", { type: "button", class: "linklike" }, `line ${r.line}`) : null;
       if (at && r.line != null) {
         const line = r.line;
