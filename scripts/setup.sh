@@ -59,6 +59,19 @@ fi
 # overlay directory under .jaxplay/libs (sandbox/environments/library_choices.py); only those missing.
 .venv/bin/python -m sandbox.environments.library_choices
 
+# The page's locked toolchain (frontend/package-lock.json, npm ci): what builds the page
+# (scripts/build_frontend.sh, which would install it too) and axe-core, which the
+# accessibility test injects into the page (tests/browser/test_navigation.py).
+if command -v npm >/dev/null 2>&1; then
+    if [ ! -d frontend/node_modules ] || [ frontend/package-lock.json -nt frontend/node_modules/.package-lock.json ]; then
+        echo "setup: installing the page's locked toolchain (npm ci in frontend/)"
+        (cd frontend && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+else
+    echo "setup: npm is missing (e.g. apt-get install nodejs npm): the page is served as" \
+        "committed, but its accessibility test skips and it cannot be rebuilt" >&2
+fi
+
 # JAX's TPU extra (libtpu), only when asked for: deviceless TPU compiles (docs/api.md,
 # "Deviceless TPU compiles"). It is Google's binary under Google Cloud's terms, not an
 # open-source licence; it goes into .venv/libtpu-extra, off sys.path (sandbox/environments/tpu_extra.py).

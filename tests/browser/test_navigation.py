@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.gates import missing_requirement
+
 from .conftest import ROOT
 from .test_page import screenshots_dir, set_code, show_tab, wait_done
 
@@ -274,6 +276,8 @@ def test_waiting_says_what_it_waits_for_and_stale_is_not_current(page: Any) -> N
 
 
 def test_axe_core_finds_nothing(sized: Any) -> None:
+    if not AXE.exists():
+        missing_requirement("axe-core is not installed", "make setup (npm ci in frontend/)")
     page = sized
     page.click("#run")
     assert wait_done(page) == "ok"
