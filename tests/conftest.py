@@ -24,11 +24,6 @@ TESTS = Path(__file__).resolve().parent
 SERVICE_FIXTURES = {"redis_server": "redis", "prefix": "redis", "postgres": "postgres"}
 #: what makes a fixture a jail's: it starts one through the jail gate
 JAIL_GATE_NAMES = {"skip_without_jail", "make_live_pool"}
-#: folders whose files share one costly session fixture (one Chromium and live server;
-#: the golden corpus's reference processes, all started at once): under pytest-xdist
-#: (``make test``) each runs whole in one worker. Every other file is a group of its own,
-#: so a module's fixtures (a live server, a jailed pool) are made once.
-WHOLE_FOLDER_GROUPS = ("browser", "golden")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -51,13 +46,18 @@ def _uses_a_jail(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under pytest-xdist (``make test``), each worker takes whole groups (``_worker_group``):
-    a file, or a folder whose files share one session fixture. (Its ``xdist_group`` marks
-    cannot say so under pytest 9.2: xdist renames the tests' node ids to group them, and
-    pytest 9.2's ids no longer take a new name.)"""
+    """Under pytest-xdist (``make test``), each worker takes whole files, so that a
+    module's fixtures (a live server, a jailed pool) are made once; a session fixture
+    (the browser folder's server and Chromium, the golden corpus) is made by each worker
+    that needs it. Files are handed out in the order they are collected, the browser's
+    (the longest) first, so that no long file is left for the end. (Grouping by the
+    ``xdist_group`` marks cannot be used under pytest 9.2: xdist renames the tests' node
+    ids to group them, and pytest 9.2's ids no longer take a new name.)"""
     from xdist.scheduler import LoadScopeScheduling
 
-    class ByGroup(LoadScopeScheduling):
+    config.option.loadscopereorder = False  # xdist's default: the files with most tests first
+
+    class ByFile(LoadScopeScheduling):
         def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
             # xdist's groups hold the tests by node id, and schemathesis's cases share
             # one (tests/server/test_schema.py: 16 operations, one id): numbered here,
@@ -70,9 +70,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             super().add_node_collection(node, unique)
 
         def _split_scope(self, nodeid: str) -> str:
-            return _worker_group(TESTS.parent / nodeid.split("::", 1)[0])
+            return nodeid.split("::", 1)[0]
 
-    return ByGroup(config, log)
+    return ByFile(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -91,15 +91,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.postgres)
         if _uses_a_jail(item):
             item.add_marker(pytest.mark.jail)
-
-
-def _worker_group(path: Path) -> str:
-    """The worker group of a test file (``--dist loadgroup``): its folder's where the folder
-    shares one session fixture, else the file's."""
-    relative = path.relative_to(TESTS)
-    if relative.parts[0] in WHOLE_FOLDER_GROUPS:
-        return relative.parts[0]
-    return relative.as_posix()
 
 
 def run_events(request: dict[str, Any] | RunRequest) -> list[dict[str, Any]]:
