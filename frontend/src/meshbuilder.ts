@@ -15,6 +15,8 @@ export class MeshBuilder {
   /** the TPU topologies the server offers, and the one picked ("": none) */
   private topologies: string[] = [];
   private topology = "";
+  /** boxesKey() when the boxes were last drawn */
+  private drawnKey = "";
   private topologySelect: HTMLSelectElement;
   private topologyRow: HTMLElement;
 
@@ -77,9 +79,19 @@ export class MeshBuilder {
     this.render();
   }
 
-  /** The entry or code changed: the argument boxes follow its parameters. */
+  /** The entry, code or devices changed: the argument boxes follow its parameters.
+   * Redrawn only when the boxes would differ: a redraw replaces the inputs, and text
+   * typed into one that is being replaced would be lost. */
   refresh(): void {
-    this.render();
+    if (this.boxesKey() === this.drawnKey) this.check();
+    else this.render();
+  }
+
+  /** What the argument boxes depend on: the mesh's axes and the entry's parameters. */
+  private boxesKey(): string {
+    const { code, entry } = this.context();
+    const params = entrySignature(code, entry)?.params.map((p) => p.name) ?? [];
+    return JSON.stringify([this.state.mesh, params, this.state.inShardings.length]);
   }
 
   private changed(rerender: boolean): void {
@@ -88,7 +100,11 @@ export class MeshBuilder {
     else this.check();
   }
 
-  private render(): void {
+  private render(keepFocus = true): void {
+    // the box being typed into keeps the focus and caret across a redraw from elsewhere
+    const active = document.activeElement;
+    const focused = keepFocus && active instanceof HTMLInputElement && this.body.contains(active) ? { id: active.id, start: active.selectionStart, end: active.selectionEnd } : null;
+    this.drawnKey = this.boxesKey();
     clear(this.body);
     this.enabled.checked = this.state.mesh !== null;
     this.root.classList.toggle("mesh-active", this.state.mesh !== null);
@@ -100,7 +116,11 @@ export class MeshBuilder {
         set(input.value);
         this.changed(false);
       });
-      input.addEventListener("change", () => this.render());
+      // leaving a box redraws only when the boxes change (new axis names); the focus
+      // then goes where the user sent it, not back to this box
+      input.addEventListener("change", () => {
+        if (this.boxesKey() !== this.drawnKey) this.render(false);
+      });
       return h("label", { for: id, class: "mesh-field" }, h("span", {}, label), input);
     };
     this.body.append(
@@ -140,6 +160,11 @@ export class MeshBuilder {
     }
     specs.append(field("spec-out", "outputs", this.state.outShardings, "PartitionSpec of the outputs (one: for all); empty: the compiler's choice", (v) => (this.state.outShardings = v)));
     this.body.append(specs, h("p", { class: "mesh-problem", role: "status", "aria-live": "polite", "data-testid": "mesh-problem" }));
+    const again = focused ? this.body.querySelector<HTMLInputElement>(`#${CSS.escape(focused.id)}`) : null;
+    if (again && focused) {
+      again.focus();
+      again.setSelectionRange(focused.start, focused.end);
+    }
     this.check();
   }
 

@@ -55,6 +55,44 @@ def test_the_mesh_builder_says_what_is_missing_and_a_run_uses_it(page: Any) -> N
     assert "P('x', None)" in page.locator(".sharding-array").first.inner_text()
 
 
+def _set_behind_focus(page: Any, selector: str, value: str) -> None:
+    """Changes a field as an input event does, without moving the focus: what the page
+    does behind a box being typed into (the entry follower, a settled code edit)."""
+    page.evaluate(
+        "([s, v]) => { const e = document.querySelector(s); e.value = v;"
+        " e.dispatchEvent(new Event('input', { bubbles: true })); }",
+        [selector, value],
+    )
+
+
+def test_a_box_being_typed_into_keeps_its_text_and_focus_when_the_builder_redraws(
+    page: Any,
+) -> None:
+    set_code(page, "def f(x, w):\n    return x @ w\n\ndef g(x, w, b):\n    return x @ w + b\n")
+    set_field(page, "#entry", "f")
+    clear_pipeline(page)
+    add_step(page, "jit")
+    page.click("[data-testid=mesh-builder] summary")
+    page.check("[data-testid=mesh-on]")
+    page.wait_for_selector("#spec-in-1")
+    problem = page.locator("[data-testid=mesh-problem]")
+    # the device count changes while a box has the focus: the boxes stay, the text
+    # typed next lands in the box and the problem line follows both
+    page.focus("#spec-in-0")
+    _set_behind_focus(page, "#devices", "4")
+    page.keyboard.insert_text("q")
+    assert page.input_value("#spec-in-0") == "q"
+    assert "not an axis of the mesh" in problem.inner_text()
+    # the entry gains a parameter: three boxes now, the focus and caret kept
+    _set_behind_focus(page, "#entry", "g")
+    page.wait_for_selector("#spec-in-2")
+    assert page.evaluate("document.activeElement.id") == "spec-in-0"
+    page.keyboard.press("Backspace")
+    page.keyboard.insert_text("x, None")
+    assert page.input_value("#spec-in-0") == "x, None"
+    assert problem.inner_text().strip() == ""
+
+
 def test_pmap_becomes_its_shard_map_form_in_one_click(page: Any) -> None:
     page.select_option("#examples", "pmap")
     assert wait_done(page) == "ok"
