@@ -19,9 +19,9 @@ example: setup  ## run an example through the engine from the command line
 # writing bytecode (PYTHONDONTWRITEBYTECODE), every session rewrote all ~450 (~3 s of CPU).
 test test-fast: export PYTHONDONTWRITEBYTECODE :=
 
-# Two test processes (pytest-xdist), each taking whole files, or whole folders where
-# the files share one session fixture (tests/conftest.py): one per CPU of a 2-CPU
-# machine; TEST_WORKERS=0 runs the suite in this one process.
+# Two test processes (pytest-xdist), each taking whole files in the order they are
+# collected, the browser's first (tests/conftest.py's scheduler): one per CPU of a
+# 2-CPU machine; TEST_WORKERS=0 runs the suite in this one process.
 TEST_WORKERS ?= 2
 
 test: setup  ## run the whole test suite

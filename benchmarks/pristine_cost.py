@@ -162,7 +162,9 @@ def flood(
     return counts
 
 
-def measure(n: int, mode: str, flood_k: int, flood_sleep_s: float) -> dict[str, Any]:
+def measure(
+    n: int, mode: str, flood_k: int, flood_sleep_s: float, logs: Path | None = None
+) -> dict[str, Any]:
     env = {
         "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0",
         "JAXPLAY_SNIPPET_RATE_PER_MINUTE": "0",
@@ -172,7 +174,12 @@ def measure(n: int, mode: str, flood_k: int, flood_sleep_s: float) -> dict[str, 
         "JAXPLAY_TRUSTED_PROXIES": '["127.0.0.1"]',
     }
     with tempfile.TemporaryDirectory() as tmp:
-        server = LiveServer(Path(tmp) / "jaxplay.sqlite3", "--pool", "zygote", env=env).start()
+        log = logs / f"server-{mode}.log" if logs is not None else None
+        if log is not None:
+            env["JAXPLAY_LOG_LEVEL"] = "info"  # the pristine runs' starts and waits
+        server = LiveServer(
+            Path(tmp) / "jaxplay.sqlite3", "--pool", "zygote", env=env, log=log
+        ).start()
         stop = threading.Event()
         flooder: Future[dict[str, int]] | None = None
         executor = ThreadPoolExecutor(1)
@@ -224,6 +231,7 @@ def measure(n: int, mode: str, flood_k: int, flood_sleep_s: float) -> dict[str, 
                 "edit_ms": statistics.median(edits),
                 "first_reader_ms": statistics.median(first_ms),
                 "to_confirmed_s": statistics.median(to_confirmed_s) if to_confirmed_s else None,
+                "to_confirmed_each_s": [round(s, 2) for s in to_confirmed_s],
                 "later_reader_cached": later_cached,
                 "readers": readers,
                 "reader_wait_share": joined / readers,
@@ -250,9 +258,12 @@ def main() -> None:
     parser.add_argument("--flood-sleep", type=float, default=8.0, help="each one's sleep, s")
     parser.add_argument("--modes", default="off,on,flood")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--logs", type=Path, help="keep each server's log in this folder")
     args = parser.parse_args()
     modes = args.modes.split(",")
-    rows = [measure(args.n, mode, args.flood, args.flood_sleep) for mode in modes]
+    if args.logs is not None:
+        args.logs.mkdir(parents=True, exist_ok=True)
+    rows = [measure(args.n, mode, args.flood, args.flood_sleep, args.logs) for mode in modes]
     if args.json:
         print(json.dumps(rows, indent=2))
         return
@@ -274,6 +285,7 @@ def main() -> None:
             )
         print(f"{label:32}" + "".join(cells))
     for row in rows:
+        print(f"{row['mode']}: each key's time to confirmed, s: {row['to_confirmed_each_s']}")
         if "flood" in row:
             print(f"flood: {row['flood']}; pristine outcomes: {row['pristine_outcomes']}")
 

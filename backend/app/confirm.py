@@ -40,7 +40,7 @@ from backend.app.metrics import Metrics
 from backend.app.pristine_lines import PristineLines, TimeBudget
 from backend.app.settings import Settings
 from backend.app.storage import CANDIDATE
-from sandbox.pool.base import MakesPristineRuns, Pool, PoolFull, submit_pristine
+from sandbox.pool.base import MakesPristineRuns, Pool, PoolFull, SignalsFree, submit_pristine
 from sandbox.protocol import BadEvent, RunRequest, ValidEvent, validate_event
 
 log = get_logger("confirm")
@@ -62,6 +62,8 @@ class _Job:
     )
     #: its run disagreed with a tenant's candidate: the next pristine run decides
     again: bool = False
+    #: when it was first asked for (the wait until its run starts is logged)
+    asked: float = field(default_factory=time.monotonic)
 
 
 class Confirmer:
@@ -94,6 +96,8 @@ class Confirmer:
         #: workers waiting for a key to run (``_dispatch`` hands them one)
         self._idle: list[asyncio.Future[tuple[str, _Job]]] = []
         self._tasks: list[asyncio.Task[None]] = []
+        #: set when the pool says a place freed or a spare is ready (``_pool_freed``)
+        self._room = asyncio.Event()
         #: counts for stats(): runs made, and what they did
         self.counts: collections.Counter[str] = collections.Counter()
         self.wall_s = 0.0  # the pristine runs' wall time, summed
@@ -111,6 +115,8 @@ class Confirmer:
                 )
             return
         loop = asyncio.get_running_loop()
+        if isinstance(self.pool, SignalsFree):  # a place freed or a spare is ready
+            self.pool.on_free(self._pool_freed)
         self._tasks = [
             loop.create_task(self._work()) for _ in range(self._settings.pristine_concurrency)
         ]
@@ -168,6 +174,10 @@ class Confirmer:
         running, capacity = stats.get("running"), stats.get("capacity")
         return not (isinstance(running, int) and isinstance(capacity, int) and running >= capacity)
 
+    def _pool_freed(self) -> None:
+        self._room.set()
+        self._dispatch()
+
     def _dispatch(self) -> None:
         """Hand the next keys, by turns, to the idle workers while the pool has room:
         at once when asked, so that a key asked for while a worker is idle has started
@@ -206,7 +216,9 @@ class Confirmer:
                 self._metrics.pristine.labels("failed").inc()
             if not started:  # the pool was full after all: back in line, first
                 self._lines.put_back(key)
-                await asyncio.sleep(RETRY_S)
+                self._room.clear()  # until the pool says a place or a spare is free
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._room.wait(), RETRY_S)
                 continue
             self._lines.finish(key, time.monotonic() - began)
             if job.again and group is not None:
@@ -222,8 +234,12 @@ class Confirmer:
         try:
             handle = await submit_pristine(self.pool, job.request, PRISTINE_TENANT)
         except PoolFull:
+            self.counts["no_place"] += 1  # no ready spare, or the places all taken
             return False
         started = time.monotonic()
+        log.info(
+            "confirm.start", extra=fields(key=job.key[:16], waited_s=round(started - job.asked, 3))
+        )
         events = await self._collect(handle, job.request)
         self.wall_s += time.monotonic() - started
         self.counts["runs"] += 1

@@ -386,7 +386,7 @@ class ZygotePool:
         With the budget full, a tenant's zygote unused for pool_spare_after_idle_s
         gives its place: else once the pool is full of idle tenants (a public page's
         one-time visitors) every new client would wait for a whole jail to start."""
-        while not self._closing and self._spares() < self.settings.pool_spares:
+        while not self._closing and self._spares() < self._spares_wanted():
             if not self.budget.has_room():
                 victim = self._spare_victim()
                 if victim is None:
@@ -397,6 +397,16 @@ class ZygotePool:
                 await z.ready
             if z.state == "retired" and not z.info:  # failed to start: do not spin
                 await asyncio.sleep(5.0)
+            elif z.state == "idle":
+                self.notify_free()  # a pristine run or a new client waiting may take it
+
+    def _spares_wanted(self) -> int:
+        """``pool_spares``, and one more beside each pristine run in progress: a
+        pristine run retires its zygote, so a client group that keeps one running
+        (its cap) would otherwise take every spare as it is made, and another group's
+        pristine run would wait for a jail to start (issue 33's flood)."""
+        pristine = sum(1 for z in self.zygotes if z.tenant == PRISTINE)
+        return self.settings.pool_spares + pristine
 
     def _spare_victim(self) -> Zygote | None:
         """This pool's least recently used tenant zygote, idle and unused for

@@ -160,7 +160,8 @@ def test_a_timeout_retires_the_zygote(live_pool: LivePool) -> None:
     )
     # the request's 1 s ended it (the reason), not the limit's 10 s
     assert r.elapsed_s < TEST_LIMITS.max_wall_s
-    assert live_pool.pool.retired == retired + 1
+    # its zygote retired (under load another may too: a spare past its start's deadline)
+    assert live_pool.pool.retired >= retired + 1
     assert all(z.id != r.zygote for z in live_pool.pool.zygotes)
     after = live_pool.run(SMALL, tenant="looper")
     assert after.status == "ok" and after.zygote != r.zygote

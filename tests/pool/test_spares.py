@@ -25,6 +25,7 @@ def full_pool(ages: dict[str, float], size: int) -> tuple[ZygotePool, dict[str, 
     pool = object.__new__(ZygotePool)
     pool.settings = PoolSettings(pool_spares=1, pool_spare_after_idle_s=30.0)
     pool._closing = False
+    pool._listeners = []
     pool.zygotes = []
     pool.budget = SimpleNamespace(has_room=lambda: len(pool.zygotes) < size)
     now = time.monotonic()
@@ -78,4 +79,28 @@ def test_with_room_nothing_is_evicted() -> None:
     pool, z = full_pool({"a|1": 100.0}, size=3)
     asyncio.run(pool._refill())
     assert z["a|1"].state == "idle"
+    assert [s.tenant for s in z["spawned"]] == [None]
+
+
+def test_beside_a_pristine_run_one_more_spare_is_made_and_each_says_it_is_ready() -> None:
+    """A pristine run retires its zygote: a group keeping one running would take every
+    spare as it is made, and another group's pristine run would wait for a jail."""
+    pool, z = full_pool({"a|1": 100.0, PRISTINE: 1.0}, size=4)
+    z[PRISTINE].run = object()
+    told: list[str] = []
+    pool.on_free(lambda: told.append("free"))
+
+    async def refill() -> None:
+        await pool._refill()
+        await asyncio.sleep(0)  # the listeners are called soon after
+
+    asyncio.run(refill())
+    assert [s.tenant for s in z["spawned"]] == [None, None]  # pool_spares=1, and one more
+    assert z["a|1"].state == "idle"  # room enough: nobody gave a place
+    assert told == ["free", "free"]
+
+
+def test_without_a_pristine_run_the_pool_keeps_its_spares_setting() -> None:
+    pool, z = full_pool({"a|1": 100.0}, size=4)
+    asyncio.run(pool._refill())
     assert [s.tenant for s in z["spawned"]] == [None]

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app import create_app
+from backend.app import confirm, create_app
 from backend.app.tenancy import SESSION_COOKIE
+from sandbox.pool.base import PoolFull
 from sandbox.protocol import RunRequest
 
 from .conftest import make_settings
@@ -64,12 +65,37 @@ class MalloryPool(FakePool):
         ]
 
 
+class SparesPool(MalloryPool):
+    """A pristine run takes a ready spare (as the jailed pool's do) and there are
+    ``spares`` of them; ``make_spare`` readies one and says so (``on_free``), as the
+    jailed pool does when a spare's jail has started."""
+
+    def __init__(self, max_concurrent: int, spares: int) -> None:
+        super().__init__(max_concurrent)
+        self.spares = spares
+        self.listeners: list[Any] = []
+
+    def on_free(self, listener: Any) -> None:
+        self.listeners.append(listener)
+
+    def make_spare(self) -> None:
+        self.spares += 1
+        for listener in self.listeners:
+            listener()
+
+    async def submit_pristine(self, request: RunRequest, asked_by: str) -> Any:
+        if self.spares == 0:
+            raise PoolFull("no spare sandbox is ready for a pristine run", retry_after_s=2.0)
+        self.spares -= 1
+        return await super().submit_pristine(request, asked_by)
+
+
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Any]:
     clients: list[TestClient] = []
 
-    def make(**overrides: Any) -> tuple[TestClient, MalloryPool]:
-        pool = MalloryPool(max_concurrent=16)
+    def make(pool: MalloryPool | None = None, **overrides: Any) -> tuple[TestClient, MalloryPool]:
+        pool = pool or MalloryPool(max_concurrent=16)
         settings = make_settings(
             tmp_path,
             trusted_proxies=["10.0.0.0/8"],
@@ -249,3 +275,25 @@ def test_a_probe_s_answer_does_not_wait_for_the_pristine_run_it_asked_for(serve:
     assert "cached" not in answers[0][0] and answers[0][-1]["status"] == "ok"
     pool.mallory_gate.set()
     wait_until(lambda: state_of(client, secret) == "hit")
+
+
+def test_a_victim_s_pristine_run_starts_as_soon_as_a_spare_is_ready(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mallory's slow pristine run took the only spare; the victim's key, asked for
+    meanwhile, starts when the pool says the next spare is ready, not at the
+    confirmer's next look (made ten minutes here, so only the pool's word can start it)."""
+    monkeypatch.setattr(confirm, "RETRY_S", 600.0)
+    client, pool = serve(SparesPool(max_concurrent=16, spares=1), pristine_per_group=4)
+    assert isinstance(pool, SparesPool)
+    run(client, {"code": "def g():\n    return 0\n"}, via_proxy(ALICE))
+    mallory_floods(client, [MALLORY], keys_each=2)
+    wait_until(lambda: confirmer(client).stats()["running"] == 1 and pool.spares == 0)
+    run(client, POPULAR, via_proxy(ALICE, page_session(client, ALICE)))
+    run(client, POPULAR, via_proxy(BOB, page_session(client, BOB)))
+    wait_until(lambda: confirmer(client).stats().get("no_place", 0) >= 1)
+    assert state_of(client, POPULAR) == "candidate"  # no spare: it waits in line
+    client.portal.call(pool.make_spare)  # type: ignore[union-attr]
+    wait_until(lambda: state_of(client, POPULAR) == "hit")
+    assert confirmer(client).stats()["running"] == 1  # Mallory's is still running
+    pool.mallory_gate.set()
