@@ -72,15 +72,41 @@ def test_the_memory_timeline_is_xlas_and_its_bands_link_lines(page: Any) -> None
         assert sorted(int(r.get_attribute("data-bytes") or -1) for r in rows.all()) == xla["values"]
     # hover a band of a code line: that line lights up in the editor
     chart = sections.nth(0).locator("[data-testid=memory-timeline]")
-    band = chart.locator("path.mem-band[data-line]:not([data-line=''])").first
-    line = band.get_attribute("data-line") or ""
-    assert re.fullmatch(r"\d+", line)
-    x, y = _thickest_point(band.get_attribute("d") or "")
-    box = chart.bounding_box()
-    scale = box["width"] / 600  # the chart's viewBox is 600 wide
-    page.mouse.move(box["x"] + x * scale, box["y"] + y * scale)
-    _editor_lit(page, line)
+    line = chart.locator("path.mem-band[data-line]:not([data-line=''])").first.get_attribute(
+        "data-line"
+    )
+    assert line is not None and re.fullmatch(r"\d+", line)
+    # the Memory tab's code lines are banded in the editor (what a hover lights)
+    page.wait_for_selector(f"[data-testid=code] .cm-line.cm-band[data-src-line='{line}']")
+    _hover_band_until_lit(page, chart, line)
     page.mouse.move(0, 0)
+
+
+def _hover_band_until_lit(page: Any, chart: Any, line: str) -> None:
+    """Move the pointer onto the band of ``line`` (its thickest point, read again each
+    try: the page may still be settling its layout under load, and a single mousemove
+    that landed before a shift says nothing) until the editor lights the line."""
+    under = ""
+    for _ in range(5):
+        band = chart.locator(f"path.mem-band[data-line='{line}']").first
+        x, y = _thickest_point(band.get_attribute("d") or "")
+        box = chart.bounding_box()
+        scale = box["width"] / 600  # the chart's viewBox is 600 wide
+        px, py = box["x"] + x * scale, box["y"] + y * scale
+        page.mouse.move(0, 0)
+        page.mouse.move(px, py)
+        try:
+            page.wait_for_selector(
+                f"[data-testid=code] .cm-line.cm-linked[data-src-line='{line}']", timeout=3_000
+            )
+            return
+        except Exception:
+            under = page.evaluate(
+                "([x, y]) => { const e = document.elementFromPoint(x, y);"
+                " return e ? e.outerHTML.slice(0, 200) : 'nothing'; }",
+                [px, py],
+            )
+    raise AssertionError(f"hovering line {line}'s band never lit it; under the pointer: {under}")
 
 
 def _thickest_point(d: str) -> tuple[float, float]:
