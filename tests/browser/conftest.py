@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from backend.app.tenancy import SESSION_COOKIE
 from tests.gates import browser_required
 from tests.support.live_server import LiveServer
 
@@ -122,16 +123,32 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+@pytest.fixture(scope="package")
+def returning_visitor() -> list[dict[str, Any]]:
+    """The session cookie of one visitor who comes back test after test (filled by the
+    first ``page``): its runs reuse its kept process, as a person's next visit does,
+    instead of each test waiting for a new jail (~1.7 CPU-s apiece, the suite's largest
+    cost). A test about a new visitor opens its page with ``open_page(browser, server)``."""
+    return []
+
+
 @pytest.fixture
-def page(browser: Any, server: Server) -> Iterator[Any]:
-    """A fresh page (empty storage) on the playground; JS errors, and anything the
-    page's Content-Security-Policy blocks, fail the test."""
-    yield from open_page(browser, server)
+def page(browser: Any, server: Server, returning_visitor: list[dict[str, Any]]) -> Iterator[Any]:
+    """A fresh page (empty storage) on the playground, as the returning visitor (its
+    session cookie only); JS errors, and anything the page's Content-Security-Policy
+    blocks, fail the test."""
+    yield from open_page(browser, server, returning_visitor)
 
 
-def open_page(browser: Any, server: Server) -> Iterator[Any]:
-    """The ``page`` fixture's body, for a test's own server (started with settings)."""
+def open_page(
+    browser: Any, server: Server, visitor: list[dict[str, Any]] | None = None
+) -> Iterator[Any]:
+    """The ``page`` fixture's body, for a test's own server (started with settings).
+    ``visitor``: cookies to come back with (empty, it is filled with this page's);
+    None: a visitor the server has never seen."""
     context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=server.url)
+    if visitor:
+        context.add_cookies(visitor)
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
     pg = context.new_page()
     pg.jaxplay_server_log = server.log  # for wait_done's report of a run that never ended
@@ -144,6 +161,9 @@ def open_page(browser: Any, server: Server) -> Iterator[Any]:
     )
     pg.goto("/")
     pg.wait_for_selector("[data-testid=code]")
+    if visitor is not None and not visitor:
+        visitor.extend(c for c in context.cookies() if c["name"] == SESSION_COOKIE)
+        assert visitor, f"the page got no {SESSION_COOKIE} cookie: {context.cookies()}"
     yield pg
     context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"

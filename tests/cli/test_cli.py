@@ -68,7 +68,8 @@ def events_of(proc: subprocess.CompletedProcess) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Any]]:
     """``jaxplay`` with ``--server`` to a real server on the real pool (a jail), in this
-    process (``in_process``); ``process=True``: the console script in a process of its own."""
+    process (``in_process``); ``process=True``: the console script in a process of its own;
+    ``token=False``: without the token (the address's single-use runs)."""
     tmp = tmp_path_factory.mktemp("cli-served")
     settings = {
         "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0",
@@ -79,9 +80,17 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., A
     server.start()
     try:
 
-        def run(*argv: str, process: bool = False, **kw: Any) -> subprocess.CompletedProcess:
+        def run(
+            *argv: str, process: bool = False, token: bool = True, **kw: Any
+        ) -> subprocess.CompletedProcess:
             assert argv[0] == "run"
-            return (jaxplay if process else in_process)(*argv, "--server", server.url, **kw)
+            # With the token the runs are one returning client's, as a user's script with
+            # JAXPLAY_TOKEN set is: its kept process is reused (each run still checked).
+            # Without one each run is the address's and single-use, a new jail apiece
+            # (test_make_example and test_a_token_names_... keep that path).
+            auth = ("--token", CLI_TOKEN) if token and "--token" not in argv else ()
+            runner = jaxplay if process else in_process
+            return runner(*argv, *auth, "--server", server.url, **kw)
 
         yield run
     finally:
@@ -347,7 +356,7 @@ def test_make_example(served: Callable[..., Any]) -> None:
     local path is test_json_lines_parse_and_end_with_done's)."""
     proc = served(
         "run", "examples/grad_of_loss.py", "--args", "(jnp.ones((3,)),)",
-        "--transform", "grad", "--transform", "jit",
+        "--transform", "grad", "--transform", "jit", token=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # the outer jaxpr takes w (f32[3]); JAX may print the traced f as a let above it
