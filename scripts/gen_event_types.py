@@ -83,17 +83,104 @@ def _checks(schema: dict[str, Any], kind: str) -> list[str]:
     return checks
 
 
+def _what(schema: dict[str, Any]) -> str:
+    """What an array ``checked`` refuses should have been, for its error."""
+    return f"an array of at most {schema['maxItems']} items as the event's schema says"
+
+
 def _with(expr: str, checks: list[str]) -> str:
     return f"{expr}.check({', '.join(checks)})" if checks else expr
 
 
-def zod(schema: dict[str, Any], enums: dict[tuple[str, ...], str] | None = None) -> str:
+def int_fields(schema: dict[str, Any]) -> str | None:
+    """An object whose fields are all bounded integers (a source map's row), as the
+    field table of ``intRows`` (frontend/src/fast-checks.ts); None for any other schema."""
+    if schema.get("type") != "object" or schema.get("additionalProperties") is not None:
+        return None
+    required = set(schema.get("required", ()))
+    fields = []
+    for name, prop in schema.get("properties", {}).items():
+        options = prop.get("anyOf", [prop])
+        ints = [o for o in options if o != {"type": "null"}]
+        if len(ints) != 1 or ints[0].get("type") != "integer":
+            return None
+        low, high = ints[0].get("minimum", -SAFE_INT), ints[0].get("maximum", SAFE_INT)
+        if not -SAFE_INT <= low <= high <= SAFE_INT:
+            return None
+        nullable = len(ints) < len(options)
+        fields.append(
+            f"{name}: [{low}, {high}, {json.dumps(name in required)}, {json.dumps(nullable)}]"
+        )
+    return "{ " + ", ".join(fields) + " }" if fields else None
+
+
+#: arrays that may hold this many items or more are checked by one compiled predicate
+#: (``checked``) where their items are JSON scalars
+BIG_ARRAY = 256
+
+
+def predicate(schema: dict[str, Any], x: str, depth: int = 0) -> str | None:
+    """A JavaScript expression true exactly when ``x`` passes ``schema``, as zod/mini's
+    schema would (finite numbers, safe integers, string lengths in UTF-16 units), for
+    schemas of JSON scalars and arrays of them; None for an object or a pattern."""
+    if set(schema) - _IGNORED - {
+        "type", "anyOf", "enum", "const", "items", "minItems", "maxItems", "maxLength",
+        "minimum", "maximum",
+    }:  # fmt: skip
+        return None
+    if "anyOf" in schema:
+        options = [predicate(o, x, depth) for o in schema["anyOf"]]
+        return None if None in options else "(" + " || ".join(map(str, options)) + ")"
+    if "const" in schema:
+        return f"{x} === {json.dumps(schema['const'])}"
+    if "enum" in schema:
+        return "(" + " || ".join(f"{x} === {json.dumps(v)}" for v in schema["enum"]) + ")"
+    kind = schema.get("type")
+    bounds = [f"{x} >= {schema['minimum']}"] if "minimum" in schema else []
+    bounds += [f"{x} <= {schema['maximum']}"] if "maximum" in schema else []
+    if kind == "boolean":
+        return f'typeof {x} === "boolean"'
+    if kind == "null":
+        return f"{x} === null"
+    if kind == "number":
+        return " && ".join([f"Number.isFinite({x})", *bounds])
+    if kind == "integer":
+        safe = schema.get("minimum", 0) >= -SAFE_INT and schema.get("maximum", 0) <= SAFE_INT
+        return " && ".join([f"Number.isSafeInteger({x})", *bounds]) if safe else f"Number.isFinite({x})"
+    if kind == "string":
+        size = [f"{x}.length <= {schema['maxLength']}"] if "maxLength" in schema else []
+        return " && ".join([f'typeof {x} === "string"', *size])
+    if kind == "array":
+        y = f"x{depth + 1}"
+        item = predicate(schema["items"], y, depth + 1)
+        if item is None:
+            return None
+        size = [f"{x}.length >= {schema['minItems']}"] if "minItems" in schema else []
+        size += [f"{x}.length <= {schema['maxItems']}"] if "maxItems" in schema else []
+        return " && ".join([f"Array.isArray({x})", *size, f"{x}.every(({y}) => {item})"])
+    return None
+
+
+def zod(
+    schema: dict[str, Any],
+    enums: dict[tuple[str, ...], str] | None = None,
+    int_rows: dict[str, str] | None = None,
+    *,
+    fast: bool = True,
+) -> str:
     """One JSON Schema (as pydantic writes it) as a zod/mini expression; an enum whose
-    values are a key of ``enums`` is written as that name."""
+    values are a key of ``enums`` is written as that name. An array of a definition in
+    ``int_rows`` (name -> its ``int_fields``) is checked by ``intRows`` in one loop:
+    a big program's source map has tens of thousands of rows, and zod's object schema
+    per row held the page's main thread for ~75 ms an event (the same bounds, checked
+    in ~1 ms); a big array of JSON scalars likewise by one compiled ``predicate``
+    (``checked``). ``fast=False``: plain zod all the way down (a ``checked`` array's
+    type)."""
     enums = enums or {}
+    int_rows = int_rows or {}
 
     def sub(inner: dict[str, Any]) -> str:
-        return zod(inner, enums)
+        return zod(inner, enums, int_rows, fast=fast)
 
     unknown = set(schema) - _IGNORED - {
         "type", "properties", "required", "items", "anyOf", "enum", "const", "$ref",
@@ -128,7 +215,15 @@ def zod(schema: dict[str, Any], enums: dict[tuple[str, ...], str] | None = None)
         safe = schema.get("minimum", 0) >= -SAFE_INT and schema.get("maximum", 0) <= SAFE_INT
         return _with("z.int()" if safe else "z.number()", _checks(schema, "number") if safe else [])
     if kind == "array":
-        return _with(f"z.array({sub(schema['items'])})", _checks(schema, "array"))
+        ref = schema["items"].get("$ref", "").rsplit("/", 1)[-1]
+        if fast and ref in int_rows and set(schema) - _IGNORED <= {"type", "items", "maxItems"}:
+            limit = schema.get("maxItems", SAFE_INT)
+            return f"intRows<z.infer<typeof {ref}>>({int_rows[ref]}, {limit})"
+        test = predicate(schema, "x0") if fast and schema.get("maxItems", 0) >= BIG_ARRAY else None
+        if test is None:
+            return _with(f"z.array({sub(schema['items'])})", _checks(schema, "array"))
+        typed = zod(schema, enums, int_rows, fast=False)
+        return f"checked({typed}, (x0) => {test}, {json.dumps(_what(schema))})"
     if kind == "object" and "patternProperties" in schema:
         ((pattern, values),) = schema["patternProperties"].items()
         key = _with("z.string()", [f"z.regex(new RegExp({json.dumps(pattern)}))"])
@@ -182,16 +277,18 @@ def typescript(schema: dict[str, Any]) -> str:
         "// Generated by scripts/gen_event_types.py from docs/events.schema.json (itself",
         "// generated from sandbox/protocol/events.py): do not edit; run the script.",
         'import * as z from "zod/mini";',
+        'import { checked, intRows } from "../fast-checks";',
         "",
         "/** Where an error's `doc_url` may point; the page links to nothing else. */",
         f"export const DOC_URL_PREFIXES = {json.dumps(list(DOC_URL_PREFIXES))} as const;",
         "",
     ]
+    int_rows = {name: f for name, d in defs.items() if (f := int_fields(d)) is not None}
     for name in _order(defs):
         description = defs[name].get("description")
         if description:
             out.append("/** " + " ".join(description.split()) + " */")
-        out.append(f"export const {name} = {zod(defs[name])};")
+        out.append(f"export const {name} = {zod(defs[name], int_rows=int_rows)};")
         out.append("")
     by_type = {kind: model.__name__ for kind, model in EVENT_MODELS.items()}
     out.append("/** Each event type's schema, by its `type`. */")

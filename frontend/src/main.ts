@@ -31,6 +31,7 @@ import { installMenus } from "./app/menus";
 import { OutputsController } from "./app/outputs";
 import { Panes } from "./app/panes";
 import { PipelinesController } from "./app/pipelines";
+import { AfterPaint } from "./app/render";
 import { conn, release, route, takeEarly } from "./app/socket";
 import { RunController } from "./app/run";
 import { Runner } from "./app/runner";
@@ -77,6 +78,7 @@ ui.pinNote.addEventListener("click", () => linking.pinned !== null && pin(linkin
 ui.bands.addEventListener("change", () => document.body.classList.toggle("no-bands", !ui.bands.checked));
 /** The code lines of the IR text on show are banded in the editor. */
 const refreshBands = (): void => editor.dispatch({ effects: setBandLines.of(panes.bandLines()) });
+const bandsSoon = new AfterPaint(refreshBands);
 
 // --- the editor, the call row, the pipelines, the targets ------------------------------
 // the entry follows the code too (the function under the cursor, else the last one)
@@ -171,7 +173,9 @@ const panes = new Panes(ui.panels, ui.progress, {
   rendered: (entry) => {
     const badge = entry.pane.badge?.();
     if (badge !== undefined) tabs.badge(entry.tab, badge);
-    if (entry.tab === tabs.active) refreshBands(); // a pane loaded late links its lines now
+    // a pane loaded late (or a big text drawn in a task of its own) links its lines
+    // now: after the next paint, not in the task that drew it
+    if (entry.tab === tabs.active) bandsSoon.soon();
   },
 });
 tabs.onSelect((id) => {

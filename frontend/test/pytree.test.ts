@@ -151,7 +151,7 @@ describe("the Value pane's tree", async () => {
   });
   it("says a group's parameters, bytes and leaves", () => {
     const root = buildTree([leaf(".w", [1000, 3]), leaf(".b", [3])]);
-    expect(groupSummary(root)).toBe("3.00 K params · 11.7 KiB · 2 leafs");
+    expect(groupSummary(root)).toBe("3.00 K params · 11.7 KiB · 2 leaves");
   });
 });
 

@@ -128,3 +128,45 @@ def test_a_graph_over_the_old_limit_is_laid_out_by_the_worker_and_drawn_on_a_can
     page.click("text=zoom to pinned line")
     page.wait_for_timeout(200)
     in_view()
+
+
+#: a model-like value of 2 x 250 leaves: 250 layers' parameters, as a deep model's
+#: gradient reads (the tree view: two keys deep)
+MANY_LEAVES = """import jax.numpy as jnp
+
+
+def f(x):
+    return {f"layer{i:03d}": {"b": x + i, "w": x * i} for i in range(250)}
+"""
+
+
+def test_a_value_of_many_leaves_is_drawn_a_page_at_a_time(page: Any) -> None:
+    from .test_page import show_tab
+
+    set_code(page, MANY_LEAVES)
+    clear_pipeline(page)
+    page.fill("#entry", "f")
+    page.fill("#args", "(jnp.ones(3),)")
+    page.click("#run")
+    assert wait_done(page, 120_000) == "ok", page.inner_text("#panel-errors")
+    show_tab(page, "value")
+    tree = page.locator("#panel-value .value-tree")
+    assert "500 leaves in all" in tree.locator(".vt-total").inner_text()
+    groups = tree.locator(":scope > details.vt-group")
+    # the first page of the 250 layers, each open with its two leaves; the rest behind a button
+    assert groups.count() == 100
+    assert tree.locator(".vt-leaf").count() == 200
+    more = tree.locator(":scope > button.vt-more")
+    assert more.inner_text() == "show 100 more of 150"
+    more.click()
+    assert groups.count() == 200
+    assert tree.locator(":scope > button.vt-more").inner_text() == "show 50 more of 50"
+    tree.locator(":scope > button.vt-more").click()
+    assert groups.count() == 250 and tree.locator("button.vt-more").count() == 0
+    assert "layer249" in groups.last.inner_text() and "layer000" in groups.first.inner_text()
+    # the flat table likewise: 100 rows, then the next page on a click
+    page.click("#panel-value .vt-toggle button:has-text('flat table')")
+    rows = page.locator("#panel-value table.leaves tbody tr:not(:has(button))")
+    assert rows.count() == 100
+    page.click("#panel-value table.leaves button.vt-more")
+    assert rows.count() == 200

@@ -10,10 +10,13 @@ type IrType = "jaxpr" | "stablehlo" | "hlo";
 type IrEvent = Extract<RunEvent, { type: IrType }>;
 type PartEvent = Extract<RunEvent, { type: "text_part" }>;
 
+type Sources = NonNullable<IrEvent["sources"]>;
+
 interface Pending {
   event: IrEvent;
   texts: string[];
-  sources: NonNullable<IrEvent["sources"]>;
+  /** each part's source map, joined once at the end (one copy, not one per part) */
+  sources: Sources[];
 }
 
 const keyOf = (pipeline: string | undefined, output: string): string => `${pipeline ?? "main"}\n${output}`;
@@ -35,7 +38,7 @@ export class TextParts {
       this.pending.set(keyOf(event.pipeline, event.type), {
         event,
         texts: [event.text.slice(0, shown)],
-        sources: [...(event.sources ?? [])],
+        sources: [event.sources ?? []],
       });
       return [];
     }
@@ -52,7 +55,7 @@ export class TextParts {
     // a stray one has nothing to join
     if (!pending || part.part !== pending.texts.length) return [];
     pending.texts.push(part.text);
-    pending.sources.push(...(part.sources ?? []));
+    pending.sources.push(part.sources ?? []);
     if (pending.texts.length <= (pending.event.parts ?? 0)) return [];
     this.pending.delete(key);
     return [this.joined(pending, "")];
@@ -67,6 +70,7 @@ export class TextParts {
   }
 
   private joined(p: Pending, note: string): IrEvent {
-    return { ...p.event, text: p.texts.join("") + note, sources: p.sources, parts: null, shown_chars: null };
+    const sources = ([] as Sources).concat(...p.sources);
+    return { ...p.event, text: p.texts.join("") + note, sources, parts: null, shown_chars: null };
   }
 }

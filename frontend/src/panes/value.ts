@@ -19,12 +19,39 @@ export function defaultView(leaves: readonly { path: string }[]): ValueView {
 
 /** A group's line: its leaves, parameters and bytes. */
 export function groupSummary(node: TreeNode): string {
-  const leaves = `${node.leaves} leaf${node.leaves === 1 ? "" : "s"}`;
+  const leaves = `${node.leaves} ${node.leaves === 1 ? "leaf" : "leaves"}`;
   return `${fmtCount(node.params)} params · ${fmtBytes(node.bytes, node.bytesKnown)} · ${leaves}`;
 }
 
 /** Groups this deep or less start open. */
 const OPEN_DEPTH = 2;
+
+/** Rows drawn at once in a group or the flat table; the rest behind "show more". A
+ * 1,000-layer model's gradient has 2,000 leaves: drawn whole, twice, it held the main
+ * thread ~200 ms at the run's end. */
+export const ROWS_AT_ONCE = 100;
+
+/** `items` drawn into `into` a page at a time: the first ROWS_AT_ONCE, then a button
+ * that draws the next page (and moves below it) until all are drawn. */
+export function paged<T>(into: HTMLElement, items: readonly T[], draw: (item: T) => HTMLElement, wrapMore: (button: HTMLElement) => HTMLElement = (b) => b): HTMLElement {
+  let shown = 0;
+  let more: HTMLElement | null = null;
+  const next = (): void => {
+    const end = Math.min(items.length, shown + ROWS_AT_ONCE);
+    const rows = items.slice(shown, end).map(draw);
+    shown = end;
+    more?.remove();
+    more = null;
+    into.append(...rows);
+    if (shown < items.length) {
+      const left = items.length - shown;
+      more = wrapMore(h("button", { type: "button", class: "vt-more", onclick: next }, `show ${Math.min(left, ROWS_AT_ONCE)} more of ${left}`));
+      into.append(more);
+    }
+  };
+  next();
+  return into;
+}
 
 function treeLeafRow(node: TreeNode<ValueLeaf>): HTMLElement {
   const leaf = node.leaf!;
@@ -41,20 +68,32 @@ function treeLeafRow(node: TreeNode<ValueLeaf>): HTMLElement {
   );
 }
 
+/** A group: its children drawn when it is first open (a closed one draws nothing
+ * until it is opened), a page at a time. */
 function treeNode(node: TreeNode<ValueLeaf>, depth: number): HTMLElement {
   if (node.leaf) return treeLeafRow(node);
-  return h(
+  const open = depth <= OPEN_DEPTH;
+  const group = h(
     "details",
-    { class: "vt-group", open: depth <= OPEN_DEPTH, title: node.path },
+    { class: "vt-group", open, title: node.path },
     h("summary", {}, h("span", { class: "vt-label mono" }, node.label), h("span", { class: "vt-size" }, groupSummary(node))),
-    node.children.map((c) => treeNode(c, depth + 1)),
   );
+  let drawn = false;
+  const draw = (): void => {
+    if (drawn) return;
+    drawn = true;
+    paged(group, node.children, (c) => treeNode(c, depth + 1));
+  };
+  if (open) draw();
+  else group.addEventListener("toggle", () => group.open && draw());
+  return group;
 }
 
 /** The leaves as a collapsible tree, the whole value's sums on top. */
 export function valueTree(leaves: ValueLeaf[]): HTMLElement {
   const root = buildTree(leaves);
-  return h("div", { class: "value-tree" }, h("p", { class: "vt-total" }, `${groupSummary(root)} in all`), root.children.map((c) => treeNode(c, 1)));
+  const tree = h("div", { class: "value-tree" }, h("p", { class: "vt-total" }, `${groupSummary(root)} in all`));
+  return paged(tree, root.children, (c) => treeNode(c, 1));
 }
 
 const PREVIEW = 12;
@@ -111,7 +150,8 @@ export class ValuePane implements OutputPane {
 
   end(): void {
     this.ended = true;
-    this.render();
+    // only a pipeline still waiting for its value reads differently once the run ended
+    if (this.pipelines.some((p) => !this.values.has(p))) this.render();
   }
 
   has(): boolean {
@@ -146,7 +186,7 @@ export class ValuePane implements OutputPane {
         continue;
       }
       const firstByPath = new Map((first?.tree ?? []).map((l) => [l.path, l]));
-      const rows = value.tree.map((leaf) => {
+      const row = (leaf: ValueLeaf): HTMLElement => {
         const s = leaf.summary;
         const bad = (s?.nan_count ?? 0) > 0 || (s?.inf_count ?? 0) > 0;
         const diff = compare && i > 0 ? maxAbsDiff(firstByPath.get(leaf.path), leaf) : null;
@@ -162,18 +202,18 @@ export class ValuePane implements OutputPane {
           h("td", { class: "mono small", title: leaf.sha256 ?? "" }, (leaf.sha256 ?? "").slice(0, 12)),
           h("td", { class: "mono small" }, preview(leaf), diff ? h("div", { class: "diff-note" }, diff) : null),
         );
-      });
+      };
       section.append(
         h("div", { class: "scroll-x", tabindex: 0 }, h(
           "table",
           { class: "leaves" },
-          h("caption", {}, `${value.tree.length} leaf${value.tree.length === 1 ? "" : "s"}`),
+          h("caption", {}, `${value.tree.length} ${value.tree.length === 1 ? "leaf" : "leaves"}`),
           h(
             "thead",
             {},
             h("tr", {}, ...["path", "aval", "min", "max", "mean", "NaN / inf", "sha256", "values"].map((t) => h("th", { scope: "col" }, t))),
           ),
-          h("tbody", {}, rows),
+          paged(h("tbody"), value.tree, row, (button) => h("tr", {}, h("td", { colspan: 8 }, button))),
         )),
         h("details", { open: true }, h("summary", {}, "repr"), h("pre", { class: "repr", tabindex: 0 }, value.repr)),
       );

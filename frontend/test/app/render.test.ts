@@ -1,6 +1,6 @@
 // Rendering off the critical path: the pane on show at once, the others when shown or idle.
 import { describe, expect, it } from "vitest";
-import { AfterPaint, PaneScheduler, Throttled, type ScheduledPane } from "../../src/app/render";
+import { AfterPaint, OWN_TASK_CHARS, PaneScheduler, Throttled, type ScheduledPane } from "../../src/app/render";
 import type { TabId } from "../../src/app/tabtable";
 import { parseEvent, type RunEvent } from "../../src/protocol";
 import { FakePane, JAXPR } from "./fakes";
@@ -24,14 +24,36 @@ function setup() {
   let active: TabId = "jaxpr";
   const idle: (() => void)[] = [];
   const rendered: TabId[] = [];
-  const s = new PaneScheduler(panes, () => active, (w) => idle.push(w), (e) => rendered.push(e.tab));
+  const tasks: (() => void)[] = [];
+  const s = new PaneScheduler(panes, () => active, (w) => idle.push(w), (e) => rendered.push(e.tab), (w) => tasks.push(w));
   const feed = (event: RunEvent) => {
     for (const e of s.consumers(event.type)) s.show(e, event, "main");
   };
-  return { s, jaxpr, hlo, graph, idle, rendered, feed, setActive: (t: TabId) => (active = t) };
+  return { s, jaxpr, hlo, graph, idle, tasks, rendered, feed, setActive: (t: TabId) => (active = t) };
 }
 
 describe("PaneScheduler", () => {
+  it("draws a big text on show in a task after the one it came in, and what follows for that pane after it, in order", () => {
+    const { s, hlo, jaxpr, tasks, feed, setActive } = setup();
+    setActive("hlo");
+    s.reset(["main"], {});
+    const big = ev({ type: "hlo", text: "x".repeat(OWN_TASK_CHARS + 1) });
+    feed(big);
+    expect(hlo.log).toEqual(["reset main"]); // not in the message's task
+    feed(HLO);
+    s.end();
+    expect(tasks).toHaveLength(1); // one task drains the pane's queue
+    feed(ev(JAXPR)); // another pane, not on show: held as before
+    expect(jaxpr.log).toEqual([]);
+    expect(s.holds(jaxpr)).toBe(true);
+    tasks.shift()!();
+    expect(hlo.log).toEqual(["reset main", "show hlo main", "show hlo main", "end"]);
+    expect(s.holds(hlo)).toBe(false);
+    feed(HLO); // a small one on show: at once, as before
+    expect(hlo.log.at(-1)).toBe("show hlo main");
+    expect(tasks).toHaveLength(0);
+  });
+
   it("renders the pane on show at once and holds the others back", () => {
     const { s, jaxpr, hlo, graph, feed } = setup();
     s.reset(["main"], {});
