@@ -146,7 +146,11 @@ def predicate(schema: dict[str, Any], x: str, depth: int = 0) -> str | None:
         return " && ".join([f"Number.isFinite({x})", *bounds])
     if kind == "integer":
         safe = schema.get("minimum", 0) >= -SAFE_INT and schema.get("maximum", 0) <= SAFE_INT
-        return " && ".join([f"Number.isSafeInteger({x})", *bounds]) if safe else f"Number.isFinite({x})"
+        return (
+            " && ".join([f"Number.isSafeInteger({x})", *bounds])
+            if safe
+            else f"Number.isFinite({x})"
+        )
     if kind == "string":
         size = [f"{x}.length <= {schema['maxLength']}"] if "maxLength" in schema else []
         return " && ".join([f'typeof {x} === "string"', *size])
