@@ -85,7 +85,7 @@ def _checks(schema: dict[str, Any], kind: str) -> list[str]:
 
 def _what(schema: dict[str, Any]) -> str:
     """What an array ``checked`` refuses should have been, for its error."""
-    return f"an array of at most {schema['maxItems']} items as the event's schema says"
+    return f"an array of at most {schema['maxItems']} items, each as the event's schema says"
 
 
 def _with(expr: str, checks: list[str]) -> str:

@@ -57,6 +57,27 @@ def test_the_page_request_types_are_the_snippet_and_run_bodies_with_named_enums(
     assert "  name: TransformName," in text
 
 
+def test_only_big_arrays_of_scalars_and_source_maps_get_the_one_loop_checks() -> None:
+    """The page's one-loop checks (frontend/src/fast-checks.ts) stand in for zod only
+    where they check the same thing: what they cannot (an object to strip, a pattern)
+    stays zod's; the vitest suite checks what they accept and refuse in the page."""
+    gen = _generator()
+    number = {"type": "number"}
+    assert gen.predicate({"type": "string", "pattern": "^a$"}, "x") is None
+    assert gen.predicate({"type": "object", "properties": {}}, "x") is None
+    assert gen.predicate(number, "x") == "Number.isFinite(x)"
+    assert gen.predicate({"type": "integer", "minimum": 1, "maximum": 9}, "x") == (
+        "Number.isSafeInteger(x) && x >= 1 && x <= 9"
+    )
+    big = {"type": "array", "items": number, "maxItems": 256}
+    assert gen.zod(big).startswith("checked(z.array(z.number()).check(z.maxLength(256)), (x0) =>")
+    assert gen.zod({**big, "maxItems": 255}) == "z.array(z.number()).check(z.maxLength(255))"
+    text = (ROOT / "frontend" / "src" / "generated" / "events.ts").read_text()
+    source_maps = [line for line in text.splitlines() if line.strip().startswith("sources:")]
+    assert source_maps and all("intRows<z.infer<typeof SourceLine>>" in s for s in source_maps)
+    assert "z.array(SourceLine)" not in text
+
+
 def test_an_enum_no_request_field_uses_stops_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
     gen = _generator()
     monkeypatch.setitem(gen.REQUEST_ENUMS, "Backend", Literal["cpu", "gpu"])

@@ -33,7 +33,7 @@ export const Kernel = z.object({
   llvm_ir: z.optional(z.nullable(z.string().check(z.maxLength(2097152)))),
   llvm_ir_before: z.optional(z.nullable(z.string().check(z.maxLength(2097152)))),
   asm: z.string().check(z.maxLength(2097152)),
-  lines: z.optional(checked(z.array(z.int().check(z.gte(1), z.lte(10000000))).check(z.maxLength(256)), (x0) => Array.isArray(x0) && x0.length <= 256 && x0.every((x1) => Number.isSafeInteger(x1) && x1 >= 1 && x1 <= 10000000), "an array of at most 256 items as the event's schema says")),
+  lines: z.optional(checked(z.array(z.int().check(z.gte(1), z.lte(10000000))).check(z.maxLength(256)), (x0) => Array.isArray(x0) && x0.length <= 256 && x0.every((x1) => Number.isSafeInteger(x1) && x1 >= 1 && x1 <= 10000000), "an array of at most 256 items, each as the event's schema says")),
 });
 
 export const AsmEvent = z.object({
@@ -94,7 +94,7 @@ export const AutodiffEvent = z.object({
   type: z.literal("autodiff"),
   transform: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
   function: z.string().check(z.maxLength(1024)),
-  wrt: z.optional(checked(z.array(z.string().check(z.maxLength(1024))).check(z.maxLength(1024)), (x0) => Array.isArray(x0) && x0.length <= 1024 && x0.every((x1) => typeof x1 === "string" && x1.length <= 1024), "an array of at most 1024 items as the event's schema says")),
+  wrt: z.optional(checked(z.array(z.string().check(z.maxLength(1024))).check(z.maxLength(1024)), (x0) => Array.isArray(x0) && x0.length <= 1024 && x0.every((x1) => typeof x1 === "string" && x1.length <= 1024), "an array of at most 1024 items, each as the event's schema says")),
   stages: z.array(AutodiffStage).check(z.maxLength(8)),
   paths: z.array(AutodiffPath).check(z.maxLength(2)),
   policies: z.optional(z.array(PolicyRow).check(z.maxLength(16))),
@@ -151,7 +151,7 @@ export const Collective = z.object({
   kind: z.enum(["all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute"]),
   bytes: z.int().check(z.gte(0), z.lte(9007199254740991)),
   shape: z.string().check(z.maxLength(256)),
-  replica_groups: z.optional(z.nullable(checked(z.array(z.array(z.int()).check(z.maxLength(65536))).check(z.maxLength(65536)), (x0) => Array.isArray(x0) && x0.length <= 65536 && x0.every((x1) => Array.isArray(x1) && x1.length <= 65536 && x1.every((x2) => Number.isSafeInteger(x2))), "an array of at most 65536 items as the event's schema says"))),
+  replica_groups: z.optional(z.nullable(checked(z.array(z.array(z.int()).check(z.maxLength(65536))).check(z.maxLength(65536)), (x0) => Array.isArray(x0) && x0.length <= 65536 && x0.every((x1) => Array.isArray(x1) && x1.length <= 65536 && x1.every((x2) => Number.isSafeInteger(x2))), "an array of at most 65536 items, each as the event's schema says"))),
   groups_text: z.string().check(z.maxLength(256)),
   line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
   hlo_line: z.int().check(z.gte(1), z.lte(10000000)),
@@ -201,8 +201,8 @@ export const ErrorEvent = z.object({
 /** One call of the deserialized artifact in a fresh process of the same jail. */
 export const ExportCall = z.object({
   source: z.enum(["arguments", "fitted"]),
-  inputs: checked(z.array(z.string().check(z.maxLength(256))).check(z.maxLength(256)), (x0) => Array.isArray(x0) && x0.length <= 256 && x0.every((x1) => typeof x1 === "string" && x1.length <= 256), "an array of at most 256 items as the event's schema says"),
-  outputs: checked(z.array(z.string().check(z.maxLength(256))).check(z.maxLength(256)), (x0) => Array.isArray(x0) && x0.length <= 256 && x0.every((x1) => typeof x1 === "string" && x1.length <= 256), "an array of at most 256 items as the event's schema says"),
+  inputs: checked(z.array(z.string().check(z.maxLength(256))).check(z.maxLength(256)), (x0) => Array.isArray(x0) && x0.length <= 256 && x0.every((x1) => typeof x1 === "string" && x1.length <= 256), "an array of at most 256 items, each as the event's schema says"),
+  outputs: checked(z.array(z.string().check(z.maxLength(256))).check(z.maxLength(256)), (x0) => Array.isArray(x0) && x0.length <= 256 && x0.every((x1) => typeof x1 === "string" && x1.length <= 256), "an array of at most 256 items, each as the event's schema says"),
   equal: z.optional(z.nullable(z.boolean())),
   max_abs_diff: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
   error: z.optional(z.nullable(z.string().check(z.maxLength(16384)))),
@@ -213,9 +213,9 @@ export const ExportEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
   type: z.literal("export"),
   function: z.string().check(z.maxLength(256)),
-  shapes: checked(z.array(z.nullable(z.string().check(z.maxLength(256)))).check(z.maxLength(256)), (x0) => Array.isArray(x0) && x0.length <= 256 && x0.every((x1) => (typeof x1 === "string" && x1.length <= 256 || x1 === null)), "an array of at most 256 items as the event's schema says"),
-  in_avals: checked(z.array(z.string().check(z.maxLength(256))).check(z.maxLength(4096)), (x0) => Array.isArray(x0) && x0.length <= 4096 && x0.every((x1) => typeof x1 === "string" && x1.length <= 256), "an array of at most 4096 items as the event's schema says"),
-  out_avals: checked(z.array(z.string().check(z.maxLength(256))).check(z.maxLength(4096)), (x0) => Array.isArray(x0) && x0.length <= 4096 && x0.every((x1) => typeof x1 === "string" && x1.length <= 256), "an array of at most 4096 items as the event's schema says"),
+  shapes: checked(z.array(z.nullable(z.string().check(z.maxLength(256)))).check(z.maxLength(256)), (x0) => Array.isArray(x0) && x0.length <= 256 && x0.every((x1) => (typeof x1 === "string" && x1.length <= 256 || x1 === null)), "an array of at most 256 items, each as the event's schema says"),
+  in_avals: checked(z.array(z.string().check(z.maxLength(256))).check(z.maxLength(4096)), (x0) => Array.isArray(x0) && x0.length <= 4096 && x0.every((x1) => typeof x1 === "string" && x1.length <= 256), "an array of at most 4096 items, each as the event's schema says"),
+  out_avals: checked(z.array(z.string().check(z.maxLength(256))).check(z.maxLength(4096)), (x0) => Array.isArray(x0) && x0.length <= 4096 && x0.every((x1) => typeof x1 === "string" && x1.length <= 256), "an array of at most 4096 items, each as the event's schema says"),
   platforms: z.array(z.string().check(z.maxLength(256))).check(z.maxLength(8)),
   calling_convention_version: z.int().check(z.gte(0), z.lte(9007199254740991)),
   stablehlo: z.string().check(z.maxLength(2097152)),
@@ -232,7 +232,7 @@ export const GridOperand = z.object({
   shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
   dtype: z.string().check(z.maxLength(256)),
   block_shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
-  starts: z.optional(checked(z.array(z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64))).check(z.maxLength(1024)), (x0) => Array.isArray(x0) && x0.length <= 1024 && x0.every((x1) => Array.isArray(x1) && x1.length <= 64 && x1.every((x2) => Number.isSafeInteger(x2) && x2 >= 0 && x2 <= 9007199254740991)), "an array of at most 1024 items as the event's schema says")),
+  starts: z.optional(checked(z.array(z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64))).check(z.maxLength(1024)), (x0) => Array.isArray(x0) && x0.length <= 1024 && x0.every((x1) => Array.isArray(x1) && x1.length <= 64 && x1.every((x2) => Number.isSafeInteger(x2) && x2 >= 0 && x2 <= 9007199254740991)), "an array of at most 1024 items, each as the event's schema says")),
 });
 
 export const HloEvent = z.object({
@@ -295,14 +295,14 @@ export const Leaf = z.object({
   dtype: z.string().check(z.maxLength(256)),
   sha256: z.optional(z.nullable(z.string().check(z.regex(new RegExp("^[0-9a-f]{64}$"))))),
   summary: z.optional(z.nullable(Summary)),
-  data: z.optional(z.nullable(checked(z.array(z.union([z.boolean(), z.number(), z.number(), z.enum(["nan", "inf", "-inf"]), z.array(z.union([z.number(), z.enum(["nan", "inf", "-inf"])])).check(z.minLength(2), z.maxLength(2)), z.string().check(z.maxLength(256))])).check(z.maxLength(256)), (x0) => Array.isArray(x0) && x0.length <= 256 && x0.every((x1) => (typeof x1 === "boolean" || Number.isFinite(x1) || Number.isFinite(x1) || (x1 === "nan" || x1 === "inf" || x1 === "-inf") || Array.isArray(x1) && x1.length >= 2 && x1.length <= 2 && x1.every((x2) => (Number.isFinite(x2) || (x2 === "nan" || x2 === "inf" || x2 === "-inf"))) || typeof x1 === "string" && x1.length <= 256)), "an array of at most 256 items as the event's schema says"))),
+  data: z.optional(z.nullable(checked(z.array(z.union([z.boolean(), z.number(), z.number(), z.enum(["nan", "inf", "-inf"]), z.array(z.union([z.number(), z.enum(["nan", "inf", "-inf"])])).check(z.minLength(2), z.maxLength(2)), z.string().check(z.maxLength(256))])).check(z.maxLength(256)), (x0) => Array.isArray(x0) && x0.length <= 256 && x0.every((x1) => (typeof x1 === "boolean" || Number.isFinite(x1) || Number.isFinite(x1) || (x1 === "nan" || x1 === "inf" || x1 === "-inf") || Array.isArray(x1) && x1.length >= 2 && x1.length <= 2 && x1.every((x2) => (Number.isFinite(x2) || (x2 === "nan" || x2 === "inf" || x2 === "-inf"))) || typeof x1 === "string" && x1.length <= 256)), "an array of at most 256 items, each as the event's schema says"))),
 });
 
 /** The bytes live at each point of the timeline that one code line made (or, for values without one, their kind; or the smaller bands together, ``line`` None). */
 export const MemoryBand = z.object({
   line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
   label: z.string().check(z.maxLength(256)),
-  points: checked(z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(512)), (x0) => Array.isArray(x0) && x0.length <= 512 && x0.every((x1) => Number.isSafeInteger(x1) && x1 >= 0 && x1 <= 9007199254740991), "an array of at most 512 items as the event's schema says"),
+  points: checked(z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(512)), (x0) => Array.isArray(x0) && x0.length <= 512 && x0.every((x1) => Number.isSafeInteger(x1) && x1 >= 0 && x1 <= 9007199254740991), "an array of at most 512 items, each as the event's schema says"),
 });
 
 /** An HLO value live at the peak of the schedule. */
@@ -317,7 +317,7 @@ export const PeakValue = z.object({
 export const MemoryTimeline = z.object({
   steps: z.int().check(z.gte(0), z.lte(9007199254740991)),
   stride: z.int().check(z.gte(0), z.lte(9007199254740991)),
-  points: checked(z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(512)), (x0) => Array.isArray(x0) && x0.length <= 512 && x0.every((x1) => Number.isSafeInteger(x1) && x1 >= 0 && x1 <= 9007199254740991), "an array of at most 512 items as the event's schema says"),
+  points: checked(z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(512)), (x0) => Array.isArray(x0) && x0.length <= 512 && x0.every((x1) => Number.isSafeInteger(x1) && x1 >= 0 && x1 <= 9007199254740991), "an array of at most 512 items, each as the event's schema says"),
   bands: z.array(MemoryBand).check(z.maxLength(12)),
   peak_step: z.int().check(z.gte(0), z.lte(9007199254740991)),
   peak_bytes: z.int().check(z.gte(0), z.lte(9007199254740991)),
@@ -496,7 +496,7 @@ export const ShapesEvent = z.object({
 export const ShardBlock = z.object({
   start: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
   stop: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
-  devices: checked(z.array(z.int().check(z.gte(0), z.lte(2147483648))).check(z.maxLength(65536)), (x0) => Array.isArray(x0) && x0.length <= 65536 && x0.every((x1) => Number.isSafeInteger(x1) && x1 >= 0 && x1 <= 2147483648), "an array of at most 65536 items as the event's schema says"),
+  devices: checked(z.array(z.int().check(z.gte(0), z.lte(2147483648))).check(z.maxLength(65536)), (x0) => Array.isArray(x0) && x0.length <= 65536 && x0.every((x1) => Number.isSafeInteger(x1) && x1 >= 0 && x1 <= 2147483648), "an array of at most 65536 items, each as the event's schema says"),
 });
 
 export const ShardedArray = z.object({
