@@ -80,10 +80,12 @@ def plain_cell(
 
 def main() -> None:
     rounds: list[list[tuple[str, dict[str, Any]]]] = json.load(sys.stdin)
+    pause_s = float(sys.argv[sys.argv.index("--pause") + 1]) if "--pause" in sys.argv else 0.0
     first: dict[str, float] = {}
     later: dict[str, list[float]] = {}
     for i, runs in enumerate(rounds):
         for case, body in runs:
+            time.sleep(pause_s)
             started = time.perf_counter()
             plain_cell(body)
             took = (time.perf_counter() - started) * 1000
@@ -95,13 +97,14 @@ def main() -> None:
 
 
 def measure(
-    rounds: list[list[tuple[str, dict[str, Any]]]], one_cpu: bool = False
+    rounds: list[list[tuple[str, dict[str, Any]]]], one_cpu: bool = False, pause_s: float = 0.0
 ) -> dict[str, Any]:
     """Run ``rounds`` in a child process of plain JAX; its timings (see the module).
-    ``one_cpu``: the child on one CPU (as a jail is, by default), not the machine's."""
+    ``one_cpu``: the child on one CPU (as a jail is, by default), not the machine's;
+    ``pause_s``: idle this long before each run (a person reading the last result)."""
     cpus = sorted(os.sched_getaffinity(0))
     out = subprocess.run(
-        [sys.executable, __file__],
+        [sys.executable, __file__, "--pause", str(pause_s)],
         input=json.dumps(rounds),
         capture_output=True,
         text=True,
