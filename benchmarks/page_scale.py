@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -196,6 +197,12 @@ def main() -> None:
         help="each run's timeout_s (the server's maximum raised to it); 0: the page's default",
     )
     parser.add_argument("--json", type=Path, default=None, help="the rows written here too")
+    parser.add_argument(
+        "--browser-cpu",
+        action="store_true",
+        help="the browser on a CPU of its own, the server and its jails on the others (as "
+        "on a user's machine, where the browser shares no core with the run)",
+    )
     args = parser.parse_args()
     names = [n.strip() for n in args.programs.split(",") if n.strip()]
     unknown = [n for n in names if n not in PROGRAMS]
@@ -206,6 +213,11 @@ def main() -> None:
 
     rows: list[dict[str, Any]] = []
     load_before = load_average()
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.browser_cpu:
+        if len(cpus) < 2:
+            parser.error("--browser-cpu needs two CPUs or more")
+        os.sched_setaffinity(0, cpus[:-1])  # the server (and its jails) inherit these
     with tempfile.TemporaryDirectory() as tmp:
         server = LiveServer(
             Path(tmp) / "jaxplay.sqlite3",
@@ -218,6 +230,8 @@ def main() -> None:
                 "JAXPLAY_MAX_TIMEOUT_S": str(max(args.run_timeout, 60.0)),
             },
         ).start(timeout_s=120)
+        if args.browser_cpu:
+            os.sched_setaffinity(0, cpus[-1:])  # Chromium inherits this one
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -246,7 +260,12 @@ def main() -> None:
 
     print(
         f"page scale: dist {args.dist}; runs' timeout_s {args.run_timeout or 'the page default'}; "
-        f"ms unless said; load average {load_before} before, "
+        + (
+            f"the browser on CPU {cpus[-1]}, the server and its jails on {cpus[:-1]}; "
+            if args.browser_cpu
+            else "the browser, the server and its jails on the same CPUs; "
+        )
+        + f"ms unless said; load average {load_before} before, "
         f"{load_average()} after (1, 5, 15 min)"
     )
     print(
