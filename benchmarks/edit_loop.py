@@ -18,7 +18,8 @@ time (a changed constant). Four ways, side by side:
   jail: what jaxplay costs over its engine;
 - jaxplay: ``POST /api/v1/runs`` (NDJSON) against a real ``jaxplay serve`` with the
   jailed warm pool (``--pool zygote``), one client (token) per case, ``--pause``
-  seconds between its runs (every floor idles as long before each of its runs); its first run is a new client's first run;
+  seconds between its runs (every floor idles as long before each of its runs); its
+  first run is a new client's first run;
 - fresh: a new ``python -m sandbox.engine`` per run (``SubprocessPool``, no jail).
 
 Outputs: jaxpr, stablehlo, hlo, value, cost. Prints medians per case, the ratios
