@@ -42,6 +42,7 @@ from sandbox.protocol.lines import _ABSENT_UNLESS_SET  # noqa: E402
 from sandbox.protocol.requests import RunRequest  # noqa: E402
 from tests.golden import (  # noqa: E402
     case_names,
+    close_reference_servers,
     load_case,
     load_golden,
     request_of,
@@ -124,6 +125,7 @@ class Runs:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        close_reference_servers()
 
 
 @pytest.fixture(scope="session")
@@ -197,6 +199,25 @@ def _def_line(name: str) -> int | None:
 def test_there_are_enough_cases() -> None:
     assert len(CASES) >= 32
     assert len(TIMING_CASES) >= 2
+
+
+def test_a_reference_that_fails_says_why_and_the_next_case_still_runs(tmp_path: Path) -> None:
+    """The reference server (tests/golden/__init__.py) passes a case's own failure on,
+    with its traceback, and its next case runs in a process of its own as before."""
+    from tests.golden import ReferenceServer
+
+    server = ReferenceServer()
+    try:
+        broken = tmp_path / "broken.json"
+        broken.write_text('{"description": "a case without its request"}')
+        failed = server.ask(broken, timeout=120)
+        assert failed["exit"] == 1 and failed["stdout"] == "", failed
+        assert "KeyError: 'request'" in failed["stderr"], failed
+        answer = server.ask(ROOT / "tests/golden/cases/grad_jit.json", timeout=120)
+        assert answer["exit"] == 0, answer["stderr"]
+        assert json.loads(answer["stdout"])["pipelines"]["main"]["jaxpr"]
+    finally:
+        server.close()
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -7,7 +7,9 @@
   what the case uses; older installed versions must end it with a hinted error).
 - ``reference.py``: computes, with JAX directly and independently of
   ``sandbox.engine``, the jaxpr / StableHLO / HLO texts, the value leaves and the
-  sharding (specs, device blocks, collective kinds) of each pipeline, or the first error. Always run in a fresh process, one per case.
+  sharding (specs, device blocks, collective kinds) of each pipeline, or the first
+  error. Always run in a process of its own, one per case (``run_reference``: forked
+  from one that imported JAX and did nothing else).
 - ``data/<name>.json``: the golden files, the reference's output with the jax
   version that made it; refreshed only explicitly, with
   ``python -m tests.golden.regenerate`` (``make golden``), then reviewed as a diff.
@@ -24,10 +26,16 @@ keys), and errors with the innermost line of ``snippet.py`` in the traceback.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -40,7 +48,9 @@ __all__ = [
     "DATA_DIR",
     "REFERENCE",
     "ROOT",
+    "ReferenceServer",
     "case_names",
+    "close_reference_servers",
     "from_golden",
     "jaxplay_command",
     "load_case",
@@ -83,21 +93,80 @@ def _lean_env() -> dict[str, str]:
     return env
 
 
-def run_reference(name: str, timeout: float = 180) -> dict[str, Any]:
-    """The reference's output for one case, from a fresh process."""
-    proc = subprocess.run(
-        [sys.executable, str(REFERENCE), str(CASES_DIR / f"{name}.json")],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=_lean_env(),
-        cwd=ROOT,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"reference failed on {name} (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+class ReferenceServer:
+    """``reference.py --serve`` for one thread: a case at a time, each in a process
+    forked for it from one that imported JAX and nothing more."""
+
+    def __init__(self) -> None:
+        # the server's own stderr (its children write theirs to files of their own):
+        # read if it ends, closed with it
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, str(REFERENCE), "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=_lean_env(),
+            cwd=ROOT,
+            start_new_session=True,  # a timeout kills the case's process with it
         )
-    result: dict[str, Any] = json.loads(proc.stdout)
+
+    def ask(self, path: Path, timeout: float) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{path}\n".encode())
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else b""
+        if not line:
+            died = self.close()
+            raise RuntimeError(
+                f"the reference server gave no answer for {path.name} "
+                + (f"within {timeout} s" if not ready else f"(it ended):\n{died}")
+            )
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def close(self) -> str:
+        """End the server and the case it runs, if any; what it wrote to stderr."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        if self._stderr.closed:
+            return ""
+        self._stderr.seek(0)
+        said = self._stderr.read().decode(errors="replace")[-4000:]
+        self._stderr.close()
+        return said
+
+
+_servers = threading.local()
+_all_servers: list[ReferenceServer] = []
+_servers_lock = threading.Lock()
+
+
+@atexit.register
+def close_reference_servers() -> None:
+    """End every thread's reference server (each idles with JAX imported)."""
+    with _servers_lock:
+        for server in _all_servers:
+            server.close()
+        _all_servers.clear()
+
+
+def run_reference(name: str, timeout: float = 180) -> dict[str, Any]:
+    """The reference's output for one case, from a process of its own (forked by this
+    thread's reference server; a server that timed out is replaced)."""
+    server: ReferenceServer | None = getattr(_servers, "server", None)
+    if server is None or server.proc.poll() is not None:
+        server = _servers.server = ReferenceServer()
+        with _servers_lock:
+            _all_servers.append(server)
+    answer = server.ask(CASES_DIR / f"{name}.json", timeout)
+    if answer["exit"] != 0:
+        raise RuntimeError(
+            f"reference failed on {name} (exit {answer['exit']}):\n{answer['stderr'][-4000:]}"
+        )
+    result: dict[str, Any] = json.loads(answer["stdout"])
     return result
 
 

@@ -1,6 +1,6 @@
 """Refresh the golden files from JAX itself: ``python -m tests.golden.regenerate [CASE ...]``.
 
-Runs ``reference.py`` on each case (all of them by default) in a fresh process and
+Runs ``reference.py`` on each case (all of them by default) in a process of its own and
 writes ``data/<case>.json``. Review the diff before committing: a change in a text
 means JAX (or the case) changed, not that the engine is right.
 """
@@ -11,7 +11,14 @@ import argparse
 import json
 import sys
 
-from tests.golden import DATA_DIR, case_names, parallel, run_reference, to_golden
+from tests.golden import (
+    DATA_DIR,
+    case_names,
+    close_reference_servers,
+    parallel,
+    run_reference,
+    to_golden,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     DATA_DIR.mkdir(exist_ok=True)
     results = parallel(run_reference, names, workers=options.workers)
+    close_reference_servers()
     failed = 0
     for name in names:
         result = results[name]
