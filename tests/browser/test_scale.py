@@ -131,12 +131,15 @@ def test_a_graph_over_the_old_limit_is_laid_out_by_the_worker_and_drawn_on_a_can
 
 
 #: a model-like value of 2 x 250 leaves: 250 layers' parameters, as a deep model's
-#: gradient reads (the tree view: two keys deep)
+#: gradient reads (the tree view: two keys deep). The layers share two arrays: 500
+#: distinct outputs take XLA ~5 s to compile on a jail's one CPU, and past the 20 s
+#: default on a loaded machine; the pane's pages are what is checked here.
 MANY_LEAVES = """import jax.numpy as jnp
 
 
 def f(x):
-    return {f"layer{i:03d}": {"b": x + i, "w": x * i} for i in range(250)}
+    b, w = x + 1, x * 2
+    return {f"layer{i:03d}": {"b": b, "w": w} for i in range(250)}
 """
 
 
