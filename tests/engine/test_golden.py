@@ -3,8 +3,8 @@ imported once, a child forked per run, behind the real supervisor), against JAX.
 
 For each case in ``tests/golden/cases``:
 
-- the reference (``tests/golden/reference.py``, JAX used directly, in a fresh
-  process) agrees with the case's own expectations and with the golden file
+- the reference (``tests/golden/reference.py``, JAX used directly, in a process of
+  its own) agrees with the case's own expectations and with the golden file
   recorded for the installed jax version;
 - the engine's jaxpr / StableHLO / HLO texts are byte for byte the reference's, its
   value leaves have the same path, shape, dtype and sha256, its errors the same
@@ -13,7 +13,8 @@ For each case in ``tests/golden/cases``:
   after the stage that made it, ``done`` last and exactly once);
 - ``sources`` point at real lines of the code, and at the lines that made the ops.
 
-The reference runs are fresh processes and the engine's are forks of the warm engine,
+The reference runs are forks of a process that imported JAX and nothing else (a new
+process's state, without its import) and the engine's are forks of the warm engine,
 all started for the selected cases at the start of the session, two at a time, so the
 checks below mostly just wait. ``jaxplay run``'s own part (its JSON lines, its exit
 codes) is tests/cli's.
