@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import plain_jax  # noqa: E402  (the first floor: plain JAX)
+from benchmarks.stats import percentile  # noqa: E402
 
 OUTPUTS = ["jaxpr", "stablehlo", "hlo", "value", "cost"]
 
@@ -467,8 +468,8 @@ def main() -> None:
         f" (per case {min(engine_ratios):.2f}-{max(engine_ratios):.2f})"
     )
     # the serving's cost per run: each jaxplay run less its engine's median for the cell
-    serving = sorted(ms - statistics.median(notebook[case]) for case in CASES for ms in later[case])
-    p95 = serving[min(len(serving) - 1, round(0.95 * (len(serving) - 1)))]
+    serving = [ms - statistics.median(notebook[case]) for case in CASES for ms in later[case]]
+    p95 = percentile(serving, 0.95)
     print(
         f"jaxplay's run less its engine's in one process (server, pool, jail, relay), per "
         f"run: median {statistics.median(serving):.1f} ms, p95 {p95:.1f} ms "

@@ -50,6 +50,7 @@ import websockets
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.stats import percentile  # noqa: E402
 from tests.support.live_server import LiveServer  # noqa: E402
 
 OUTPUTS = ["jaxpr", "stablehlo", "hlo", "value", "cost"]
@@ -278,10 +279,8 @@ async def sample(pid: int, samples: list[int], tree: TreeCPU, stop: asyncio.Even
 
 
 def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+    """The ``q``th percentile (0 to 100); nan when no request got that far."""
+    return percentile(values, q / 100) if values else float("nan")
 
 
 def pool_figures(url: str) -> dict[str, float]:

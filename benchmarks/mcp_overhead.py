@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.stats import percentile
 from tests.support.live_server import LiveServer
 
 REQUEST = {
@@ -34,11 +35,6 @@ REQUEST = {
     "transforms": [{"name": "grad"}],
     "outputs": ["jaxpr", "hlo", "value"],
 }
-
-
-def pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def measure(url: str, rounds: int) -> tuple[list[float], list[float]]:
@@ -90,7 +86,7 @@ def main() -> int:
             server.stop()
     for name, samples in (("REST POST /api/v1/runs", rest), ("MCP tools/call run", agent)):
         print(
-            f"{name:24} median {statistics.median(samples):7.1f} ms  p95 {pct(samples, 0.95):7.1f} ms"
+            f"{name:24} median {statistics.median(samples):7.1f} ms  p95 {percentile(samples, 0.95):7.1f} ms"
         )
     print(f"MCP minus REST (medians): {statistics.median(agent) - statistics.median(rest):.1f} ms")
     return 0

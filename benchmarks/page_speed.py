@@ -74,6 +74,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.stats import percentile  # noqa: E402
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from tests.support.live_server import LiveServer  # noqa: E402
 
@@ -421,15 +422,10 @@ def load_average() -> str:
         return "?"
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def fmt(values: list[float]) -> str:
     if not values:
         return "-"
-    return f"{statistics.median(values):.1f} / {pct(values, 0.95):.1f}"
+    return f"{statistics.median(values):.1f} / {percentile(values, 0.95):.1f}"
 
 
 class NetTimes:
@@ -770,7 +766,7 @@ def main() -> None:
     if every["jaxpr"] and every["api"]:
         print(
             f"targets (issue 26): key→jaxpr median {statistics.median(every['jaxpr']):.1f} ms (≤ 50), "
-            f"p95 {pct(every['jaxpr'], 0.95):.1f} ms (≤ 100); the page adds "
+            f"p95 {percentile(every['jaxpr'], 0.95):.1f} ms (≤ 100); the page adds "
             f"{statistics.median(every['page']):.1f} ms median (≤ 15); "
             f"key→jaxpr minus the API's jaxpr: {statistics.median(every['jaxpr']) - statistics.median(every['api']):.1f} ms; "
             f"the page's server part (sent→jaxpr event) over the API's jaxpr: "
@@ -783,7 +779,7 @@ def main() -> None:
         if mine:
             print(
                 f"{kind} edits: key→jaxpr median {statistics.median(mine):.1f} ms, "
-                f"p95 {pct(mine, 0.95):.1f} ms ({len(mine)} edits; targets of issue 32 for ir: ≤ 50, ≤ 100)"
+                f"p95 {percentile(mine, 0.95):.1f} ms ({len(mine)} edits; targets of issue 32 for ir: ≤ 50, ≤ 100)"
             )
     if skipped:
         print(f"no ir edits (no float literal of the code in its jaxpr): {', '.join(skipped)}")

@@ -46,6 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import plain_jax
+from benchmarks.stats import percentile
 from sandbox.protocol import RunRequest
 
 OUTPUTS = ["jaxpr", "stablehlo", "hlo", "value", "cost"]  # timing: its budget is noise
@@ -244,11 +245,6 @@ def _jail_memory(pids: set[int]) -> dict[str, int]:
     return found
 
 
-def _p(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=10)
@@ -311,15 +307,15 @@ def main() -> None:
         )
     print(
         f"overhead of the warm pool over plain JAX: median {statistics.median(over_plain):.1f} ms, "
-        f"p95 {_p(over_plain, 0.95):.1f} ms"
+        f"p95 {percentile(over_plain, 0.95):.1f} ms"
     )
     print(
         f"overhead of the warm pool over the floor: median {statistics.median(overheads):.1f} ms, "
-        f"p95 {_p(overheads, 0.95):.1f} ms (targets 10 / 30)"
+        f"p95 {percentile(overheads, 0.95):.1f} ms (targets 10 / 30)"
     )
     print(
         f"of which jail + pool + supervisor (warm pool - forked child without them): median "
-        f"{statistics.median(transport):.1f} ms, p95 {_p(transport, 0.95):.1f} ms"
+        f"{statistics.median(transport):.1f} ms, p95 {percentile(transport, 0.95):.1f} ms"
     )
     print(
         f"first jaxpr event after submit (jaxpr-small): median {statistics.median(pools['first_jaxpr']):.1f} ms; "

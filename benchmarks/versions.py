@@ -24,6 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend.app.settings import Settings
+from benchmarks.stats import percentile
 from sandbox.environments.versions import default_version, installed
 from sandbox.jail.jail import Jailer
 from sandbox.pool.versioned import VersionedPool
@@ -70,8 +71,7 @@ async def main(versions: list[str], repeat: int, pause: float) -> None:
             for _ in range(repeat):
                 await asyncio.sleep(pause)
                 warm.append(await timed_run(pool, version, tenant))
-            warm.sort()
-            p95 = warm[min(len(warm) - 1, round(0.95 * (len(warm) - 1)))]
+            p95 = percentile(warm, 0.95)
             rows.append((version, have[version], first, statistics.median(warm), p95))
     finally:
         await pool.close()
