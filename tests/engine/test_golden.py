@@ -42,6 +42,8 @@ from sandbox.protocol.events import ERROR_STAGES, EVENT_FIELDS, STAGES  # noqa: 
 from sandbox.protocol.lines import _ABSENT_UNLESS_SET  # noqa: E402
 from sandbox.protocol.requests import RunRequest  # noqa: E402
 from tests.golden import (  # noqa: E402
+    CASES_DIR,
+    ReferenceServer,
     case_names,
     close_reference_servers,
     load_case,
@@ -205,8 +207,6 @@ def test_there_are_enough_cases() -> None:
 def test_a_reference_that_fails_says_why_and_the_next_case_still_runs(tmp_path: Path) -> None:
     """The reference server (tests/golden/__init__.py) passes a case's own failure on,
     with its traceback, and its next case runs in a process of its own as before."""
-    from tests.golden import ReferenceServer
-
     server = ReferenceServer()
     try:
         broken = tmp_path / "broken.json"
@@ -214,7 +214,7 @@ def test_a_reference_that_fails_says_why_and_the_next_case_still_runs(tmp_path: 
         failed = server.ask(broken, timeout=120)
         assert failed["exit"] == 1 and failed["stdout"] == "", failed
         assert "KeyError: 'request'" in failed["stderr"], failed
-        answer = server.ask(ROOT / "tests/golden/cases/grad_jit.json", timeout=120)
+        answer = server.ask(CASES_DIR / "grad_jit.json", timeout=120)
         assert answer["exit"] == 0, answer["stderr"]
         assert json.loads(answer["stdout"])["pipelines"]["main"]["jaxpr"]
     finally:
