@@ -50,7 +50,10 @@ from sandbox.zygote.pipes import pipe_reader
 
 log = logging.getLogger(__name__)
 
-_BOOT = "import sys; from sandbox.zygote.main import main; main(sys.argv)"
+#: The collector is off while the zygote imports JAX and the libraries (every object
+#: they make lives as long as the zygote: collections of them are wasted work);
+#: main() collects once, freezes the heap and turns it back on before any fork.
+_BOOT = "import gc, sys; gc.disable(); from sandbox.zygote.main import main; main(sys.argv)"
 #: Bytes of a zygote's log (and of bubblewrap's stderr) that are logged; the rest is
 #: read and dropped. Read in chunks of _LOG_CHUNK: no line length can stop the reader.
 _LOG_BYTES = 64 * 1024

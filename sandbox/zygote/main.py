@@ -145,6 +145,7 @@ def main(argv: list[str]) -> None:
     cache_on = enable_compile_cache()  # the tenant's own, in its jail: before any child compiles
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them on first GC
+    gc.enable()  # off while it imported (handle.py's boot line): on for every child
     ms = (time.monotonic() - started) * 1000
     rss = rss_kib(os.getpid())
     threads = len(os.listdir("/proc/self/task"))  # must be 1: we fork

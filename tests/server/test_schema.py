@@ -28,8 +28,10 @@ from .fakes import FakePool
 
 pytestmark = pytest.mark.slow
 
+# removed when the interpreter exits (collection alone builds the app, in every process)
+_database_dir = tempfile.TemporaryDirectory(prefix="jaxplay-schema-")
 _app = create_app(
-    make_settings(Path(tempfile.mkdtemp(prefix="jaxplay-schema-")), max_queue=2),
+    make_settings(Path(_database_dir.name), max_queue=2),
     pool=FakePool(max_concurrent=2),
     pool_name="fake",
 )
