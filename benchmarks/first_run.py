@@ -37,44 +37,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.edit_loop import CASES, request  # noqa: E402
+from benchmarks.menu import menu_requests  # noqa: E402
 
 STAGES = ["exec", "args", "trace", "lower", "compile", "execute"]
-EXAMPLES = ROOT / "examples"
 
 
 def example_cases() -> dict[str, dict[str, Any]]:
-    """The page's examples (examples/menu.json) that run on one CPU device: no mesh,
-    no pmap. Their steps as the request's transforms, the outputs edit_loop asks for."""
-    menu = json.loads((EXAMPLES / "menu.json").read_text())
-    cases = {}
-    for entry in menu["examples"]:
-        steps = entry.get("steps", [])
-        if entry.get("sharding") or any(step["name"] == "pmap" for step in steps):
-            continue
-        cases[f"example {entry['id']}"] = {
-            "code": (EXAMPLES / entry["file"]).read_text(),
-            "args": entry["args"],
-            "transforms": [
-                {"name": s["name"], **{k: _option(v) for k, v in s.get("options", {}).items()}}
-                for s in steps
-            ],
+    """The page's examples (benchmarks/menu.py) that run on one CPU device: no mesh,
+    no pmap. Their code, args and steps; body_of asks edit_loop's outputs."""
+    return {
+        f"example {name}": {
+            k: request[k] for k in ("code", "args", "transforms", "entry") if k in request
         }
-    return cases
-
-
-def _option(typed: Any) -> Any:
-    """An option as the page's step editor sends it (frontend/src/transforms.ts): what
-    was typed, read as a Python literal where it is one ("(None, 0, 0)", "1"), else
-    the name as typed (a checkpoint policy)."""
-    import ast
-
-    if not isinstance(typed, str):
-        return typed
-    try:
-        value = ast.literal_eval(typed)
-    except (ValueError, SyntaxError):
-        return typed
-    return json.loads(json.dumps(value))  # tuples as lists
+        for name, request in menu_requests().items()
+        if not request.get("devices") and all(t["name"] != "pmap" for t in request["transforms"])
+    }
 
 
 def body_of(case: str, edit: int) -> dict[str, Any]:
@@ -87,6 +64,7 @@ def body_of(case: str, edit: int) -> dict[str, Any]:
         "code": spec["code"] + f"# edit {edit}\n",
         "args": spec["args"],
         "transforms": spec["transforms"],
+        **({"entry": spec["entry"]} if "entry" in spec else {}),
         "outputs": ["jaxpr", "stablehlo", "hlo", "value", "cost"],
     }
 

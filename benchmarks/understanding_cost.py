@@ -36,6 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.menu import menu_requests  # noqa: E402
 from sandbox.protocol.checks import CHECK_NAMES  # noqa: E402
 from tests.golden import case_names, load_case, request_of  # noqa: E402
 from tests.support.warm_engine import WarmEngine  # noqa: E402
@@ -56,45 +57,16 @@ VARIANTS = (
 CHECKS_ASKED: list[str] = list(CHECK_NAMES)
 
 
-def _option(typed: Any) -> Any:
-    """A step option as the page's step editor sends it: a Python literal where the
-    typed text is one, else the text (benchmarks/first_run.py does the same)."""
-    import ast
-
-    if not isinstance(typed, str):
-        return typed
-    try:
-        return json.loads(json.dumps(ast.literal_eval(typed)))
-    except (ValueError, SyntaxError):
-        return typed
-
-
-def _steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        {"name": s["name"], **{k: _option(v) for k, v in s.get("options", {}).items()}}
-        for s in steps
-    ]
-
-
 def example_cases() -> dict[str, dict[str, Any]]:
-    examples = ROOT / "examples"
-    menu = json.loads((examples / "menu.json").read_text())
+    """The page's examples (benchmarks/menu.py) with the default outputs less timing,
+    each with the fields its menu entry sets (a mesh's entries are left out)."""
     cases = {}
-    for entry in menu["examples"]:
-        request: dict[str, Any] = {
-            "code": (examples / entry["file"]).read_text(),
-            "args": entry["args"],
-            "transforms": _steps(entry.get("steps", [])),
+    for name, request in menu_requests().items():
+        cases[f"example:{name}"] = {
+            **{k: v for k, v in request.items() if k != "outputs"},
             "outputs": list(DEFAULT_OUTPUTS),
             "timeout_s": 120,
         }
-        if entry.get("compare"):
-            request["compare"] = [_steps(entry["compare"])]
-        if entry.get("pallasInterpret"):
-            request["pallas_interpret"] = entry["pallasInterpret"]
-        if entry.get("sharding"):
-            continue  # the mesh builder's fields: the page's own request, not rebuilt here
-        cases[f"example:{entry['id']}"] = request
     return cases
 
 

@@ -8,11 +8,13 @@ import gzip
 import json
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sandbox.engine.outputs.profile import pass_times
+from sandbox.engine.outputs import profile
+from sandbox.engine.outputs.profile import pass_times, profile_event
 from sandbox.environments import tpu_extra
 from sandbox.protocol.limits import MAX_TRACE_GZ_BYTES
 
@@ -174,3 +176,48 @@ def test_every_gpu_target_has_published_peaks() -> None:
     for kind in kinds:
         peaks = roofline.published_peaks(kind)
         assert peaks is not None and "nvidia.com" in peaks["source"], kind
+
+
+#: a real TPU's trace: examples/profile_mlp_step.py's f under jit, its compiled call
+#: run three times under JAX's profiler on a TPU v5e (JAX 0.10.2), and the compiled
+#: module's text (benchmarks/on_accelerator.py's machine, docs/deploy.md)
+TPU_TRACE = Path(__file__).with_name("tpu_v5e_profile_trace.json.gz")
+TPU_HLO = Path(__file__).with_name("tpu_v5e_profile_hlo.txt")
+
+
+class _Compiled:
+    """What the profile reads of a compiled program: its text and XLA's cost."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def as_text(self) -> str:
+        return self.text
+
+    def cost_analysis(self) -> dict[str, float]:
+        return {"flops": 0.0, "bytes accessed": 0.0}
+
+
+def test_a_tpu_trace_s_instructions_are_its_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a TPU the instructions the chip ran are the events of its ``XLA Ops`` line,
+    named as in the module (no ``hlo_op`` argument, as the CPU's thunks have)."""
+    monkeypatch.setattr(profile, "_peaks", lambda: None)  # this machine's are not the TPU's
+    with gzip.open(TPU_TRACE, "rt") as file:
+        events = json.load(file)
+    hlo = TPU_HLO.read_text()
+    event = profile_event(_Compiled(hlo), events, wall_us=3000.0, calls=3, passes=None)
+    rows = event["rows"]
+    assert {"convolution_tanh_fusion", "multiply_reduce_fusion", "copy-start"} <= {
+        r["name"] for r in rows
+    }
+    assert len(rows) == 15 and all(r["calls"] == 3 for r in rows)  # 45 events, 3 calls
+    lines = hlo.split("\n")
+    for row in rows:
+        assert re.match(rf"\s*(ROOT )?%{re.escape(row['name'])} = ", lines[row["hlo_line"] - 1])
+        assert row["total_us"] > 0
+    assert {t["name"] for t in event["timeline"]} == {r["name"] for r in rows}
+    assert not [n for n in event["notes"] if "no executed HLO instruction" in n]
+    trace = json.loads(gzip.decompress(base64.b64decode(event["trace_gz"])))
+    assert {e["name"] for _, e in profile.executed(trace["traceEvents"])} == {
+        r["name"] for r in rows
+    }

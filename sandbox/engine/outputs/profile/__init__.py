@@ -5,8 +5,10 @@ times, under ``jax.profiler.trace`` into a private folder under the run's ``/tmp
 (deleted afterwards). JAX writes a Perfetto/Chrome trace (``perfetto_trace.json.gz``,
 plain JSON: no TensorFlow or TensorBoard needed to read it); on CPU each executed
 thunk is one event with ``args.hlo_op``, the HLO instruction (a fusion, a dot...) it
-runs. Those events become rows (calls, total time) joined to the instruction's line
-in the ``hlo`` output and to the user's line (core/sources.py), with the
+runs; on a TPU each instruction the chip ran is an event named after it on the
+device's own ``XLA Ops`` line (process ``/device:TPU:0``, times by the chip's clock;
+``executed`` reads both). Those events become rows (calls, total time) joined to the
+instruction's line in the ``hlo`` output and to the user's line (core/sources.py), with the
 roofline figures of roofline.py; the first events become a timeline;
 the execution trace itself (without the Python tracer's events) is handed back
 gzipped, for download or Perfetto.
@@ -55,6 +57,39 @@ def _spans(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         and isinstance(e.get("ts"), int | float)
         and isinstance(e.get("dur"), int | float)
     ]
+
+
+#: the line of a device's trace (process ``/device:...``) where each event is one HLO
+#: instruction the device ran, named as in the compiled module (seen on TPU v5e,
+#: JAX 0.10.2: ``fusion.3``, ``convolution_tanh_fusion``, ``copy-start``)
+_DEVICE_OPS_LINE = "XLA Ops"
+
+
+def executed(events: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(instruction name, event) of each executed HLO instruction in the trace: the
+    host's thunk events that name theirs (``args.hlo_op``: CPU), and the events of a
+    device's ``XLA Ops`` line (TPU), in the trace's order."""
+    processes = {
+        e.get("pid"): str((e.get("args") or {}).get("name", ""))
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
+    device_ops = {
+        (e.get("pid"), e.get("tid"))
+        for e in events
+        if e.get("ph") == "M"
+        and e.get("name") == "thread_name"
+        and (e.get("args") or {}).get("name") == _DEVICE_OPS_LINE
+        and processes.get(e.get("pid"), "").startswith("/device:")
+    }
+    out = []
+    for e in _spans(events):
+        args = e.get("args")
+        if isinstance(args, dict) and "hlo_op" in args:
+            out.append((str(args["hlo_op"]), e))
+        elif (e.get("pid"), e.get("tid")) in device_ops:
+            out.append((str(e.get("name", "")), e))
+    return out
 
 
 def pass_times(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -231,13 +266,10 @@ def profile_event(
     module = roofline.parse_module(hlo)
     user_lines = {s["out_line"]: s["line"] for s in hlo_sources(hlo)}
     notes = list(notes or [])
-    executed = [
-        e for e in _spans(events) if isinstance(e.get("args"), dict) and "hlo_op" in e["args"]
-    ]
+    ran = executed(events)
     rows: dict[str, dict[str, Any]] = {}
     unknown = 0
-    for e in executed:
-        name = str(e["args"]["hlo_op"])
+    for name, e in ran:
         if name not in module.instructions:
             unknown += 1  # not an instruction of this module's text (another program's)
             continue
@@ -254,23 +286,21 @@ def profile_event(
     ordered = sorted(rows.values(), key=lambda r: -r["total_us"])
     if len(ordered) > MAX_PROFILE_ROWS:
         notes.append(f"{len(ordered) - MAX_PROFILE_ROWS} more instructions not shown")
-    shown = sorted(
-        (e for e in executed if str(e["args"]["hlo_op"]) in rows), key=lambda e: float(e["ts"])
-    )
-    origin = float(shown[0]["ts"]) if shown else 0.0
+    shown = sorted(((n, e) for n, e in ran if n in rows), key=lambda ne: float(ne[1]["ts"]))
+    origin = float(shown[0][1]["ts"]) if shown else 0.0
     timeline = [
         {
-            "name": str(e["args"]["hlo_op"]),
+            "name": name,
             "start_us": round(float(e["ts"]) - origin, 3),
             "dur_us": round(float(e["dur"]), 3),
         }
-        for e in shown[:MAX_TIMELINE_EVENTS]
+        for name, e in shown[:MAX_TIMELINE_EVENTS]
     ]
     if len(shown) > MAX_TIMELINE_EVENTS:
         notes.append(
             f"the timeline shows the first {MAX_TIMELINE_EVENTS} of {len(shown)} kernel events"
         )
-    if not executed:
+    if not ran:
         notes.append("the profiler recorded no executed HLO instruction (this JAX version's "
                      "trace may not name them)")  # fmt: skip
     trace, why = _trace_gz(events)
@@ -352,9 +382,10 @@ def _trace_gz(events: list[dict[str, Any]]) -> tuple[str | None, str]:
     events, less the Python tracer's (``$file:line`` frames); thinned to the kernels'
     events, then to the first ones, when over MAX_TRACE_GZ_BYTES."""
     kept = [e for e in events if not str(e.get("name", "")).startswith("$")]
+    kernels = {id(e) for _, e in executed(kept)}
     for stage in ("all", "kernels", "cut"):
         if stage == "kernels":
-            kept = [e for e in kept if e.get("ph") == "M" or "hlo_op" in (e.get("args") or {})]
+            kept = [e for e in kept if e.get("ph") == "M" or id(e) in kernels]
         if stage == "cut":
             kept = kept[: len(kept) // 4]
         blob = gzip.compress(json.dumps({"traceEvents": kept, "displayTimeUnit": "ns"}).encode(), 6)
