@@ -13,8 +13,9 @@ once (~15 s a process) and one process at a time may hold it.
 Prints per example the status on each backend, the outputs that came, the error and
 notes the accelerator's run gave, the largest difference of its value from the CPU's
 (relative to the CPU's largest magnitude), and its compiled pipeline's median time
-on each. Exits 1 when an example ends ``ok`` on the CPU and not on the accelerator, or
-an output that came on the CPU did not come on the accelerator.
+on each. Exits 1 when an example ends ``ok`` on the CPU and not on the accelerator,
+an output that came on the CPU did not come on the accelerator, or a backend's
+process died (the examples after it did not run there).
 
     python benchmarks/on_accelerator.py [--only ID ...] [--json OUT]
 """
@@ -129,9 +130,9 @@ def run_backend(backend: str, names: list[str], env: dict[str, str]) -> dict[str
         )
         text = Path(out.name).read_text()
     results = json.loads(text) if text else {}
-    if proc.returncode != 0:
+    if proc.returncode != 0:  # the process died (a crash in XLA): the rest did not run
         for name in names:
-            results.setdefault(name, {"status": f"process ended {proc.returncode}", "outputs": []})
+            results.setdefault(name, {"status": f"died {proc.returncode}", "outputs": []})
     return results
 
 
@@ -192,7 +193,7 @@ def main() -> None:
         for r in accel.values()
     }
     print(f"jaxplay's engine on this machine's default backend ({', '.join(sorted(kinds))}) and on its CPU; {time.perf_counter() - started:.0f} s")  # fmt: skip
-    print(f"{'example':<22}{'accel':>8}{'cpu':>8}{'value diff':>12}{'accel ms':>10}{'cpu ms':>10}  outputs missing on the accelerator")  # fmt: skip
+    print(f"{'example':<22}{'accel':>10}{'cpu':>10}{'value diff':>12}{'accel ms':>10}{'cpu ms':>10}  outputs missing on the accelerator")  # fmt: skip
     failures = []
     for name in names:
         a, c = accel.get(name, {}), cpu.get(name, {})
@@ -200,7 +201,7 @@ def main() -> None:
         a_time = next((ms for label, ms in a.get("timing", []) if label != "f"), None)
         c_time = next((ms for label, ms in c.get("timing", []) if label != "f"), None)
         print(
-            f"{name:<22}{a.get('status')!s:>8}{c.get('status')!s:>8}"
+            f"{name:<22}{a.get('status')!s:>10}{c.get('status')!s:>10}"
             f"{value_difference(a, c):>12}"
             f"{(f'{a_time:.3f}' if a_time is not None else '-'):>10}"
             f"{(f'{c_time:.3f}' if c_time is not None else '-'):>10}  {', '.join(missing)}"
@@ -209,6 +210,9 @@ def main() -> None:
             print(f"    error: {error}")
         for note in dict.fromkeys(a.get("notes", [])):
             print(f"    note: {note[:200]}")
+        for backend, got in (("the accelerator", a), ("the CPU", c)):
+            if str(got.get("status")).startswith("died"):
+                failures.append(f"{name}: its process on {backend} {got['status']} before it ran")
         if c.get("status") == "ok" and a.get("status") != "ok":
             failures.append(
                 f"{name}: ok on the CPU, {a.get('status')} here ({a.get('reason', '')[:200]})"
