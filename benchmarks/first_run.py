@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.edit_loop import CASES, request  # noqa: E402
-from benchmarks.menu import menu_requests  # noqa: E402
+from benchmarks.menu import menu_requests, one_device  # noqa: E402
 
 STAGES = ["exec", "args", "trace", "lower", "compile", "execute"]
 
@@ -50,7 +50,7 @@ def example_cases() -> dict[str, dict[str, Any]]:
             k: request[k] for k in ("code", "args", "transforms", "entry") if k in request
         }
         for name, request in menu_requests().items()
-        if not request.get("devices") and all(t["name"] != "pmap" for t in request["transforms"])
+        if one_device(request)
     }
 
 

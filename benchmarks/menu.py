@@ -40,7 +40,8 @@ def transforms(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def menu_requests() -> dict[str, dict[str, Any]]:
     """Each example's request by its id, in the menu's order: code, args, transforms,
     and where the entry sets them ``entry``, ``compare``, ``outputs``, ``devices``,
-    ``pallas_interpret``, ``export_shapes``, ``export_platforms``. Entries with a mesh (``sharding``) are left out."""
+    ``pallas_interpret``, ``export_shapes``, ``export_platforms``. Entries with a
+    mesh (``sharding``) are left out."""
     menu = json.loads((EXAMPLES / "menu.json").read_text())
     requests = {}
     for entry in menu["examples"]:
@@ -70,3 +71,10 @@ def menu_requests() -> dict[str, dict[str, Any]]:
             request["export_platforms"] = platforms
         requests[entry["id"]] = request
     return requests
+
+
+def one_device(request: dict[str, Any]) -> bool:
+    """Whether an example's request runs on one device (no ``devices``, no ``pmap``)."""
+    return request.get("devices", 1) == 1 and all(
+        t["name"] != "pmap" for t in request["transforms"]
+    )

@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.menu import menu_requests  # noqa: E402
+from benchmarks.menu import menu_requests, one_device  # noqa: E402
 
 #: what every run asks for besides its entry's own outputs
 ASKED = [
@@ -51,7 +51,7 @@ def requests(only: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]
     for name, request in menu_requests().items():
         if only and name not in only:
             continue
-        if request.get("devices", 1) > 1 or any(t["name"] == "pmap" for t in request["transforms"]):
+        if not one_device(request):
             left[name] = f"needs {request.get('devices', 1)} devices"
             continue
         outputs = list(dict.fromkeys([*ASKED, *request.get("outputs", [])]))
@@ -88,6 +88,10 @@ def backend_main(backend: str, names: list[str], out_path: str) -> None:
         Path(out_path).write_text(json.dumps(results))  # what is done survives a crash
 
 
+#: the events of a run that are not an output
+NOT_OUTPUTS = {"accepted", "done", "stage", "stdout", "stderr"}
+
+
 def summary(events: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
     done = next((e for e in events if e["type"] == "done"), {})
     accepted = next((e for e in events if e["type"] == "accepted"), {})
@@ -104,12 +108,16 @@ def summary(events: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
         "reason": done.get("reason", ""),
         "wall_ms": wall_ms,
         "worker": accepted.get("worker"),
-        "outputs": sorted({e["type"] for e in events} - {"accepted", "done", "stage", "stdout", "stderr"}),
-        "errors": [f"{e.get('stage')}: {e.get('kind')}: {e.get('message', '')[:300]}" for e in events if e["type"] == "error"],
+        "outputs": sorted({e["type"] for e in events} - NOT_OUTPUTS),
+        "errors": [
+            f"{e.get('stage')}: {e.get('kind')}: {e.get('message', '')[:300]}"
+            for e in events
+            if e["type"] == "error"
+        ],
         "notes": notes,
         "leaves": [leaf.get("data") for leaf in (value or {}).get("tree", [])],
         "timing": [(r.get("label"), r.get("median_ms")) for r in (timing or {}).get("rows", [])],
-    }  # fmt: skip
+    }
 
 
 def run_backend(backend: str, names: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -142,9 +150,9 @@ def run_backend(backend: str, names: list[str], env: dict[str, str]) -> dict[str
 def flat(data: Any) -> list[float]:
     if isinstance(data, list):
         return [x for item in data for x in flat(item)]
-    if isinstance(data, bool) or data is None:
+    if data is None:
         return []
-    if isinstance(data, (int, float)):
+    if isinstance(data, (bool, int, float)):
         return [float(data)]
     if isinstance(data, str):  # "nan", "inf", "-inf"
         return [float(data)] if data in ("nan", "inf", "-inf") else []
@@ -159,16 +167,20 @@ def value_difference(accel: dict[str, Any], cpu: dict[str, Any]) -> str:
         return ""
     if len(a_leaves) != len(c_leaves):
         return f"{len(a_leaves)} leaves vs {len(c_leaves)}"
-    worst, scale = 0.0, 0.0
+    worst, scale = 0.0, 0.0  # the largest difference; the CPU's largest finite magnitude
     for a, c in zip(a_leaves, c_leaves, strict=True):
         av, cv = flat(a), flat(c)
         if len(av) != len(cv):
             return "shapes differ"
         for x, y in zip(av, cv, strict=True):
-            if (math.isnan(x) and math.isnan(y)) or x == y:
+            if math.isnan(x) or math.isnan(y):
+                if math.isnan(x) != math.isnan(y):
+                    return "NaN on one side"
                 continue
-            worst = max(worst, abs(x - y))
-            scale = max(scale, abs(y))
+            if math.isfinite(y):
+                scale = max(scale, abs(y))
+            if x != y:
+                worst = max(worst, abs(x - y))
     return f"{worst / scale:.1e}" if scale else ("0" if worst == 0 else f"{worst:.1e} abs")
 
 
@@ -188,12 +200,16 @@ def main() -> None:
     accel = run_backend("auto", names, dict(os.environ))
     cpu_env = {**os.environ, "JAX_PLATFORMS": "cpu"}  # the CPU run never opens the chip
     cpu = run_backend("cpu", names, cpu_env)
-    kinds = {
-        str((r.get("worker") or {}).get("device_kind") or (r.get("worker") or {}).get("platform"))
-        for r in accel.values()
-    }
-    print(f"jaxplay's engine on this machine's default backend ({', '.join(sorted(kinds))}) and on its CPU; {time.perf_counter() - started:.0f} s")  # fmt: skip
-    print(f"{'example':<22}{'accel':>10}{'cpu':>10}{'value diff':>12}{'accel ms':>10}{'cpu ms':>10}  outputs missing on the accelerator")  # fmt: skip
+    workers = [r.get("worker") or {} for r in accel.values()]
+    kinds = sorted({str(w.get("device_kind") or w.get("platform")) for w in workers})
+    print(
+        f"jaxplay's engine on this machine's default backend ({', '.join(kinds)}) and on "
+        f"its CPU; {time.perf_counter() - started:.0f} s"
+    )
+    print(
+        f"{'example':<22}{'accel':>10}{'cpu':>10}{'value diff':>12}{'accel ms':>10}"
+        f"{'cpu ms':>10}  outputs missing on the accelerator"
+    )
     failures = []
     for name in names:
         a, c = accel.get(name, {}), cpu.get(name, {})

@@ -8,8 +8,8 @@ thunk is one event with ``args.hlo_op``, the HLO instruction (a fusion, a dot...
 runs; on a TPU each instruction the chip ran is an event named after it on the
 device's own ``XLA Ops`` line (process ``/device:TPU:0``, times by the chip's clock;
 ``executed`` reads both). Those events become rows (calls, total time) joined to the
-instruction's line in the ``hlo`` output and to the user's line (core/sources.py), with the
-roofline figures of roofline.py; the first events become a timeline;
+instruction's line in the ``hlo`` output and to the user's line (core/sources.py),
+with the roofline figures of roofline.py; the first events become a timeline;
 the execution trace itself (without the Python tracer's events) is handed back
 gzipped, for download or Perfetto.
 
@@ -303,7 +303,7 @@ def profile_event(
     if not ran:
         notes.append("the profiler recorded no executed HLO instruction (this JAX version's "
                      "trace may not name them)")  # fmt: skip
-    trace, why = _trace_gz(events)
+    trace, why = _trace_gz(events, {id(e) for _, e in ran})
     if why:
         notes.append(why)
     xla = _xla_totals(compiled)
@@ -377,12 +377,12 @@ def _xla_totals(compiled: Any) -> dict[str, float]:
     return {"flops": float(cost.get("flops", 0)), "bytes": float(cost.get("bytes accessed", 0))}
 
 
-def _trace_gz(events: list[dict[str, Any]]) -> tuple[str | None, str]:
+def _trace_gz(events: list[dict[str, Any]], kernels: set[int]) -> tuple[str | None, str]:
     """The execution trace as gzipped Chrome trace JSON, base64: the profiler's own
     events, less the Python tracer's (``$file:line`` frames); thinned to the kernels'
-    events, then to the first ones, when over MAX_TRACE_GZ_BYTES."""
+    events (``kernels``: the ``id`` of each, as ``executed`` found them), then to the
+    first ones, when over MAX_TRACE_GZ_BYTES."""
     kept = [e for e in events if not str(e.get("name", "")).startswith("$")]
-    kernels = {id(e) for _, e in executed(kept)}
     for stage in ("all", "kernels", "cut"):
         if stage == "kernels":
             kept = [e for e in kept if e.get("ph") == "M" or id(e) in kernels]
