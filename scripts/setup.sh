@@ -30,12 +30,22 @@ fi
 # shellcheck source=scripts/venv_python.sh
 source scripts/venv_python.sh
 stamp=.venv/.jaxplay-installed
+# The default JAX is the newest release jaxplay offers for this interpreter, held with
+# the rest of its committed lock (sandbox/environments/versions.py, setup_default): a
+# JAX published after jaxplay's own release was never tested (nor its library lock
+# made), and its extras may not be on the registry yet. Again when .venv has another.
+constraints=.venv/.jaxplay-constraints.txt
+.venv/bin/python -c 'import sys; from sandbox.environments.versions import setup_constraints as c
+print("\n".join(c("%d.%d" % sys.version_info[:2])))' >"$constraints"
+default_jax=$(sed -n 's/^jax==//p' "$constraints")
+have_jax=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("jax"))' 2>/dev/null || echo none)
 # The install also builds the C extension sandbox/zygote/_identity.abi3.so in place
 # (pyproject.toml, ext-modules): again when its source changed.
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ sandbox/zygote/_identity.c -nt "$stamp" ]; then
-    echo "setup: installing jaxplay and its development tools into .venv"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ sandbox/zygote/_identity.c -nt "$stamp" ] ||
+    [ "$have_jax" != "$default_jax" ]; then
+    echo "setup: installing jaxplay (JAX $default_jax) and its development tools into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e '.[dev]'
+    .venv/bin/python -m pip install -q -e '.[dev]' -c "$constraints"
     touch "$stamp"
     # optional for the install (pip -q hides its failure): say it here
     if [ ! -f sandbox/zygote/_identity.abi3.so ]; then

@@ -1,7 +1,8 @@
 """The JAX versions a deployment offers, where each one lives, and how to install one.
 
 The default version is the JAX installed in jaxplay's own environment (``.venv``): the
-newest the machine's interpreter can run. Every other version lives in an environment
+newest offered release the machine's interpreter can run (``setup_default``), pinned
+by setup, never whatever PyPI released since. Every other version lives in an environment
 of its own, ``<versions_dir>/<version>/``, a virtual environment made with an
 interpreter that version has wheels for, holding ``jax``, ``jaxlib``, the NumPy of its
 day and what the engine imports besides (pydantic). The ``sandbox`` package itself is
@@ -313,6 +314,30 @@ def requirements(release: Release) -> list[str]:
         *release.pins,
         *ENGINE_REQUIREMENTS,
     ]
+
+
+def setup_default(python_version: str) -> Release:
+    """The JAX that setup installs into jaxplay's own environment, the default version:
+    the newest offered release with wheels for that interpreter. Offered, not PyPI's
+    newest: a JAX released after this list was never run through the tests (nor the
+    library lock made for it), and its extras may not be published yet."""
+    minor = ".".join(python_version.split(".")[:2])
+    for release in reversed(RELEASES):
+        if minor in release.pythons:
+            return release
+    raise InstallError(f"no offered JAX version has wheels for Python {minor}")
+
+
+def setup_constraints(python_version: str, locks: Path = LOCKS) -> list[str]:
+    """Pip constraints that hold the default environment at ``setup_default``: every
+    package of its committed lock at the lock's version, or just jax and jaxlib where
+    none is committed for this interpreter."""
+    release = setup_default(python_version)
+    path = lock_path(release.version, python_version, locks)
+    if not path.is_file():
+        return [f"jax=={release.version}", f"jaxlib=={release.version}"]
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return [line.split()[0] for line in lines if line]
 
 
 def lock_path(version: str, python_version: str, locks: Path = LOCKS) -> Path:
