@@ -34,6 +34,7 @@ stamp=.venv/.jaxplay-installed
 # the rest of its committed lock (sandbox/environments/versions.py, setup_default): a
 # JAX published after jaxplay's own release was never tested (nor its library lock
 # made), and its extras may not be on the registry yet. Again when .venv has another.
+# The rest (server, tools, test stack) is held by scripts/dev_lock.txt (scripts/lock_dev.py).
 constraints=.venv/.jaxplay-constraints.txt
 .venv/bin/python -c 'import sys; from sandbox.environments.versions import setup_constraints as c
 print("\n".join(c("%d.%d" % sys.version_info[:2])))' >"$constraints"
@@ -42,10 +43,10 @@ have_jax=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version(
 # The install also builds the C extension sandbox/zygote/_identity.abi3.so in place
 # (pyproject.toml, ext-modules): again when its source changed.
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ sandbox/zygote/_identity.c -nt "$stamp" ] ||
-    [ "$have_jax" != "$default_jax" ]; then
+    [ scripts/dev_lock.txt -nt "$stamp" ] || [ "$have_jax" != "$default_jax" ]; then
     echo "setup: installing jaxplay (JAX $default_jax) and its development tools into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e '.[dev]' -c "$constraints"
+    .venv/bin/python -m pip install -q -e '.[dev]' -c "$constraints" -c scripts/dev_lock.txt
     touch "$stamp"
     # optional for the install (pip -q hides its failure): say it here
     if [ ! -f sandbox/zygote/_identity.abi3.so ]; then

@@ -55,3 +55,21 @@ def test_this_environment_has_the_default_setup_installs() -> None:
     # what `make setup` left here: another JAX means setup did not hold it
     assert importlib.metadata.version("jax") == versions.setup_default(HERE).version
     assert importlib.metadata.version("jaxlib") == versions.setup_default(HERE).version
+
+
+def test_this_environment_is_held_where_the_dev_lock_says() -> None:
+    # scripts/dev_lock.txt: the server, tools and test stack setup holds .venv at
+    from scripts import lock_dev
+
+    pins = lock_dev.read()
+    assert {"fastapi", "pytest", "ruff", "playwright"} <= pins.keys()
+    assert not pins.keys() & lock_dev.pinned_elsewhere(), "pinned twice"
+    assert lock_dev.differences(pins, lock_dev.installed()) == []
+
+
+def test_a_version_off_the_dev_lock_is_found() -> None:
+    from scripts import lock_dev
+
+    assert lock_dev.differences({"ruff": "0.0.1", "not-here": "1"}, {"ruff": "0.17.6"}) == [
+        "ruff: pinned 0.0.1, installed 0.17.6"
+    ]
