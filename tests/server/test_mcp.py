@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -294,3 +295,59 @@ def test_a_tool_call_is_one_http_request_in_the_metrics(server: LiveServer) -> N
     httpx.get(server.url + "/api/v1/backends").raise_for_status()
     again = httpx.get(server.url + "/metrics").text
     assert _counted(again, "/api/v1/backends") == _counted(after, "/api/v1/backends") + 1
+
+
+#: In a process of its own (its sys.modules is the test's evidence): the server is made
+#: and started without the SDK; the endpoint's first requests, two at once, import it
+#: and start one session manager; the lifespan's end stops it.
+_LAZY_SDK = """
+import asyncio, sys
+from pathlib import Path
+import httpx
+from tests.server.conftest import make_settings
+from tests.server.fakes import FakePool
+from backend.app import create_app, mcp_endpoint
+
+app = create_app(make_settings(Path(sys.argv[1])), pool=FakePool(), pool_name="fake")
+started = []
+original = mcp_endpoint.McpEndpoint._start_manager
+async def counted(self):
+    started.append(1)
+    await original(self)
+mcp_endpoint.McpEndpoint._start_manager = counted
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+HEADERS = {"accept": "application/json, text/event-stream"}
+
+async def main():
+    async with app.router.lifespan_context(app):
+        assert "mcp.server.lowlevel" not in sys.modules, "imported with the server"
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            assert (await c.get("/healthz")).status_code == 200
+            assert "mcp.server.lowlevel" not in sys.modules, "imported by another route"
+            answers = await asyncio.gather(
+                *(c.post("/mcp", json=LIST, headers=HEADERS) for _ in range(2))
+            )
+        for r in answers:
+            assert r.status_code == 200, r.text
+            assert {t["name"] for t in r.json()["result"]["tools"]} >= {"run", "share"}
+        assert "mcp.server.lowlevel" in sys.modules and started == [1], started
+        endpoint = next(r.app.app.__self__ for r in app.router.routes if r.path == "/mcp")
+        assert endpoint._holder is not None and not endpoint._holder.done()
+        holder = endpoint._holder
+    assert holder.done() and endpoint._manager is None, "the manager outlived the lifespan"
+    print("lazy ok")
+
+asyncio.run(main())
+"""
+
+
+def test_the_sdk_is_imported_on_the_endpoint_s_first_request(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _LAZY_SDK, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0 and "lazy ok" in done.stdout, done.stdout + done.stderr
