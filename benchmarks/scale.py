@@ -129,7 +129,7 @@ def engine_run(body: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
 
 def whole_texts(events: list[dict[str, Any]]) -> dict[str, int]:
     """Characters of each IR text, its parts joined; fails on a text left cut."""
-    from sandbox.engine.core.text_parts import joined
+    from sandbox.protocol.text_parts import joined
 
     sizes = {}
     for kind in ("jaxpr", "stablehlo", "hlo"):

@@ -27,6 +27,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox.protocol.text_parts import join_parts
+
 #: the outputs compared as text, in the order they are produced
 COMPARED = ("jaxpr", "stablehlo", "hlo", "value", "cost")
 #: a diff longer than this many lines is cut (the texts themselves are in each run)
@@ -71,7 +73,7 @@ def comparable(kind: str, event: dict[str, Any]) -> str:
 
 def summarize(version: str, events: list[dict[str, Any]]) -> VersionRun:
     run = VersionRun(version)
-    for event in events:
+    for event in join_parts(events):  # a long text is compared whole, not its first part
         kind, pipeline = event.get("type"), str(event.get("pipeline", "main"))
         if kind == "accepted":
             worker = event.get("worker") or {}

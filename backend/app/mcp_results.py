@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 
+from sandbox.protocol.text_parts import join_parts
+
 #: events that say how a run went, not what it made (folded into the answer's head)
 _CONTROL = frozenset({"accepted", "stage", "done"})
 #: events a run sends many of, one per line: joined into one output per pipeline
@@ -38,7 +40,7 @@ def run_outputs(events: list[dict[str, Any]], limit: int) -> dict[str, Any]:
     streams: dict[tuple[str, str], list[str]] = {}
     done: dict[str, Any] = {}
     worker: dict[str, Any] | None = None
-    for event in events:
+    for event in join_parts(events):  # a long text's size and head are the whole text's
         kind = event.get("type", "")
         if kind == "done":
             done = event

@@ -567,3 +567,26 @@ def test_an_across_run_waiting_for_a_place_stops_when_the_client_leaves(
     assert client.portal is not None
     client.portal.call(scenario)
     assert call.sent and call.sent[0]["status"] in (499, 503)
+
+
+def test_across_compares_a_text_in_parts_whole() -> None:
+    # a big program's HLO comes in parts: its versions differ only past the first part
+    from backend.app.across import changes, summarize
+    from sandbox.engine.core.text_parts import ir_events
+    from sandbox.protocol.limits import TEXT_PART_CHARS
+
+    base = "".join(
+        f"  %{i} = f32[3] add(%{i - 1}, %{i - 1})\n" for i in range(TEXT_PART_CHARS // 30)
+    )
+    runs = []
+    for version, tail in (
+        ("0.4.38", "  ROOT %r = f32[3] tanh(%1)\n"),
+        ("0.10.2", "  ROOT %r = f32[3] sin(%1)\n"),
+    ):
+        parts = [{**e, "pipeline": "main"} for e in ir_events("hlo", base + tail, [])]
+        assert len(parts) > 1
+        runs.append(summarize(version, [*parts, {"type": "done", "status": "ok"}]))
+    assert runs[0].outputs[("hlo", "main")] == base + "  ROOT %r = f32[3] tanh(%1)\n"
+    (hlo,) = changes(runs)
+    assert hlo["first_changed"] == "0.10.2"
+    assert "+  ROOT %r = f32[3] sin(%1)" in hlo["changes"][0]["diff"]

@@ -1,8 +1,8 @@
 """An IR text as events: one event when it fits, else its event and ``text_part``s.
 
-A big program's StableHLO (4.7 M characters for a 1,000-layer MLP) is over what one
-event may carry (MAX_TEXT_CHARS; an event line is at most 8 MiB). Such a text is
-split at line ends into parts of at most MAX_TEXT_CHARS characters and MAX_SOURCES
+A big program's StableHLO (4.7 M characters for a 1,000-layer MLP) is more than a
+page should take in one message (TEXT_PART_CHARS). Such a text is
+split at line ends into parts of at most TEXT_PART_CHARS characters and MAX_SOURCES
 lines, each with the source map of the lines that start in it, so that the whole
 text arrives and every line of it is mapped. The first part is the output's own
 event (``parts``, ``shown_chars``, ``full_chars`` say what follows; its text ends
@@ -21,8 +21,8 @@ from typing import Any
 from sandbox.protocol.limits import (
     MAX_FULL_TEXT_CHARS,
     MAX_SOURCES,
-    MAX_TEXT_CHARS,
     MAX_TEXT_PARTS,
+    TEXT_PART_CHARS,
 )
 
 #: room in the first part for the line that says how much follows
@@ -53,7 +53,7 @@ def pieces(text: str, budget: int, max_lines: int) -> list[tuple[int, int]]:
 def ir_events(kind: str, text: str, sources: list[dict[str, int]]) -> list[dict[str, Any]]:
     """The events that carry ``text`` and its ``sources`` (``out_line`` 1-based over
     the whole text): one, or the output's event and its ``text_part`` events."""
-    if len(text) <= MAX_TEXT_CHARS and len(sources) <= MAX_SOURCES:
+    if len(text) <= TEXT_PART_CHARS and len(sources) <= MAX_SOURCES:
         return [{"type": kind, "text": text, "sources": sources}]
     cut_note = ""
     if len(text) > MAX_FULL_TEXT_CHARS:
@@ -64,7 +64,7 @@ def ir_events(kind: str, text: str, sources: list[dict[str, int]]) -> list[dict[
         )
         text = text[:cut]
     # at most MAX_SOURCES lines a part: one fewer newline
-    ranges = pieces(text, MAX_TEXT_CHARS - _NOTE_ROOM, MAX_SOURCES - 1)
+    ranges = pieces(text, TEXT_PART_CHARS - _NOTE_ROOM, MAX_SOURCES - 1)
     if len(ranges) > MAX_TEXT_PARTS:
         cut = ranges[MAX_TEXT_PARTS - 1][1]
         cut_note = (
@@ -119,18 +119,6 @@ def ir_events(kind: str, text: str, sources: list[dict[str, int]]) -> list[dict[
             f"… ({follows} more characters follow in {len(events) - 1} text_part events)\n"
         )
     return events
-
-
-def joined(events: list[dict[str, Any]]) -> tuple[str, list[dict[str, int]]]:
-    """The whole text and source map of an output's event and its ``text_part``
-    events (in order), as a client joins them."""
-    head, *rest = events
-    text = head["text"][: head["shown_chars"]] if head.get("parts") else head["text"]
-    sources = list(head["sources"])
-    for part in rest:
-        text += part["text"]
-        sources += part["sources"]
-    return text, sources
 
 
 def mapped_ir_events(
