@@ -475,6 +475,13 @@ def main() -> None:
         f"run: median {statistics.median(serving):.1f} ms, p95 {p95:.1f} ms "
         f"({len(serving)} runs; issue 32's target: p95 <= 20 ms)"
     )
+    # what the figure above carries of the engine's own spread: its runs in one warm
+    # process less their median, measured the same way (no server, pool or jail)
+    spread = [ms - statistics.median(notebook[case]) for case in CASES for ms in notebook[case]]
+    print(
+        f"the engine's own runs less their median, per run: p95 {percentile(spread, 0.95):.1f} ms "
+        f"({len(spread)} runs: the spread any figure above has without serving anything)"
+    )
     print(f"median fresh/jaxplay: {statistics.median(speedups):.1f}x (target >= 10x)")
     print(
         f"first jaxpr event after the request: median {statistics.median(jaxprs):.1f} ms, "
