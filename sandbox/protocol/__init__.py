@@ -8,7 +8,8 @@ See SPEC.md §1 (request) and §2 (events), mirrored in docs/api.md.
 One module a job: ``limits`` (the version and every bound), ``events`` (one model
 per event type; ``done_event``, the one maker of ``done``), ``output_table`` (what
 each output is), ``requests`` (``RunRequest``), ``lines`` (an event as a line of
-JSON, and a line read back as a checked event). The names below are the ones the
+JSON, and a line read back as a checked event), ``text_parts`` (a long IR text's
+parts joined back into its event, for whoever reads the whole text). The names below are the ones the
 other layers use; import them from here or from their module.
 """
 
