@@ -39,13 +39,9 @@ HEADER = (
 def pinned_elsewhere() -> set[str]:
     """Canonical names the default JAX's locks pin (every interpreter's, every machine's)."""
     version = setup_default(f"{sys.version_info.major}.{sys.version_info.minor}").version
-    names: set[str] = set()
-    for path in LOCKS.glob(f"*jax-{version}-py*.txt"):
-        for line in path.read_text().splitlines():
-            spec = line.split("#", 1)[0].strip()
-            if spec:
-                names.add(libraries.canonical(spec.split("==", 1)[0]))
-    return names
+    return {
+        name for path in LOCKS.glob(f"*jax-{version}-py*.txt") for name in libraries.lock_pins(path)
+    }
 
 
 def installed() -> dict[str, str]:
@@ -64,13 +60,7 @@ def wanted() -> dict[str, str]:
 
 
 def read(path: Path = LOCK) -> dict[str, str]:
-    pins = {}
-    for line in path.read_text().splitlines():
-        spec = line.split("#", 1)[0].strip()
-        if spec:
-            name, _, version = spec.partition("==")
-            pins[libraries.canonical(name)] = version
-    return pins
+    return libraries.lock_pins(path)
 
 
 def differences(pins: dict[str, str], have: dict[str, str]) -> list[str]:

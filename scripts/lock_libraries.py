@@ -48,12 +48,7 @@ def parse_base(path: Path) -> tuple[str, str, dict[str, str]]:
     """(JAX version, Python minor, canonical name -> pinned version) of a version lock."""
     stem = path.name.removesuffix(".txt").removeprefix("jax-")
     version, minor = stem.rsplit("-", 1)[0].rsplit("-py", 1)
-    pins = {}
-    for line in path.read_text().splitlines():
-        if line and not line.startswith("#"):
-            name, _, rest = line.partition("==")
-            pins[libraries.canonical(name)] = rest.split()[0]
-    return version, minor, pins
+    return version, minor, libraries.lock_pins(path)
 
 
 def _resolve(python: str, requirements: list[str], tmp: Path) -> tuple[list[dict], str]:

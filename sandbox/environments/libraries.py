@@ -103,6 +103,18 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def lock_pins(path: Path) -> dict[str, str]:
+    """Canonical name -> version of every ``name==version`` line of a lock or
+    constraints file (its hash, comments and blank lines are not pins)."""
+    pins: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        spec = line.split("#", 1)[0].strip()
+        if spec:
+            name, _, rest = spec.partition("==")
+            pins[canonical(name)] = rest.split()[0]
+    return pins
+
+
 def lock_path(version: str, python_version: str, locks: Path = LOCKS) -> Path:
     """The library lock of JAX ``version`` for an interpreter of ``python_version``
     (3.13 or 3.13.0) on this kind of machine, beside the version's own lock."""
@@ -151,12 +163,8 @@ def read_lock(path: Path) -> LibraryLock:
             pins[canonical(m["name"])] = (m["version"], m["sha"])
         else:
             raise ValueError(f"{path}:{n}: not a pinned requirement with its hash: {line!r}")
-    base: dict[str, str] = {}
     version_lock = path.with_name(path.name.removeprefix("libraries-"))
-    if version_lock.is_file():
-        for line in version_lock.read_text().splitlines():
-            if m := _PIN.match(line.strip()):
-                base[canonical(m["name"])] = m["version"]
+    base = lock_pins(version_lock) if version_lock.is_file() else {}
     return LibraryLock(path, pins, not_offered, base)
 
 

@@ -336,8 +336,7 @@ def setup_constraints(python_version: str, locks: Path = LOCKS) -> list[str]:
     path = lock_path(release.version, python_version, locks)
     if not path.is_file():
         return [f"jax=={release.version}", f"jaxlib=={release.version}"]
-    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
-    return [line.split()[0] for line in lines if line]
+    return [f"{name}=={version}" for name, version in libraries.lock_pins(path).items()]
 
 
 def lock_path(version: str, python_version: str, locks: Path = LOCKS) -> Path:
