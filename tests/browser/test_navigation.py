@@ -317,7 +317,11 @@ def test_screenshots_of_the_navigation(sized: Any, tmp_path: Path) -> None:
 def test_a_run_waiting_for_a_libraries_sandbox_says_so(page: Any) -> None:
     # a library version besides the default (.jaxplay/libs: optax 0.2.6 beside the
     # environment's) runs in a sandbox of its own, started by the first run that asks
+    # the popover draws its rows from GET /api/v1/backends, which a loaded machine may
+    # answer after the click: wait for it, then for the optax row, then look for its menu
+    page.wait_for_selector("body[data-backends=loaded]", state="attached", timeout=30_000)
     page.click(".libs-btn")
+    page.locator(".libs-popover li[data-library=optax]").wait_for(timeout=10_000)
     pick = page.locator("select[aria-label='optax version']")
     if pick.count() == 0:  # scripts/setup.sh installs it (.jaxplay/libs); CI must have it
         why = "this server offers no second optax version (scripts/setup.sh installs 0.2.6)"
