@@ -1,18 +1,18 @@
 """Floats narrower than float64 as the float64 of their own shortest decimal.
 
 A float32 leaf written as float64 carries 17 digits (``1.1507185035952716e-06``) where
-9 at most say the same float32 (``1.1507185e-06``): a big gradient's ``value`` event is
-a third smaller written short, and so is the page's work to parse it. For each value
-this finds the fewest significant digits k whose decimal, read back and cast to the
-leaf's dtype, is the same value, and returns the float64 nearest that decimal, whose
-``repr`` (what ``json`` writes) is that decimal.
+9 at most say the same float32 (``1.1507185e-06``): a 1,000-layer MLP's gradient's
+``value`` event is a quarter smaller written short (2.17 -> 1.61 MB), its parse in the
+page ~40 % quicker. For each value this finds the fewest significant digits k whose
+decimal, read back and cast to the leaf's dtype, is the same value, and returns the
+float64 nearest that decimal, whose ``repr`` (what ``json`` writes) is that decimal.
 
 Vectorised over k, because NumPy's own shortest form (``astype(str)``, Dragon4) costs
 ~1.4 µs an element (~90 ms for a value's 65,536). The candidate m·10^-p is exact in
 float64 arithmetic: m < 2^53 and 10^|p| is exact for |p| <= 22, so ``m / 10**p`` is the
 correctly rounded float64 of that decimal, the one a JSON reader gets. Values whose
-exponent puts p out of that range for some k (below 1e-14, from 1e23; never a float16) take
-NumPy's way.
+exponent puts p out of that range for some k (below 1e-14, from 1e23; never a float16)
+take NumPy's way.
 """
 
 from __future__ import annotations
