@@ -5,12 +5,11 @@ from __future__ import annotations
 import decimal
 import json
 
-import jax
 import ml_dtypes
 import numpy as np
 import pytest
 
-from sandbox.engine.outputs.value import describe_leaf, value_event
+from sandbox.engine.outputs.value import value_event
 from sandbox.engine.outputs.value.shortest import shortest_float64
 
 
@@ -87,7 +86,7 @@ def test_specials_are_kept() -> None:
 
 def test_a_float32_leaf_s_data_is_short_and_reads_back_the_same() -> None:
     leaf = (np.arange(1, 257, dtype=np.float32) / 7).reshape(16, 16)  # MAX_LEAF_DATA
-    data = describe_leaf((), leaf)["data"]
+    data = value_event(leaf)["tree"][0]["data"]
     text = json.dumps(data)
     assert "0.14285715" in text and "0.14285714924335480" not in text  # float32's digits
     back = np.array(json.loads(text), dtype=np.float32).reshape(16, 16)
@@ -98,7 +97,7 @@ def test_a_float32_leaf_s_data_is_short_and_reads_back_the_same() -> None:
 
 def test_a_float64_leaf_keeps_every_digit() -> None:
     leaf = np.arange(1, 11, dtype=np.float64) / 7
-    assert describe_leaf((), leaf)["data"] == leaf.tolist()
+    assert value_event(leaf)["tree"][0]["data"] == leaf.tolist()
 
 
 def test_a_value_s_leaves_converted_together_are_each_their_own() -> None:
@@ -115,7 +114,7 @@ def test_a_value_s_leaves_converted_together_are_each_their_own() -> None:
     tree = value_event(leaves)["tree"]
     assert [leaf["path"] for leaf in tree] == [f"['{k}']" for k in leaves]
     for leaf, (name, values) in zip(tree, leaves.items(), strict=True):
-        alone = describe_leaf((jax.tree_util.DictKey(name),), values)
+        alone = value_event({name: values})["tree"][0]
         assert leaf == alone, name
     assert tree[3]["data"] is None and len(tree[5]["data"]) == 7
     back = np.array(tree[1]["data"], dtype=np.float64).astype(ml_dtypes.bfloat16)

@@ -26,19 +26,15 @@ def leaf_array(leaf: Any) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(leaf))
 
 
-def _plain(values: np.ndarray) -> Any:
-    """Values as JSON-able Python numbers (complex as [re, im]); None for float0."""
-    return plain_all([values])[0]
-
-
 def _narrow_float(dtype: np.dtype) -> bool:
     return dtype.kind in "fV" and 0 < dtype.itemsize < 8  # float32, float16, bfloat16...
 
 
 def plain_all(arrays: list[np.ndarray]) -> list[Any]:
-    """_plain of each; floats narrower than float64 in their own shortest form
-    (value/shortest.py), those of one dtype converted together: a call costs ~0.2 ms whatever
-    its size, and a gradient has a thousand small leaves."""
+    """Each array's values as JSON-able Python numbers (complex as [re, im]; None for
+    float0); floats narrower than float64 in their own shortest form
+    (value/shortest.py), those of one dtype converted together: a call costs ~0.2 ms
+    whatever its size, and a gradient has a thousand small leaves."""
     out: list[Any] = [None] * len(arrays)
     narrow: dict[np.dtype, list[int]] = {}
     for i, values in enumerate(arrays):
@@ -81,12 +77,6 @@ def summary(values: np.ndarray) -> dict[str, Any] | None:
         "nan_count": int(np.isnan(data).sum()),
         "inf_count": int(np.isinf(data).sum()),
     }
-
-
-def describe_leaf(path: Any, leaf: Any, with_data: bool = True) -> dict[str, Any]:
-    described, values = _described(path, leaf)
-    described["data"] = _plain(values) if with_data and values.size <= DATA_MAX_ELEMENTS else None
-    return described
 
 
 def _described(path: Any, leaf: Any) -> tuple[dict[str, Any], np.ndarray]:
