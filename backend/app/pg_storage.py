@@ -103,7 +103,20 @@ class PgStorage:
             except psycopg.OperationalError:
                 if attempt == 2:
                     raise
+                # What broke one idle connection (PostgreSQL restarted, or killed)
+                # broke them all, though none says so until used: without this the
+                # retry took the next broken one, and the first calls after a
+                # restart failed (tests/storage/test_postgres_faults.py).
+                await self._drop_idle()
         raise AssertionError("unreachable")
+
+    async def _drop_idle(self) -> None:
+        while not self._idle.empty():
+            conn = self._idle.get_nowait()
+            self._all.discard(conn)
+            self._open_count -= 1
+            with contextlib.suppress(Exception):
+                await conn.close()
 
     # --- lifecycle ----------------------------------------------------------------
 

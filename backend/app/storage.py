@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import errno
 import hashlib
 import json
 import sqlite3
@@ -230,6 +231,24 @@ def canonical_json(request: RunRequest) -> str:
 def snippet_digest(canonical: str, fmt: int = SNIPPET_FORMAT) -> str:
     raw = hashlib.sha256(f"jaxplay-snippet-v{fmt}\n{canonical}".encode()).digest()
     return base64.b32encode(raw).decode().rstrip("=").lower()
+
+
+#: PostgreSQL's SQLSTATE ``disk_full`` (class 53, insufficient resources)
+_PG_DISK_FULL = "53100"
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether a storage call failed because the database's disk is full: SQLite's
+    ``SQLITE_FULL``, PostgreSQL's ``disk_full``, or the OS's ``ENOSPC`` itself. The
+    server says so (503 ``storage_full``), unlike a database that is only down."""
+    if (
+        isinstance(exc, sqlite3.Error)
+        and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    ):
+        return True
+    if getattr(exc, "sqlstate", None) == _PG_DISK_FULL:
+        return True
+    return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
 
 
 class Storage(Protocol):

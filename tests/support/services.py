@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,8 @@ def _pg_bin(name: str) -> str | None:
 class Postgres:
     """A throwaway cluster: ``initdb`` in a temporary directory, trust auth on loopback."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        self.durable = durable  # every commit survives PostgreSQL's crash (the faults')
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="jaxplay-pg-"))
         self.data = self.dir / "data"
@@ -129,14 +131,20 @@ class Postgres:
             initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust",
             "-E", "UTF8", "--no-sync", "--no-instructions",
         )  # fmt: skip
-        options = (
+        self._run(pg_ctl, "-D", str(self.data), "-l", str(self.dir / "pg.log"),
+                  "-o", self._options(), "-w", "-t", "60", "start")  # fmt: skip
+        return self
+
+    def _options(self) -> str:
+        # fsync off: a process's crash (the faults tried here) loses nothing the OS
+        # holds; synchronous_commit is what keeps a commit a crash of PostgreSQL
+        # itself cannot take back, so a ``durable`` cluster keeps it on
+        commit = "on" if self.durable else "off"
+        return (
             f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+            f"-c fsync=off -c synchronous_commit={commit} -c full_page_writes=off "
             "-c max_connections=200 -c shared_buffers=32MB"
         )
-        self._run(pg_ctl, "-D", str(self.data), "-l", str(self.dir / "pg.log"), "-o", options,
-                  "-w", "-t", "60", "start")  # fmt: skip
-        return self
 
     def stop(self) -> None:
         pg_ctl = _pg_bin("pg_ctl")
@@ -156,9 +164,64 @@ class Postgres:
             "restart",
         )  # fmt: skip
 
+    # --- faults (tests/storage/test_postgres_faults.py, benchmarks/soak.py) ----------
+
+    def halt(self) -> None:
+        """Stop it as an operator does (``pg_ctl stop -m fast``), keeping its data."""
+        pg_ctl = _pg_bin("pg_ctl")
+        assert pg_ctl
+        self._run(pg_ctl, "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start it again on its data, port and options (after ``halt`` or ``kill``)."""
+        pg_ctl = _pg_bin("pg_ctl")
+        assert pg_ctl
+        self._run(pg_ctl, "-D", str(self.data), "-l", str(self.dir / "pg.log"),
+                  "-o", self._options(), "-w", "-t", "60", "start")  # fmt: skip
+
+    def postmaster_pid(self) -> int:
+        return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+
+    def kill(self, timeout_s: float = 20.0) -> None:
+        """SIGKILL the postmaster, as the OOM killer or a crash does: its backends see
+        it gone and exit on their own (waited for, so that ``resume`` can start over
+        the same shared memory; any still there after ``timeout_s`` is SIGKILLed too).
+        The next start runs crash recovery."""
+        pid = self.postmaster_pid()
+        children = [
+            int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(p) == pid
+        ]
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + timeout_s
+        for child in [pid, *children]:
+            while Path(f"/proc/{child}").exists() and _state(child) != "Z":
+                if time.monotonic() > deadline:
+                    os.kill(child, signal.SIGKILL)
+                time.sleep(0.05)
+        if _state(pid) == "Z":
+            # Where pid 1 reaps no orphans (a container without an init), the dead
+            # postmaster stays a zombie, which PostgreSQL's lock check takes for a
+            # live one; an init would have reaped it, and its lock file is stale.
+            for lock in (self.data / "postmaster.pid", self.dir / f".s.PGSQL.{self.port}.lock"):
+                lock.unlink(missing_ok=True)
+
     def create_database(self, name: str) -> str:
         import psycopg
 
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"'.encode())
         return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
+
+
+def _ppid(proc: Path) -> int | None:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"

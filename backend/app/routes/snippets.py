@@ -18,7 +18,7 @@ from backend.app.admission import group_of
 from backend.app.errors import ApiError, log_internal
 from backend.app.provenance import NO_LINK, UNKNOWN, LinkCode, link_code
 from backend.app.services import Services, ServicesDep
-from backend.app.storage import canonical_json, snippet_digest
+from backend.app.storage import canonical_json, disk_full, snippet_digest
 from backend.app.tenancy import caller_for, client_of
 from backend.app.wire import ERROR_RESPONSES, ErrorBody, SnippetBody, SnippetCreated
 from sandbox.protocol import RunRequest
@@ -33,6 +33,26 @@ def snippet_url(request: Request, public_url: str | None, snippet_id: str) -> st
     return f"{base}/s/{snippet_id}"
 
 
+def storage_failed(where: str, exc: Exception, what: str) -> ApiError:
+    """The 503 for a failed snippet store call, saying which failure it was: a full
+    disk (nothing was written: SQLite and PostgreSQL roll the statement back) or a
+    database that cannot be reached (down, restarting); logged for the operator."""
+    log_internal(where, exc)
+    if disk_full(exc):
+        return ApiError(
+            503,
+            "storage_full",
+            f"the server's database is out of disk space: {what}; try again later",
+            retry_after_s=60,
+        )
+    return ApiError(
+        503,
+        "storage_unavailable",
+        f"the server's database is unavailable: {what}; try again in a few seconds",
+        retry_after_s=5,
+    )
+
+
 async def load_snippet(services: Services, client: str, snippet_id: str) -> str | None:
     """The stored request's canonical JSON, or None for an unknown id (counted
     against ``client``); 429 for a client that missed too often."""
@@ -42,10 +62,7 @@ async def load_snippet(services: Services, client: str, snippet_id: str) -> str 
         try:
             body = await services.storage.get_snippet(snippet_id)
         except Exception as exc:
-            log_internal("storage.get_snippet", exc)
-            raise ApiError(
-                503, "storage_unavailable", "the snippet store failed; try again", retry_after_s=5
-            )
+            raise storage_failed("storage.get_snippet", exc, "the snippet cannot be read now")
     if body is None:
         services.admission.note_miss(client)
     return body
@@ -82,10 +99,7 @@ async def create_snippet(
     try:
         snippet_id = await services.storage.put_snippet(snippet_digest(canonical), canonical)
     except Exception as exc:
-        log_internal("storage.put_snippet", exc)
-        raise ApiError(
-            503, "storage_unavailable", "the snippet store failed; try again", retry_after_s=5
-        )
+        raise storage_failed("storage.put_snippet", exc, "the snippet was not stored")
     try:  # a shared answer is worth confirming now, before the link's readers come,
         # on the sharer's account (an invented token is no one's: no pristine run)
         caller = caller_for(request, services.known_tokens, services.sessions)
