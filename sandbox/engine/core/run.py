@@ -272,9 +272,7 @@ class Run:
             parts = {part for _, o in compiling for part in o.dumps}
             with xla_dump.dump_folder(bool(parts)) as dump:
                 if dump is not None:
-                    # a GPU's compile (this worker's, or one for a gpu_target) dumps PTX
-                    gpu = bool(request.gpu_target) or jax.default_backend() == "gpu"
-                    options.update(dump.compiler_options(parts, gpu=gpu))
+                    options.update(dump.compiler_options(parts))
                 lowered = results.lowered
                 traced = any(o.traces_compile for _, o in compiling)
                 start = time.perf_counter()

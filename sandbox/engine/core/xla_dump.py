@@ -30,9 +30,14 @@ MAX_DUMP_BYTES = 64 * 1024 * 1024
 #: the option that has XLA dump each kernel's LLVM IR (before and after LLVM's
 #: optimisation) and on GPU its PTX, where it knows it
 EMITTER_OPTION = "xla_dump_emitter_re"
-#: what it matches on GPU: the LLVM IR and the PTX only (".*" also has Triton log
-#: every MLIR pass of each GEMM kernel: megabytes, and ten times the compile)
-GPU_EMITTERS = "^(ptx|llvm)$"
+#: What it matches: the LLVM IR and the PTX, what the ``asm`` output reads (the CPU's
+#: object files are dumped with or without it). Not ".*": on GPU that also has Triton
+#: log every MLIR pass of each GEMM kernel (megabytes, and ten times the compile); on
+#: CPU it turns on the MLIR fusion emitters' own dumps (``*.mlir``, ``mlir-passes.log``),
+#: which crash XLA when it compiles kernels on several threads ("pure virtual method
+#: called", a double free, SIGSEGV: JAX 0.10.2 and 0.12.0.1; issue 50,
+#: benchmarks/cpu_dump_crash.py reproduces it in plain JAX).
+KERNEL_EMITTERS = "^(ptx|llvm)$"
 #: Free space left in the dump's file system under which the dump is taken to be cut
 #: short (XLA logs a failed write and goes on: its files would be partial)
 MIN_FREE_BYTES = 512 * 1024
@@ -42,15 +47,15 @@ MIN_FREE_BYTES = 512 * 1024
 class Dump:
     folder: Path
 
-    def compiler_options(self, parts: Collection[DumpPart], *, gpu: bool = False) -> dict[str, Any]:
+    def compiler_options(self, parts: Collection[DumpPart]) -> dict[str, Any]:
         """XLA's options for this dump of ``parts``: the module after every pass only
         when ``passes`` are asked for (the rest costs a few files, not one per pass),
-        each kernel's LLVM IR (and on ``gpu`` its PTX) only when ``kernels`` are."""
+        each kernel's LLVM IR (and on GPU its PTX) only when ``kernels`` are."""
         options: dict[str, Any] = {"xla_dump_to": str(self.folder), "xla_dump_hlo_as_text": True}
         if "passes" in parts:
             options["xla_dump_hlo_pass_re"] = ".*"
         if "kernels" in parts:
-            options[EMITTER_OPTION] = GPU_EMITTERS if gpu else ".*"
+            options[EMITTER_OPTION] = KERNEL_EMITTERS
         return options
 
     def files(self) -> dict[str, Path]:
