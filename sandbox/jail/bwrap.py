@@ -13,6 +13,7 @@ no nested user namespace, a new session (TIOCSTI), death with its parent.
 from __future__ import annotations
 
 import os
+import resource
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -21,6 +22,7 @@ from pathlib import Path
 import sandbox
 from sandbox.environments import tpu_extra
 from sandbox.jail import compile_cache
+from sandbox.jail.enter import JailSpec
 from sandbox.jail.settings import JailLimits
 
 #: The uid and gid user code sees inside the jail (mapped to the unprivileged host uid).
@@ -162,6 +164,45 @@ def bwrap_argv(
         *command,
     ]  # fmt: skip
     return argv
+
+
+def jail_spec(
+    runtime: Runtime,
+    limits: JailLimits,
+    *,
+    user: tuple[int, int] | None,
+    cgroup_procs: Sequence[str] = (),
+    cpus: Sequence[int] | None = None,
+    env: Mapping[str, str] | None = None,
+    devices: Sequence[str] = (),
+    mask_proc: bool = True,
+) -> JailSpec:
+    """The same jail as ``bwrap_argv`` (and ``Jail._limits_argv``'s rlimits), for a
+    process forked from a jail template to build itself (sandbox/jail/enter.py)."""
+    tmpfs = [("/tmp", limits.tmp_bytes), ("/dev/shm", limits.shm_bytes)]
+    if limits.compile_cache_bytes:
+        tmpfs.append((compile_cache.CACHE_DIR, limits.compile_cache_bytes))
+    rlimits = (
+        (resource.RLIMIT_DATA, limits.data_bytes, limits.data_bytes),
+        (resource.RLIMIT_FSIZE, limits.fsize_bytes, limits.fsize_bytes),
+        (resource.RLIMIT_NOFILE, limits.nofile, limits.nofile),
+        (resource.RLIMIT_NPROC, limits.nproc, limits.nproc),
+        (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 1),
+        (resource.RLIMIT_CORE, 0, 0),
+    )
+    return JailSpec(
+        user=user,
+        cgroup_procs=tuple(cgroup_procs),
+        rlimits=rlimits,
+        cpus=tuple(cpus) if cpus is not None else None,
+        ro_paths=(*runtime.ro_paths, *runtime.path_first),
+        tmpfs=tuple(tmpfs),
+        devices=tuple(devices),
+        masked_proc=MASKED_PROC if mask_proc else (),
+        env={**BASE_ENV, **(env or {})},
+        hostname=INNER_HOSTNAME,
+        inner_uid=INNER_UID,
+    )
 
 
 def python_command(runtime: Runtime, *args: str) -> list[str]:

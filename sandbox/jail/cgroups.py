@@ -105,6 +105,10 @@ class JailCgroup:
         for d in self.dirs.values():
             _write(d / "cgroup.procs", str(pid))
 
+    def procs_files(self) -> tuple[str, ...]:
+        """The files a process writes its pid to, to join this cgroup (every controller)."""
+        return tuple(str(d / "cgroup.procs") for d in self.dirs.values())
+
     def set_cpus(self, cpus: list[int]) -> bool:
         """Move the jail, every thread of it at once, onto ``cpus`` (its cpuset; the
         kernel resets each thread's affinity to it). False where there is no cpuset."""

@@ -35,8 +35,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.jail.bwrap import LAUNCH_ENV, Runtime, bwrap_argv, python_command
+from sandbox.jail.bwrap import BASE_ENV, LAUNCH_ENV, Runtime, bwrap_argv, jail_spec, python_command
 from sandbox.jail.cgroups import Cgroups, JailCgroup
+from sandbox.jail.fork_client import ForkedJail, JailTemplate
 from sandbox.jail.procstate import processes_by_uid
 from sandbox.jail.seccomp import SeccompUnavailable, filter_bpf, filter_fd, run_filter_bpf
 from sandbox.jail.settings import JailConfig, JailLimits
@@ -143,13 +144,34 @@ class Jailer:
             log.warning("removed %d cgroups left by a jaxplay that died without cleaning up", swept)
         self._cpus = sorted(os.sched_getaffinity(0))
         self._next_cpu = 0
+        #: jail templates by command (fork_client.py), started on first use
+        self._templates: dict[tuple[str, ...], JailTemplate] = {}
+        #: how long a template may take to import what it preloads
+        self.template_start_s = 120.0
 
     def with_runtime(self, runtime: Runtime) -> Jailer:
         """The same jailer (settings, cgroups, filter, user) for jails that run another
-        interpreter and environment (another JAX version's)."""
+        interpreter and environment (another JAX version's), with templates of its own."""
         other = copy.copy(self)
         other.runtime = runtime
+        other._templates = {}
         return other
+
+    def template(self, command: Sequence[str]) -> JailTemplate:
+        """The jail template that runs ``command`` (this jailer's runtime): started on
+        its first jail, on as many CPUs as a jail has, with a jail's environment."""
+        key = tuple(command)
+        if (found := self._templates.get(key)) is None:
+            n = self.limits.cpus
+            cpus = self._cpus[:n] if 0 < n < len(self._cpus) else None
+            found = JailTemplate(command, BASE_ENV, cpus, start_s=self.template_start_s)
+            self._templates[key] = found
+        return found
+
+    async def close_templates(self) -> None:
+        templates, self._templates = list(self._templates.values()), {}
+        for template in templates:
+            await template.close()
 
     def _jail_users(self) -> list[tuple[int, int]]:
         if self.config.jail_uid_base > 0:
@@ -313,11 +335,47 @@ class Jail:
         self._jailer = jailer
         self.cpus = jailer.next_cpus()
         self.cgroup: JailCgroup | None = None
-        self.proc: asyncio.subprocess.Process | None = None
+        #: bubblewrap (``start``) or a forked jail's monitor (``start_forked``)
+        self.proc: asyncio.subprocess.Process | ForkedJail | None = None
         #: the host (uid, gid) its processes run as (None: jaxplay's own)
         self.user: tuple[int, int] | None = None
         self._killed = False
         self._oom_base = 0
+
+    async def start_forked(self, template: JailTemplate, fds: Mapping[str, int]) -> ForkedJail:
+        """Start the template's command in this jail, forked from ``template`` (a jail
+        at the price of a fork: sandbox/jail/enter.py builds the same jail as
+        ``start``'s bubblewrap, and joins the cgroup before it drops the template's uid)."""
+        jailer, limits = self._jailer, self._jailer.limits
+        self.user = await jailer.take_user()
+        if self._killed:
+            jailer.release_user(self.user)
+            self.user = None
+            raise OSError("the jail was killed before it started")
+        self.cgroup = jailer.cgroups.make(limits, self.cpus)
+        spec = jail_spec(
+            jailer.runtime,
+            limits,
+            user=self.user,
+            cgroup_procs=self.cgroup.procs_files() if self.cgroup is not None else (),
+            cpus=self.cpus,
+            devices=jailer.devices,
+            mask_proc=jailer.hardening.mask_proc,
+        )
+        seccomp = filter_fd(jailer.hardening.strict_seccomp)
+        try:
+            proc = await template.spawn(spec, seccomp, fds)
+        finally:
+            os.close(seccomp)
+        self.proc = proc
+        if self.cgroup is not None:
+            self._oom_base = self.cgroup.oom_kills()
+        if self._killed:
+            self.kill()
+        return proc
+
+    def template(self, command: Sequence[str]) -> JailTemplate:
+        return self._jailer.template(command)
 
     async def start(
         self,
@@ -353,7 +411,7 @@ class Jail:
                 # after the gate, in the cgroup: this process's own uid can move it there
                 assert jailer.setpriv is not None
                 argv = launcher_argv(jailer.setpriv, *self.user) + argv
-            self.proc = await asyncio.create_subprocess_exec(
+            proc = await asyncio.create_subprocess_exec(
                 "/bin/sh", "-c", _GATE, "jaxplay-jail", *argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=stdout,
@@ -366,17 +424,18 @@ class Jail:
             )  # fmt: skip
         finally:
             os.close(seccomp)
+        self.proc = proc
         try:
             if self.cgroup is not None:
-                self.cgroup.add(self.proc.pid)
+                self.cgroup.add(proc.pid)
                 self._oom_base = self.cgroup.oom_kills()
         except OSError:
             self.kill()
             raise
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"go\n")
-        await self.proc.stdin.drain()
-        return self.proc
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        await proc.stdin.drain()
+        return proc
 
     def _limits_argv(self) -> list[str]:
         """prlimit and taskset, run by the jail's own uid before bwrap: lowering one's
@@ -426,6 +485,8 @@ class Jail:
         if self.proc is not None and self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
+            if isinstance(self.proc, ForkedJail):  # before its setsid, it leads no group
+                self.proc.kill()
         if self.cgroup is not None:
             self.cgroup.kill()
 

@@ -217,6 +217,16 @@ class JailConfig:
         "(root or a delegated subtree); v1 → `<own cgroup>/jaxplay` in each controller; "
         "`none` → rlimits only (degraded).",
     )
+    fork_jails: bool = setting(
+        True,
+        "A zygote's jail is forked from a template process of its JAX version, which "
+        "imported JAX and the libraries once and never runs anyone's code, and builds "
+        "itself (the same namespaces, mounts, uid, cgroup, rlimits and seccomp filter as "
+        "bubblewrap's jail: sandbox/jail/enter.py): tens of milliseconds instead of a new "
+        "interpreter's import of JAX (~2 CPU-s). Off: every zygote's jail is a new "
+        "bubblewrap and interpreter, as before (to measure, or where the template cannot "
+        "run).",
+    )
     unsafe_no_jail: bool = setting(
         False,
         "Development only: allow user code to run **without** a jail (the `subprocess` "

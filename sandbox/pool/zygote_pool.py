@@ -119,6 +119,7 @@ class ZygotePool:
         await asyncio.gather(*tasks, *self._starting, return_exceptions=True)
         self.budget.leave(self)
         await self.drain()
+        await self.jailer.close_templates()
 
     async def drain(self) -> None:
         """Wait until every retired jail is gone (its processes and cgroup)."""

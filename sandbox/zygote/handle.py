@@ -25,6 +25,7 @@ import time
 from typing import Any, Protocol
 
 from sandbox.jail.bwrap import jail_returncode
+from sandbox.jail.fork_client import ForkedJail
 from sandbox.jail.jail import Jailer
 from sandbox.jail.procstate import ProcState, jail_command_pid, read_state
 from sandbox.jail.seccomp import ZYGOTE_PID, run_filter_fd
@@ -54,6 +55,10 @@ log = logging.getLogger(__name__)
 #: they make lives as long as the zygote: collections of them are wasted work);
 #: main() collects once, freezes the heap and turns it back on before any fork.
 _BOOT = "import gc, sys; gc.disable(); from sandbox.zygote.main import main; main(sys.argv)"
+#: The same for a jail template (fork_jails), which forks each zygote ready-imported.
+_TEMPLATE_BOOT = (
+    "import gc, sys; gc.disable(); from sandbox.zygote.template_main import main; main(sys.argv)"
+)
 #: Bytes of a zygote's log (and of bubblewrap's stderr) that are logged; the rest is
 #: read and dropped. Read in chunks of _LOG_CHUNK: no line length can stop the reader.
 _LOG_BYTES = 64 * 1024
@@ -159,12 +164,20 @@ class Zygote:
         passed = [child.fileno(), log_w] + ([run_filter] if run_filter is not None else [])
         args = [str(child.fileno()), str(run_filter or "-"), str(log_w)]
         try:
-            proc = await self.jail.start(
-                jailer.python("-c", _BOOT, *args),
-                pass_fds=passed,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE,
-            )
+            proc: asyncio.subprocess.Process | ForkedJail
+            if jailer.config.fork_jails:
+                fds = {"ctl": child.fileno(), "log": log_w}
+                if run_filter is not None:
+                    fds["run_filter"] = run_filter
+                template = jailer.template(jailer.python("-c", _TEMPLATE_BOOT))
+                proc = await self.jail.start_forked(template, fds)
+            else:
+                proc = await self.jail.start(
+                    jailer.python("-c", _BOOT, *args),
+                    pass_fds=passed,
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.PIPE,
+                )
         except BaseException as exc:
             parent.close()
             os.close(log_r)
@@ -175,8 +188,9 @@ class Zygote:
             os.close(log_w)
             if run_filter is not None:
                 os.close(run_filter)
-        assert proc.stdin and proc.stderr
-        proc.stdin.close()
+        assert proc.stderr is not None
+        if proc.stdin is not None:
+            proc.stdin.close()
         parent.setblocking(False)
         self._ctl = parent
         zygote_log = await pipe_reader(log_r)
@@ -294,7 +308,7 @@ class Zygote:
         except OSError:
             return ["existence"]
 
-    async def _watch(self, proc: asyncio.subprocess.Process) -> None:
+    async def _watch(self, proc: asyncio.subprocess.Process | ForkedJail) -> None:
         returncode = jail_returncode(await proc.wait())
         self.retire(f"the zygote exited with status {returncode}")
 

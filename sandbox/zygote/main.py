@@ -124,6 +124,24 @@ def enable_compile_cache(path: str = compile_cache.CACHE_DIR) -> bool:
 
 
 def main(argv: list[str]) -> None:
+    """A zygote started as a new interpreter in a bubblewrap jail: import, then serve."""
+    ctl, run_filter = take_descriptors(argv)
+    started = time.monotonic()
+    boot()
+    serve(ctl, run_filter, started)
+
+
+def boot() -> None:
+    """What every zygote imports and warms, once; no backend (forking stays safe). A
+    jail template (template_main.py) does this once for every jail it forks."""
+    api.prepare()  # warm what a run's first use of JAX pays, once
+    libraries.preimport()  # Flax, Optax, Equinox...: a run's own import of them costs ~0
+    api.discover_backends()
+
+
+def take_descriptors(argv: list[str]) -> tuple[socket.socket, bytes | None]:
+    """The control socket, and the run filter read (``argv``: CTL_FD RUN_FILTER_FD
+    LOG_FD, ``-`` for one not passed); fds 1 and 2 become the log pipe."""
     ctl = socket.socket(fileno=int(argv[1]))
     run_filter_fd, log_fd = _fd_arg(argv, 2), _fd_arg(argv, 3)
     if log_fd is not None:
@@ -138,10 +156,12 @@ def main(argv: list[str]) -> None:
             raise SystemExit(f"the zygote is pid {os.getpid()}, not {ZYGOTE_PID}: not starting")
     prctl(PR_SET_DUMPABLE, 0)
     prctl(PR_SET_CHILD_SUBREAPER, 1)
-    started = time.monotonic()
-    api.prepare()  # warm what a run's first use of JAX pays, once
-    libraries.preimport()  # Flax, Optax, Equinox...: a run's own import of them costs ~0
-    api.discover_backends()
+    return ctl, run_filter
+
+
+def serve(ctl: socket.socket, run_filter: bytes | None, started: float) -> None:
+    """The zygote's life after its imports: its jail's compilation cache, the heap
+    frozen, the first warm child, the hello, then the loop until the pool hangs up."""
     cache_on = enable_compile_cache()  # the tenant's own, in its jail: before any child compiles
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them on first GC

@@ -1,0 +1,56 @@
+"""A jail template's process: the zygote's imports once, then a fork per new jail.
+
+Started (unjailed, with a jail's environment and nothing of the server's) as
+``python -I -B -c "..." SOCK_FD CPUS`` by the pool's ``JailTemplate``
+(sandbox/jail/fork_client.py). It dies with the process that started it, takes a
+jail's CPU count (``CPUS``, or ``-``: all of its own) before it imports anything,
+imports and warms what every zygote does (main.py's ``boot``: JAX, the libraries,
+tracing; never a backend), freezes its heap, and serves fork_server.py's loop. Each
+forked child enters its own jail (sandbox/jail/enter.py) and becomes that jail's
+zygote (main.py's ``serve``) with the descriptors the pool sent for it. It never
+runs anyone's code: a zygote forked from it is as pristine as one that imported
+JAX itself.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import socket
+import sys
+import time
+from typing import NoReturn
+
+from sandbox.jail import fork_server
+from sandbox.jail.syscalls import PR_SET_PDEATHSIG, prctl
+
+
+def main(argv: list[str]) -> NoReturn:
+    sock = socket.socket(fileno=int(argv[1]))
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the pool gone: the template and its jails too
+    if os.getppid() == 1:  # it died before the line above
+        os._exit(0)
+    if len(argv) > 2 and argv[2] != "-":
+        os.sched_setaffinity(0, {int(c) for c in argv[2].split(",")})
+    from sandbox.zygote import main as zygote  # imports JAX: after the CPUs are set
+
+    zygote.boot()
+    gc.collect()
+    gc.freeze()  # every jail's zygote shares these pages
+    fork_server.serve(sock, _zygote)
+
+
+def _zygote(fds: dict[str, int]) -> NoReturn:
+    """In a forked jail (its pid 2): this jail's zygote, from its imports on."""
+    from sandbox.zygote import main as zygote_main
+
+    started = time.monotonic()
+    argv = ["zygote", str(fds["ctl"]), str(fds.get("run_filter", "-")), str(fds["log"])]
+    ctl, run_filter = zygote_main.take_descriptors(argv)
+    zygote_main.serve(ctl, run_filter, started)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
