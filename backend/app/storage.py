@@ -295,6 +295,14 @@ SELECT 0, COUNT(*), COALESCE(SUM(size), 0) FROM cache_results WHERE state <> 'un
 _SQLITE_TOTALS = "SELECT entries, bytes FROM cache_totals WHERE id = 0"
 
 
+def _rollback(db: sqlite3.Connection) -> None:
+    """Undo the open transaction, if SQLite has not already: a COMMIT that failed for
+    a full disk (SQLITE_FULL) rolled it back itself, and a second ROLLBACK's own
+    error ("no transaction is active") hid the full disk from the caller."""
+    if db.in_transaction:
+        db.execute("ROLLBACK")
+
+
 class SqliteStorage:
     """SQLite in WAL mode; every call runs on one thread of its own, in order."""
 
@@ -371,7 +379,7 @@ class SqliteStorage:
                     return prefix
             raise RuntimeError("no free id for a snippet")  # only if a full digest collided
         except BaseException:
-            db.execute("ROLLBACK")
+            _rollback(db)
             raise
 
     async def get_snippet(self, snippet_id: str) -> str | None:
@@ -411,7 +419,7 @@ class SqliteStorage:
                 db.execute("DELETE FROM run_stats WHERE at < ?", (keep_since,))
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                _rollback(db)
                 raise
         finally:
             db.execute("PRAGMA synchronous=FULL")
@@ -465,7 +473,7 @@ class SqliteStorage:
                     )
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                _rollback(db)
                 raise
         finally:
             db.execute("PRAGMA synchronous=FULL")
