@@ -9,6 +9,7 @@ from backend.render_autodiff import autodiff_text
 from backend.render_checks import checks_text
 from backend.render_kernels import kernels_text
 from backend.render_memory import memory_text
+from backend.render_numerics import numerics_text
 from backend.render_trace_values import trace_values_text
 from backend.render_understand import export_text, recompiles_text
 
@@ -246,6 +247,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "trace_values": trace_values_text,
     "recompiles": recompiles_text,
     "export": export_text,
+    "numerics": numerics_text,
 }
 
 

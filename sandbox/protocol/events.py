@@ -40,6 +40,7 @@ from sandbox.protocol.limits import (
     MAX_MEMORY_POINTS,
     MAX_MESSAGE_CHARS,
     MAX_NOTES,
+    MAX_NUMERICS_ROWS,
     MAX_PASS_ITEMS,
     MAX_PASSES_CHARS,
     MAX_POLICIES,
@@ -76,6 +77,7 @@ Output = Literal[
     "trace_values",
     "checks",
     "recompiles", "export",
+    "numerics",
 ]  # fmt: skip
 OUTPUTS: tuple[Output, ...] = Output.__args__  # type: ignore[attr-defined]
 #: what ``stage`` events name, in the order they happen (SPEC §2's five, plus
@@ -984,6 +986,151 @@ class ExportEvent(_PipelineEvent):
     notes: Notes = Field(default_factory=list)
 
 
+class NumericsErrors(_Event):
+    """A value's error against its float64 shadow: relative (``|y - y*| / max(|y*|,
+    tiny)``, tiny the dtype's smallest normal) and in ulps of its dtype; the maximum and
+    the median over its elements (a loop's row: the largest per-iteration median)."""
+
+    max: Measure
+    median: Measure
+    max_ulp: Measure
+    median_ulp: Measure
+
+
+class NumericsHint(_Event):
+    kind: Literal["expm1", "log1p", "subtract_max", "logsumexp", "cancellation", "sum_order"]
+    text: str = _text(MAX_MESSAGE_CHARS)
+
+
+class NumericsRow(_Event):
+    """One equation evaluated in the program's dtypes and in float64 (a loop body's
+    equation: every iteration, folded)."""
+
+    eqn: Short = Field(description="Its place: `3` the 4th equation, `3.0` the first in its body.")
+    primitive: Short
+    depth: Count
+    line: Line | None = None
+    phase: Literal["forward", "backward"] | None = None
+    iterations: Count | None = Field(
+        None, description="A loop body's row: the iterations it folds."
+    )
+    dtype: Short | None = None
+    shape: Annotated[list[Count], Field(max_length=64)]
+    error: NumericsErrors | None = Field(
+        None,
+        description="Its (first floating) output against the shadow's: where the value stands.",
+    )
+    born: NumericsErrors | None = Field(
+        None,
+        description="The same primitive in the program's dtypes on the shadow's inputs "
+        "rounded to them, against the shadow: the error this equation adds itself (null: "
+        "no floating output, or an input the dtype cannot hold).",
+    )
+    shadowed: bool = True
+    unshadowed: str | None = Field(
+        None, max_length=MAX_MESSAGE_CHARS, description="Why the shadow took the program's value."
+    )
+    diverged: Count = Field(
+        0,
+        description="Integer/boolean elements the shadow computed otherwise (a flipped comparison).",
+    )
+    hint: NumericsHint | None = None
+
+
+class NumericsLine(_Event):
+    """One source line: the most ulps born there and the largest error of a value made there."""
+
+    line: Line
+    born_ulp: Measure
+    error: Measure
+    hint: Short | None = None
+
+
+class NumericsOutput(_Event):
+    """One output leaf of the pipeline against the shadow: as the run computed it
+    (compiled) and as the program's equations give it one by one."""
+
+    path: Short
+    dtype: Short
+    shape: Annotated[list[Count], Field(max_length=64)]
+    run: NumericsErrors | None = None
+    eager: NumericsErrors | None = None
+
+
+class NumericsOption(_Event):
+    """One XLA option the jit comparison recompiled with."""
+
+    option: Short
+    value: Short
+    removes: bool | None = Field(
+        None, description="The recompiled program gives the eager value (null: it did not compile)."
+    )
+    error: str | None = Field(None, max_length=MAX_MESSAGE_CHARS)
+
+
+class NumericsJit(_Event):
+    """The program compiled whole (jit) against the same equations one by one (eager)."""
+
+    differs: bool
+    closer: Literal["jit", "eager", "same"] = Field(
+        description="Which is nearer the float64 shadow (by the largest relative error)."
+    )
+    first_eqn: Short | None = Field(
+        None, description="The first equation whose compiled value differs, found by bisection."
+    )
+    first_row: Count | None = None
+    line: Line | None = None
+    primitive: Short | None = None
+    compiles: Count = Field(0, description="Cut programs compiled by the bisection.")
+    options: Annotated[list[NumericsOption], Field(max_length=16)] = Field(default_factory=list)
+    cause: str | None = Field(None, max_length=MAX_MESSAGE_CHARS)
+
+
+class NumericsSetting(_Event):
+    """The pipeline run under one precision setting, against the shadow."""
+
+    setting: Short
+    label: Short
+    emulated: bool = Field(
+        False, description="Emulated on this backend (bfloat16 operands, float32 accumulation)."
+    )
+    outputs: Annotated[list[NumericsErrors | None], Field(max_length=256)]
+    lines: Annotated[list[NumericsLine], Field(max_length=MAX_NUMERICS_ROWS)] = Field(
+        default_factory=list
+    )
+    error: str | None = Field(None, max_length=MAX_MESSAGE_CHARS)
+
+
+class NumericsEvent(_PipelineEvent):
+    """The pipeline's jaxpr against a float64 shadow (sandbox/engine/outputs/numerics/)."""
+
+    type: Literal["numerics"]
+    backend: Short
+    rows: Annotated[list[NumericsRow], Field(max_length=MAX_NUMERICS_ROWS)]
+    lines: Annotated[list[NumericsLine], Field(max_length=MAX_NUMERICS_ROWS)]
+    outputs: Annotated[list[NumericsOutput], Field(max_length=256)]
+    worst_born: Count | None = Field(None, description="The row that adds the most ulps.")
+    cut: Literal["rows", "steps"] | None = None
+    refused: str | None = Field(
+        None,
+        max_length=MAX_MESSAGE_CHARS,
+        description="Why nothing was shadowed (the program's size).",
+    )
+    shadow_ms: Ms
+    jit: NumericsJit | None = None
+    precision: Annotated[list[NumericsSetting], Field(max_length=16)] = Field(default_factory=list)
+    precision_note: str | None = Field(None, max_length=MAX_MESSAGE_CHARS)
+    notes: Notes = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _rows_exist(self) -> NumericsEvent:
+        n = len(self.rows)
+        for at in (self.worst_born, self.jit.first_row if self.jit else None):
+            if at is not None and at >= n:
+                raise ValueError("a row past the rows")
+        return self
+
+
 class ErrorEvent(_PipelineEvent):
     type: Literal["error"]
     stage: ErrorStage
@@ -1041,6 +1188,7 @@ EVENT_MODELS: dict[str, type[_Event]] = {
     "checks": ChecksEvent,
     "recompiles": RecompilesEvent,
     "export": ExportEvent,
+    "numerics": NumericsEvent,
     "error": ErrorEvent,
     "done": DoneEvent,
 }
@@ -1049,7 +1197,7 @@ AnyEvent = Annotated[
     | HloEvent | TextPartEvent | ValueEvent | CostEvent | TimingEvent | PassesEvent | AsmEvent | MemoryEvent
     | RemarksEvent | ShardingEvent | ShapesEvent | ProfileEvent | ErrorEvent
     | KernelsEvent | AutodiffEvent | TraceValuesEvent | ChecksEvent | RecompilesEvent
-    | ExportEvent | DoneEvent,
+    | ExportEvent | NumericsEvent | DoneEvent,
     Field(discriminator="type"),
 ]  # fmt: skip
 

@@ -95,3 +95,9 @@ MAX_TRACE_VALUES = 8192
 MAX_TRACE_ROW_VALUES = 16
 MAX_TRACE_BYTES = 256 * 1024 * 1024
 MAX_TRACE_STEPS = 20_000
+#: The numerics output (sandbox/engine/outputs/numerics/): rows kept (one per equation,
+#: a loop's iterations folded), equations shadowed, and the default of a request's
+#: numerics_max_values (values the program makes; the server's setting caps it)
+MAX_NUMERICS_ROWS = 4096
+MAX_NUMERICS_STEPS = 20_000
+NUMERICS_MAX_VALUES = 4_000_000

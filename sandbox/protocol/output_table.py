@@ -16,6 +16,7 @@ from sandbox.protocol.events import (
     JaxprEvent,
     KernelsEvent,
     MemoryEvent,
+    NumericsEvent,
     Output,
     PassesEvent,
     ProfileEvent,
@@ -79,6 +80,9 @@ OUTPUT_TABLE: dict[str, OutputSpec] = {
     "recompiles": OutputSpec(RecompilesEvent, (), per_pipeline=False, default=False, cached=False),
     # jax.export of each pipeline, its artifact called back in a fresh process
     "export": OutputSpec(ExportEvent, ("trace",), default=False),
+    # the jaxpr against a float64 shadow, op by op (sandbox/engine/outputs/numerics/)
+    # ... and the shadow's time (a measurement): never cached
+    "numerics": OutputSpec(NumericsEvent, ("execute",), default=False, cached=False),
 }
 DEFAULT_OUTPUTS: tuple[Output, ...] = tuple(o for o in OUTPUTS if OUTPUT_TABLE[o].default)
 assert tuple(OUTPUT_TABLE) == OUTPUTS, "OUTPUT_TABLE and Output name the same outputs"

@@ -29,6 +29,7 @@ from sandbox.protocol.limits import (
     MAX_EXPR_BYTES,
     MAX_LABEL_CHARS,
     MAX_TRANSFORMS,
+    NUMERICS_MAX_VALUES,
 )
 from sandbox.protocol.output_table import DEFAULT_OUTPUTS
 from sandbox.protocol.sharding_request import (
@@ -315,6 +316,13 @@ class RunRequest(BaseModel):
         False,
         description="`trace_values` steps the compare pipelines too; by default only the main "
         "pipeline is stepped (a compare pipeline's event has no rows and a note saying so).",
+    )
+    numerics_max_values: int = Field(
+        NUMERICS_MAX_VALUES,
+        ge=1,
+        le=2**40,
+        description="`numerics` refuses a program making more values than this (its float64 "
+        "shadow holds a copy of each); a server caps it at its `numerics_max_values` setting.",
     )
 
     export_shapes: Annotated[list[SymbolicShape | None], Field(max_length=MAX_EXPORT_ARGS)] | None = Field(

@@ -340,6 +340,103 @@ export const MemoryEvent = z.object({
   timeline: z.optional(z.nullable(MemoryTimeline)),
 });
 
+/** A value's error against its float64 shadow: relative (``|y - y*| / max(|y*|, tiny)``, tiny the dtype's smallest normal) and in ulps of its dtype; the maximum and the median over its elements (a loop's row: the largest per-iteration median). */
+export const NumericsErrors = z.object({
+  max: z.union([z.number(), z.enum(["nan", "inf", "-inf"])]),
+  median: z.union([z.number(), z.enum(["nan", "inf", "-inf"])]),
+  max_ulp: z.union([z.number(), z.enum(["nan", "inf", "-inf"])]),
+  median_ulp: z.union([z.number(), z.enum(["nan", "inf", "-inf"])]),
+});
+
+export const NumericsHint = z.object({
+  kind: z.enum(["expm1", "log1p", "subtract_max", "logsumexp", "cancellation", "sum_order"]),
+  text: z.string().check(z.maxLength(16384)),
+});
+
+/** One equation evaluated in the program's dtypes and in float64 (a loop body's equation: every iteration, folded). */
+export const NumericsRow = z.object({
+  eqn: z.string().check(z.maxLength(256)),
+  primitive: z.string().check(z.maxLength(256)),
+  depth: z.int().check(z.gte(0), z.lte(9007199254740991)),
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  phase: z.optional(z.nullable(z.enum(["forward", "backward"]))),
+  iterations: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  dtype: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
+  shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
+  error: z.optional(z.nullable(NumericsErrors)),
+  born: z.optional(z.nullable(NumericsErrors)),
+  shadowed: z.optional(z.boolean()),
+  unshadowed: z.optional(z.nullable(z.string().check(z.maxLength(16384)))),
+  diverged: z.optional(z.int().check(z.gte(0), z.lte(9007199254740991))),
+  hint: z.optional(z.nullable(NumericsHint)),
+});
+
+/** One source line: the most ulps born there and the largest error of a value made there. */
+export const NumericsLine = z.object({
+  line: z.int().check(z.gte(1), z.lte(10000000)),
+  born_ulp: z.union([z.number(), z.enum(["nan", "inf", "-inf"])]),
+  error: z.union([z.number(), z.enum(["nan", "inf", "-inf"])]),
+  hint: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
+});
+
+/** One output leaf of the pipeline against the shadow: as the run computed it (compiled) and as the program's equations give it one by one. */
+export const NumericsOutput = z.object({
+  path: z.string().check(z.maxLength(256)),
+  dtype: z.string().check(z.maxLength(256)),
+  shape: z.array(z.int().check(z.gte(0), z.lte(9007199254740991))).check(z.maxLength(64)),
+  run: z.optional(z.nullable(NumericsErrors)),
+  eager: z.optional(z.nullable(NumericsErrors)),
+});
+
+/** One XLA option the jit comparison recompiled with. */
+export const NumericsOption = z.object({
+  option: z.string().check(z.maxLength(256)),
+  value: z.string().check(z.maxLength(256)),
+  removes: z.optional(z.nullable(z.boolean())),
+  error: z.optional(z.nullable(z.string().check(z.maxLength(16384)))),
+});
+
+/** The program compiled whole (jit) against the same equations one by one (eager). */
+export const NumericsJit = z.object({
+  differs: z.boolean(),
+  closer: z.enum(["jit", "eager", "same"]),
+  first_eqn: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
+  first_row: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  line: z.optional(z.nullable(z.int().check(z.gte(1), z.lte(10000000)))),
+  primitive: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
+  compiles: z.optional(z.int().check(z.gte(0), z.lte(9007199254740991))),
+  options: z.optional(z.array(NumericsOption).check(z.maxLength(16))),
+  cause: z.optional(z.nullable(z.string().check(z.maxLength(16384)))),
+});
+
+/** The pipeline run under one precision setting, against the shadow. */
+export const NumericsSetting = z.object({
+  setting: z.string().check(z.maxLength(256)),
+  label: z.string().check(z.maxLength(256)),
+  emulated: z.optional(z.boolean()),
+  outputs: z.array(z.nullable(NumericsErrors)).check(z.maxLength(256)),
+  lines: z.optional(z.array(NumericsLine).check(z.maxLength(4096))),
+  error: z.optional(z.nullable(z.string().check(z.maxLength(16384)))),
+});
+
+/** The pipeline's jaxpr against a float64 shadow (sandbox/engine/outputs/numerics/). */
+export const NumericsEvent = z.object({
+  pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
+  type: z.literal("numerics"),
+  backend: z.string().check(z.maxLength(256)),
+  rows: z.array(NumericsRow).check(z.maxLength(4096)),
+  lines: z.array(NumericsLine).check(z.maxLength(4096)),
+  outputs: z.array(NumericsOutput).check(z.maxLength(256)),
+  worst_born: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  cut: z.optional(z.nullable(z.enum(["rows", "steps"]))),
+  refused: z.optional(z.nullable(z.string().check(z.maxLength(16384)))),
+  shadow_ms: z.number().check(z.gte(0), z.lte(1000000000.0)),
+  jit: z.optional(z.nullable(NumericsJit)),
+  precision: z.optional(z.array(NumericsSetting).check(z.maxLength(16))),
+  precision_note: z.optional(z.nullable(z.string().check(z.maxLength(16384)))),
+  notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
+});
+
 /** The module after one HLO pass that changed it: its whole ``text``, or a unified ``diff`` from the item before (the first and last items carry text). */
 export const PassItem = z.object({
   pipeline: z.string().check(z.maxLength(1024)),
@@ -653,6 +750,7 @@ export const Events = {
   checks: ChecksEvent,
   recompiles: RecompilesEvent,
   export: ExportEvent,
+  numerics: NumericsEvent,
   error: ErrorEvent,
   done: DoneEvent,
 } as const;

@@ -7,7 +7,7 @@ export const TransformName = z.enum(["jit", "grad", "value_and_grad", "vmap", "p
 export type TransformName = z.infer<typeof TransformName>;
 
 /** sandbox.protocol's `Output`. */
-export const Output = z.enum(["jaxpr", "stablehlo", "hlo", "value", "cost", "timing", "passes", "asm", "memory", "remarks", "sharding", "shapes", "profile", "kernels", "autodiff", "trace_values", "checks", "recompiles", "export"]);
+export const Output = z.enum(["jaxpr", "stablehlo", "hlo", "value", "cost", "timing", "passes", "asm", "memory", "remarks", "sharding", "shapes", "profile", "kernels", "autodiff", "trace_values", "checks", "recompiles", "export", "numerics"]);
 export type Output = z.infer<typeof Output>;
 
 /** sandbox.protocol's `Backend`. */
@@ -61,6 +61,7 @@ export const RunBody = z.strictObject({
   grad_orders: z.optional(z.array(z.int().check(z.gte(1), z.lte(3))).check(z.minLength(1), z.maxLength(3))),
   grad_modes: z.optional(z.array(z.enum(["fwd", "rev"])).check(z.minLength(1), z.maxLength(2))),
   trace_values_compare: z.optional(z.boolean()),
+  numerics_max_values: z.optional(z.int().check(z.gte(1), z.lte(1099511627776))),
   export_shapes: z.optional(z.nullable(z.array(z.nullable(z.string().check(z.maxLength(200), z.regex(new RegExp("^[A-Za-z0-9_ ,+\\-*()/]*$"))))).check(z.maxLength(64)))),
   export_platforms: z.optional(z.nullable(z.array(z.enum(["cpu", "cuda", "rocm", "tpu"])).check(z.minLength(1), z.maxLength(4)))),
   cache: z.optional(z.boolean()),
@@ -94,6 +95,7 @@ export const RunRequest = z.strictObject({
   grad_orders: z.optional(z.array(z.int().check(z.gte(1), z.lte(3))).check(z.minLength(1), z.maxLength(3))),
   grad_modes: z.optional(z.array(z.enum(["fwd", "rev"])).check(z.minLength(1), z.maxLength(2))),
   trace_values_compare: z.optional(z.boolean()),
+  numerics_max_values: z.optional(z.int().check(z.gte(1), z.lte(1099511627776))),
   export_shapes: z.optional(z.nullable(z.array(z.nullable(z.string().check(z.maxLength(200), z.regex(new RegExp("^[A-Za-z0-9_ ,+\\-*()/]*$"))))).check(z.maxLength(64)))),
   export_platforms: z.optional(z.nullable(z.array(z.enum(["cpu", "cuda", "rocm", "tpu"])).check(z.minLength(1), z.maxLength(4)))),
 });
