@@ -14,8 +14,10 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,8 +28,10 @@ import pytest
 
 from tests.gates import jail_required
 from tests.support.live_server import MODULE, LiveServer
+from tests.support.ports import free_port
+from tests.support.services import Postgres, _pg_bin
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]  # the PostgreSQL case: marked below
 
 
 def _namespaces_missing() -> str | None:
@@ -94,8 +98,64 @@ def sqlite_server(tmp_path: Path) -> Iterator[tuple[LiveServer, Path]]:
         server.stop()
 
 
+@pytest.fixture
+def postgres_server(tmp_path: Path) -> Iterator[tuple[LiveServer, Path]]:
+    """A server (the fake pool) on a PostgreSQL cluster whose data directory is on a
+    96 MiB file system of its own. PostgreSQL refuses to run as root and a user
+    namespace would make it root there, so this one needs the machine's root: the
+    cluster runs as ``postgres`` in a mount namespace made by root."""
+    if os.geteuid() != 0 or Postgres.missing() or shutil.which("unshare") is None:
+        pytest.skip("PostgreSQL on a small file system of its own needs root and PostgreSQL")
+    # not under tmp_path: the postgres user must reach it (pytest's are root's only)
+    disk, port = Path(tempfile.mkdtemp(prefix="jaxplay-pg-disk-")), free_port()
+    disk.chmod(0o755)
+    tools = Path(str(_pg_bin("pg_ctl"))).parent
+    script = f"""set -e
+mount -t tmpfs -o size=96m,mode=755 jaxplay-pg-disk "{disk}"
+chown postgres "{disk}"
+runuser -u postgres -- {tools}/initdb -D "{disk}/data" -U postgres --auth=trust -E UTF8 \
+    --no-sync --no-instructions >/dev/null
+runuser -u postgres -- {tools}/pg_ctl -D "{disk}/data" -l "{disk}/pg.log" -w start \
+    -o "-p {port} -k {disk} -c listen_addresses=127.0.0.1" >/dev/null
+"""
+    made = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    import psycopg
+
+    with psycopg.connect(url) as conn:  # the postmaster: its backend's parent
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+    postmaster = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    env = {"JAXPLAY_SNIPPET_RATE_PER_MINUTE": "0", "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0"}
+    server = LiveServer(
+        url, "--pool", "tests.server.fakes:FakePool", "--unsafe-no-jail",
+        env=env, log=tmp_path / "server.log",
+    )  # fmt: skip
+    try:
+        server.start()
+        yield server, Path(f"/proc/{postmaster}/root") / disk.relative_to("/")
+    finally:
+        server.stop()
+        os.kill(postmaster, signal.SIGQUIT)  # an immediate shutdown; the namespace goes with it
+        shutil.rmtree(disk, ignore_errors=True)
+
+
 def test_a_full_disk_under_sqlite(sqlite_server: tuple[LiveServer, Path]) -> None:
     server, disk = sqlite_server
+    a_full_disk(server, disk)
+    with sqlite3.connect(disk / "jaxplay.sqlite3") as db:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+@pytest.mark.postgres
+def test_a_full_disk_under_postgresql(postgres_server: tuple[LiveServer, Path]) -> None:
+    a_full_disk(*postgres_server)
+
+
+def a_full_disk(server: LiveServer, disk: Path) -> None:
     http = httpx.Client(base_url=server.url, timeout=30)
     made: dict[str, dict[str, Any]] = {}
     for i in range(5):
@@ -129,5 +189,3 @@ def test_a_full_disk_under_sqlite(sqlite_server: tuple[LiveServer, Path]) -> Non
     assert again.status_code == 201, again.text
     for snippet_id, stored in made.items():
         assert http.get(f"/api/v1/snippets/{snippet_id}").json() == stored
-    with sqlite3.connect(disk / "jaxplay.sqlite3") as db:
-        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
