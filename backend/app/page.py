@@ -286,6 +286,13 @@ def not_found_html(snippet_id: str) -> str:
     )
 
 
+def tour_not_found_html(step: str) -> str:
+    return (
+        "<!doctype html><meta charset=utf-8><title>jaxplay: no such tour step</title>"
+        f'<p>No tour step <code>{html.escape(step)}</code>. <a href="/tour">Start the tour</a>.</p>'
+    )
+
+
 def busy_html(message: str) -> str:
     return (
         "<!doctype html><meta charset=utf-8><title>jaxplay: slow down</title>"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import time
 import uuid
 from typing import Any
@@ -27,7 +28,13 @@ from pydantic import ValidationError
 
 from backend.app.errors import ApiError, Overloaded
 from backend.app.logs import fields, get_logger
-from backend.app.page import busy_html, not_found_html, page_csp, page_html
+from backend.app.page import (
+    busy_html,
+    not_found_html,
+    page_csp,
+    page_html,
+    tour_not_found_html,
+)
 from backend.app.routes.snippets import load_snippet
 from backend.app.runs import server_done
 from backend.app.services import Services, ServicesDep
@@ -123,6 +130,30 @@ async def initial_answer(
 @router.get("/", response_class=HTMLResponse, responses={200: _HTML})
 async def index(request: Request, services: ServicesDep) -> Response:
     """The playground page."""
+    return _page(request, services, page_html(services.settings.frontend_dist))
+
+
+#: a tour step as a link names it: its number (1-based) or its id (tour/tour.json). The
+#: server does not hold the catalogue (it is built into the page's bundle), so the page
+#: says when a well-formed name is no step of its tour.
+TOUR_STEP = re.compile(r"[1-9][0-9]?|[a-z][a-z0-9-]{0,39}")
+
+
+@router.get("/tour", response_class=HTMLResponse, responses={200: _HTML})
+async def tour(request: Request, services: ServicesDep) -> Response:
+    """The playground page, open on the tour of JAX (issue 53)."""
+    return _page(request, services, page_html(services.settings.frontend_dist))
+
+
+@router.get(
+    "/tour/{step}",
+    response_class=HTMLResponse,
+    responses={200: _HTML, 404: {"description": "Not a tour step's name.", **_HTML}},
+)
+async def tour_step(step: str, request: Request, services: ServicesDep) -> Response:
+    """The playground page, open on one step of the tour (`/tour/3`, `/tour/grad`)."""
+    if TOUR_STEP.fullmatch(step) is None:
+        return _page(request, services, tour_not_found_html(step), 404)
     return _page(request, services, page_html(services.settings.frontend_dist))
 
 
