@@ -16,6 +16,7 @@ import {
   type DecorationSet,
 } from "@codemirror/view";
 import { recompileField } from "./editor-recompiles";
+import { numericsField } from "./editor-numerics";
 import { editorShapes } from "./editor-shapes";
 import { highlighting } from "./highlight";
 import { h, withCode } from "./dom";
@@ -121,6 +122,7 @@ export function createEditor(parent: HTMLElement, doc: string, hooks: EditorHook
         editorLinking(hooks.onHover),
         editorShapes(),
         recompileField,
+        numericsField,
         EditorView.contentAttributes.of({ "aria-label": "Python code", "data-testid": "code", tabindex: "0" }),
         EditorView.updateListener.of((u) => {
           if (u.docChanged) hooks.onChange(u.state.doc.toString());

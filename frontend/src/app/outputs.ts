@@ -8,6 +8,7 @@ import type { ArgsFollower } from "../args";
 import { h } from "../dom";
 import { setErrorMark } from "../editor";
 import { setRecompileMarks } from "../editor-recompiles";
+import { setNumericsMarks } from "../editor-numerics";
 import { setShapes } from "../editor-shapes";
 import { fmtAgo } from "../format";
 import type { Output, RunBody } from "../generated/request";
@@ -155,6 +156,7 @@ export class OutputsController implements RunView {
     if (this.errorMarked) this.d.editor().dispatch({ effects: setErrorMark.of(null) });
     this.errorMarked = false;
     this.d.editor().dispatch({ effects: setRecompileMarks.of([]) });
+    this.d.editor().dispatch({ effects: setNumericsMarks.of([]) });
     // the bands follow the IR texts: drawn again only when the panes were cleared
     if (pipelines.join("\n") !== this.lastPipelines) this.links.soon();
     this.lastPipelines = pipelines.join("\n");
@@ -196,6 +198,9 @@ export class OutputsController implements RunView {
         break;
       case "recompiles": // each call site's line marked in the editor (editor-recompiles.ts)
         this.d.editor().dispatch({ effects: setRecompileMarks.of(event.sites.filter((s) => s.jitted).map((s) => ({ line: s.line, text: s.summary }))) });
+        break;
+      case "numerics": // each line tinted by the ulps born there (editor-numerics.ts): pipeline A's
+        if (p === "main") this.d.editor().dispatch({ effects: setNumericsMarks.of(event.lines.map((l) => ({ line: l.line, bornUlp: l.born_ulp, hint: l.hint ?? null }))) });
         break;
       case "jaxpr":
       case "stablehlo":

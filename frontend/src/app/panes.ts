@@ -16,6 +16,7 @@ import { Progress } from "../panes/progress";
 import { RemarksPane } from "../panes/remarks";
 import type { ShardingPane } from "../panes/sharding";
 import { TraceValuesPane } from "../panes/trace_values";
+import { NumericsPane } from "../panes/numerics";
 import { LazyPane } from "./lazy";
 import { PaneScheduler, whenIdle, type ScheduledPane } from "./render";
 import type { TabId } from "./tabtable";
@@ -88,6 +89,7 @@ export class Panes {
       { tab: "console", pane: new LazyPane(["stdout", "stderr"], async () => new (await later()).ConsolePane(panels.console)) },
       { tab: "checks", pane: new ChecksPane(panels.checks, hooks.reveal) },
       { tab: "trace_values", pane: new TraceValuesPane(panels.trace_values, hooks.reveal, hoverCode) },
+      { tab: "numerics", pane: new NumericsPane(panels.numerics, hooks.reveal, hoverCode) },
     ];
     this.scheduler = new PaneScheduler(all, hooks.active, undefined, hooks.rendered);
   }

@@ -11,6 +11,7 @@ export const TABS = [
   { id: "graph", title: "Graph", group: "ir", opensItself: false },
   { id: "value", title: "Value", group: "values", opensItself: true },
   { id: "trace_values", title: "Stepper", group: "values", opensItself: false },
+  { id: "numerics", title: "Numerics", group: "values", opensItself: false },
   { id: "checks", title: "Checks", group: "values", opensItself: true },
   { id: "console", title: "Console", group: "values", opensItself: false },
   { id: "autodiff", title: "Autodiff", group: "how", opensItself: false },

@@ -8,7 +8,7 @@ describe("the tab table", () => {
     expect(GROUPS.map((g) => g.id)).toEqual(["ir", "values", "how", "cost", "errors"]);
     expect(GROUPS.map((g) => g.tabs)).toEqual([
       ["jaxpr", "stablehlo", "hlo", "asm", "graph"],
-      ["value", "trace_values", "checks", "console"],
+      ["value", "trace_values", "numerics", "checks", "console"],
       ["autodiff", "sharding", "passes", "kernels", "remarks", "recompiles", "export"],
       ["cost", "timing", "memory", "profile"],
       ["errors"],
