@@ -59,14 +59,19 @@ def worker(
     if not settings.queue_url:
         refuse("worker", "give --queue redis://HOST:6379/0 (or JAXPLAY_QUEUE_URL)")
     _log_sandbox_too(settings.log_level)
+    # A jail that cannot start (here, or at the pool's first test jail) ends the
+    # worker, naming what the host lacks (sandbox/queue/jail_host.py): never a run
+    # without it
+    from sandbox.queue.jail_host import refusal
+
     try:
         local = local_pool(settings)
     except (PoolConfigError, RuntimeError) as exc:
-        refuse("worker", exc)
+        refuse("worker", refusal(exc))
     try:
         asyncio.run(serve_queue(settings, local))
     except RuntimeError as exc:  # WorkerStartError, a failed pool start
-        refuse("worker", exc, 1)
+        refuse("worker", refusal(exc), 1)
 
 
 #: setting -> the flag that gives it, where the two are not spelled alike
