@@ -150,6 +150,13 @@ class WorkerIdentity(_Event):
         description="The curated libraries installed beside this JAX (name -> version: "
         "sandbox/environments/libraries.py); the result cache's key covers them.",
     )
+    matmul_precision: Short | None = Field(
+        None,
+        description="`jax_default_matmul_precision` as the worker runs (`default`: the "
+        "platform's own; on a TPU float32 matrix products pass through bfloat16, about 3 "
+        "significant digits, where a CPU computes float32's 7). A request's `config` that "
+        "sets it decides its run's.",
+    )
 
 
 class AcceptedEvent(_PipelineEvent):
@@ -995,6 +1002,9 @@ class NumericsErrors(_Event):
     median: Measure
     max_ulp: Measure
     median_ulp: Measure
+    norm: Measure = Field(
+        description="Normwise: the largest difference over the shadow's largest magnitude."
+    )
 
 
 class NumericsHint(_Event):

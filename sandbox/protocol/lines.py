@@ -97,8 +97,10 @@ def _dump(model: BaseModel) -> ValidEvent:
         if event.get(name, 0) is None:
             del event[name]
     worker = event.get("worker")
-    if isinstance(worker, dict) and worker.get("libraries", 0) is None:
-        del worker["libraries"]  # absent unless the worker says them, like the above
+    if isinstance(worker, dict):
+        for name in ("libraries", "matmul_precision"):
+            if worker.get(name, 0) is None:
+                del worker[name]  # absent unless the worker says them, like the above
     return event
 
 

@@ -20,3 +20,12 @@ def test_accepted_names_the_installed_libraries_and_their_versions(
     assert said["flax"] == importlib.metadata.version("flax")
     assert said["optax"] == importlib.metadata.version("optax")
     assert set(said) <= {lib.name for lib in libraries.LIBRARIES}
+
+
+def test_accepted_says_the_matmul_precision(run: Callable[[Any], list[dict[str, Any]]]) -> None:
+    """What a TPU's or GPU's values are computed at (issue 50; on a CPU float32's)."""
+    code = "def f(x):\n    return x\n"
+    events = run(RunRequest(code=code, args="(1.0,)", outputs=["jaxpr"]))
+    assert next(e for e in events if e["type"] == "accepted")["worker"]["matmul_precision"] == (
+        "default"
+    )

@@ -15,6 +15,7 @@ import type { Output, RunBody } from "../generated/request";
 import type { Layout } from "../layout";
 import { openComputeAt } from "../compute";
 import { OUTPUT_PANES, optInOutput, outputTitle } from "../panes/registry";
+import { precisionNote } from "../precision";
 import { isTampered, pipelineOf, type RunEvent } from "../protocol";
 import { describeSignature, isArgCountError } from "../signature";
 import type { SandboxWait } from "../panes/progress";
@@ -102,6 +103,8 @@ export class OutputsController implements RunView {
    * the next run on one of them finds it started */
   private readonly warmSandboxes = new Set<string>([sandboxKey({})]);
   private sandboxKey = sandboxKey({});
+  /** the run's `config` (its matmul precision, if it sets one: precision.ts) */
+  private runConfig: RunBody["config"] | null = null;
 
   constructor(private readonly d: OutputsDeps) {
     // the cancel button follows the status drawn (a run's start is drawn START_DRAW_MS
@@ -139,6 +142,7 @@ export class OutputsController implements RunView {
    * dots at its end: no frame is drawn between the key and the jaxpr. */
   start(request: RunBody, keep = false): void {
     const { ui, panes } = this.d;
+    this.runConfig = request.config ?? null;
     if (keep) {
       ui.cancelBtn.disabled = false;
       document.body.classList.add("running");
@@ -182,7 +186,7 @@ export class OutputsController implements RunView {
       case "accepted": {
         this.warmSandboxes.add(this.sandboxKey);
         const w = event.worker;
-        panes.progress.setWorker(!w ? "" : [w.backend ?? w.platform, w.device_kind, w.devices ? `${w.devices} device${w.devices === 1 ? "" : "s"}` : "", w.jax_version ? `jax ${w.jax_version}` : ""].filter(Boolean).join(" · "));
+        panes.progress.setWorker(!w ? "" : [w.backend ?? w.platform, w.device_kind, w.devices ? `${w.devices} device${w.devices === 1 ? "" : "s"}` : "", w.jax_version ? `jax ${w.jax_version}` : "", precisionNote(w, this.runConfig)].filter(Boolean).join(" · "));
         if (event.cached === true) panes.progress.setNote(this.cachedNote(event.age_s, event.cached_at));
         panes.progress.started();
         break;

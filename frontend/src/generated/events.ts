@@ -14,6 +14,7 @@ export const WorkerIdentity = z.object({
   jax_version: z.string().check(z.maxLength(64)),
   jaxlib_version: z.string().check(z.maxLength(64)),
   libraries: z.optional(z.nullable(z.record(z.string(), z.string().check(z.maxLength(256))).check(z.refine((o) => Object.keys(o).length <= 64)))),
+  matmul_precision: z.optional(z.nullable(z.string().check(z.maxLength(256)))),
 });
 
 /** A worker took the run. Made by jaxplay before user code runs; the server adds ``cached``, ``cached_at`` and ``age_s`` when the result cache answered. */
@@ -346,6 +347,7 @@ export const NumericsErrors = z.object({
   median: z.union([z.number(), z.enum(["nan", "inf", "-inf"])]),
   max_ulp: z.union([z.number(), z.enum(["nan", "inf", "-inf"])]),
   median_ulp: z.union([z.number(), z.enum(["nan", "inf", "-inf"])]),
+  norm: z.union([z.number(), z.enum(["nan", "inf", "-inf"])]),
 });
 
 export const NumericsHint = z.object({

@@ -49,6 +49,8 @@ def worker_info(request: RunRequest) -> dict[str, Any]:
         "jax_version": jax.__version__,
         "jaxlib_version": jaxlib.__version__,
         "libraries": libraries.installed_here(),
+        # after the request's config: the precision this run's matmuls use
+        "matmul_precision": str(jax.config.jax_default_matmul_precision or "default"),
     }
 
 
