@@ -36,13 +36,14 @@ the page's own benchmark; ``--page FILE`` (JSON ``{program: {"longest_task_ms",
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,17 +66,26 @@ PLAIN_STEPS = {  # plain JAX's steps, under the engine's stage they stand for
 SAME_WORK_STEPS = ("cost before", "stablehlo locations", "forward jaxpr", "timing")
 
 
-def plain_cell(body: dict[str, Any], timing_runs: dict[str, int] | None = None) -> dict[str, float]:
-    """The cell as a user re-runs it; ms per step. With ``timing_runs`` (the engine's
-    timing rows: label -> calls), the same work as the engine's outputs too."""
+def plain_cell(
+    body: dict[str, Any],
+    timing_runs: dict[str, int] | None = None,
+    cost_before: bool = False,
+    cpu_steps: dict[str, float] | None = None,
+) -> dict[str, float]:
+    """The cell as a user re-runs it; ms per step (and CPU ms per step into
+    ``cpu_steps``). With ``timing_runs`` (the engine's timing rows: label -> calls),
+    the same work as the engine's outputs too, the cost before optimisation only where
+    the engine made it (``cost_before``)."""
     import jax
 
     steps: dict[str, float] = {}
+    cpus = {} if cpu_steps is None else cpu_steps
 
     def step(name: str, fn: Callable[[], Any]) -> Any:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         out = fn()
         steps[name] = (time.perf_counter() - start) * 1000
+        cpus[name] = (time.process_time() - cpu) * 1000
         return out
 
     namespace: dict[str, Any] = {}
@@ -93,7 +103,8 @@ def plain_cell(body: dict[str, Any], timing_runs: dict[str, int] | None = None) 
     step("execute", lambda: jax.block_until_ready(compiled(*args)))
     if timing_runs is None:
         return steps
-    step("cost before", lowered.cost_analysis)
+    if cost_before:
+        step("cost before", lowered.cost_analysis)
     step("stablehlo locations", lambda: lowered.as_text(debug_info=True))
     step("forward jaxpr", lambda: str(jax.make_jaxpr(f)(*args)))
 
@@ -107,12 +118,58 @@ def plain_cell(body: dict[str, Any], timing_runs: dict[str, int] | None = None) 
     return steps
 
 
-def engine_run(body: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
-    """jaxplay's engine on the request: ms to ``done`` and its events."""
+#: what an output's own work is in plain JAX, where plain JAX does part of it
+OWN_COST_PLAIN = {
+    "jaxpr": "str(jaxpr)",
+    "stablehlo": "stablehlo text",
+    "hlo": "hlo text",
+    "cost": "cost",
+}
+
+
+@contextlib.contextmanager
+def own_costs(into: dict[str, float]) -> Iterator[None]:
+    """Each output's making and emitting (CPU ms by output name, the figure a loaded
+    machine leaves) while held: the engine's ``Run.render`` timed per output, and the
+    timing output's hook (it is made after every pipeline)."""
+    from sandbox.engine.core import registry
+    from sandbox.engine.core import run as runs
+    from sandbox.engine.outputs import timing
+
+    names = {registry.row(name).what: name for name in registry.NAMES}
+    render, finish = runs.Run.render, timing.TimingHooks.finish
+
+    def add(name: str, start: float) -> None:
+        into[name] = into.get(name, 0.0) + (time.process_time() - start) * 1000
+
+    def timed(self: Any, what: str, fn: Callable[[], Any]) -> None:
+        start = time.process_time()
+        render(self, what, fn)
+        add(names.get(what, what), start)
+
+    def timed_finish(self: Any) -> None:
+        start = time.process_time()
+        finish(self)
+        add("timing", start)
+
+    runs.Run.render = timed  # type: ignore[method-assign]
+    timing.TimingHooks.finish = timed_finish  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        runs.Run.render = render  # type: ignore[method-assign]
+        timing.TimingHooks.finish = finish  # type: ignore[method-assign]
+
+
+def engine_run(
+    body: dict[str, Any], costs: dict[str, float] | None = None
+) -> tuple[float, list[dict[str, Any]]]:
+    """jaxplay's engine on the request: ms to ``done`` and its events; each output's
+    own making into ``costs`` (``own_costs``)."""
     from sandbox.engine import worker
     from sandbox.protocol import RunRequest
 
-    with tempfile.TemporaryFile() as out:
+    with tempfile.TemporaryFile() as out, own_costs({} if costs is None else costs):
         message = {
             "protocol": 1,
             "run_id": "scale",
@@ -146,6 +203,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="edits after one warm-up run")
     parser.add_argument("--cpus", type=int, default=1, help="CPUs of the process (a jail: 1)")
     parser.add_argument("--page", type=Path, help="the page's figures (JSON), printed beside")
+    parser.add_argument(
+        "--cost-before",
+        action="store_true",
+        help="ask for the cost before optimisation too (the request's cost_before)",
+    )
     args = parser.parse_args()
     names = [n.strip() for n in args.only.split(",")]
     unknown = set(names) - set(PROGRAMS)
@@ -159,14 +221,17 @@ def main() -> None:
         plain: list[dict[str, float]] = []
         same: list[dict[str, float]] = []
         engine: list[tuple[float, dict[str, float]]] = []
+        own: list[dict[str, float]] = []
         sizes: dict[str, int] = {}
         for edit in range(args.repeat + 1):  # the first: the cell's first run, not counted
-            body = request(name, edit)
+            body = {**request(name, edit), "cost_before": args.cost_before}
             cpu = time.process_time()
-            steps = plain_cell(body)
+            plain_cpu: dict[str, float] = {}
+            steps = plain_cell(body, cpu_steps=plain_cpu)
             steps["cpu"] = (time.process_time() - cpu) * 1000
             cpu = time.process_time()
-            took, events = engine_run(body)
+            costs: dict[str, float] = {}
+            took, events = engine_run(body, costs)
             engine_cpu = (time.process_time() - cpu) * 1000
             done = events[-1]
             assert done["type"] == "done" and done["status"] == "ok", (name, done)
@@ -178,16 +243,22 @@ def main() -> None:
                     stages[key] = stages.get(key, 0.0) + e["ms"]
             stages["cpu"] = engine_cpu
             (timing,) = [e for e in events if e["type"] == "timing"]
+            (cost,) = [e for e in events if e["type"] == "cost"]
+            runs = {r["label"]: r["runs"] for r in timing["rows"]}
             cpu = time.process_time()
-            same_steps = plain_cell(body, {r["label"]: r["runs"] for r in timing["rows"]})
+            same_steps = plain_cell(body, runs, cost_before=cost["before"] is not None)
             same_steps["cpu"] = (time.process_time() - cpu) * 1000
             if edit:
                 plain.append(steps)
                 same.append(same_steps)
                 engine.append((took, stages))
+                own.append(
+                    {k: v - plain_cpu.get(OWN_COST_PLAIN.get(k, ""), 0.0) for k, v in costs.items()}
+                )
         rows.append((name, plain, engine, sizes))
         loads.append(os.getloadavg()[0])
         print_row(name, plain, same, engine, sizes, page.get(name, {}))
+        print_own(own, plain)
     print(
         f"{args.cpus} CPU(s) for the process; medians of {args.repeat} edits in ms; "
         f"load average (1 min) {' -> '.join(f'{x:.1f}' for x in loads)}"
@@ -235,18 +306,41 @@ def print_row(
         cells, total, cpu = plain_cells(runs)
         floors.append((label, total, cpu))
         print(f"  {label:<8}" + "".join(_cell(c) for c in cells))
-    cells = [engine_stage[s] for s in STAGES] + [outputs, engine_total]
+    engine_cells: list[float | None] = [*(engine_stage[s] for s in STAGES), outputs, engine_total]
     ratios = "  ".join(
         f"{label} {engine_total / total:.2f}x / {engine_cpu / cpu:.2f}x"
         for label, total, cpu in floors
     )
-    print(f"  {'jaxplay':<8}" + "".join(_cell(c) for c in cells) + f"{'':>10}{engine_cpu:>10.0f}")
+    print(
+        f"  {'jaxplay':<8}"
+        + "".join(_cell(c) for c in engine_cells)
+        + f"{'':>10}{engine_cpu:>10.0f}"
+    )
     print(f"  jaxplay / plain JAX (wall / CPU): {ratios}")
     if page:
         print(
             f"  page: longest task {page.get('longest_task_ms', '?')} ms, "
             f"DOM {page.get('dom_nodes', '?')} nodes, heap {page.get('heap_mb', '?')} MB"
         )
+    sys.stdout.flush()
+
+
+def print_own(own: list[dict[str, float]], plain: list[dict[str, float]]) -> None:
+    """Each output's own cost: its making and emitting, less what plain JAX's cell
+    spends on the same (the jaxpr's ``str``, the texts, ``cost_analysis``), CPU ms,
+    medians, and as a share of plain JAX's whole cell (CPU)."""
+    floor = statistics.median([p["cpu"] for p in plain])
+    names = sorted(
+        {k for o in own for k in o}, key=lambda k: -statistics.median([o.get(k, 0.0) for o in own])
+    )
+    cells = []
+    for name in names:
+        ms = statistics.median([o.get(name, 0.0) for o in own])
+        cells.append(f"{name} {ms:.0f} ({ms / floor:.0%})")
+    total = statistics.median([sum(o.values()) for o in own])
+    print(
+        f"  each output's own cost, CPU ms (of plain JAX's cell): {', '.join(cells)}; all {total:.0f} ({total / floor:.0%})"
+    )
     sys.stdout.flush()
 
 

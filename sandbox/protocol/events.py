@@ -300,8 +300,9 @@ class CostFigures(_Event):
 
 class CostEvent(_PipelineEvent):
     """XLA's cost analysis of the optimised module (``flops``...), the same figures
-    of the module before optimisation (``before``, ``Lowered.cost_analysis``), and
-    ``notes`` where XLA's figures are known to be partial."""
+    of the module before optimisation when the request asks (``before``,
+    ``Lowered.cost_analysis``; the request's ``cost_before``), and ``notes`` where
+    XLA's figures are known to be partial."""
 
     type: Literal["cost"]
     flops: Measure | None = None
@@ -311,7 +312,9 @@ class CostEvent(_PipelineEvent):
         dict[Annotated[str, Field(pattern=r"^[a-z_]{1,32}$")], Count | None], Field(max_length=16)
     ] = Field(default_factory=dict)
     before: CostFigures | None = Field(
-        None, description="The same figures before optimisation (null where JAX has none)."
+        None,
+        description="The same figures before optimisation: null unless the request asks "
+        "(`cost_before`), or where JAX has none.",
     )
     notes: Notes = Field(default_factory=list)
 

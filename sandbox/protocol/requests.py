@@ -312,6 +312,12 @@ class RunRequest(BaseModel):
         default_factory=lambda: list(GRAD_MODES),
         description="The `grad` check's modes (check_grads' `modes`): `fwd` (JVP), `rev` (VJP).",
     )
+    cost_before: bool = Field(
+        False,
+        description="The `cost` output's `before`: XLA's cost analysis of the module before "
+        "optimisation (`Lowered.cost_analysis`, which converts the module to HLO again: "
+        "15-45 % of the compile's time); else `before` is null.",
+    )
     trace_values_compare: bool = Field(
         False,
         description="`trace_values` steps the compare pipelines too; by default only the main "

@@ -1,5 +1,7 @@
-"""Timing costs about what the call costs (sandbox/engine/outputs/timing.py): a call slower
-than the budget is not called five times more, and a budget a tenth of the run."""
+"""Timing costs about what the call costs (sandbox/engine/outputs/timing.py): a row's
+calls are bounded by its budget in calls of that program (five batches when they fit,
+three when they do, else one), a warm-up over the whole budget is the measurement, and
+the budget is a twentieth of the run."""
 
 from __future__ import annotations
 
@@ -20,9 +22,36 @@ def test_a_call_slower_than_its_budget_is_timed_once_after_its_warm_up() -> None
         calls.append(x)
         return _slow(x)
 
-    stats = timing.measure(counted, (1,), 0.03)
+    # the warm-up fits the budget, three calls more do not: one more call
+    stats = timing.measure(counted, (1,), 0.12)
     assert stats["batches"] == stats["runs"] == 1 and len(calls) == 2  # warm-up + one
-    assert stats["median_ms"] >= 50
+    assert stats["median_ms"] >= 50 and "first_call" not in stats
+
+
+def test_a_warm_up_over_the_whole_budget_is_the_measurement() -> None:
+    """An eager scan compiles on every call: a second call as long as the first would
+    double the timing's cost for no better figure; the row says it is a first call."""
+    calls = []
+
+    def counted(x: int) -> int:
+        calls.append(x)
+        return _slow(x)
+
+    stats = timing.measure(counted, (1,), 0.03)
+    assert len(calls) == stats["runs"] == stats["batches"] == 1
+    assert stats["first_call"] is True and stats["median_ms"] >= 50
+
+
+def test_calls_within_the_budget_get_three_batches() -> None:
+    calls = []
+
+    def counted(x: int) -> int:
+        calls.append(x)
+        return _slow(x)
+
+    stats = timing.measure(counted, (1,), 0.2)  # three 50 ms calls fit, five do not
+    assert stats["batches"] == stats["runs"] == timing.FEWEST_BATCHES
+    assert len(calls) == timing.FEWEST_BATCHES + 1
 
 
 def test_a_warm_executable_gets_no_warm_up_call() -> None:
@@ -41,7 +70,7 @@ def test_a_fast_call_still_gets_its_batches() -> None:
     assert stats["batches"] >= timing.MIN_BATCHES and stats["runs"] >= 1000
 
 
-def test_the_budget_is_a_tenth_of_the_runs_cpu_time_within_its_bounds() -> None:
+def test_the_budget_is_a_share_of_the_runs_cpu_time_within_its_bounds() -> None:
     now = time.process_time()
     assert timing.timing_budget(now) == timing.TIMING_MIN_BUDGET_S
     assert abs(timing.timing_budget(now - 5.0) - timing.TIMING_SHARE * 5.0) < 0.01

@@ -38,6 +38,7 @@ def events() -> dict[str, dict[str, Any]]:
             "args": ARGS,
             "transforms": [{"name": "grad"}, {"name": "jit"}],
             "outputs": ["hlo", "passes", "asm", "memory", "cost"],
+            "cost_before": True,
         }
     )
 
@@ -70,6 +71,16 @@ def test_memory_lines_are_the_users(events: dict[str, Any]) -> None:
     assert {"argument", "output"} <= kinds
     lines = {b["line"] for b in memory["buffers"] if b["line"] is not None}
     assert lines and lines <= {5, 6}
+
+
+@pytest.mark.slow
+def test_cost_before_only_when_asked() -> None:
+    """``before`` costs a second conversion of the module to HLO: a request that does
+    not ask for it (``cost_before``) gets the optimised module's figures alone."""
+    cost = run({"code": CODE, "args": ARGS, "transforms": [{"name": "jit"}], "outputs": ["cost"]})[
+        "cost"
+    ]
+    assert cost["before"] is None and cost["flops"] and cost["flops"] > 0, cost
 
 
 def test_cost_before_and_after(events: dict[str, Any]) -> None:

@@ -53,6 +53,7 @@ def test_what_xla_did_on_every_version(versions: Versions, version: str) -> None
             transforms=[{"name": "grad"}, {"name": "jit"}],
             outputs=OUTPUTS,
             jax_version=version,
+            cost_before=True,
         )
     )
     assert events["accepted"]["worker"]["jax_version"] == version

@@ -166,7 +166,7 @@ export const CostFigures = z.object({
   bytes_accessed: z.optional(z.nullable(z.union([z.number(), z.enum(["nan", "inf", "-inf"])]))),
 });
 
-/** XLA's cost analysis of the optimised module (``flops``...), the same figures of the module before optimisation (``before``, ``Lowered.cost_analysis``), and ``notes`` where XLA's figures are known to be partial. */
+/** XLA's cost analysis of the optimised module (``flops``...), the same figures of the module before optimisation when the request asks (``before``, ``Lowered.cost_analysis``; the request's ``cost_before``), and ``notes`` where XLA's figures are known to be partial. */
 export const CostEvent = z.object({
   pipeline: z.optional(z.enum(["main", "0", "1", "2", "3"])),
   type: z.literal("cost"),

@@ -79,6 +79,15 @@ class Results:
     #: what XLA's C++ logs wrote to standard error while this run compiled it
     #: (core/compile_log.py: the partitioner's involuntary rematerializations)
     compile_log: str = ""
+    #: the compiled module's HLO text, printed once for every output that reads it
+    _hlo_text: str | None = None
+
+    def hlo_text(self) -> str:
+        """``compiled.as_text()``, printed on the first call (a 1,000-layer MLP's is
+        4.7 M characters)."""
+        if self._hlo_text is None:
+            self._hlo_text = self.compiled.as_text()
+        return self._hlo_text
 
 
 class RunHandle(Protocol):

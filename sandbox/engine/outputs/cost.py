@@ -1,5 +1,11 @@
 """The ``cost`` output: XLA's own cost and memory analysis of the compiled program,
-and the same cost figures of the module before optimisation."""
+and, when the request asks (``cost_before``), the same cost figures of the module
+before optimisation.
+
+``before`` is asked for, not made by default: ``Lowered.cost_analysis`` converts the
+lowered module to HLO a second time (the compile converted it once, inside XLA), 15-45 %
+of the compile's own time on every program of benchmarks/scale.py, a cost no other
+default output comes near."""
 
 from __future__ import annotations
 
@@ -26,9 +32,11 @@ def _partial_notes(hlo_text: str) -> list[str]:
     return notes
 
 
-def cost_event(compiled: Any, lowered: Any = None) -> dict[str, Any]:
-    """XLA's own cost and memory analysis of a compiled executable, and the same
-    cost figures of the module before optimisation (``Lowered.cost_analysis``)."""
+def cost_event(compiled: Any, lowered: Any = None, hlo_text: str | None = None) -> dict[str, Any]:
+    """XLA's own cost and memory analysis of a compiled executable, and with
+    ``lowered`` the same cost figures of the module before optimisation
+    (``Lowered.cost_analysis``). ``hlo_text``: the compiled module's text, when it
+    was printed already."""
     cost = cost_analysis(compiled)
     before = None
     if lowered is not None:
@@ -46,7 +54,7 @@ def cost_event(compiled: Any, lowered: Any = None) -> dict[str, Any]:
         "type": "cost",
         **_figures(cost),
         "before": before,
-        "notes": _partial_notes(compiled.as_text()),
+        "notes": _partial_notes(compiled.as_text() if hlo_text is None else hlo_text),
         "memory": {
             "argument": mem("argument"),
             "output": mem("output"),
@@ -59,7 +67,8 @@ def cost_event(compiled: Any, lowered: Any = None) -> dict[str, Any]:
 
 
 def cost_events(r: Results) -> dict[str, Any]:
-    return cost_event(r.compiled, r.lowered)
+    before = r.lowered if r.pipeline.run.request.cost_before else None
+    return cost_event(r.compiled, before, r.hlo_text())
 
 
 OUTPUT = Output("compiled", "reading XLA's cost analysis", cost_events)

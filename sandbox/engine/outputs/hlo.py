@@ -11,7 +11,7 @@ from sandbox.engine.core.text_parts import mapped_ir_events
 
 
 def hlo_events(r: Results) -> list[dict[str, Any]]:
-    return mapped_ir_events("hlo", r.compiled.as_text(), sources.hlo_sources)
+    return mapped_ir_events("hlo", r.hlo_text(), sources.hlo_sources)
 
 
 OUTPUT = Output("compiled", "printing the HLO", hlo_events)

@@ -31,17 +31,16 @@ TIMING_TOTAL_BUDGET_S = 2.0
 #: total above), so that it grows with the program and never dominates a run. CPU
 #: time, not wall time: on a loaded machine the wall clock counts other processes'
 #: work. A tiny function is called thousands of times even in the least budget.
-TIMING_SHARE = 0.1
-TIMING_MIN_BUDGET_S = 0.03
+TIMING_SHARE = 0.05
+TIMING_MIN_BUDGET_S = 0.01
 
-#: a batch lasts at least this long
-MIN_BATCH_S = 0.005
+#: a batch lasts at least this long (the clock reads to well under a microsecond)
+MIN_BATCH_S = 0.001
 #: at least this many batches, when the budget allows
 MIN_BATCHES = 5
-#: at least this many when the budget allows them but not MIN_BATCHES: a call
-#: slower than the budget allows five of (a big program, op by op) gets three, and
-#: one whose warm-up alone spent the budget (an eager ``scan`` compiles its body
-#: there) gets one, so that timing costs about what the call costs, not five times
+#: at least this many when the budget allows them but not MIN_BATCHES; a call slower
+#: than the budget allows three of gets one, so that a row's calls are bounded by its
+#: budget in calls of that program: timing costs about what one call costs
 FEWEST_BATCHES = 3
 MAX_RUNS = 100_000
 #: The budget is a ceiling: once this many batches agree to within SETTLED_SPREAD
@@ -55,12 +54,12 @@ def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     jax.block_until_ready(fn(*args))
 
 
-def _fewest(took: float, budget_s: float, deadline: float) -> int:
+def _fewest(took: float, budget_s: float) -> int:
     """The batches a measurement takes at least: MIN_BATCHES when they fit the
-    budget, else FEWEST_BATCHES, or one when the budget is spent already."""
+    budget, else FEWEST_BATCHES when they do, else one."""
     if took * MIN_BATCHES <= budget_s:
         return MIN_BATCHES
-    return FEWEST_BATCHES if time.perf_counter() < deadline else 1
+    return FEWEST_BATCHES if took * FEWEST_BATCHES <= budget_s else 1
 
 
 def measure_fresh(
@@ -71,7 +70,7 @@ def measure_fresh(
     deadline = time.perf_counter() + budget_s
     start = time.perf_counter()
     _call(fn, fresh())
-    fewest = _fewest(time.perf_counter() - start, budget_s, deadline)
+    fewest = _fewest(time.perf_counter() - start, budget_s)
     per_call: list[float] = []
     while len(per_call) < MAX_RUNS and (len(per_call) < fewest or time.perf_counter() < deadline):
         args = fresh()
@@ -87,10 +86,19 @@ def measure(
     """Time ``fn(*args)``; the first call (warm-up) is not counted. ``warm``: ``fn``
     has been called on these arguments already in this process (the run's
     ``execute`` stage called this executable), so no warm-up call is made: on a big
-    program one call is a good share of the run."""
+    program one call is a good share of the run.
+
+    A warm-up that alone takes over the whole budget is the measurement: one call,
+    its first (``first_call`` in what is returned), rather than a second call as long
+    (an eager ``scan`` compiles its body on every call: 0.6 s a call for a 6-block
+    transformer)."""
     deadline = time.perf_counter() + budget_s
     if not warm:
+        start = time.perf_counter()
         _call(fn, args)
+        took = time.perf_counter() - start
+        if took > budget_s:
+            return {**_summary([took], runs=1), "first_call": True}
     number = 1
     while True:  # autorange: grow the batch until it lasts MIN_BATCH_S
         start = time.perf_counter()
@@ -102,7 +110,7 @@ def measure(
         number *= 2 if took * 10 >= MIN_BATCH_S else 10
     per_call = [took / number]
     runs = number
-    fewest = _fewest(took, budget_s, deadline)
+    fewest = _fewest(took, budget_s)
     while runs + number <= MAX_RUNS:
         if len(per_call) >= fewest and time.perf_counter() + took > deadline:
             break
@@ -204,6 +212,12 @@ class TimingHooks(RunHooks):
                 else:
                     run.fail(error)
                 continue
+            if stats.pop("first_call", False):
+                notes.append(
+                    f"{row.label[:MAX_LABEL_CHARS]}: one call, its first ({stats['median_ms']:.0f} ms, "
+                    f"over the timing's budget of {budget * 1000:.0f} ms a row): it may include "
+                    "what only a first call does (compiling each operation)"
+                )
             measured.append(
                 {
                     "label": row.label[:MAX_LABEL_CHARS],
