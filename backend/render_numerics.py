@@ -63,13 +63,13 @@ def _precision(event: dict[str, Any]) -> list[str]:
     settings = event.get("precision") or []
     if not settings:
         return []
-    lines = ["  precision settings (largest relative error per output):"]
+    lines = ["  precision settings (normwise relative error per output):"]
     for s in settings:
         label = s["label"] + (" (emulated)" if s.get("emulated") else "")
         if s.get("error"):
             lines.append(f"    {label:<34} {s['error']}")
             continue
-        lines.append(f"    {label:<34} " + "  ".join(_fig(o) for o in s["outputs"]))
+        lines.append(f"    {label:<34} " + "  ".join(_fig(o, "norm") for o in s["outputs"]))
     if event.get("precision_note"):
         lines.append(f"    {event['precision_note']}")
     return lines

@@ -5,7 +5,7 @@ import { bornLevel, numericsDecorations } from "../src/editor-numerics";
 
 // The event the engine makes for `(1 - cos(x)) / x**2` at [1e-3, 1e-2, 1] in float32
 // (cos on line 4, the sub on 5, the div on 6), as tests/engine/test_numerics.py runs it.
-const err = (max: number | string, ulp: number | string) => ({ max, median: max, max_ulp: ulp, median_ulp: ulp });
+const err = (max: number, ulp: number) => ({ max, median: max, max_ulp: ulp, median_ulp: ulp, norm: max });
 const row = (eqn: string, primitive: string, line: number, error: ReturnType<typeof err>, born: ReturnType<typeof err>, hint: unknown = null) => ({
   eqn, primitive, depth: 0, line, phase: null, iterations: null, dtype: "float32", shape: [3], error, born, shadowed: true, unshadowed: null, diverged: 0, hint,
 });

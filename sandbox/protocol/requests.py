@@ -207,6 +207,12 @@ def check_compiler_options(options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+#: the precision settings the numerics output can run a pipeline under
+NumericsSetting = Literal[
+    "default", "high", "highest", "float64", "bfloat16", "float16", "tpu_default"
+]
+
+
 class RunRequest(BaseModel):
     """A run request (SPEC §1)."""
 
@@ -329,6 +335,14 @@ class RunRequest(BaseModel):
         le=2**40,
         description="`numerics` refuses a program making more values than this (its float64 "
         "shadow holds a copy of each); a server caps it at its `numerics_max_values` setting.",
+    )
+    numerics_precision: Annotated[list[NumericsSetting], Field(max_length=7)] = Field(
+        default_factory=list,
+        description="`numerics` runs the pipeline again under each of these and shows each "
+        "output's error against the float64 shadow: `default`, `high`, `highest` "
+        "(jax.default_matmul_precision), `float64`, `bfloat16` or `float16` (compute in "
+        "that dtype, params and outputs float32), `tpu_default` (a TPU's default emulated: "
+        "each float32 matrix product's operands rounded to bfloat16).",
     )
 
     export_shapes: Annotated[list[SymbolicShape | None], Field(max_length=MAX_EXPORT_ARGS)] | None = Field(

@@ -158,7 +158,7 @@ export class NumericsPane extends PerPipelinePane<"numerics"> {
         "table",
         { class: "numerics-outputs" },
         h("thead", {}, h("tr", {}, h("th", {}, "setting"), ...names.map((n) => h("th", {}, n)))),
-        h("tbody", {}, ...ev.precision.map((s) => h("tr", {}, h("td", {}, s.label + (s.emulated ? " (emulated)" : "")), ...(s.error ? [h("td", { colspan: Math.max(names.length, 1) }, s.error)] : s.outputs.map((o) => h("td", { class: "num" }, errorText(o))))))),
+        h("tbody", {}, ...ev.precision.map((s) => h("tr", {}, h("td", {}, s.label + (s.emulated ? " (emulated)" : "")), ...(s.error ? [h("td", { colspan: Math.max(names.length, 1) }, s.error)] : s.outputs.map((o) => h("td", { class: "num" }, fmt(o?.norm))))))),
       ),
       ev.precision_note ? h("p", { class: "pane-note" }, ev.precision_note) : null,
     );

@@ -13,12 +13,13 @@ same name) is refused with a message, before anything is evaluated.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from sandbox.engine.core.output import Output, Results
-from sandbox.engine.outputs.numerics import hints, metrics, walk
+from sandbox.engine.outputs.numerics import hints, jit_compare, metrics, precision, walk
 from sandbox.engine.outputs.numerics.shadow import Pair, Row, Shadow
 from sandbox.protocol.limits import MAX_MESSAGE_CHARS, MAX_NUMERICS_ROWS, MAX_NUMERICS_STEPS
 
@@ -105,9 +106,22 @@ def outputs_event(value: Any, shadowed: list[Pair] | None) -> list[dict[str, Any
     return out
 
 
-def numerics_event(closed: Any, args: list[Any], value: Any, *, max_values: int) -> dict[str, Any]:
+def numerics_event(
+    closed: Any,
+    args: list[Any],
+    value: Any,
+    *,
+    max_values: int,
+    options: dict[str, Any] | None = None,
+    jit: bool = True,
+    settings: list[str] | None = None,
+    rerun: tuple[Callable[..., Any], tuple[Any, ...]] | None = None,
+) -> dict[str, Any]:
     """The event of ``closed`` shadowed on ``args`` (the pipeline's argument leaves),
-    ``value`` the pipeline's value as the run computed it."""
+    ``value`` the pipeline's value as the run computed it; with ``jit``, the program
+    compiled whole (with the run's XLA ``options``) against its equations one by one;
+    ``settings``, the precision settings run again (``rerun``: the pipeline and its
+    arguments, for those that trace it again)."""
     import jax
 
     jaxpr, _ = walk.parts(closed)
@@ -121,6 +135,9 @@ def numerics_event(closed: Any, args: list[Any], value: Any, *, max_values: int)
         "cut": None,
         "refused": None,
         "shadow_ms": 0.0,
+        "jit": None,
+        "precision": [],
+        "precision_note": None,
         "notes": [],
     }
     size = program_values(jaxpr)
@@ -141,10 +158,23 @@ def numerics_event(closed: Any, args: list[Any], value: Any, *, max_values: int)
     event["outputs"] = outputs_event(value, pairs)
     born = [(r.born.max_ulp, n) for n, r in enumerate(rows) if r.born is not None]
     if born:
-        top, at = max(born, key=lambda b: (np.nan_to_num(b[0], posinf=np.inf), -b[1]))
+        top, at = max(born, key=lambda b: (b[0], -b[1]))
         event["worst_born"] = at if top > 0 else None
     event["cut"] = shadow.cut
-    event["notes"] = [n[:MAX_MESSAGE_CHARS] for n in shadow.notes[:8]]
+    notes = list(shadow.notes)
+    if pairs is not None and jit:
+        row_of = {r.eqn: n for n, r in enumerate(rows)}
+        try:
+            event["jit"] = jit_compare.compare(closed, args, pairs, options or {}, row_of)
+        except Exception as exc:  # the program would not compile cut or whole: said
+            notes.append(f"the jit comparison stopped: {type(exc).__name__}: {str(exc)[:300]}")
+    if pairs is not None and settings and rerun is not None:
+        dtypes = [v.aval.dtype for v in jaxpr.outvars]
+        event["precision"] = precision.settings_event(
+            settings, rerun[0], closed, rerun[1], args, [p.high for p in pairs], dtypes
+        )
+        event["precision_note"] = precision.BACKEND_DEFAULTS.get(jax.default_backend())
+    event["notes"] = [n[:MAX_MESSAGE_CHARS] for n in notes[:8]]
     return event
 
 
@@ -157,7 +187,15 @@ def numerics_results(results: Results) -> dict[str, Any]:
         closed = jax.make_jaxpr(pipe.fn, static_argnums=pipe.static_argnums)(*args)
     request = results.pipeline.run.request
     leaves = jax.tree_util.tree_leaves(pipe.dynamic_args(args))
-    return numerics_event(closed, leaves, results.value, max_values=request.numerics_max_values)
+    return numerics_event(
+        closed,
+        leaves,
+        results.value,
+        max_values=request.numerics_max_values,
+        options=dict(request.compiler_options_for(results.pipeline.name)),
+        settings=list(request.numerics_precision),
+        rerun=(pipe.fn, args),
+    )
 
 
 OUTPUT = Output("executed", "shadowing the jaxpr in float64", numerics_results, concrete=True)

@@ -28,6 +28,9 @@ class Errors:
     median: float
     max_ulp: float
     median_ulp: float
+    #: normwise: the largest difference over the largest magnitude of the shadow (what
+    #: a matrix product's error is usually quoted as: near-zero elements weigh nothing)
+    norm: float
 
     def as_event(self) -> dict[str, Any]:
         return {k: measure(v) for k, v in self.__dict__.items()}
@@ -107,7 +110,17 @@ def errors(low: Any, high: Any, dtype: Any) -> Errors | None:
     rel, ulp = elementwise(low, high, dtype)
     if rel.size == 0:
         return None
-    return Errors(float(rel.max()), float(np.median(rel)), float(ulp.max()), float(np.median(ulp)))
+    lo, hi = _as_f64(low).ravel(), _as_f64(high).ravel()
+    both = np.isfinite(lo) & np.isfinite(hi)
+    if both.all():
+        scale = float(np.abs(hi).max())
+        worst = float(np.abs(lo - hi).max())
+        norm = worst / scale if scale > 0 else (0.0 if worst == 0 else math.inf)
+    else:  # a non-finite mismatch somewhere: as the elementwise maximum says
+        norm = float(rel.max())
+    return Errors(
+        float(rel.max()), float(np.median(rel)), float(ulp.max()), float(np.median(ulp)), norm
+    )
 
 
 def mismatches(low: Any, high: Any) -> int:
