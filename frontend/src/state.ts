@@ -45,7 +45,21 @@ export interface PlayState extends ExportState {
   checks?: ChecksState;
   /** how a pallas_call without interpret= runs on a CPU run (`pallas_interpret`); absent: auto */
   pallasInterpret?: "auto" | "tpu_races";
+  /** the runs' wall-clock limit (`timeout_s`) once a run out of time was run again with
+   * more ("Run again with up to N s"): kept, and in a link made from the page, so the
+   * link's program runs with the limit it was shared with; absent: the server's default */
+  timeoutS?: number;
+  /** the cost pane's figures before optimisation asked for (`cost_before`): they cost a
+   * second conversion of the module to HLO, so only when asked */
+  costBefore?: boolean;
+  /** the numerics output's precision settings, for the one run the Numerics pane's
+   * button starts (not kept: the next run is the plain lens again) */
+  numericsPrecision?: RunRequest["numerics_precision"];
 }
+
+/** The server's default `timeout_s` (sandbox/protocol/requests.py RunRequest): a limit
+ * no longer than it is not kept in the state or sent. */
+export const DEFAULT_TIMEOUT_S = 20;
 
 export const CONFIG_TOGGLES: { name: string; label: string; help: string }[] = [
   { name: "jax_enable_x64", label: "x64", help: "64-bit floats and ints (jax_enable_x64)" },
@@ -83,12 +97,15 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
   if (state.tpuTopology) request.tpu_topology = state.tpuTopology;
   // omitted for the default, as jax_version
   if (state.pallasInterpret === "tpu_races") request.pallas_interpret = "tpu_races";
+  if (state.timeoutS !== undefined && state.timeoutS > DEFAULT_TIMEOUT_S) request.timeout_s = state.timeoutS;
+  if (state.costBefore) request.cost_before = true;
   for (const message of targetProblems(targets, state.backend, "mesh" in meshFields)) {
     problems.push({ step: -1, option: "compile for", message });
   }
   const outputs = requestOutputs(optedIn, targets);
   if (outputs) request.outputs = outputs;
   Object.assign(request, checksRequest(state.checks));
+  if (state.numericsPrecision?.length && request.outputs?.includes("numerics")) request.numerics_precision = [...state.numericsPrecision];
   // the export output's shapes and platforms (export_fields.ts), when it is asked for
   if (request.outputs?.includes("export")) {
     const exportProblems: string[] = [];
@@ -141,9 +158,18 @@ export function fromRequest(data: unknown, fallback: PlayState): PlayState {
     gpuTarget: parsedOrNull(RunRequest.shape.gpu_target, d.gpu_target) ?? "",
     tpuTopology: parsedOrNull(RunRequest.shape.tpu_topology, d.tpu_topology) ?? "",
     pallasInterpret: parsedOrNull(RunRequest.shape.pallas_interpret, d.pallas_interpret) ?? "auto",
+    timeoutS: longerTimeout(d.timeout_s),
+    costBefore: d.cost_before === true,
     checks: checksFromRequest(d),
     ...exportFromRequest(d),
   };
+}
+
+/** A stored `timeout_s` the page keeps: one longer than the default, within the
+ * request's bounds (the server caps it at its own maximum); else none. */
+function longerTimeout(value: unknown): number | undefined {
+  const s = parsedOrNull(RunRequest.shape.timeout_s, value);
+  return s != null && s > DEFAULT_TIMEOUT_S ? s : undefined;
 }
 
 /** The opt-in outputs among `values` (a stored request's, the autosave's); the rest dropped. */
@@ -195,6 +221,8 @@ export function loadAutosave(fallback: PlayState): PlayState | null {
       gpuTarget: parsedOrNull(Text, saved.gpuTarget) ?? fallback.gpuTarget,
       tpuTopology: parsedOrNull(Text, saved.tpuTopology) ?? fallback.tpuTopology,
       pallasInterpret: parsedOrNull(RunRequest.shape.pallas_interpret, saved.pallasInterpret) ?? fallback.pallasInterpret,
+      timeoutS: longerTimeout(saved.timeoutS) ?? fallback.timeoutS,
+      costBefore: parsedOrNull(z.boolean(), saved.costBefore) ?? fallback.costBefore,
       checks: checksFromSaved(saved.checks) ?? fallback.checks,
       exportShapes: parsedOrNull(Text, saved.exportShapes) ?? fallback.exportShapes,
       exportPlatforms: parsedOrNull(Text, saved.exportPlatforms) ?? fallback.exportPlatforms,

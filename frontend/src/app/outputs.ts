@@ -9,6 +9,7 @@ import { h } from "../dom";
 import { setErrorMark } from "../editor";
 import { setRecompileMarks } from "../editor-recompiles";
 import { setNumericsMarks } from "../editor-numerics";
+import { PRECISION_SETTINGS } from "../panes/numerics";
 import { setShapes } from "../editor-shapes";
 import { fmtAgo } from "../format";
 import type { Output, RunBody } from "../generated/request";
@@ -107,6 +108,15 @@ export class OutputsController implements RunView {
   private runConfig: RunBody["config"] | null = null;
 
   constructor(private readonly d: OutputsDeps) {
+    // the Numerics pane's "compare precision settings": one run with every setting
+    d.panes.numerics.onCompare = () => {
+      d.store.state.numericsPrecision = [...PRECISION_SETTINGS];
+      try {
+        d.run(); // the request is made before the run's first wait
+      } finally {
+        d.store.state.numericsPrecision = undefined;
+      }
+    };
     // the cancel button follows the status drawn (a run's start is drawn START_DRAW_MS
     // after it, app/render.ts: a warm edit draws nothing before its jaxpr)
     d.panes.progress.onLive((live) => {

@@ -14,6 +14,7 @@ import { IrPane } from "../panes/ir";
 import type { PassesPane } from "../panes/passes";
 import { Progress } from "../panes/progress";
 import { RemarksPane } from "../panes/remarks";
+import type { CostBefore } from "../panes/cost";
 import type { ShardingPane } from "../panes/sharding";
 import { TraceValuesPane } from "../panes/trace_values";
 import { NumericsPane } from "../panes/numerics";
@@ -36,6 +37,8 @@ export interface PaneHooks {
   active: () => TabId;
   /** a pane rendered what it held back: its tab's badge follows */
   rendered: (entry: ScheduledPane) => void;
+  /** the cost pane's figures before optimisation (the request's cost_before) */
+  costBefore?: CostBefore;
 }
 
 export class Panes {
@@ -45,6 +48,7 @@ export class Panes {
   readonly sharding: LazyPane<ShardingPane>;
   readonly errors: ErrorsPane;
   readonly autodiff: AutodiffPane;
+  readonly numerics: NumericsPane;
   readonly progress: Progress;
   readonly scheduler: PaneScheduler;
 
@@ -65,6 +69,7 @@ export class Panes {
     });
     this.errors = new ErrorsPane(panels.errors, hooks.reveal);
     this.autodiff = new AutodiffPane(panels.autodiff, hooks.hover, hooks.pin, hoverCode);
+    this.numerics = new NumericsPane(panels.numerics, hooks.reveal, hoverCode);
     this.progress = new Progress(progress);
     const later = (): Promise<typeof import("../panes/later")> => import("../panes/later");
     const value = new LazyPane(["value"], async () => new (await later()).ValuePane(panels.value));
@@ -75,7 +80,7 @@ export class Panes {
       { tab: "graph", pane: this.graph, lazy: true },
       { tab: "autodiff", pane: this.autodiff },
       { tab: "value", pane: value },
-      { tab: "cost", pane: new LazyPane(["cost"], async () => new (await later()).CostPane(panels.cost)) },
+      { tab: "cost", pane: new LazyPane(["cost"], async () => new (await later()).CostPane(panels.cost, hooks.costBefore)) },
       { tab: "timing", pane: new LazyPane(["timing"], async () => new (await later()).TimingPane(panels.timing)) },
       { tab: "passes", pane: this.passes, lazy: true },
       { tab: "asm", pane: new AsmPane(panels.asm, hoverCode) },
@@ -89,7 +94,7 @@ export class Panes {
       { tab: "console", pane: new LazyPane(["stdout", "stderr"], async () => new (await later()).ConsolePane(panels.console)) },
       { tab: "checks", pane: new ChecksPane(panels.checks, hooks.reveal) },
       { tab: "trace_values", pane: new TraceValuesPane(panels.trace_values, hooks.reveal, hoverCode) },
-      { tab: "numerics", pane: new NumericsPane(panels.numerics, hooks.reveal, hoverCode) },
+      { tab: "numerics", pane: this.numerics },
     ];
     this.scheduler = new PaneScheduler(all, hooks.active, undefined, hooks.rendered);
   }

@@ -12,6 +12,9 @@ type NumericsEvent = EventOf<"numerics">;
 type Row = NumericsEvent["rows"][number];
 type Errors = NonNullable<Row["error"]>;
 
+/** What "compare precision settings" runs (the request's numerics_precision). */
+export const PRECISION_SETTINGS = ["default", "highest", "float64", "bfloat16", "tpu_default"] as const;
+
 export const COLUMNS = ["#", "eqn", "primitive", "line", "iter", "dtype", "error", "ulp", "born", "born ulp"] as const;
 
 export function fmt(value: number | string | null | undefined): string {
@@ -55,6 +58,8 @@ export function numericsTable(ev: NumericsEvent): TableRow[] {
 
 export class NumericsPane extends PerPipelinePane<"numerics"> {
   readonly consumes = ["numerics"] as const;
+  /** runs the state again with every precision setting (app/outputs.ts sets it) */
+  onCompare: (() => void) | null = null;
 
   constructor(
     root: HTMLElement,
@@ -149,7 +154,12 @@ export class NumericsPane extends PerPipelinePane<"numerics"> {
   }
 
   private precision(ev: NumericsEvent): HTMLElement | null {
-    if (!ev.precision?.length) return null;
+    if (!ev.precision?.length) {
+      if (!this.onCompare) return null;
+      const button = h("button", { type: "button", class: "linklike", "data-testid": "numerics-compare", title: "run again under default/highest matmul precision, float64, bfloat16 compute and a TPU's default (emulated here)" }, "Compare precision settings");
+      button.addEventListener("click", () => this.onCompare?.());
+      return h("p", { class: "nx-precision" }, button);
+    }
     const names = ev.outputs.map((o) => o.path || "output");
     return h(
       "div",
