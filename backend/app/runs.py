@@ -208,6 +208,11 @@ class RunService:
                 raise ApiError(422, "invalid_request", str(exc), field="libraries")
         for rule in DEVICELESS_TARGETS:
             rule.check(request, self.settings)
+        if request.numerics_max_values > self.settings.numerics_max_values:
+            # the operator's cap on the numerics output's size (its shadow's memory)
+            request = request.model_copy(
+                update={"numerics_max_values": self.settings.numerics_max_values}
+            )
         if request.timeout_s > self.settings.max_timeout_s:
             return request.model_copy(update={"timeout_s": self.settings.max_timeout_s})
         return request

@@ -29,6 +29,7 @@ from sandbox.assembly.settings import OWNER, SandboxSettings, SettingInfo
 from sandbox.assembly.settings import declarations as sandbox_declarations
 from sandbox.jail.settings import GiB, KiB, MiB
 from sandbox.protocol.gpu_target_request import GPU_TARGETS
+from sandbox.protocol.limits import NUMERICS_MAX_VALUES
 from sandbox.protocol.sharding_request import TPU_TOPOLOGY_PATTERN
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -346,6 +347,14 @@ class Settings(BaseSettings):
         gt=0,
         le=600,
         description="Cap on a run's `timeout_s`; larger requests are capped.",
+    )
+    numerics_max_values: int = Field(
+        default=NUMERICS_MAX_VALUES,
+        ge=1,
+        description="Cap on a run's `numerics_max_values`: the `numerics` output refuses, "
+        "with a message, a program making more values than this (its float64 shadow holds "
+        "a copy of each, about 3x the program's memory, and binds every equation three "
+        "times); larger requests are capped.",
     )
 
     # --- named timeouts ------------------------------------------------------------
