@@ -177,6 +177,15 @@ const panes = new Panes(ui.panels, ui.progress, {
     // now: after the next paint, not in the task that drew it
     if (entry.tab === tabs.active) bandsSoon.soon();
   },
+  // asked for from the cost pane: kept in the state (and a link), the program run again
+  costBefore: {
+    on: () => store.state.costBefore === true,
+    set: (on) => {
+      store.state.costBefore = on;
+      store.changed();
+      if (on) run();
+    },
+  },
 });
 tabs.onSelect((id) => {
   panes.scheduler.flushTab(id); // the pane now shown renders what it held back

@@ -33,6 +33,21 @@ describe("state", () => {
     expect(fromRequest({ code: "x = 1\n" }, DEFAULT_STATE).jaxVersion).toBe("");
   });
 
+  it("a link keeps a longer limit and the cost before optimisation, never the default limit", () => {
+    expect(toRequest(DEFAULT_STATE)).not.toHaveProperty("timeout_s");
+    expect(toRequest(DEFAULT_STATE)).not.toHaveProperty("cost_before");
+    const longer = toRequest({ ...DEFAULT_STATE, timeoutS: 60, costBefore: true });
+    expect(longer).toMatchObject({ timeout_s: 60, cost_before: true });
+    expect(fromRequest(longer, DEFAULT_STATE)).toMatchObject({ timeoutS: 60, costBefore: true });
+    // the store keeps every default (timeout_s 20): a link of the default runs with the
+    // server's default, whatever it is then; a value out of the request's bounds is dropped
+    for (const timeout_s of [20, 5, -1, 10_000, "60"]) {
+      const back = fromRequest({ code: "x = 1\n", timeout_s }, DEFAULT_STATE);
+      expect(back.timeoutS, String(timeout_s)).toBeUndefined();
+      expect(toRequest(back)).not.toHaveProperty("timeout_s");
+    }
+  });
+
   it("every example and preset makes a valid request", () => {
     for (const ex of EXAMPLES) {
       const problems: unknown[] = [];

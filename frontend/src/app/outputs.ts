@@ -30,6 +30,7 @@ import type { RunController, RunView } from "./run";
 import type { PlayStore } from "./store";
 import type { TabController } from "./tabs";
 import { TextParts } from "./text-parts";
+import { timeoutText } from "./timeout-text";
 import type { TabId } from "./tabtable";
 
 /** The Errors card's title for a run that ended badly without an error event. */
@@ -247,7 +248,9 @@ export class OutputsController implements RunView {
         // a run that failed with no error event (its worker died, its time ran out): the
         // reason `done` gives is all there is, said in Errors like any other failure
         if (status !== "ok" && status !== "cancelled" && !isTampered(status) && panes.errors.size() === 0) {
-          panes.errors.addProblem(DONE_TITLES[status] ?? "The run ended with an error", event.reason || "The server gave no reason.", undefined, this.longerRun(event));
+          const longer = this.longerRun(event);
+          const reason = event.reason ? timeoutText(event.reason, longer !== undefined) : "The server gave no reason.";
+          panes.errors.addProblem(DONE_TITLES[status] ?? "The run ended with an error", reason, undefined, longer);
           this.mark("errors", String(panes.errors.size()));
           const pane = panes.activeIr();
           if (!pane || !pane.has(p)) tabs.select("errors");

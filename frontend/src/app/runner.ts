@@ -11,7 +11,7 @@ import type { PlayStore } from "./store";
 
 /** What Run needs of the other controllers (fakes in tests). */
 export interface RunnerDeps {
-  store: Pick<PlayStore, "state">;
+  store: Pick<PlayStore, "state" | "changed">;
   follower: Pick<ArgsFollower, "follow">;
   outputs: Pick<OutputsController, "showProblems" | "label" | "clearErrors">;
   across: Pick<AcrossController, "on" | "setMode" | "run">;
@@ -21,14 +21,18 @@ export interface RunnerDeps {
 export class Runner {
   constructor(private readonly d: RunnerDeps) {}
 
-  /** `timeoutS`: this run's wall-clock limit, once (a run again after a timeout); the
-   * server's default otherwise. */
+  /** `timeoutS`: the wall-clock limit from this run on (a run again after a timeout):
+   * kept in the state, so the next runs and a link made now have it too; the state's
+   * (or the server's default) otherwise. */
   async run(timeoutS?: number): Promise<void> {
     const { store, outputs, across } = this.d;
     this.d.follower.follow(); // the args follow the code typed just before
+    if (timeoutS !== undefined && timeoutS !== store.state.timeoutS) {
+      store.state.timeoutS = timeoutS;
+      store.changed();
+    }
     const problems: StepProblem[] = [];
     const request = toRequest(store.state, problems);
-    if (timeoutS !== undefined) request.timeout_s = timeoutS;
     if (problems.length > 0) {
       outputs.showProblems(problems);
       across.setMode(false); // the problems are shown in the outputs

@@ -36,6 +36,15 @@ const METRICS: Metric[] = [
 
 const MEMORY = ["argument", "output", "temp", "alias", "generated_code", "peak"];
 
+/** The figures before optimisation, asked for (the request's `cost_before`): they cost a
+ * second conversion of the module to HLO, so runs make them only when asked. */
+export interface CostBefore {
+  /** the runs ask for them */
+  on: () => boolean;
+  /** ask for them or not; `on`: the program runs again to make them */
+  set: (on: boolean) => void;
+}
+
 export class CostPane implements OutputPane {
   readonly consumes = ["cost"] as const;
   private costs = new Map<string, Cost>();
@@ -43,7 +52,10 @@ export class CostPane implements OutputPane {
   private labels: Record<string, string> = {};
   private ended = false;
 
-  constructor(readonly root: HTMLElement) {
+  constructor(
+    readonly root: HTMLElement,
+    private readonly before?: CostBefore,
+  ) {
     this.render();
   }
 
@@ -129,5 +141,24 @@ export class CostPane implements OutputPane {
       h("p", { class: "pane-note" }, "From XLA's cost and memory analysis of the compiled executable: estimates, per call."),
       ...[...new Set(cols.flatMap((p) => this.costs.get(p)?.notes ?? []))].map((n) => h("p", { class: "pane-note cost-partial" }, n)),
     );
+    const offer = this.beforeOffer(cols.some((p) => this.costs.get(p)?.before));
+    if (offer) this.root.append(offer);
+  }
+
+  /** The figures before optimisation: offered when this run has none, and a way back
+   * to faster runs when the runs ask for them. */
+  private beforeOffer(shown: boolean): HTMLElement | null {
+    const before = this.before;
+    if (!before) return null;
+    if (!before.on()) {
+      return h(
+        "p",
+        { class: "pane-note" },
+        h("button", { type: "button", class: "linklike", "data-testid": "cost-before", onclick: () => before.set(true) }, "Show the figures before optimisation"),
+        " (runs again: XLA converts the module to HLO a second time, 15–45 % of the compile's time, so runs make them only when asked)",
+      );
+    }
+    if (!shown) return null;
+    return h("p", { class: "pane-note" }, h("button", { type: "button", class: "linklike", "data-testid": "cost-before-off", onclick: () => (before.set(false), this.render()) }, "Stop making them"), " (faster runs from the next one)");
   }
 }

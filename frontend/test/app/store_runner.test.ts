@@ -58,7 +58,7 @@ function runner(state: PlayState, acrossOn = false) {
   const log: string[] = [];
   const sent: RunBody[] = [];
   const deps: RunnerDeps = {
-    store: { state },
+    store: { state, changed: () => void log.push("changed") },
     follower: { follow: () => void log.push("follow") },
     outputs: {
       showProblems: (p) => void log.push(`problems ${p.length}`),
@@ -90,6 +90,22 @@ describe("Runner", () => {
     await run.run();
     expect(log).toEqual(["follow", "problems 1", "across false"]);
     expect(sent).toEqual([]);
+  });
+
+  it("keeps a longer limit for the runs after, and in the state a link is made from", async () => {
+    const state = structuredClone(DEFAULT_STATE);
+    const { run, log, sent } = runner(state);
+    await run.run(60);
+    await run.run();
+    expect(sent.map((r) => r.timeout_s)).toEqual([60, 60]);
+    expect(state.timeoutS).toBe(60);
+    expect(log.filter((l) => l === "changed")).toEqual(["changed"]); // saved once
+  });
+
+  it("sends no limit of its own by default", async () => {
+    const { run, sent } = runner(structuredClone(DEFAULT_STATE));
+    await run.run();
+    expect(sent[0]!.timeout_s).toBeUndefined();
   });
 
   it("runs on the ticked versions in across mode", async () => {
