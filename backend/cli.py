@@ -236,6 +236,14 @@ def run(
         str | None,
         typer.Option(help="A pallas_call without interpret= on the CPU: auto or tpu_races."),
     ] = None,
+    cost_before: Annotated[
+        bool,
+        typer.Option(
+            "--cost-before",
+            help="The cost output's figures before optimisation too (a second conversion "
+            "of the module to HLO: 15-45 % of the compile).",
+        ),
+    ] = False,
     export_shape: Annotated[
         list[str] | None,
         typer.Option(
@@ -280,6 +288,7 @@ def run(
         "out_shardings": _parse_specs("--out-sharding", out_sharding),
         "lowering_platforms": lowering_platform or None,
         "pallas_interpret": pallas_interpret,
+        "cost_before": cost_before or None,
         "checks": check or None,
         "grad_orders": grad_order or None,
         "grad_modes": grad_mode or None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from backend.app.timeouts import LONGEST
 from backend.render_autodiff import autodiff_text
 from backend.render_checks import checks_text
 from backend.render_kernels import kernels_text
@@ -279,5 +280,9 @@ def render_event(event: dict[str, Any]) -> str | None:
         return text
     if kind == "done":
         reason = f" ({event['reason']})" if event.get("reason") else ""
-        return f"# done: {event['status']}{reason} in {event['ms']:.0f} ms"
+        text = f"# done: {event['status']}{reason} in {event['ms']:.0f} ms"
+        if event["status"] == "timeout" and LONGEST not in event.get("reason", ""):
+            # the reason names the REST field; here the same is the run's --timeout
+            text += "\n  hint: run it again with --timeout SECONDS for more time"
+        return text
     return None

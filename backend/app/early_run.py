@@ -44,7 +44,7 @@ _PAGE_FIELDS = frozenset(
     {"code", "entry", "args", "transforms", "compare", "backend", "devices", "config"}
 )
 #: fields the page never sends: whatever the link holds, its run has the default
-_IGNORED = frozenset({"timeout_s", "cache"})
+_IGNORED = frozenset({"cache"})
 
 
 @cache
@@ -77,7 +77,7 @@ def page_request(stored: dict[str, Any]) -> dict[str, Any] | None:
     when its round trip is not one this function knows (the page sends it then)."""
     defaults = _defaults()
     for key, value in stored.items():
-        if key in _PAGE_FIELDS or key in _IGNORED or key == "jax_version":
+        if key in _PAGE_FIELDS or key in _IGNORED or key in ("jax_version", "timeout_s"):
             continue
         if key not in defaults or value != defaults[key]:
             return None
@@ -111,7 +111,28 @@ def page_request(stored: dict[str, Any]) -> dict[str, Any] | None:
     version = stored.get("jax_version")
     if isinstance(version, str) and version:
         request["jax_version"] = version
+    # the page keeps a link's limit only when it is longer than the request's default
+    # (frontend/src/state.ts DEFAULT_TIMEOUT_S), within the request's bounds: the limit
+    # the link was shared with after a run out of time
+    timeout = stored.get("timeout_s")
+    if _longer_timeout(timeout, defaults["timeout_s"]):
+        request["timeout_s"] = timeout
     return request
+
+
+def _longer_timeout(value: object, default: float) -> bool:
+    """Whether ``value`` is a limit the page keeps: a number over the default, within
+    the request's bound."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return default < value <= _max_timeout_s()
+
+
+@cache
+def _max_timeout_s() -> float:
+    """The request's bound on ``timeout_s`` (its ``le``)."""
+    field = RunRequest.model_fields["timeout_s"]
+    return next(float(m.le) for m in field.metadata if getattr(m, "le", None) is not None)
 
 
 #: the page's first script: opens the WebSocket (the URL of frontend/src/connection.ts

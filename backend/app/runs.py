@@ -27,6 +27,7 @@ from backend.app.metrics import Metrics
 from backend.app.run_stats import IR_EVENTS, RunStats
 from backend.app.settings import Settings
 from backend.app.storage import RunRow
+from backend.app.timeouts import timeout_reason
 from sandbox.pool.base import ChoosesLibraries, Pool, RunHandle, RunsVersions
 from sandbox.protocol import (
     OUTPUT_TABLE,
@@ -652,6 +653,11 @@ class RunStream:
                     overdue.cancel()  # the run ended: nothing is overdue
                     if self._forced is not None:
                         item = self._done("killed", self._forced)
+                    elif item.get("status") == "timeout" and isinstance(item.get("reason"), str):
+                        # how much more time this server gives (backend/app/timeouts.py)
+                        item["reason"] = timeout_reason(
+                            item["reason"], self._request.timeout_s, settings.max_timeout_s
+                        )
                 yield item
                 if item["type"] == "done":
                     return

@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.protocol.events import TAMPERED_REASON, DoneStatus, done_event
+from sandbox.protocol.events import TAMPERED_REASON, TIMEOUT_LONGER, DoneStatus, done_event
 from sandbox.protocol.limits import MAX_EVENT_BYTES, PROTOCOL_VERSION
 from sandbox.protocol.requests import RunRequest
 from sandbox.supervisor.event_gate import MAX_REFUSED_LINES, EventGate
@@ -162,7 +162,7 @@ class RunSupervisor:
         self._stop(
             "timeout",
             f"wall clock {self._wall_s:g} s, reached in the {stage} stage "
-            f"(stages done: {done or 'none'}); a longer timeout_s may let it finish",
+            f"(stages done: {done or 'none'}){TIMEOUT_LONGER}",
         )
 
     def _stop(self, status: DoneStatus, reason: str) -> None:

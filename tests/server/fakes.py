@@ -17,6 +17,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+from backend.app.timeouts import LONGER
 from sandbox.pool.fake import WORKER, FakeRun
 from sandbox.pool.fake import FakePool as _FakePool
 from sandbox.protocol import RunRequest
@@ -73,6 +74,17 @@ class HeldRun(FakeRun):
                 pool.held -= 1
         async for event in super().events():
             yield event
+
+    async def _play(self) -> AsyncIterator[dict[str, Any]]:
+        async for event in super()._play():
+            yield event
+        if self._marker("timeout") is not None and self._end is not None and self._end[0] == "ok":
+            # what the supervisor says when the wall clock runs out (its relay's words)
+            reason = (
+                f"wall clock {self.request.timeout_s:g} s, reached in the compile stage "
+                f"(stages done: trace 0.0 s){LONGER}"
+            )
+            self._end = ("timeout", self.request.timeout_s * 1000, reason)
 
 
 class FakePool(_FakePool):
