@@ -12,12 +12,19 @@ what the machine can do (issue 11), side by side in one run.
    left) and sends again. A failure is anything else (a dropped connection, a missing
    ``done``, an error that is not 429/503, a run that did not end ``ok``).
 
+   With ``--scripts N``, N REST clients (NDJSON, a token each) do the same beside them
+   (issue 52's mix: 64 page sessions and 16 scripts).
+
 Prints completed runs per second (those that ended within the duration), the
-refusals by status and reason, failures, p50/p95 latency (send to ``done``), the
+refusals by status and reason (each must carry ``Retry-After``: one that does not is
+a failure), failures, p50/p95/p99 latency (send to ``done``) and to the first
+``jaxpr`` event (issue 52: p99 <= 3x p50), fairness (each client's p95 against the
+median client's: target <= 3x), the
 ratio completed/capacity (target >= 0.5), the pool's own figures, the server's CPU
 and memory (VmRSS sampled, VmHWM at the end) and whether it imported JAX.
 
     .venv/bin/python benchmarks/load_ws.py                          # 64 clients, 30 s
+    .venv/bin/python benchmarks/load_ws.py --scripts 16             # 64 pages + 16 scripts
     JAXPLAY_POOL_SIZE=16 .venv/bin/python benchmarks/load_ws.py     # a larger pool
     .venv/bin/python benchmarks/load_ws.py --pool tests.server.fakes:FakePool  # server only
     .venv/bin/python benchmarks/load_ws.py --url http://127.0.0.1:8000 --pid 1234
@@ -59,6 +66,10 @@ OUTPUTS = ["jaxpr", "stablehlo", "hlo", "value", "cost"]
 @dataclass
 class Tally:
     latency_s: list[float] = field(default_factory=list)  # send -> done, ended in time
+    first_jaxpr_s: list[float] = field(default_factory=list)  # send -> the first jaxpr event
+    #: each client's send -> done (fairness: no client's p95 over 3x the median client's)
+    per_client_s: dict[str, list[float]] = field(default_factory=dict)
+    no_retry_after: int = 0  # 429/503 refusals that did not say when to come back
     late: int = 0  # completed after the duration (not counted in the rate)
     statuses: dict[str, int] = field(default_factory=dict)
     refused: dict[str, int] = field(default_factory=dict)  # "503 server_busy: every ..."
@@ -132,6 +143,7 @@ async def one_client(
                 sent = time.monotonic()
                 body = request_for(index, seq, args.cache)
                 await ws.send(json.dumps({"type": "run", "seq": seq, "payload": body}))
+                first_jaxpr: float | None = None
                 while True:
                     message = json.loads(await asyncio.wait_for(ws.recv(), args.run_timeout))
                     if message.get("seq") != seq:
@@ -144,12 +156,19 @@ async def one_client(
                         if error.get("status") in (429, 503):
                             key = f"{error['status']}: {reason(error)}"
                             tally.refused[key] = tally.refused.get(key, 0) + 1
+                            if error.get("retry_after_s") is None:
+                                tally.no_retry_after += 1
+                                tally.failures.append(
+                                    f"client {index}: {key} without retry_after_s"
+                                )
                             wait = float(error.get("retry_after_s") or 1.0)
                             await asyncio.sleep(max(0.0, min(wait, end - time.monotonic())))
                         else:
                             tally.failures.append(f"client {index} run {seq}: error {error}")
                         break
                     event = message["payload"]
+                    if event["type"] == "jaxpr" and first_jaxpr is None:
+                        first_jaxpr = time.monotonic() - sent
                     if event["type"] == "done":
                         ended = time.monotonic()
                         status = event["status"]
@@ -158,12 +177,92 @@ async def one_client(
                             tally.failures.append(f"client {index} run {seq}: ended {status}")
                         elif ended <= end:
                             tally.latency_s.append(ended - sent)
+                            tally.per_client_s.setdefault(f"page {index}", []).append(ended - sent)
+                            if first_jaxpr is not None:
+                                tally.first_jaxpr_s.append(first_jaxpr)
                             tally.cached += bool(event.get("cached"))
                         else:
                             tally.late += 1
                         break
     except (OSError, TimeoutError, websockets.WebSocketException) as exc:
         tally.failures.append(f"client {index} run {seq}: {type(exc).__name__}: {exc}")
+
+
+async def one_script(
+    url: str, index: int, args: argparse.Namespace, tally: Tally, end: float
+) -> None:
+    """A script over REST (NDJSON, its own token) sending runs back to back: the
+    page sessions' neighbours that issue 52 counts (64 pages and 16 scripts)."""
+    seq = 0
+    headers = {"Authorization": f"Bearer script-{index}", "Accept": "application/x-ndjson"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=args.run_timeout) as http:
+        while time.monotonic() < end:
+            seq += 1
+            sent = time.monotonic()
+            first_jaxpr: float | None = None
+            # distinct from every page client's code (their scale is under 1.64)
+            body = request_for(1000 + index, seq, args.cache)
+            try:
+                async with http.stream("POST", "/api/v1/runs", json=body) as r:
+                    if r.status_code in (429, 503):
+                        error = json.loads(await r.aread())
+                        key = f"{r.status_code}: {reason(error)}"
+                        tally.refused[key] = tally.refused.get(key, 0) + 1
+                        if "retry-after" not in r.headers:
+                            tally.no_retry_after += 1
+                            tally.failures.append(f"script {index}: {key} without Retry-After")
+                        wait = float(r.headers.get("retry-after") or 1.0)
+                        await asyncio.sleep(max(0.0, min(wait, end - time.monotonic())))
+                        continue
+                    if r.status_code != 200:
+                        tally.failures.append(f"script {index} run {seq}: {r.status_code}")
+                        continue
+                    done = None
+                    async for line in r.aiter_lines():
+                        if not line.strip():
+                            continue
+                        event = json.loads(line)
+                        if event["type"] == "jaxpr" and first_jaxpr is None:
+                            first_jaxpr = time.monotonic() - sent
+                        if event["type"] == "done":
+                            done = event
+            except httpx.HTTPError as exc:
+                tally.failures.append(f"script {index} run {seq}: {type(exc).__name__}: {exc}")
+                continue
+            ended = time.monotonic()
+            status = done["status"] if done else "no done"
+            tally.statuses[status] = tally.statuses.get(status, 0) + 1
+            if status != "ok":
+                tally.failures.append(f"script {index} run {seq}: ended {status}")
+            elif ended <= end:
+                tally.latency_s.append(ended - sent)
+                tally.per_client_s.setdefault(f"script {index}", []).append(ended - sent)
+                if first_jaxpr is not None:
+                    tally.first_jaxpr_s.append(first_jaxpr)
+            else:
+                tally.late += 1
+
+
+def fairness(tally: Tally, clients: int) -> dict[str, Any]:
+    """Each client's p95 (send -> done) against the median client's: issue 52's
+    target is no client over 3x. Clients that completed no run are counted apart."""
+    p95s = sorted((percentile(v, 0.95), name) for name, v in tally.per_client_s.items() if v)
+    if not p95s:
+        return {}
+    median = statistics.median(p for p, _ in p95s)
+    runs = sorted(len(v) for v in tally.per_client_s.values())
+    runs = [0] * (clients - len(runs)) + runs
+    return {
+        # a client that completed nothing in the window waited for a place all along
+        # (turns at a full pool rotate every tenant_turn_s): its p95 is unbounded
+        "clients_without_a_run": clients - len(p95s),
+        "clients_with_a_run": len(p95s),
+        "median_client_p95_ms": round(median * 1000, 1),
+        "worst_client_p95_ms": round(p95s[-1][0] * 1000, 1),
+        "worst_client": p95s[-1][1],
+        "worst_over_median": round(p95s[-1][0] / median, 2) if median else None,
+        "runs_per_client_min_median_max": [runs[0], statistics.median(runs), runs[-1]],
+    }
 
 
 def reason(error: dict[str, Any]) -> str:
@@ -198,7 +297,9 @@ class TreeCPU:
     """CPU seconds used by a process and everything under it, by kind: the server,
     zygotes (a jail's JAX import and warm-up, their loop between runs), the run
     processes they fork (each run, and its pre-forked or kept process's start and
-    after-run check) and the rest (bubblewrap, launchers). Sampled: each process's own
+    after-run check), jailed processes of a launcher without the zygote's mark (a jail
+    template's forks: each jail's own uid) and the rest (bubblewrap, launchers, the
+    template). Sampled: each process's own
     user + system time as last seen, so a jail that was killed counts up to its last
     sample. A lower bound: a process that lived less than one sampling interval is
     missed (with kept processes, few do)."""
@@ -238,11 +339,16 @@ class TreeCPU:
             return "server"
         try:
             forked = ZYGOTE_MARK in Path(f"/proc/{pid}/cmdline").read_bytes()
+            uid = Path(f"/proc/{pid}").stat().st_uid
         except OSError:
-            forked = False
+            forked, uid = False, os.getuid()
         if forked:
             return "run processes" if under_zygote else "zygotes"
-        return "run processes" if under_zygote else "jail plumbing"
+        if under_zygote:
+            return "run processes"
+        # Jails forked by another launcher (a jail template: the pool's rewrite for
+        # fork-cost jails) carry no zygote mark: told apart by their own uid instead.
+        return "jailed processes" if uid != os.getuid() else "jail plumbing"
 
     def seconds(self) -> dict[str, float]:
         """CPU seconds since this was made, by kind."""
@@ -320,7 +426,10 @@ async def load(args: argparse.Namespace, url: str, pid: int | None) -> dict[str,
     started = time.monotonic()
     end = started + args.duration
     await asyncio.wait_for(
-        asyncio.gather(*(one_client(ws_url, i, args, tally, end) for i in range(args.clients))),
+        asyncio.gather(
+            *(one_client(ws_url, i, args, tally, end) for i in range(args.clients)),
+            *(one_script(url, i, args, tally, end) for i in range(args.scripts)),
+        ),
         args.duration + args.run_timeout + 30,
     )
     wall = time.monotonic() - started
@@ -350,6 +459,17 @@ async def load(args: argparse.Namespace, url: str, pid: int | None) -> dict[str,
         "failures": len(tally.failures),
         "failure_examples": tally.failures[:5],
         "latency_ms": {f"p{q}": round(pct(tally.latency_s, q) * 1000, 1) for q in (50, 95, 99)},
+        "first_jaxpr_ms": {
+            f"p{q}": round(pct(tally.first_jaxpr_s, q) * 1000, 1) for q in (50, 95, 99)
+        },
+        # issue 52: p99 <= 3x p50 (to the first jaxpr)
+        "first_jaxpr_p99_over_p50": round(
+            pct(tally.first_jaxpr_s, 99) / pct(tally.first_jaxpr_s, 50), 2
+        )
+        if tally.first_jaxpr_s
+        else None,
+        "fairness": fairness(tally, args.clients + args.scripts),
+        "refusals_without_retry_after": tally.no_retry_after,
         # this script's clients run on the same CPUs as the server
         "load_generator_cpu_s_per_completed_run": round(own_cpu / max(1, completed), 4),
         # all the machine's work (other people's too) against what this server did
@@ -385,8 +505,11 @@ async def load(args: argparse.Namespace, url: str, pid: int | None) -> dict[str,
 
 
 def start_server(args: argparse.Namespace, workdir: Path) -> LiveServer:
+    tokens = [f"load-{i}" for i in range(args.clients)] + [
+        f"script-{i}" for i in range(args.scripts)
+    ]
     env = {
-        "JAXPLAY_API_TOKENS": json.dumps([f"load-{i}" for i in range(args.clients)]),
+        "JAXPLAY_API_TOKENS": json.dumps(tokens),
         "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0",  # the machine's throughput, not a policy's
     }
     extra = [] if args.pool in ("zygote", "auto", "fake") else ["--unsafe-no-jail"]
@@ -401,6 +524,9 @@ def main() -> None:
     parser.add_argument("--pid", type=int, help="the running server's pid, for its memory")
     parser.add_argument("--pool", default="auto", help="the pool of the server this script starts")
     parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument(
+        "--scripts", type=int, default=0, help="REST scripts beside the pages (issue 52: 16)"
+    )
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of load")
     parser.add_argument(
         "--warm-runs", type=int, default=20, help="runs timed in the warm process (0: skip)"
@@ -451,6 +577,7 @@ def main() -> None:
         result["completed_over_capacity"] = round(result["completed_per_s"] / capacity, 3)
     result["ok"] = (
         result["failures"] == 0
+        and result["refusals_without_retry_after"] == 0
         and not result["server_jax_imported"]
         and not result.get("server_maps_jaxlib", False)
         and result.get("server_peak_rss_mb", 0) <= args.max_rss_mb
