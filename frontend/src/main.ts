@@ -46,6 +46,9 @@ import { hashFor, tabFromHash } from "./app/tabtable";
 import { TargetsController } from "./app/targets";
 import { installTheme } from "./app/theme";
 import { Toast } from "./app/toast";
+import { initialLang, setLang } from "./i18n";
+import { installLanguage } from "./i18n/page";
+import { installTour } from "./tour";
 
 const ui = buildLayout(document.getElementById("app")!);
 const embedId = embedIdFromPath(location.pathname);
@@ -275,6 +278,18 @@ void startPage({
   loadBackends: () => backends.load(),
   run: () => runner.run(),
 });
+// the page's words in the reader's language (i18n/), and the tour (tour/): opened by a
+// /tour address or the Learn button (issue 53)
+const storage = ((): Storage | null => {
+  try {
+    return window.localStorage;
+  } catch {
+    return null;
+  }
+})();
+setLang(initialLang(storage, navigator.languages));
+installLanguage(ui, storage);
+if (embedId === null) installTour({ ui, store, editor: () => editor, pickTab: (id) => tabs.pick(id), run, storage });
 // the server's rendition of a shared link (backend/app/page.py), on screen until now:
 // removed in the task that built the page and painted the link, so no frame shows neither
 document.getElementById("jaxplay-static")?.remove();

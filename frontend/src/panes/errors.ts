@@ -1,6 +1,7 @@
 // Errors: the kind, the line (a button that jumps there), the hint, JAX's page for
 // it, and the full message. Also the server's own refusals (422, 429, 503).
 import { clear, docLink, h, withCode } from "../dom";
+import { localHint } from "../i18n";
 import { isDocUrl, type EventOf } from "../protocol";
 
 export class ErrorsPane {
@@ -58,7 +59,7 @@ export class ErrorsPane {
             ? h("button", { type: "button", class: "linklike error-line", onclick: () => this.onGoToLine(line) }, `line ${line}`)
             : null,
         ),
-        e.hint ? h("p", { class: "error-hint" }, withCode(e.hint)) : null,
+        e.hint ? h("p", { class: "error-hint" }, withCode(localHint(e.hint))) : null,
         // only JAX's (or Python's) documentation: the server refuses any other link,
         // and the page does not take its word for it
         isDocUrl(e.doc_url) ? h("p", { class: "error-doc" }, "More: ", docLink(e.doc_url, e.doc_url)) : null,

@@ -134,7 +134,7 @@ export class TimingPane implements OutputPane {
       ),
     );
     this.root.append(
-      h("div", { class: "scroll-x" }, h("table", { class: "timing" }, h("thead", {}, h("tr", {}, head)), h("tbody", {}, body))),
+      h("div", { class: "scroll-x", tabindex: 0 }, h("table", { class: "timing" }, h("thead", {}, h("tr", {}, head)), h("tbody", {}, body))),
       h(
         "p",
         { class: "pane-note" },
