@@ -14,7 +14,8 @@ What it samples every ``--sample-s`` (benchmarks/soak_trend.py): the server's RS
 threads and open descriptors; the processes under it (host side, jailed) and the
 jails alive, from /proc; the pool's own figures, queue lengths, open WebSockets and runs
 in flight (/metrics); PostgreSQL's connections, size and rows; p50/p95 per route
-since the sample before. All printed at the end.
+since the sample before; the server's own CPU per second and per answer (and, only
+reported, how busy the whole machine was). All printed at the end.
 
 Pass (exit status 0) when:
 
@@ -65,6 +66,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import soak_traffic as traffic  # noqa: E402
+from benchmarks.load_ws import cpu_s, machine_busy_s  # noqa: E402
 from benchmarks.soak_trend import Samples, take_sample  # noqa: E402
 from benchmarks.stats import percentile  # noqa: E402
 from tests.support.live_server import LiveServer  # noqa: E402
@@ -139,6 +141,7 @@ async def sampler(
     soak: traffic.Soak, samples: Samples, server: LiveServer, pg: Postgres, database: str,
     every_s: float,
 ) -> None:  # fmt: skip
+    cpu, answers, busy, clock = cpu_s(server.pid), 0, machine_busy_s(), time.monotonic()
     while soak.running():
         await asyncio.sleep(min(every_s, max(0.0, soak.end - time.monotonic())))
         window = soak.ledger.take_window()
@@ -146,6 +149,19 @@ async def sampler(
             take_sample, samples, server.url, server.pid, server.descendants(),
             (pg.admin_url, database), window,
         )  # fmt: skip
+        # The server's own CPU (exact, from /proc): per second, and per answer, which
+        # rises if some structure it walks per request grows; the machine's, which
+        # says how busy the neighbours kept it, reported only.
+        now_cpu, now_answers = cpu_s(server.pid), soak.ledger.counts["answers"]
+        now_busy, now = machine_busy_s(), time.monotonic()
+        samples.add("cpu.server_share_of_a_cpu", (now_cpu - cpu) / (now - clock))
+        if now_answers > answers:
+            samples.add(
+                "cpu.server_ms_per_answer", 1000 * (now_cpu - cpu) / (now_answers - answers)
+            )
+        cpus = len(os.sched_getaffinity(0))
+        samples.add("cpu.machine_busy", (now_busy - busy) / (now - clock) / cpus, judged=False)
+        cpu, answers, busy, clock = now_cpu, now_answers, now_busy, now
         at = time.monotonic() - samples.started
         shown = {k: round(v, 1) for k, v in seen.items()
                  if k in ("server.rss_mb", "server.fds", "jails.alive", "pool.zygotes",

@@ -105,6 +105,8 @@ def floor_for(name: str, values: list[float]) -> float:
         return 1.5
     if name.startswith("latency."):  # ms: a quarter of the typical, at least 20 ms
         return max(20.0, 0.25 * typical)
+    if name.startswith("cpu."):  # a fifth of the typical: the neighbours move it too
+        return max(0.02 if "share" in name else 1.0, 0.2 * typical)
     if name.startswith("pg.bytes_per_row"):
         return max(64.0, 0.1 * typical)
     return max(1.0, 0.1 * typical)
