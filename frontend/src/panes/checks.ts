@@ -1,6 +1,7 @@
 // Checks: what the request's one-click checks found (docs/api.md#checks), per
 // pipeline: each result's status, JAX's words, and its code line (a click shows it).
 import { clear, h } from "../dom";
+import { localHint } from "../i18n";
 import type { EventOf } from "../protocol";
 import { PerPipelinePane } from "./pane";
 
@@ -49,7 +50,7 @@ export class ChecksPane extends PerPipelinePane<"checks"> {
       at,
       errors,
       h("pre", { class: "mono check-message", tabindex: 0 }, r.message),
-      r.hint ? h("p", { class: "check-hint" }, r.hint) : null,
+      r.hint ? h("p", { class: "check-hint" }, localHint(r.hint)) : null,
     );
   }
 

@@ -58,15 +58,21 @@ export class TourPanel {
     this.root.lang = lang === "zh" ? "zh-Hans" : "en";
     this.root.dataset.step = step.id;
     this.root.append(
-      h("div", { class: "tour-head" }, h("span", { class: "tour-count", "data-testid": "tour-count" }, t("tour.step", { n: step.number, total: TOUR.length })), picker, close),
+      // back and next at the top, where they stay in sight however long the step
+      h("div", { class: "tour-head" }, h("span", { class: "tour-count", "data-testid": "tour-count" }, t("tour.step", { n: step.number, total: TOUR.length })), picker, h("nav", { class: "tour-nav", "aria-label": t("tour.label") }, back, next), close),
       this.note,
-      h("h2", { id: "tour-title", class: "tour-title" }, text.title),
-      ...text.body.map((p) => h("p", {}, ...rich(p))),
-      h("p", { class: "tour-look" }, t("tour.look", { tab: `${tabTitle(step.tab)} · ${lines}` })),
-      h("section", { class: "tour-try", "aria-labelledby": "tour-try-title" }, h("h3", { id: "tour-try-title" }, t("tour.try")), h("p", {}, ...rich(text.try)), h("div", { class: "tour-try-actions" }, apply, reset)),
-      h("section", { class: "tour-see", "aria-labelledby": "tour-see-title" }, h("h3", { id: "tour-see-title" }, t("tour.see")), h("p", {}, ...rich(text.see))),
-      ...(last ? [h("p", { class: "tour-end" }, t("tour.end"))] : []),
-      h("nav", { class: "tour-nav", "aria-label": t("tour.label") }, back, next),
+      h(
+        "div",
+        { class: "tour-cols" },
+        h("div", { class: "tour-text" }, h("h2", { id: "tour-title", class: "tour-title" }, text.title), ...text.body.map((p) => h("p", {}, ...rich(p))), h("p", { class: "tour-look" }, t("tour.look", { tab: tabTitle(step.tab), lines }))),
+        h(
+          "div",
+          { class: "tour-side" },
+          h("section", { class: "tour-try", "aria-labelledby": "tour-try-title" }, h("h3", { id: "tour-try-title" }, t("tour.try")), h("p", {}, ...rich(text.try)), h("div", { class: "tour-try-actions" }, apply, reset)),
+          h("section", { class: "tour-see", "aria-labelledby": "tour-see-title" }, h("h3", { id: "tour-see-title" }, t("tour.see")), h("p", {}, ...rich(text.see))),
+          ...(last ? [h("p", { class: "tour-end" }, t("tour.end"))] : []),
+        ),
+      ),
     );
     this.root.hidden = false;
   }
