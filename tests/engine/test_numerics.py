@@ -4,7 +4,9 @@ process with ``jax_enable_x64`` (tests/engine/numerics_reference.py)."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -168,3 +170,39 @@ result = {{"ulp": float((np.abs(lo - hi) / spacing).max())}}
     # one operation adds its rounding, no more (XLA's CPU division is not always the
     # nearest: 2/3 in float32 comes out 2/3 of an ulp off)
     assert 0 < float(row["born"]["max_ulp"]) <= 1
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+MENU = {e["id"]: e for e in json.loads((EXAMPLES / "menu.json").read_text())["examples"]}
+
+
+def example(run, name: str) -> dict:  # type: ignore[no-untyped-def]
+    entry = MENU[name]
+    assert entry["outputs"] == ["numerics"]
+    code = (EXAMPLES / entry["file"]).read_text()
+    steps = [{"name": s["name"], **s.get("options", {})} for s in entry["steps"]]
+    event = numerics(
+        run({"code": code, "args": entry["args"], "transforms": steps, "outputs": ["numerics"]})
+    )
+    return {"event": event, "code": code.splitlines()}
+
+
+def test_the_three_examples_show_what_their_headers_say(run) -> None:
+    got = example(run, "numerics-cancellation")
+    worst = got["event"]["rows"][got["event"]["worst_born"]]
+    assert worst["primitive"] == "sub" and "1 - c" in got["code"][worst["line"] - 1]
+    assert worst["hint"]["kind"] == "cancellation"
+
+    got = example(run, "numerics-bf16-softmax")
+    worst = got["event"]["rows"][got["event"]["worst_born"]]
+    assert (worst["primitive"], worst["dtype"], worst["hint"]["kind"]) == (
+        "exp",
+        "bfloat16",
+        "subtract_max",
+    )
+    assert got["event"]["outputs"][0]["run"]["max"] == "inf"  # NaN where float64 has a softmax
+
+    got = example(run, "numerics-jit-vs-eager")
+    jit = got["event"]["jit"]
+    assert jit["differs"] and jit["primitive"] == "add"
+    assert "ax + bx" in got["code"][jit["line"] - 1]

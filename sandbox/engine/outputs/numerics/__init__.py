@@ -159,7 +159,8 @@ def numerics_event(
     born = [(r.born.max_ulp, n) for n, r in enumerate(rows) if r.born is not None]
     if born:
         top, at = max(born, key=lambda b: (b[0], -b[1]))
-        event["worst_born"] = at if top > 0 else None
+        # a row adding less than an ulp only rounds: no row is named then
+        event["worst_born"] = at if top >= 1 else None
     event["cut"] = shadow.cut
     notes = list(shadow.notes)
     if pairs is not None and jit:

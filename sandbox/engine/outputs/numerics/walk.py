@@ -74,6 +74,12 @@ def phase(name_stack: str) -> str | None:
 
 def bind(eqn: Any, values: list[Any], params: dict[str, Any] | None = None) -> list[Any]:
     """``eqn``'s primitive bound on ``values`` (with ``params`` in place of its own)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    # a primitive's rule may use what only a JAX array has (``.at``): the host's
+    # values (literals, a scan's slices) go in as JAX arrays of the same dtype
+    values = [jnp.asarray(v) if isinstance(v, np.ndarray | np.generic) else v for v in values]
     raw = eqn.primitive.get_bind_params(eqn.params if params is None else params)
     if isinstance(raw, tuple):  # JAX before 0.5: (subfuns, params)
         subfuns, raw = raw
