@@ -15,7 +15,11 @@ from sandbox.protocol.limits import MAX_LABEL_CHARS, MAX_LEAF_DATA, MAX_LEAVES, 
 
 #: Leaves with at most this many elements carry their values in ``data``.
 DATA_MAX_ELEMENTS = MAX_LEAF_DATA
-MAX_REPR = 64 * 1024
+#: The ``repr`` is as Python prints the output, up to this many characters: each of a
+#: model's arrays prints in ~0.5 ms (NumPy's array2string, ~900 characters of a 64 x 64
+#: array summarised), so 64 Ki characters cost a 100-layer MLP's gradient 74 arrays,
+#: three quarters of its value event; the ``tree`` describes every leaf whatever this is
+MAX_REPR = 16 * 1024
 
 
 def leaf_array(leaf: Any) -> np.ndarray:
