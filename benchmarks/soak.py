@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -67,42 +68,34 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import soak_traffic as traffic  # noqa: E402
 from benchmarks.load_ws import cpu_s, machine_busy_s  # noqa: E402
+from benchmarks.soak_stack import FAULTS, RUN_ENDING, Stack  # noqa: E402
 from benchmarks.soak_trend import Samples, take_sample  # noqa: E402
 from benchmarks.stats import percentile  # noqa: E402
-from tests.support.live_server import LiveServer  # noqa: E402
 from tests.support.services import Postgres  # noqa: E402
 
 
-def parse_faults(text: str) -> list[tuple[str, float]]:
+def parse_faults(text: str, stack: str) -> list[tuple[str, float]]:
     steps = []
     for part in filter(None, text.split(",")):
         kind, _, at = part.partition("@")
-        if kind not in ("stop", "kill") or not 0 < float(at or "nan") < 1:
-            raise SystemExit(f"--faults: {part!r} is not stop@F or kill@F with 0 < F < 1")
+        if kind not in FAULTS[stack] or not 0 < float(at or "nan") < 1:
+            raise SystemExit(
+                f"--faults: {part!r} is not KIND@F with 0 < F < 1, KIND one of {FAULTS[stack]}"
+            )
         steps.append((kind, float(at)))
     return sorted(steps, key=lambda s: s[1])
 
 
-def start_server(args: argparse.Namespace, pg: Postgres, workdir: Path) -> tuple[LiveServer, str]:
-    database = "soak"
-    url = pg.create_database(database)
-    tokens = [traffic.script_token(i) for i in range(args.scripts)] + [traffic.TOOLS_TOKEN]
-    env = {
-        "JAXPLAY_API_TOKENS": json.dumps(tokens),
-        "JAXPLAY_TRUSTED_PROXIES": '["127.0.0.1"]',  # each simulated person its address
-        # a cap the soak reaches, so the cache's trim runs all along (the default,
-        # 10,000, takes hours to fill at this pace)
-        "JAXPLAY_CACHE_MAX_ENTRIES": str(args.cache_entries),
-    }
-    extra = ["--unsafe-no-jail"] if args.pool == "subprocess" else []
-    server = LiveServer(
-        url, "--pool", args.pool, *extra, env=env, log=workdir / "server.log"
-    ).start(240)
-    return server, database
+WHAT = {
+    "stop": "PostgreSQL stopped",
+    "kill": "PostgreSQL SIGKILLed",
+    "redis": "redis-server SIGKILLed",
+    "worker": "the worker SIGKILLed",
+}
 
 
 async def faults(
-    soak: traffic.Soak, pg: Postgres, steps: list[tuple[str, float]], args: argparse.Namespace
+    soak: traffic.Soak, stack: Stack, steps: list[tuple[str, float]], args: argparse.Namespace
 ) -> list[dict[str, Any]]:
     done = []
     begin = soak.end - args.minutes * 60
@@ -111,36 +104,54 @@ async def faults(
         if not soak.running():
             break
         step: dict[str, Any] = {"kind": kind, "at_s": round(time.monotonic() - begin)}
-        soak.ledger.outages.append([time.monotonic(), 0.0])
+        soak.ledger.outages.append([time.monotonic(), 0.0, kind])
         index = len(soak.ledger.outages) - 1
-        print(f"  fault: PostgreSQL {'stopped' if kind == 'stop' else 'SIGKILLed'}", flush=True)
-        await asyncio.to_thread(pg.halt if kind == "stop" else pg.kill)
+        print(f"  fault: {WHAT[kind]}", flush=True)
+        await asyncio.to_thread(stack.fault, kind)
         await asyncio.sleep(args.outage_s)
         restarted = time.monotonic()
-        await asyncio.to_thread(pg.resume)
+        await asyncio.to_thread(stack.undo, kind)
         step["restart_s"] = round(time.monotonic() - restarted, 2)
         soak.ledger.outages[index][1] = time.monotonic()
         step["down_s"] = round(soak.ledger.outages[index][1] - soak.ledger.outages[index][0], 1)
-        # The first share after it is back must succeed (no broken connection kept).
-        async with soak.client("10.52.10.1") as http:
-            made = await soak.share(
-                http, f"first share after {kind}", traffic.request_for(kind, index)
-            )
-        if made is None:
-            soak.ledger.fail(f"the first share after PostgreSQL came back ({kind}) was refused")
+        step["runs_ok_meanwhile"] = soak.ledger.ok_in_outage[index]
+        if kind in RUN_ENDING:
+            # the next run works (a worker that came back took it)
+            step["first_run_after_s"] = await first_run_after(soak, kind)
+        else:
+            # The first share after it is back must succeed (no broken connection kept).
+            async with soak.client("10.52.10.1") as http:
+                made = await soak.share(
+                    http, f"first share after {kind}", traffic.request_for(kind, index)
+                )
+            if made is None:
+                soak.ledger.fail(f"the first share after PostgreSQL came back ({kind}) was refused")
+            if step["runs_ok_meanwhile"] == 0 and args.outage_s >= 10:
+                soak.ledger.fail(f"no run ended ok while PostgreSQL was down ({kind})")
         step["snippets_checked"] = await traffic.check_snippets(soak)
-        step["runs_ok_while_down"] = soak.ledger.ok_in_outage[index]
-        if step["runs_ok_while_down"] == 0 and args.outage_s >= 10:
-            soak.ledger.fail(f"no run ended ok while PostgreSQL was down ({kind})")
-        print(f"  fault: PostgreSQL back: {step}", flush=True)
+        print(f"  fault undone: {step}", flush=True)
         done.append(step)
     return done
 
 
-async def sampler(
-    soak: traffic.Soak, samples: Samples, server: LiveServer, pg: Postgres, database: str,
-    every_s: float,
-) -> None:  # fmt: skip
+async def first_run_after(soak: traffic.Soak, kind: str) -> float | None:
+    """Seconds until a run ends ok after ``kind`` was undone (a minute at most)."""
+    started = time.monotonic()
+    auth = {"Authorization": f"Bearer {traffic.TOOLS_TOKEN}"}
+    async with soak.client("10.52.11.1", **auth) as http:
+        for n in range(30):
+            request = traffic.request_for(f"after {kind}", n, ["jaxpr"])
+            if await traffic.rest_run(soak, http, f"first run after {kind}", request, False):
+                return round(time.monotonic() - started, 2)
+            if time.monotonic() - started > 60:
+                break
+    soak.ledger.fail(f"no run ended ok within a minute after the {kind} fault was undone")
+    return None
+
+
+async def sampler(soak: traffic.Soak, samples: Samples, stack: Stack, every_s: float) -> None:
+    server, pg, database = stack.server, stack.pg, stack.database
+    assert server is not None
     cpu, answers, busy, clock = cpu_s(server.pid), 0, machine_busy_s(), time.monotonic()
     while soak.running():
         await asyncio.sleep(min(every_s, max(0.0, soak.end - time.monotonic())))
@@ -152,6 +163,9 @@ async def sampler(
         # The server's own CPU (exact, from /proc): per second, and per answer, which
         # rises if some structure it walks per request grows; the machine's, which
         # says how busy the neighbours kept it, reported only.
+        for name, value in (await asyncio.to_thread(stack.extra_sample)).items():
+            samples.add(name, value, judged=name != "redis.keys")  # keys: events kept 5 min
+            seen[name] = value
         now_cpu, now_answers = cpu_s(server.pid), soak.ledger.counts["answers"]
         now_busy, now = machine_busy_s(), time.monotonic()
         samples.add("cpu.server_share_of_a_cpu", (now_cpu - cpu) / (now - clock))
@@ -170,8 +184,9 @@ async def sampler(
               flush=True)  # fmt: skip
 
 
-async def soak_main(args: argparse.Namespace, server: LiveServer, pg: Postgres, database: str,
-                    workdir: Path) -> dict[str, Any]:  # fmt: skip
+async def soak_main(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
+    server, workdir = stack.server, stack.workdir
+    assert server is not None
     ledger = traffic.Ledger()
     soak = traffic.Soak(server.url, ledger, end=time.monotonic() + args.minutes * 60)
     backends = httpx.get(server.url + "/api/v1/backends", timeout=30).json()
@@ -192,14 +207,15 @@ async def soak_main(args: argparse.Namespace, server: LiveServer, pg: Postgres, 
     if len(versions) >= 2:
         loops.append(("across", lambda: traffic.across(soak, versions, args.across_every_s)))
     tasks = [asyncio.create_task(traffic.steady(fn, soak, name)) for name, fn in loops]
-    watch = asyncio.create_task(sampler(soak, samples, server, pg, database, args.sample_s))
-    fault_steps = await faults(soak, pg, parse_faults(args.faults), args)
+    watch = asyncio.create_task(sampler(soak, samples, stack, args.sample_s))
+    fault_steps = await faults(soak, stack, parse_faults(args.faults, args.stack), args)
     await asyncio.gather(*tasks, watch)
     snippets = await traffic.check_snippets(soak)
     compared = await traffic.check_cached(soak)
     trends = samples.verdicts(args.minutes * 60)
     health = httpx.get(server.url + "/healthz", timeout=30).json()
     return {
+        "stack": args.stack,
         "minutes": args.minutes,
         "versions_installed": versions,
         "across": "on" if len(versions) >= 2 else "off: one JAX version installed",
@@ -231,9 +247,19 @@ def main() -> None:
     add = parser.add_argument
     add("--minutes", type=float, default=30.0, help="how long the traffic runs")
     add("--sample-s", type=float, default=30.0, help="seconds between samples")
-    add("--faults", default="stop@0.3,kill@0.55", help="fault steps, kind@fraction ('' for none)")
+    add(
+        "--faults",
+        help="fault steps, kind@fraction ('' for none; default stop@0.3,kill@0.55, "
+        "and with --stack queue also redis@0.7,worker@0.85)",
+    )
     add("--outage-s", type=float, default=20.0, help="how long PostgreSQL stays down each time")
-    add("--pool", default="auto", help="the server's pool (auto: the jailed warm pool)")
+    add(
+        "--stack",
+        choices=sorted(FAULTS),
+        default="serve",
+        help="serve: one jaxplay serve; queue: the server, Redis and a jaxplay worker",
+    )
+    add("--pool", default="auto", help="the pool (of the server, or of the worker)")
     add("--pages", type=int, default=3, help="page sessions editing over the WebSocket")
     add("--think-s", type=float, default=4.0, help="a page session's pause between runs")
     add("--scripts", type=int, default=1, help="REST scripts, each with its token")
@@ -249,24 +275,29 @@ def main() -> None:
     add("--json", type=Path, help="write the whole result (with every sample) here")
     args = parser.parse_args()
 
+    if args.faults is None:
+        args.faults = "stop@0.3,kill@0.55" + (
+            ",redis@0.7,worker@0.85" if args.stack == "queue" else ""
+        )
     missing = Postgres.missing()
     if missing:
         raise SystemExit(f"the soak needs PostgreSQL: {missing}")
     load_start = os.getloadavg()
     pg = Postgres(durable=True).start()
-    server = None
+    log = ""
     with tempfile.TemporaryDirectory(prefix="jaxplay-soak-") as tmp:
-        workdir = Path(tmp)
+        stack = Stack(args.stack, pg, Path(tmp))
         try:
-            server, database = start_server(args, pg, workdir)
-            print(f"soak: {args.minutes} min against {server.url} (pid {server.pid}), "
-                  f"PostgreSQL on {pg.port}; sampling every {args.sample_s} s", flush=True)  # fmt: skip
-            result = asyncio.run(soak_main(args, server, pg, database, workdir))
+            stack.start(args.pool, args.scripts, args.cache_entries)
+            assert stack.server is not None
+            print(f"soak: {args.minutes} min against the {args.stack} stack at "
+                  f"{stack.server.url} (pid {stack.server.pid}), PostgreSQL on {pg.port}; "
+                  f"sampling every {args.sample_s} s", flush=True)  # fmt: skip
+            result = asyncio.run(soak_main(args, stack))
         finally:
-            if server is not None:
-                server.stop(timeout_s=30)
-                log = (workdir / "server.log").read_text(errors="replace")
-            pg.stop()
+            stack.stop()
+            with contextlib.suppress(OSError):
+                log = (Path(tmp) / "server.log").read_text(errors="replace")
     result["cpus"] = len(os.sched_getaffinity(0))
     result["load_average_at_start"] = [round(x, 1) for x in load_start]
     result["load_average_at_end"] = [round(x, 1) for x in os.getloadavg()]
