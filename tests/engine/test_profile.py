@@ -221,3 +221,15 @@ def test_a_tpu_trace_s_instructions_are_its_rows(monkeypatch: pytest.MonkeyPatch
     assert {e["name"] for _, e in profile.executed(trace["traceEvents"])} == {
         r["name"] for r in rows
     }
+
+
+def test_the_compiled_device_kind_is_read_through_a_pytree_argument() -> None:
+    """A model's parameters (a dict) first: the kind is its first leaf's device's. It
+    read the first argument's sharding as a sharding, found none, and a deviceless TPU
+    compile of the Flax step and the 6-block transformer had no roofline (issue 50)."""
+    import jax
+    import jax.numpy as jnp
+
+    params = {"b": jnp.zeros(3), "w": jnp.ones((3, 3))}
+    compiled = jax.jit(lambda p, x: p["w"] @ x + p["b"]).lower(params, jnp.ones(3)).compile()
+    assert profile._compiled_device_kind(compiled) == jax.devices()[0].device_kind

@@ -243,14 +243,17 @@ _NOT_RUN = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}
 
 
 def _compiled_device_kind(compiled: Any) -> str:
-    try:
-        devices = (
-            compiled.input_shardings[0][0].device_set if compiled.input_shardings[0] else set()
-        )
-        if devices:
-            return str(next(iter(devices)).device_kind)
-    except Exception:
-        pass
+    """The device kind the program was compiled for, from its first argument's
+    sharding: a leaf of the arguments' pytrees (a model's parameters are a dict of
+    them; the first argument's own sharding is then a dict, not a sharding)."""
+    import jax
+
+    shardings = jax.tree_util.tree_leaves(
+        compiled.input_shardings, is_leaf=lambda s: hasattr(s, "device_set")
+    )
+    for sharding in shardings:
+        for device in getattr(sharding, "device_set", ()):
+            return str(device.device_kind)
     return ""
 
 
