@@ -30,7 +30,9 @@ def test_the_kernels_dump_has_llvm_ir_and_objects_and_no_mlir_emitter_dumps(
     def step(w: Any, x: Any) -> Any:
         return jax.grad(lambda w: jnp.sum(jnp.tanh(x @ w) ** 2))(w)
 
-    lowered = jax.jit(step).lower(jnp.ones((16, 16)), jnp.ones((4, 16)))
+    cpu = jax.devices("cpu")[0]  # the CPU's compile, also where an accelerator is the default
+    args = jax.device_put((jnp.ones((16, 16)), jnp.ones((4, 16))), cpu)
+    lowered = jax.jit(step).lower(*args)
     lowered.compile(Dump(tmp_path).compiler_options(["kernels"]))
     names = os.listdir(tmp_path)
     assert any(n.endswith(".ir-with-opt.ll") for n in names), names
@@ -63,7 +65,7 @@ def test_asm_in_fresh_workers_on_several_cpus_never_crashes() -> None:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     for trial in range(4):
         proc = subprocess.run(
-            [sys.executable, "-I", "-m", "sandbox.engine"],
+            [sys.executable, "-m", "sandbox.engine"],  # not -I: JAX may be on PYTHONPATH
             input=worker_message(f"kernel-dump-{trial}", request),
             capture_output=True,
             cwd=ROOT,
