@@ -320,6 +320,9 @@ class Admission:
         self._rate = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
         self._snippets = RateLimiter(settings.snippet_rate_per_minute, settings.snippet_rate_burst)
         self._misses = RateLimiter(settings.not_found_rate_per_minute, NOT_FOUND_BURST)
+        self._sessions = RateLimiter(
+            settings.session_issue_per_hour / 60.0, settings.session_issue_burst
+        )
         self._tenant_runs: Counter[str] = Counter()
         self._client_runs: Counter[str] = Counter()
         self._sockets: Counter[str] = Counter()
@@ -370,6 +373,21 @@ class Admission:
                 "rate_limited",
                 f"too many snippets: at most {self._s.snippet_rate_per_minute:g} a minute "
                 f"(bursts of {self._s.snippet_rate_burst}); try again in {wait:.1f} s",
+                wait,
+            )
+
+    def check_session_issue(self, client: str) -> None:
+        """Before an API session is issued (``POST /api/v1/sessions``): a few per
+        address, then a few an hour, so one address cannot mint tenants without end."""
+        wait = self._sessions.take(client)
+        if wait > 0:
+            raise self._refuse(
+                "sessions",
+                429,
+                "too_many_sessions",
+                f"this address was issued {self._s.session_issue_burst} sessions lately "
+                f"(then {self._s.session_issue_per_hour:g} an hour); keep using one of them, "
+                f"or try again in {wait:.0f} s",
                 wait,
             )
 

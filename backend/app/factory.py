@@ -37,7 +37,7 @@ from backend.app.middleware import (
     served_hosts,
 )
 from backend.app.pools import make_pool
-from backend.app.routes import across, meta, pages, report, runs, snippets, watch, ws
+from backend.app.routes import across, meta, pages, report, runs, sessions, snippets, watch, ws
 from backend.app.routes import notebooks as notebook_import
 from backend.app.routes import stats as public_stats
 from backend.app.routes.docs import mount_docs
@@ -149,6 +149,7 @@ def create_app(
         )
     for router in (
         runs.router,
+        sessions.router,
         across.router,
         watch.router,
         notebook_import.router,  # before snippets: /snippets/import is not an id

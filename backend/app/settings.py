@@ -101,6 +101,20 @@ class Settings(BaseSettings):
         gt=0,
         description="How long a page session (cookie) is honoured after it was issued.",
     )
+    session_issue_burst: int = Field(
+        default=8,
+        ge=1,
+        description="API sessions (`POST /api/v1/sessions`: a script's or `jaxplay run "
+        "--server`'s kept process) one client address may be issued at once; then "
+        "`session_issue_per_hour`, and a 429 with `Retry-After` beyond it.",
+    )
+    session_issue_per_hour: float = Field(
+        default=12.0,
+        gt=0,
+        description="API sessions one client address is issued per hour after its "
+        "`session_issue_burst` (a token bucket: an address holds at most the burst "
+        "issued within the last burst / rate hours).",
+    )
     frontend_dist: Path = Field(
         default=_REPO / "frontend" / "dist",
         description="The built page (`frontend/dist`); a placeholder page is served while it does not exist.",

@@ -3,6 +3,12 @@
 - **A page session**: a random id in a cookie signed with ``session_secret``
   (itsdangerous), set by the page (``/``, ``/s/{id}``) and sent back by its
   WebSocket and its fetches. A cookie that does not verify names no one.
+- **An API session**: the same signed value, issued to a script by ``POST
+  /api/v1/sessions`` (backend/app/routes/sessions.py, a few per address:
+  ``session_issue_burst``) and sent back as the cookie or as the ``X-Jaxplay-Session``
+  header (``jaxplay run --server`` keeps it: backend/client_session.py). A header
+  that does not verify is refused (401 ``invalid_session``): the script asked to be
+  someone and should hear that it is not, and get a new one.
 - **An API token** the operator issued (``api_tokens``). Any other token is refused
   with 401 (``invalid_token``): an invented token names no tenant and buys nothing.
 - **The client address**, for everything else: the TCP peer, or, only when that peer
@@ -37,6 +43,8 @@ from backend.app.errors import ApiError
 from backend.app.settings import Settings
 
 SESSION_COOKIE = "jaxplay_session"
+#: the header a script sends its API session in (the cookie works as well)
+SESSION_HEADER = "X-Jaxplay-Session"
 #: the IPv6 block taken as one client (caps, rate limits, turns)
 IPV6_PREFIX = 56
 
@@ -123,11 +131,31 @@ def caller_for(conn: HTTPConnection, known_tokens: frozenset[str], sessions: Ses
         name = f"token:{_digest(token)}"
         return Caller(tenant=name, rate_key=name)
     address = client_key(conn.client.host if conn.client else None)
-    session = sessions.verify(conn.cookies.get(SESSION_COOKIE))
+    session = _session(conn, sessions)
     if session is None:  # a person? many? an address cannot say: nothing kept for it
         return Caller(tenant=address, rate_key=address, client=address, keeps_process=False)
     tenant = f"{address}|session:{_digest(session)}"
     return Caller(tenant=tenant, rate_key=address, client=address)
+
+
+def _session(conn: HTTPConnection, sessions: Sessions) -> str | None:
+    """The session a request names: the ``X-Jaxplay-Session`` header (a script's; one
+    that does not verify is a 401), else the cookie (a page's; one that does not
+    verify names no one, and the page hands out a new one)."""
+    sent = conn.headers.get(SESSION_HEADER)
+    if sent is None:
+        return sessions.verify(conn.cookies.get(SESSION_COOKIE))
+    session = sessions.verify(sent.strip())
+    if session is None:
+        raise ApiError(
+            401,
+            "invalid_session",
+            f"this {SESSION_HEADER} is not a session this server issued, or it expired "
+            "(or the server restarted without a JAXPLAY_SESSION_SECRET); get a new one "
+            "with POST /api/v1/sessions, or send none to run as your address",
+            field="session",
+        )
+    return session
 
 
 def client_of(conn: HTTPConnection) -> str:
