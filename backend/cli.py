@@ -263,11 +263,20 @@ def run(
         str | None,
         typer.Option(
             envvar="JAXPLAY_TOKEN",
-            help="With --server: an API token its operator issued. Without one the run is "
-            "the address's, in a fresh jail of its own (a server keeps no process for an "
-            "address); with one, the token's process may be kept for its next runs.",
+            help="With --server: an API token its operator issued; the token's process "
+            "may be kept for its next runs. Without one, the anonymous session below.",
         ),
     ] = None,
+    session: Annotated[
+        bool,
+        typer.Option(
+            "--session/--no-session",
+            help="With --server and no token: keep an anonymous session the server "
+            "issues in ~/.cache/jaxplay (XDG_CACHE_HOME), so this user's runs share one "
+            "warm process there, as a page's edits do. --no-session: each run is the "
+            "address's, in a single-use jail.",
+        ),
+    ] = True,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the events as JSON lines.")
     ] = False,
@@ -308,7 +317,21 @@ def run(
     if server:
         from backend.client import stream_run
 
-        events = stream_run(server, run_request, token=token)
+        if token or not session:
+            events = stream_run(server, run_request, token=token)
+        else:
+            from backend.client_session import SessionStore, server_key, session_events
+
+            try:
+                server_key(server)
+            except ValueError as exc:
+                typer.echo(f"jaxplay: --server: {exc}", err=True)
+                raise typer.Exit(EXIT_BAD_REQUEST)
+
+            def note(text: str) -> None:
+                typer.echo(text, err=True)
+
+            events = session_events(server, run_request, store=SessionStore(note=note), note=note)
     else:
         events = _local_events(run_request)
     try:

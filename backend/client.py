@@ -17,6 +17,9 @@ import httpx
 from sandbox.protocol import RunRequest
 
 NDJSON = "application/x-ndjson"
+#: the header an API session is sent back in (backend/app/tenancy.py, which the client
+#: does not import: it is the server's)
+SESSION_HEADER = "X-Jaxplay-Session"
 #: the longest a Retry-After is honoured before giving up
 MAX_RETRY_WAIT_S = 30.0
 
@@ -30,6 +33,7 @@ class ServerError(Exception):
         message: str,
         field: str | None = None,
         retry_after_s: float | None = None,
+        error: str = "",
     ) -> None:
         super().__init__(f"the server answered {status}: {message}")
         self.status, self.message, self.field, self.retry_after_s = (
@@ -38,6 +42,7 @@ class ServerError(Exception):
             field,
             retry_after_s,
         )
+        self.error = error  # the error's code (docs/api.md, Errors): "invalid_session"...
 
 
 def _error(response: httpx.Response, body: bytes) -> ServerError:
@@ -53,6 +58,7 @@ def _error(response: httpx.Response, body: bytes) -> ServerError:
         str(data.get("message") or body[:200].decode("utf-8", "replace") or response.reason_phrase),
         data.get("field"),
         float(retry) if retry and retry.replace(".", "", 1).isdigit() else None,
+        str(data.get("error") or ""),
     )
 
 
@@ -61,11 +67,13 @@ async def stream_run(
     request: RunRequest | dict[str, Any],
     *,
     token: str | None = None,
+    session: str | None = None,
     cache: bool = True,
     retries: int = 2,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
-    """The run's events from the server at ``server`` (e.g. ``http://127.0.0.1:8000``)."""
+    """The run's events from the server at ``server`` (e.g. ``http://127.0.0.1:8000``);
+    ``session``: an API session (``open_session``) its runs share a kept process by."""
     body = (
         # defaults left to the server: a request from a newer client stays one an
         # older server reads
@@ -77,6 +85,8 @@ async def stream_run(
     headers = {"Accept": NDJSON, "Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
+    if session:
+        headers[SESSION_HEADER] = session
     url = server.rstrip("/") + "/api/v1/runs"
     params = {} if cache else {"cache": "false"}
     # Events can be far apart while XLA compiles: the read timeout covers a whole run.
@@ -98,3 +108,20 @@ async def stream_run(
                     await asyncio.sleep(wait)
                     continue
             raise error
+
+
+async def open_session(
+    server: str, *, transport: httpx.AsyncBaseTransport | None = None
+) -> dict[str, Any]:
+    """A new API session from the server (``POST /api/v1/sessions``): ``{"session",
+    "max_age_s", "expires_at", ...}``; ServerError when it refuses (429: this address
+    was issued its share lately; 404: a server from before sessions)."""
+    url = server.rstrip("/") + "/api/v1/sessions"
+    async with httpx.AsyncClient(timeout=10.0, transport=transport) as client:
+        response = await client.post(url)
+        if response.status_code != 201:
+            raise _error(response, response.content)
+        issued: dict[str, Any] = response.json()
+        if not isinstance(issued.get("session"), str):
+            raise ServerError(response.status_code, "the server's answer names no session")
+        return issued
