@@ -48,12 +48,13 @@ import { installTheme } from "./app/theme";
 import { Toast } from "./app/toast";
 import { initialLang, setLang } from "./i18n";
 import { installLanguage } from "./i18n/page";
-import { installTour } from "./tour";
+import { installTour, touring } from "./tour";
 
 const ui = buildLayout(document.getElementById("app")!);
 const embedId = embedIdFromPath(location.pathname);
 // the embed view never touches the reader's own autosave
-const store = new PlayStore(DEFAULT_STATE, embedId === null ? saveAutosave : null);
+// (never while a tour is open: the reader's own code stays in the autosave)
+const store = new PlayStore(DEFAULT_STATE, embedId === null ? (s) => void (touring() || saveAutosave(s)) : null);
 const changed = (): void => store.changed();
 const run = (): void => void runner.run();
 installTheme(ui.themeBtn);

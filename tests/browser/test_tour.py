@@ -19,7 +19,7 @@ from tests.gates import missing_requirement
 
 from .conftest import ROOT, Server
 from .test_navigation import AXE, SIZES, no_sideways_scroll
-from .test_page import wait_done
+from .test_page import set_code, wait_done
 
 STEPS = steps()
 EN = json.loads((ROOT / "frontend" / "src" / "i18n" / "en.json").read_text())
@@ -267,3 +267,19 @@ def test_learn_opens_the_tour_and_closing_it_brings_the_page_back(en_page: Any) 
     assert page.evaluate("() => location.pathname") == "/"
     assert page.evaluate("() => window.jaxplay.code()") == code
     assert page.locator("[data-testid=code] .cm-tour-mark").count() == 0
+
+
+def test_the_tour_leaves_the_reader_s_autosave_alone(en_page: Any) -> None:
+    page = en_page
+    page.goto("/")
+    page.wait_for_selector("[data-testid=code]")
+    mine = "import jax.numpy as jnp\n\n\ndef f(x):\n    return x * 3  # mine\n"
+    set_code(page, mine)
+    page.wait_for_timeout(800)  # past the autosave's delay (app/store.ts SAVE_AFTER_MS)
+    page.goto("/tour/4")
+    next_run_ends(page, 0)
+    page.wait_for_timeout(800)
+    # the tab closed on the tour: the next visit finds the reader's own code
+    page.goto("/")
+    page.wait_for_selector("[data-testid=code]")
+    assert page.evaluate("() => window.jaxplay.code()") == mine

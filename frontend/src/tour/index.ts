@@ -29,6 +29,14 @@ export interface TourDeps {
 
 const LAST = "jaxplay:tour:last";
 
+let touringNow = false;
+
+/** A tour is open: the page's autosave is left alone (the reader's own code is there;
+ * the steps are not theirs), written again once the tour closes. */
+export function touring(): boolean {
+  return touringNow;
+}
+
 export class TourController {
   private readonly panel: TourPanel;
   private step: TourStep | null = null;
@@ -73,6 +81,7 @@ export class TourController {
     if (this.step) this.kept.set(this.step.id, structuredClone(store.state));
     else this.before = structuredClone(store.state);
     this.step = step;
+    touringNow = true;
     const state = this.kept.get(step.id) ?? this.stateOf(step);
     store.show({ ...state, backend: store.state.backend });
     this.d.pickTab(step.tab);
@@ -128,6 +137,7 @@ export class TourController {
     if (!this.step) return;
     this.kept.set(this.step.id, structuredClone(this.d.store.state));
     this.step = null;
+    touringNow = false;
     this.panel.hide();
     document.body.classList.remove("touring");
     markLines(this.d.editor(), []);
