@@ -19,7 +19,7 @@ import re
 import sys
 from typing import Any
 
-from sandbox.engine.core.compat import user_frames
+from sandbox.engine.core.compat import first_line_in
 from sandbox.protocol.requests import SNIPPET_FILENAME
 
 Source = dict[str, int]
@@ -34,10 +34,7 @@ def snippet_line(traceback: Any) -> int | None:
     """The innermost frame of a JAX traceback that lies in the user's code."""
     if traceback is None:
         return None
-    for frame in user_frames(traceback):
-        if frame.file_name == SNIPPET_FILENAME:
-            return int(frame.start_line)
-    return None
+    return first_line_in(traceback, SNIPPET_FILENAME)
 
 
 Spans = list[list[tuple[int, int, Any]]]
