@@ -243,6 +243,7 @@ def test_the_language_switch_and_the_sharp_bit_hint(en_page: Any) -> None:
     page.click("#run")
     assert next_run_ends(page, before) == "error"
     assert ZH["hint.TracerBoolConversionError"].split("`")[0] in page.inner_text("#panel-errors")
+    assert ZH["errors.line"].replace("{n}", "5") in page.inner_text("#panel-errors")
     # kept for the next visit
     page.reload()
     page.wait_for_selector("[data-testid=tour]:not([hidden])")

@@ -1,7 +1,7 @@
 // Errors: the kind, the line (a button that jumps there), the hint, JAX's page for
 // it, and the full message. Also the server's own refusals (422, 429, 503).
 import { clear, docLink, h, withCode } from "../dom";
-import { localHint } from "../i18n";
+import { localHint, t } from "../i18n";
 import { isDocUrl, type EventOf } from "../protocol";
 
 export class ErrorsPane {
@@ -13,7 +13,7 @@ export class ErrorsPane {
     readonly root: HTMLElement,
     private readonly onGoToLine: (line: number) => void,
   ) {
-    this.note = h("p", { class: "pane-note" }, "No errors.");
+    this.note = h("p", { class: "pane-note" }, t("errors.none"));
     this.list = h("div", { class: "errors" });
     root.append(this.note, this.list);
   }
@@ -24,17 +24,17 @@ export class ErrorsPane {
     this.count = 0;
     clear(this.list);
     this.note.hidden = false;
-    this.say("No errors so far: the run is going…");
+    this.say(t("errors.going"));
   }
 
   /** The run ended: with none, "No errors." is true now. */
   ended(): void {
-    this.say("No errors.");
+    this.say(t("errors.none"));
   }
 
   private say(text: string): void {
     if (this.note.textContent !== text) this.note.textContent = text;
-    this.note.dataset.live = String(text !== "No errors.");
+    this.note.dataset.live = String(text !== t("errors.none"));
   }
 
   size(): number {
@@ -53,17 +53,17 @@ export class ErrorsPane {
           "header",
           {},
           h("strong", { class: "error-kind" }, e.kind),
-          e.stage ? h("span", { class: "badge" }, `at ${e.stage}`) : null,
+          e.stage ? h("span", { class: "badge" }, t("errors.at", { stage: e.stage })) : null,
           pipelineLabel ? h("span", { class: "badge" }, pipelineLabel) : null,
           line !== null
-            ? h("button", { type: "button", class: "linklike error-line", onclick: () => this.onGoToLine(line) }, `line ${line}`)
+            ? h("button", { type: "button", class: "linklike error-line", onclick: () => this.onGoToLine(line) }, t("errors.line", { n: line }))
             : null,
         ),
         e.hint ? h("p", { class: "error-hint" }, withCode(localHint(e.hint))) : null,
         // only JAX's (or Python's) documentation: the server refuses any other link,
         // and the page does not take its word for it
-        isDocUrl(e.doc_url) ? h("p", { class: "error-doc" }, "More: ", docLink(e.doc_url, e.doc_url)) : null,
-        h("details", { open: !e.hint }, h("summary", {}, "message"), h("pre", { class: "error-message", tabindex: 0 }, e.message)),
+        isDocUrl(e.doc_url) ? h("p", { class: "error-doc" }, t("errors.more"), docLink(e.doc_url, e.doc_url)) : null,
+        h("details", { open: !e.hint }, h("summary", {}, t("errors.message")), h("pre", { class: "error-message", tabindex: 0 }, e.message)),
       ),
     );
   }
