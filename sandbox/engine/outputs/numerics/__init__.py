@@ -116,12 +116,14 @@ def numerics_event(
     jit: bool = True,
     settings: list[str] | None = None,
     rerun: tuple[Callable[..., Any], tuple[Any, ...]] | None = None,
+    jitted: bool = False,
 ) -> dict[str, Any]:
     """The event of ``closed`` shadowed on ``args`` (the pipeline's argument leaves),
     ``value`` the pipeline's value as the run computed it; with ``jit``, the program
     compiled whole (with the run's XLA ``options``) against its equations one by one;
     ``settings``, the precision settings run again (``rerun``: the pipeline and its
-    arguments, for those that trace it again)."""
+    arguments, for those that trace it again); ``jitted``: ``value`` is the program
+    compiled whole with those options (the pipeline ends in jit), not compiled again."""
     import jax
 
     jaxpr, _ = walk.parts(closed)
@@ -166,7 +168,8 @@ def numerics_event(
     if pairs is not None and jit:
         row_of = {r.eqn: n for n, r in enumerate(rows)}
         try:
-            event["jit"] = jit_compare.compare(closed, args, pairs, options or {}, row_of)
+            ran = jax.tree_util.tree_leaves(value) if jitted and value is not None else None
+            event["jit"] = jit_compare.compare(closed, args, pairs, options or {}, row_of, ran)
         except Exception as exc:  # the program would not compile cut or whole: said
             notes.append(f"the jit comparison stopped: {type(exc).__name__}: {str(exc)[:300]}")
     if pairs is not None and settings and rerun is not None:
@@ -196,6 +199,9 @@ def numerics_results(results: Results) -> dict[str, Any]:
         options=dict(request.compiler_options_for(results.pipeline.name)),
         settings=list(request.numerics_precision),
         rerun=(pipe.fn, args),
+        # the run's value is the compiled program's own: jit's last, no config of the
+        # request's (run.py then calls the executable it compiled, with these options)
+        jitted=pipe.transforms[-1:] == ["jit"] and not request.config and results.value is not None,
     )
 
 

@@ -225,12 +225,16 @@ def compare(
     eager_pairs: list[Any],
     options: dict[str, Any],
     row_of: dict[str, int],
+    jitted: list[Any] | None = None,
 ) -> dict[str, Any]:
     """The event's ``jit``: ``eager_pairs`` the shadow's outputs (the program's op by
-    op values and float64's), ``row_of`` each equation's row by its place."""
+    op values and float64's), ``row_of`` each equation's row by its place; ``jitted``
+    the compiled program's outputs when the run has them (its pipeline ends in jit:
+    not compiled again)."""
     body = body_of(closed, args)
     compiler = Compiler(body, options)
-    jitted = compiler.whole()
+    if jitted is None:
+        jitted = compiler.whole()
     eager = [p.low for p in eager_pairs]
     differs = not all(same(a, b) for a, b in zip(jitted, eager, strict=True))
     result: dict[str, Any] = {
