@@ -176,6 +176,7 @@ def _pid_one(spec: JailSpec, keep_fds: Sequence[int], err_fd: int, program: byte
         os.chdir("/tmp")
         os.environ.clear()
         os.environ.update(spec.env)
+        os.environ["PWD"] = "/tmp"  # as bubblewrap sets it
     except BaseException as exc:
         _fail(err_fd, "the jail could not be built", exc)
     pid = _fork(err_fd)
@@ -246,7 +247,7 @@ def _build_root(spec: JailSpec) -> None:
             sc.MS_NOSUID | sc.MS_NODEV,
             f"mode=0700,size={size}",
         )
-    _remount_ro("/newroot/dev", sc.MS_NOSUID)
+    _remount_ro("/newroot/dev", sc.MS_NOSUID | sc.MS_NODEV)
     # after the tmpfs mounts: a runtime under /tmp is bound on top of the private /tmp
     for path in spec.ro_paths:
         _ro_bind(path, path)
@@ -271,7 +272,7 @@ def _mount_proc(masked: Sequence[str]) -> None:
     sc.mount("proc", dest, "proc", sc.MS_NOSUID | sc.MS_NOEXEC | sc.MS_NODEV)
     for name in _COVERED_PROC:
         path = f"{dest}/{name}"
-        if os.path.exists(path):
+        if os.access(path, os.W_OK):  # what is writable at all (as bubblewrap decides)
             sc.mount(path, path, None, sc.MS_SILENT | sc.MS_BIND | sc.MS_REC)
             _remount_ro(path, sc.MS_NOSUID | sc.MS_NODEV | sc.kept_flags(path))
     for name in masked:  # /dev/null without device access: opening it fails (EACCES)
@@ -286,7 +287,7 @@ def _mount_dev(devices: Sequence[str]) -> None:
     sc.mount("tmpfs", dest, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=0755")
     for node in _DEV_NODES:
         _create_file(f"{dest}/{node}")
-        sc.mount(f"/oldroot/dev/{node}", f"{dest}/{node}", None, sc.MS_SILENT | sc.MS_BIND)
+        _dev_bind(f"/oldroot/dev/{node}", f"{dest}/{node}")
     for i, name in enumerate(("stdin", "stdout", "stderr")):
         os.symlink(f"/proc/self/fd/{i}", f"{dest}/{name}")
     os.symlink("/proc/self/fd", f"{dest}/fd")
@@ -305,7 +306,14 @@ def _mount_dev(devices: Sequence[str]) -> None:
         target = "/newroot" + node
         _ensure_dir(os.path.dirname(target))
         _create_file(target)
-        sc.mount("/oldroot" + node, target, None, sc.MS_SILENT | sc.MS_BIND)
+        _dev_bind("/oldroot" + node, target)
+
+
+def _dev_bind(source: str, target: str) -> None:
+    """A device node bound with device access, writable, without setuid."""
+    sc.mount(source, target, None, sc.MS_SILENT | sc.MS_BIND)
+    flags = sc.MS_SILENT | sc.MS_BIND | sc.MS_REMOUNT | sc.MS_NOSUID
+    sc.mount(None, target, None, flags | (sc.kept_flags(target) & ~sc.MS_NODEV))
 
 
 def _ro_bind(source: str, dest: str) -> None:

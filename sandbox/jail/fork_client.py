@@ -2,9 +2,10 @@
 
 ``JailTemplate`` starts ``command`` (the template's boot line, which imports what
 jails need and then serves fork_server.py's loop) once, unjailed — it never runs
-anyone's code — with the jail's environment and nothing of the server's, on as many
-CPUs as a jail gets (what it imports sizes thread pools by them), and dies with this
-process. ``spawn`` sends one order and returns a ``ForkedJail``: the jail's monitor
+anyone's code — with the jail's environment (set by the template itself, from its
+arguments, so that its own ``/proc/PID/environ``, which every process forked from it
+shows too, is bubblewrap's launch one) and nothing of the server's, on the CPUs it
+is given (one: what it imports must start no thread), and dies with this process. ``spawn`` sends one order and returns a ``ForkedJail``: the jail's monitor
 (enter.py) as a process this side can wait for and kill. A template that dies takes
 its jails with it; the next ``spawn`` starts a new one. Nothing here falls back to a
 weaker jail: an order the template refuses, or a template that cannot start, is an
@@ -24,6 +25,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sandbox.jail.bwrap import LAUNCH_ENV
 from sandbox.jail.enter import JailSpec
 from sandbox.jail.fork_server import MAX_BYTES
 
@@ -109,11 +111,11 @@ class JailTemplate:
         cpus = ",".join(map(str, self.cpus)) if self.cpus else "-"
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *self.command, str(its.fileno()), cpus,
+                *self.command, str(its.fileno()), cpus, json.dumps(self.env),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE,
-                env=self.env,
+                env=LAUNCH_ENV,  # what /proc/PID/environ shows of it and its jails
                 pass_fds=(its.fileno(),),
                 start_new_session=True,
                 cwd="/",

@@ -19,18 +19,36 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import socket
 import sys
 from collections.abc import Callable
 from typing import NoReturn
 
 from sandbox.jail.enter import JailSpec, enter
+from sandbox.jail.syscalls import PR_SET_PDEATHSIG, prctl
 
 #: Descriptors one order may carry (error pipe, filter, the command's).
 MAX_FDS = 8
 MAX_BYTES = 1 << 16
 
 Command = Callable[[dict[str, int]], NoReturn]
+
+
+def take_place(argv: list[str]) -> socket.socket:
+    """The template's start, before it imports anything (``argv``: SOCK_FD CPUS ENV as
+    fork_client.py passes them): it dies with the process that started it, runs on
+    ``CPUS`` (``-``: its own) and in the jail's environment ``ENV`` (JSON), which is
+    what what it imports reads. Returns its socket."""
+    sock = socket.socket(fileno=int(argv[1]))
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the pool gone: the template and its jails too
+    if os.getppid() == 1:  # it died before the line above
+        os._exit(0)
+    if argv[2] != "-":
+        os.sched_setaffinity(0, {int(c) for c in argv[2].split(",")})
+    os.environ.clear()
+    os.environ.update(json.loads(argv[3]))
+    return sock
 
 
 def threads() -> int:

@@ -159,12 +159,13 @@ class Jailer:
 
     def template(self, command: Sequence[str]) -> JailTemplate:
         """The jail template that runs ``command`` (this jailer's runtime): started on
-        its first jail, on as many CPUs as a jail has, with a jail's environment."""
+        its first jail, with a jail's environment."""
         key = tuple(command)
         if (found := self._templates.get(key)) is None:
-            n = self.limits.cpus
-            cpus = self._cpus[:n] if 0 < n < len(self._cpus) else None
-            found = JailTemplate(command, BASE_ENV, cpus, start_s=self.template_start_s)
+            # One CPU, whatever a jail gets: numpy's OpenBLAS starts a thread per
+            # further CPU as it is imported, and the template forks only while it is
+            # single-threaded. XLA sizes its pools in each jail's process, by its CPUs.
+            found = JailTemplate(command, BASE_ENV, self._cpus[:1], start_s=self.template_start_s)
             self._templates[key] = found
         return found
 
@@ -358,7 +359,8 @@ class Jail:
             limits,
             user=self.user,
             cgroup_procs=self.cgroup.procs_files() if self.cgroup is not None else (),
-            cpus=self.cpus,
+            # never the template's own (one CPU): unpinned, a jail has all of ours
+            cpus=self.cpus if self.cpus is not None else jailer.cpus,
             devices=jailer.devices,
             mask_proc=jailer.hardening.mask_proc,
         )

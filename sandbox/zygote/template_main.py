@@ -1,9 +1,10 @@
 """A jail template's process: the zygote's imports once, then a fork per new jail.
 
 Started (unjailed, with a jail's environment and nothing of the server's) as
-``python -I -B -c "..." SOCK_FD CPUS`` by the pool's ``JailTemplate``
+``python -I -B -c "..." SOCK_FD CPUS ENV`` by the pool's ``JailTemplate``
 (sandbox/jail/fork_client.py). It dies with the process that started it, takes a
-jail's CPU count (``CPUS``, or ``-``: all of its own) before it imports anything,
+CPUs (``CPUS``: one, so that numpy starts no thread) and a jail's environment (``ENV``,
+JSON) before it imports anything,
 imports and warms what every zygote does (main.py's ``boot``: JAX, the libraries,
 tracing; never a backend), freezes its heap, and serves fork_server.py's loop. Each
 forked child enters its own jail (sandbox/jail/enter.py) and becomes that jail's
@@ -15,24 +16,15 @@ JAX itself.
 from __future__ import annotations
 
 import gc
-import os
-import signal
-import socket
 import sys
 import time
 from typing import NoReturn
 
 from sandbox.jail import fork_server
-from sandbox.jail.syscalls import PR_SET_PDEATHSIG, prctl
 
 
 def main(argv: list[str]) -> NoReturn:
-    sock = socket.socket(fileno=int(argv[1]))
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the pool gone: the template and its jails too
-    if os.getppid() == 1:  # it died before the line above
-        os._exit(0)
-    if len(argv) > 2 and argv[2] != "-":
-        os.sched_setaffinity(0, {int(c) for c in argv[2].split(",")})
+    sock = fork_server.take_place(argv)
     from sandbox.zygote import main as zygote  # imports JAX: after the CPUs are set
 
     zygote.boot()
