@@ -128,12 +128,19 @@ class Samples:
         at = time.monotonic() - self.started
         (self.series if judged else self.reported).setdefault(name, []).append((at, value))
 
-    def verdicts(self, duration_s: float) -> list[Trend]:
-        start = duration_s / 3
-        return [
-            judge(name, points, floor_for(name, [y for _, y in points]), start)
-            for name, points in sorted(self.series.items())
-        ]
+    def verdicts(self, duration_s: float, settle_s: dict[str, float] | None = None) -> list[Trend]:
+        """Each judged quantity's verdict over the last two thirds, or from a later
+        time for a quantity whose steady state takes longer by design (``settle_s``,
+        by name prefix: Redis keeps every run's events ``events_ttl_s``, so its memory
+        rises for that long)."""
+        verdicts = []
+        for name, points in sorted(self.series.items()):
+            start = duration_s / 3
+            for prefix, settle in (settle_s or {}).items():
+                if name.startswith(prefix):
+                    start = max(start, settle)
+            verdicts.append(judge(name, points, floor_for(name, [y for _, y in points]), start))
+        return verdicts
 
 
 def proc_status(pid: int) -> dict[str, int]:
