@@ -86,3 +86,22 @@ def test_a_naive_variance_is_named_at_its_sub_and_the_two_pass_one_is_accurate()
     # x - mean cancels per element too, but the mean's rounding is shared by every
     # element and cancels again in the sum of squares)
     assert worst[naive] > 0.5 and worst[two_pass] < 1e-5
+
+
+def test_a_custom_vjp_functions_equations_are_rows_and_its_gradient_too() -> None:
+    @jax.custom_vjp
+    def g(x):  # type: ignore[no-untyped-def]
+        return jnp.log(1 + x)
+
+    g.defvjp(lambda x: (g(x), x), lambda x, ct: (ct / (1 + x),))
+
+    def f(x):  # type: ignore[no-untyped-def]
+        return jnp.sum(g(x) * 2)
+
+    x = jnp.array([1e-7, 1e-3])
+    # the primal's equations, inside the custom_vjp call (depth 1), named at the log
+    assert hints_of(f, x) == [("log", "log1p")]
+    # differentiated: the forward rule's equations, then the backward rule's
+    event = numerics_event(jax.make_jaxpr(jax.grad(f))(x), [x], jax.grad(f)(x), max_values=10**6)
+    primitives = [(r["primitive"], r["depth"]) for r in event["rows"]]
+    assert primitives[:2] == [("add", 1), ("log", 1)] and ("div", 0) in primitives

@@ -150,6 +150,15 @@ def numerics_event(
             "(numerics_max_values); try it on smaller arguments"
         )
         return event
+    try:
+        jax.devices("cpu")
+    except RuntimeError:  # jax_platforms names the accelerator alone
+        event["refused"] = (
+            "the numerics lens computes its float64 shadow on the CPU, which this run "
+            f"did not start (jax_platforms is {jax.config.jax_platforms!r}): run it with "
+            'backend "auto" to have the accelerator and the CPU side by side'
+        )
+        return event
     start = time.perf_counter()
     shadow = Shadow(max_steps=MAX_NUMERICS_STEPS, max_rows=MAX_NUMERICS_ROWS, hint=hints.hint)
     pairs = shadow.run(closed, args)
