@@ -35,11 +35,16 @@ Pass (exit status 0) when:
 
 Fault steps (``--faults``, kind@fraction of the soak): ``stop`` (``pg_ctl stop -m
 fast``, as an operator's restart), ``kill`` (SIGKILL to the postmaster; its start runs
-crash recovery); PostgreSQL stays down ``--outage-s`` seconds each time.
+crash recovery); each stays down ``--outage-s`` seconds. ``--stack queue`` runs the
+compose stack's shape instead (the server through Redis to a ``jaxplay worker``:
+benchmarks/soak_stack.py), with two more: ``redis`` (redis-server SIGKILLed) and
+``worker`` (the worker SIGKILLed mid-run); a run they end ``killed`` or ``error``,
+saying so, is counted, and the next run must work within a minute.
 
     .venv/bin/python benchmarks/soak.py                       # 30 minutes, both faults
     .venv/bin/python benchmarks/soak.py --minutes 240 --json soak.json
     .venv/bin/python benchmarks/soak.py --minutes 5 --sample-s 10   # a short try
+    .venv/bin/python benchmarks/soak.py --stack queue               # through Redis and a worker
 
 It needs PostgreSQL (``apt-get install postgresql``; the soak makes a private cluster
 under /tmp) and the jail (the default pool). It prints the machine's load at the start
