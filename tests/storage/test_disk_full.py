@@ -38,13 +38,13 @@ def _namespaces_missing() -> str | None:
     """Why a private tmpfs cannot be mounted here (None: it can)."""
     if shutil.which("unshare") is None:
         return "unshare is missing (util-linux)"
+    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]  # as the fixture does
     probe = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
-         'mount -t tmpfs -o size=64k probe "$0"', "/tmp"],
+        ["unshare", *user, "--mount", "sh", "-c", 'mount -t tmpfs -o size=64k probe "$0"', "/tmp"],
         capture_output=True, text=True,
     )  # fmt: skip
     if probe.returncode != 0:
-        return f"a tmpfs cannot be mounted in a user namespace here: {probe.stderr.strip()}"
+        return f"a tmpfs cannot be mounted in a mount namespace here: {probe.stderr.strip()}"
     return None
 
 
