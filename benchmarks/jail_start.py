@@ -15,8 +15,11 @@ started and warmed, until the zygote's hello), N times:
   ``/proc/PID/stat``'s utime, stime, cutime, cstime);
 - then one small run in it (``x * 2``), ms from submit to ``done``.
 
-The template's own start (once per JAX version, like a server's start) is printed
-apart. Run it on a quiet machine; the ratios are side by side in one run.
+And the jail alone: a template that imported the zygote's modules as the real one
+does forks a jail whose command only says it runs (``bare``): ms from the ask until
+then, and the CPU-s of the jail's processes at that moment: what a jail costs before
+its zygote starts a backend and warms a child. The template's own start (once per JAX
+version, like a server's start) is printed apart. Run it on a quiet machine; the ratios are side by side in one run.
 
     .venv/bin/python benchmarks/jail_start.py [--n 10] [--json]
 """
@@ -44,6 +47,44 @@ from sandbox.protocol import RunRequest  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 SETTINGS = PoolSettings(pool_size=4, pool_running=1, pool_spares=0, pool_per_tenant=1)
+
+
+#: A template like the zygote's (the same imports), whose jails' command says it runs.
+BARE_TEMPLATE = """
+import gc, os, sys
+from sandbox.jail import fork_server
+sock = fork_server.take_place(sys.argv)
+from sandbox.zygote import main as zygote
+zygote.boot()
+gc.collect(); gc.freeze()
+def command(fds):
+    os.write(fds["out"], b"up")
+    os.read(fds["hold"], 1)
+    os._exit(0)
+fork_server.serve(sock, command)
+"""
+
+
+async def bare_jail(jailer: Jailer) -> dict[str, float]:
+    template = jailer.template(jailer.python("-c", BARE_TEMPLATE))
+    await template.ensure_started()
+    out_r, out_w = os.pipe()
+    hold_r, hold_w = os.pipe()
+    jail = jailer.jail()
+    loop = asyncio.get_running_loop()
+    try:
+        t0 = time.perf_counter()
+        await jail.start_forked(template, {"out": out_w, "hold": hold_r})
+        os.close(out_w)
+        os.close(hold_r)
+        assert await loop.run_in_executor(None, os.read, out_r, 2) == b"up"
+        ms = (time.perf_counter() - t0) * 1000
+        used = cpu_s(sorted(jail.cgroup.pids())) if jail.cgroup is not None else float("nan")
+    finally:
+        os.close(out_r)
+        os.close(hold_w)
+        await jail.close()
+    return {"ready_ms": ms, "cpu_s": used}
 
 
 def cpu_s(pids: list[int]) -> float:
@@ -94,18 +135,23 @@ async def main(n: int) -> dict[str, object]:
             t = time.perf_counter()
             await pool.jailer.template(pool.jailer.python("-c", _template_boot())).ensure_started()
             template_s = time.perf_counter() - t
-    found: dict[str, list[dict[str, float]]] = {m: [] for m in pools}
+    found: dict[str, list[dict[str, float]]] = {m: [] for m in (*pools, "bare")}
+    bare = Jailer(limits, JailConfig())
     try:
         for i in range(n):
             for mode, pool in pools.items():
                 found[mode].append(await one_jail(pool, f"{mode}-{i}"))
+            found["bare"].append(await bare_jail(bare))
     finally:
         for pool in pools.values():
             await pool.close()
+        await bare.close_templates()
     out: dict[str, object] = {"n": n, "template_start_s": round(template_s, 2)}
     for mode, rows in found.items():
         for key in ("ready_ms", "cpu_s", "run_ms"):
-            values = [r[key] for r in rows]
+            values = [r[key] for r in rows if key in r]
+            if not values:
+                continue
             out[f"{mode}_{key}"] = {
                 "median": round(statistics.median(values), 3),
                 "min": round(min(values), 3),
