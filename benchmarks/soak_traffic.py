@@ -565,14 +565,8 @@ async def steady(coroutine: Any, soak: Soak, name: str) -> None:
         try:
             await coroutine()
             return
-        except (
-            httpx.HTTPError,
-            OSError,
-            TimeoutError,
-            websockets.WebSocketException,
-            ValueError,
-            KeyError,
-        ) as exc:
+        except Exception as exc:  # whatever it was (a dropped socket, a malformed
+            # answer, an assertion on one), it is the soak's failure, never its end
             soak.ledger.fail(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
             with contextlib.suppress(Exception):
                 await soak.pause(2)
