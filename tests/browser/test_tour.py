@@ -169,6 +169,8 @@ def test_the_whole_tour_walked(
         # the page's own words are in the browser's language too
         words = EN if lang == "en" else ZH
         assert page.inner_text("#run") == words["button.run"]
+        assert page.inner_text(".pipeline-a .pipeline-title").startswith(words["label.pipeline"])
+        assert page.get_attribute("#compare", "title") == words["button.compare.title"]
         assert page.get_attribute("html", "lang") == ("en" if lang == "en" else "zh-Hans")
 
 
@@ -244,6 +246,8 @@ def test_the_language_switch_and_the_sharp_bit_hint(en_page: Any) -> None:
     assert next_run_ends(page, before) == "error"
     assert ZH["hint.TracerBoolConversionError"].split("`")[0] in page.inner_text("#panel-errors")
     assert ZH["errors.line"].replace("{n}", "5") in page.inner_text("#panel-errors")
+    # and at the line in the editor
+    assert ZH["hint.TracerBoolConversionError"].split("`")[0] in page.inner_text(".cm-error-hint")
     # kept for the next visit
     page.reload()
     page.wait_for_selector("[data-testid=tour]:not([hidden])")

@@ -7,6 +7,7 @@ import type { EditorView } from "@codemirror/view";
 import type { ArgsFollower } from "../args";
 import { h } from "../dom";
 import { setErrorMark } from "../editor";
+import { localHint } from "../i18n";
 import { setRecompileMarks } from "../editor-recompiles";
 import { setNumericsMarks } from "../editor-numerics";
 import { PRECISION_SETTINGS } from "../panes/numerics";
@@ -230,7 +231,7 @@ export class OutputsController implements RunView {
         this.mark("errors", String(panes.errors.size()));
         panes.progress.failed(p, event.stage);
         if (event.line != null && event.line > 0) {
-          this.d.editor().dispatch({ effects: setErrorMark.of({ line: event.line, kind: event.kind, hint: event.hint ?? "" }) });
+          this.d.editor().dispatch({ effects: setErrorMark.of({ line: event.line, kind: event.kind, hint: localHint(event.hint ?? "") }) });
           this.errorMarked = true;
         }
         const pane = panes.activeIr();

@@ -23,6 +23,10 @@ export function translatePage(ui: Layout): void {
   ui.shareBtn.textContent = t("button.share");
   ui.compareBtn.textContent = t("button.compare");
   ui.acrossBtn.textContent = t("button.across");
+  ui.shareBtn.title = t("button.share.title");
+  ui.compareBtn.title = t("button.compare.title");
+  ui.acrossBtn.title = t("button.across.title");
+  for (const title of document.querySelectorAll(".pipeline-title")) setOwnText(title, `${t("label.pipeline")} `);
   setOwnText(ui.examples.options[0] ?? null, t("menu.examples"));
   setOwnText(ui.presets.options[0] ?? null, t("menu.presets"));
   setOwnText(ui.backend.closest("label"), `${t("label.backend")} `);
