@@ -44,8 +44,8 @@ def discover_backends() -> None:
 
 
 def warm_backend() -> list[Callable[[], Any]]:
-    """Start the CPU backend as a run asks for it (one device) and run the engine's
-    one warm-up request (``warmup.WARM_REQUEST``); returns further warm-up steps."""
+    """Start the CPU backend as a run asks for it (one device); returns the warm-up
+    steps (the engine's warm-up request, ``warmup.WARM_REQUEST``, then a matmul's)."""
     return warmup.warm_backend()
 
 

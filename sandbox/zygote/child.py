@@ -89,9 +89,9 @@ def become_child(ctl: socket.socket, run_filter: bytes | None) -> None:
 
 
 def warm_up(engine: Engine, sock: socket.socket, settle: bool = False) -> Watch | None:
-    """A warm child's warm-up: start the backend and run the worker's warm-up request,
-    say ``warm`` on ``sock``, then run the worker's further warm-ups (a matmul's first
-    compile and run) one at a time for as long as no run has arrived, and last collect
+    """A warm child's warm-up: start the backend, say ``warm`` on ``sock``, then run the
+    engine's warm-ups (its warm-up request, a matmul's first compile and run) one at a
+    time for as long as no run has arrived, and last collect
     and freeze the heap, so that the run starts with no garbage to collect. A run that
     arrives waits for the step in progress at most (tens of ms). ``settle``: say
     ``warm`` only after all of it (no run can come before).
@@ -183,8 +183,8 @@ def freeze_heap() -> None:
 
 
 def _warm_backend(engine: Engine) -> list[Callable[[], object]]:
-    """Start the backend and run the engine's warm-up request (the first compile and
-    run in a process pay ~40 ms of set-up). Returns its further warm-up steps."""
+    """Start the backend. Returns the engine's warm-up steps (its warm-up request, whose
+    first compile and run pay ~40 ms of set-up for the run, then a matmul's)."""
     try:
         return list(engine.warm_backend())
     except Exception:

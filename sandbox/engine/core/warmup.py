@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.engine.core import registry
-from sandbox.engine.core.run import run_message, worker_info
+from sandbox.engine.core.run import apply_config, run_message, worker_info
 from sandbox.protocol.requests import RunRequest
 
 #: Frames from these never count as the user's: the sandbox package (engine, zygote)
@@ -181,14 +181,21 @@ WARM_REQUEST = {
 
 
 def warm_backend() -> list[Callable[[], Any]]:
-    """Start the CPU backend as a run asks for it (one device) and run WARM_REQUEST.
-
-    Returns further warm-ups, a few tens of milliseconds each, that a zygote's warm
-    child runs one by one while no run waits for it (a matmul, whose first compile
-    and first batched run in a process cost set-up that later ones do not). They are
-    jitted functions of the warm-up's own, on NumPy arrays: no eager operation is
-    cached for the run.
+    """Start the CPU backend as a run asks for it (one device: the warm-up request's
+    config). Returns the warm-ups that a zygote's warm child runs one by one while no
+    run has arrived: the warm-up request (``WARM_REQUEST``, through the engine: the
+    first compile and run in a process pay ~40 ms of set-up that later ones do not),
+    then a matmul's. The child says it is warm once the backend is up, before these:
+    a run that comes first pays that set-up itself, as a fresh process does.
     """
+    import jax
+
+    apply_config(RunRequest.model_validate(WARM_REQUEST))
+    jax.devices()
+    return [_warm_request, _warm_dot]
+
+
+def _warm_request() -> None:
     with open(os.devnull, "w") as sink:
         saved = sys.stdout, sys.stderr, sys.stdin
         try:
@@ -197,7 +204,6 @@ def warm_backend() -> list[Callable[[], Any]]:
             )
         finally:
             sys.stdout, sys.stderr, sys.stdin = saved
-    return [_warm_dot]
 
 
 def _warm_dot() -> None:
