@@ -100,8 +100,8 @@ class PgStorage:
             try:
                 async with self._conn() as conn:
                     return await fn(conn)
-            except psycopg.OperationalError:
-                if attempt == 2:
+            except psycopg.OperationalError as exc:
+                if attempt == 2 or not _connection_lost(exc):
                     raise
                 # What broke one idle connection (PostgreSQL restarted, or killed)
                 # broke them all, though none says so until used: without this the
@@ -247,6 +247,14 @@ class PgStorage:
             return [RunRow(a, v, bool(c), st, ms) for a, v, c, st, ms in await cur.fetchall()]
 
         return await self._call(get)
+
+
+def _connection_lost(exc: psycopg.OperationalError) -> bool:
+    """Whether the connection is what failed (worth a fresh one): no SQLSTATE (the
+    socket broke), class 08 (connection exception) or 57 (PostgreSQL shut down or
+    restarting). A full disk (53100) and the like fail the same on any connection."""
+    state = exc.sqlstate
+    return state is None or state.startswith(("08", "57"))
 
 
 async def _one(conn: psycopg.AsyncConnection[Any], sql: str, params: tuple[Any, ...]) -> Any:
