@@ -18,6 +18,11 @@ an output that came on the CPU did not come on the accelerator, or a backend's
 process died (the examples after it did not run there).
 
     python benchmarks/on_accelerator.py [--only ID ...] [--json OUT]
+
+The libraries' examples need the libraries there: on a machine without a registry,
+bring the wheels of the JAX version's library lock (docs/deploy.md, "Again, with the
+libraries": ``pip download --no-deps --only-binary=:all: --require-hashes``, then
+``pip install --no-index --no-deps --target DIR`` there, DIR after JAX on PYTHONPATH).
 """
 
 from __future__ import annotations
