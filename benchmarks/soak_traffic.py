@@ -539,11 +539,12 @@ async def check_snippets(soak: Soak) -> int:
 
 
 async def check_cached(soak: Soak, most: int = 12) -> int:
-    """Each answer served from the cache against a fresh run of its request
-    (``cache: false``); how many were compared."""
+    """Each answer served from the cache during the soak, and the answer served for
+    its request now (a new reader's), against a fresh run of it (``cache: false``);
+    how many requests were compared."""
     compared = 0
     async with soak.client("10.52.9.1", Authorization=f"Bearer {TOOLS_TOKEN}") as http:
-        for request, served in list(soak.ledger.cached.values())[:most]:
+        for n, (request, served) in enumerate(list(soak.ledger.cached.values())[:most]):
             for _ in range(5):
                 fresh = await rest_run(soak, http, "fresh run", {**request, "cache": False}, False)
                 if fresh is not None:
@@ -552,10 +553,15 @@ async def check_cached(soak: Soak, most: int = 12) -> int:
                 soak.ledger.fail("fresh run: refused five times")
                 continue
             compared += 1
+            code = request["code"][:80]
             if shown(fresh[0]) != served:
-                soak.ledger.fail(
-                    f"a cached answer differs from a fresh run: {request['code'][:80]!r}"
-                )
+                soak.ledger.fail(f"a cached answer differs from a fresh run: {code!r}")
+            async with soak.client(f"10.52.12.{n + 1}") as reader:  # still served, still equal
+                now = await rest_run(soak, reader, "a reader at the end", request, False)
+            if now is not None and now[0][-1].get("cached") and shown(now[0]) != shown(fresh[0]):
+                soak.ledger.fail(f"the answer served now differs from a fresh run: {code!r}")
+            elif now is not None and not now[0][-1].get("cached"):
+                soak.ledger.counts["confirmed answers no longer served (trimmed)"] += 1
     return compared
 
 
