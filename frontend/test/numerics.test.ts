@@ -71,3 +71,12 @@ describe("the Numerics pane's view of the numerics event", () => {
     expect(banded).toEqual([5]);
   });
 });
+
+describe("the Numerics pane's precision settings", () => {
+  it("writes a setting's per-line errors, and nothing for one not stepped per line", async () => {
+    const { settingLines } = await import("../src/panes/numerics");
+    const base = { setting: "tpu_default", label: "TPU default", emulated: true, outputs: [], error: null };
+    expect(settingLines({ ...base, lines: [{ line: 5, born_ulp: 3e4, error: 0.0046, hint: null }, { line: 7, born_ulp: 2, error: 1.2e-7, hint: null }] })).toBe("5: 0.0046 · 7: 1.20e-7");
+    expect(settingLines({ ...base, lines: [] })).toBe("");
+  });
+});

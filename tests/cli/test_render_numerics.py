@@ -68,3 +68,34 @@ def test_the_cli_shows_the_rows_its_json_holds(served: Callable[..., Any], tmp_p
     shown = as_text.stdout.splitlines()
     assert [line for line in want.splitlines() if line in shown] == want.splitlines()
     assert any(" sub " in line and line.startswith("*") for line in shown)
+
+
+def test_the_jit_comparison_and_the_settings_are_said() -> None:
+    from sandbox.protocol.requests import SNIPPET_FILENAME
+
+    code = "import jax.numpy as jnp\n\ndef f(a, b, x, m):\n    s = a * x + b * x\n    return s, jnp.tanh(m @ m)\n"
+    namespace: dict = {}
+    exec(compile(code, SNIPPET_FILENAME, "exec"), namespace)
+    f = jax.jit(namespace["f"])
+    m = jax.random.normal(jax.random.key(0), (32, 32))
+    args = (jnp.float32(1e20), jnp.float32(-1e20), jnp.float32(1e10), m)
+    event = json_safe(
+        numerics_event(
+            jax.make_jaxpr(f)(*args), list(args), f(*args), max_values=10**6,
+            settings=["highest", "tpu_default"], rerun=(f, args), jitted=True,
+        )
+    )  # fmt: skip
+    event["pipeline"] = "main"
+    NumericsEvent.model_validate(event)
+    text = render_event(event)
+    assert text is not None
+    assert "  jit changes the result (op by op is nearer float64)" in text
+    assert "    first differs at eqn 0.2 (add) at line 4, found in" in text
+    assert "recompiled with optimization_barrier=before equation 0.2: removes it" in text
+    assert "    cause: the equation fused with the ones that make its operands" in text
+    assert "  precision settings (normwise relative error per output):" in text
+    tpu = next(line for line in text.splitlines() if line.startswith("    TPU default"))
+    norm = float(event["precision"][1]["outputs"][1]["norm"])
+    assert "(emulated)" in tpu and tpu.endswith(f"{norm:.3g}")
+    per_line = next(ln for ln in text.splitlines() if "largest relative error per line" in ln)
+    assert "line 5: " in per_line  # the product's line, where the bfloat16 operands are

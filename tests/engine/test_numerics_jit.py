@@ -107,6 +107,9 @@ result = {
     "tpu": norm(jnp.dot(a32.astype(bf), b32.astype(bf), preferred_element_type=jnp.float32)),
     "bf16": norm(jnp.dot(a32.astype(bf), b32.astype(bf)).astype(jnp.float32)),
 }
+tpu = np.asarray(jnp.dot(a32.astype(bf), b32.astype(bf), preferred_element_type=jnp.float32), np.float64)
+tiny = float(jnp.finfo(jnp.float32).tiny)
+result["tpu_rel_max"] = float((np.abs(tpu - ref) / np.maximum(np.abs(ref), tiny)).max())
 """
     )
     got = {s["setting"]: s for s in event["precision"]}
@@ -120,6 +123,12 @@ result = {
     assert math.isclose(norm["bfloat16"], want["bf16"], rel_tol=0.05)
     assert want["tpu"] > 100 * want["f32"]
     assert got["tpu_default"]["emulated"] is True
+    # per line: the emulated setting stepped op by op, the product's line (5) and its error
+    (line,) = got["tpu_default"]["lines"]
+    assert line["line"] == 5
+    assert math.isclose(float(line["error"]), want["tpu_rel_max"], rel_tol=0.02)
+    # on the CPU the precision levels compute as float32 does: not stepped per line
+    assert got["highest"]["lines"] == []
     assert (
         "every precision setting computes a float32 product in float32" in event["precision_note"]
     )

@@ -29,6 +29,12 @@ export function errorText(e: Errors | null | undefined): string {
   return e ? `${fmt(e.max)} (${fmt(e.max_ulp)} ulp)` : "—";
 }
 
+/** "5: 0.0046 · 7: 1.2e-6": a setting's largest relative error per line ("" where the
+ * setting was not stepped per line). */
+export function settingLines(s: NonNullable<NumericsEvent["precision"]>[number]): string {
+  return (s.lines ?? []).map((l) => `${l.line}: ${fmt(l.error)}`).join(" · ");
+}
+
 export interface TableRow {
   row: number;
   depth: number;
@@ -167,8 +173,8 @@ export class NumericsPane extends PerPipelinePane<"numerics"> {
       h(
         "table",
         { class: "numerics-outputs" },
-        h("thead", {}, h("tr", {}, h("th", {}, "setting"), ...names.map((n) => h("th", {}, n)))),
-        h("tbody", {}, ...ev.precision.map((s) => h("tr", {}, h("td", {}, s.label + (s.emulated ? " (emulated)" : "")), ...(s.error ? [h("td", { colspan: Math.max(names.length, 1) }, s.error)] : s.outputs.map((o) => h("td", { class: "num" }, fmt(o?.norm))))))),
+        h("thead", {}, h("tr", {}, h("th", {}, "setting"), ...names.map((n) => h("th", {}, n)), h("th", {}, "by line"))),
+        h("tbody", {}, ...ev.precision.map((s) => h("tr", {}, h("td", {}, s.label + (s.emulated ? " (emulated)" : "")), ...(s.error ? [h("td", { colspan: Math.max(names.length, 1) }, s.error)] : s.outputs.map((o) => h("td", { class: "num" }, fmt(o?.norm)))), h("td", { class: "mono", "data-testid": "numerics-setting-lines" }, settingLines(s))))),
       ),
       ev.precision_note ? h("p", { class: "pane-note" }, ev.precision_note) : null,
     );

@@ -184,7 +184,14 @@ def numerics_event(
     if pairs is not None and settings and rerun is not None:
         dtypes = [v.aval.dtype for v in jaxpr.outvars]
         event["precision"] = precision.settings_event(
-            settings, rerun[0], closed, rerun[1], args, [p.high for p in pairs], dtypes
+            settings,
+            rerun[0],
+            closed,
+            rerun[1],
+            args,
+            [p.high for p in pairs],
+            dtypes,
+            shadow.values,
         )
         event["precision_note"] = precision.BACKEND_DEFAULTS.get(jax.default_backend())
     event["notes"] = [n[:MAX_MESSAGE_CHARS] for n in notes[:8]]

@@ -195,10 +195,15 @@ def _whole(jaxpr: Any, consts: list[Any], args: list[Any]) -> list[Any]:
     return list(jax.core.eval_jaxpr(jaxpr, consts, *args))
 
 
-def first_difference(compiler: Compiler) -> tuple[int | None, int]:
+def first_difference(compiler: Compiler, differing: list[Any]) -> tuple[int | None, int]:
     """The first equation (index in the body) whose compiled value differs from the
-    eager one, bisecting over cut points; and the cut programs compiled."""
-    n = len(compiler.body.jaxpr.eqns)
+    eager one, bisecting over cut points up to the first equation that makes one of
+    the ``differing`` outputs; and the cut programs compiled."""
+    eqns = compiler.body.jaxpr.eqns
+    makers = [n for n, eqn in enumerate(eqns) if any(v in differing for v in eqn.outvars)]
+    if not makers:
+        return None, compiler.compiles
+    n = min(makers) + 1
 
     def differs(k: int) -> bool:
         eqn = compiler.body.jaxpr.eqns[k - 1]
@@ -255,7 +260,12 @@ def compare(
             eager_err = max(eager_err, b.max if b else 0.0)
     if jit_err != eager_err:
         result["closer"] = "jit" if jit_err < eager_err else "eager"
-    first, cuts = first_difference(compiler)
+    differing = [
+        var
+        for value, pair, var in zip(jitted, eager_pairs, body.jaxpr.outvars, strict=True)
+        if not same(value, pair.low)
+    ]
+    first, cuts = first_difference(compiler, differing)
     result["compiles"] = cuts
     if first is not None:
         place = f"{body.prefix}{first}"

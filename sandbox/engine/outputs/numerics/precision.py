@@ -100,6 +100,99 @@ def _rounds(eqn: Any) -> bool:
     return all(p is None or str(p).upper().endswith("DEFAULT") for p in items)
 
 
+#: the settings whose per-line errors are shown: those that keep the program's jaxpr
+#: (a dtype policy or float64 traces another). On the CPU the precision levels compute
+#: as float32 does, so there only the emulated TPU default is stepped.
+LINE_SETTINGS = ("tpu_default", "default", "high", "highest")
+
+
+def setting_lines(
+    setting: str,
+    closed: Any,
+    leaves: list[Any],
+    values: dict[str, tuple[Any, Any, int | None, int]],
+) -> list[dict[str, Any]]:
+    """Per source line, the largest error (relative, and in ulps) of a value made there
+    with the program bound op by op under ``setting``, against the shadow's ``values``
+    (rows inside loops are not stepped: a loop is bound whole)."""
+    import contextlib
+
+    import jax
+
+    jaxpr, consts = walk.parts(closed)
+    worst: dict[int, list[float]] = {}
+
+    def seen(place: str, outs: list[Any]) -> None:
+        got = values.get(place)
+        if got is None or got[2] is None:
+            return
+        high, dtype, line, k = got
+        errors = metrics.errors(np.asarray(outs[k], np.float64), high, dtype)
+        if errors is not None and line is not None:
+            top = worst.setdefault(line, [0.0, 0.0])
+            top[0], top[1] = max(top[0], errors.max), max(top[1], errors.max_ulp)
+
+    context = (
+        jax.default_matmul_precision(setting)
+        if setting != "tpu_default"
+        else contextlib.nullcontext()
+    )
+    with context:
+        _op_by_op(jaxpr, consts, leaves, "", setting == "tpu_default", seen)
+    return [
+        {
+            "line": line,
+            "born_ulp": metrics.measure(ulp),
+            "error": metrics.measure(rel),
+            "hint": None,
+        }
+        for line, (rel, ulp) in sorted(worst.items())
+    ]
+
+
+def _op_by_op(
+    jaxpr: Any,
+    consts: list[Any],
+    args: list[Any],
+    path: str,
+    rounding: bool,
+    seen: Callable[[str, list[Any]], None],
+) -> list[Any]:
+    """``jaxpr`` bound equation by equation (calls stepped into, as the shadow steps
+    them), each float32 matrix product's operands rounded to bfloat16 with
+    ``rounding``; ``seen`` told each equation's outputs by its place."""
+    from jax import lax
+
+    env: dict[Any, Any] = dict(zip(jaxpr.constvars, consts, strict=True))
+    env.update(zip(jaxpr.invars, args, strict=True))
+
+    def read(atom: Any) -> Any:
+        return (
+            np.asarray(atom.val, atom.aval.dtype) if isinstance(atom, walk.LITERAL) else env[atom]
+        )
+
+    for index, eqn in enumerate(jaxpr.eqns):
+        values = [read(v) for v in eqn.invars]
+        place = f"{path}{index}"
+        sub = walk.call_jaxpr(eqn)
+        if sub is not None:
+            inner, inner_consts = walk.parts(sub)
+            if eqn.primitive.name.startswith("custom_vjp"):
+                values = values[len(values) - len(inner.invars) :]
+            outs = _op_by_op(inner, inner_consts, values, f"{place}.", rounding, seen)
+        else:
+            if (
+                rounding
+                and eqn.primitive.name in ("dot_general", "conv_general_dilated")
+                and _rounds(eqn)
+            ):
+                values = [lax.reduce_precision(v, exponent_bits=8, mantissa_bits=7) for v in values]
+            outs = walk.bind(eqn, values)
+            seen(place, outs)
+        env.update(zip(eqn.outvars, outs, strict=True))
+    return [read(v) for v in jaxpr.outvars]
+
+
 def run_setting(
     setting: str, fn: Callable[..., Any], closed: Any, args: tuple[Any, ...], leaves: list[Any]
 ) -> list[Any]:
@@ -142,9 +235,13 @@ def settings_event(
     leaves: list[Any],
     shadow_outputs: list[Any],
     dtypes: list[Any],
+    values: dict[str, tuple[Any, Any, int | None, int]] | None = None,
 ) -> list[dict[str, Any]]:
     """Per setting: each output's error against the shadow (measured in ulps of the
-    program's own dtype), or what stopped it."""
+    program's own dtype), or what stopped it; for the settings of ``LINE_SETTINGS`` that
+    differ on this backend, each line's (``values``: the shadow's, by place)."""
+    import jax
+
     out = []
     for setting in settings:
         entry: dict[str, Any] = {
@@ -152,6 +249,7 @@ def settings_event(
             "label": LABELS[setting],
             "emulated": setting == "tpu_default",
             "outputs": [],
+            "lines": [],
             "error": None,
         }
         try:
@@ -163,6 +261,11 @@ def settings_event(
                     else None
                 )
                 entry["outputs"].append(errors.as_event() if errors else None)
+            stepped = setting == "tpu_default" or (
+                setting in LINE_SETTINGS and jax.default_backend() != "cpu"
+            )
+            if values is not None and stepped:
+                entry["lines"] = setting_lines(setting, closed, leaves, values)
         except Exception as exc:  # the pipeline refused the setting (a dtype it cannot take)
             entry["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
         out.append(entry)

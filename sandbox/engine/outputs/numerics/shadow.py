@@ -174,6 +174,9 @@ class Shadow:
         self.cut: str | None = None
         self.notes: list[str] = []
         self.cpu = jax.devices("cpu")[0]
+        #: the shadow's value of each row outside loops (its first floating output), its
+        #: dtype, line and output index, by place: what precision.py compares a setting to
+        self.values: dict[str, tuple[Any, Any, int | None, int]] = {}
         #: what each side cost (seconds): the program's binds, the shadow's, the born
         self.seconds = {"program": 0.0, "shadow": 0.0, "born": 0.0, "compare": 0.0}
 
@@ -345,6 +348,8 @@ class Shadow:
         row.error = metrics.errors(lows[k], highs[k], dtype)
         row.born = None if local is None else metrics.errors(local, highs[k], dtype)
         row.facts["inputs_overflowed"] = overflowed
+        if self.sink.by_place is None:  # not a loop's: a setting's value is compared to it
+            self.values[row.eqn] = (highs[k], dtype, row.line, k)
         self.seconds["compare"] += time.perf_counter() - start
 
     def record(self, row: Row) -> None:
