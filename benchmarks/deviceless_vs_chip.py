@@ -20,6 +20,11 @@ Run by hand on a machine with a TPU (CI has none). For the page's one-device exa
 Prints one row per example; ``--json`` keeps both sides' figures.
 
     python benchmarks/deviceless_vs_chip.py [--only ID ...] [--json OUT] [--topology v5e:2x2]
+                                            [--chip-mesh]
+
+``--chip-mesh`` compiles the chip's side under the same one-device mesh as the
+prediction (the page's deviceless request has one): the two are then the same
+program, and what differs is the missing device alone.
 """
 
 from __future__ import annotations
@@ -66,7 +71,7 @@ def programs(only: list[str]) -> dict[str, dict[str, Any]]:
 # --- one side, in a process of its own ------------------------------------------------
 
 
-def side_main(side: str, names: list[str], topology: str, out_path: str) -> None:
+def side_main(side: str, names: list[str], topology: str, out_path: str, mesh: bool) -> None:
     from sandbox.engine import worker
     from sandbox.protocol import RunRequest
 
@@ -100,6 +105,8 @@ def side_main(side: str, names: list[str], topology: str, out_path: str) -> None
         body = {**todo[name], "outputs": OUTPUTS, "timeout_s": 300}
         if side == "predicted":
             body.update(tpu_topology=topology, mesh=ONE_DEVICE_MESH)
+        elif mesh:
+            body.update(mesh=ONE_DEVICE_MESH)
         results[name] = summary(run(worker, RunRequest(**body), name))
         if name in allocator:
             results[name]["allocator"] = allocator[name]
@@ -157,10 +164,12 @@ def summary(events: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_side(side: str, names: list[str], topology: str, env: dict[str, str]) -> dict[str, Any]:
+def run_side(
+    side: str, names: list[str], topology: str, env: dict[str, str], mesh: bool = False
+) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         argv = [sys.executable, __file__, "--side", side, "--out", out.name]
-        argv += ["--topology", topology, "--only", *names]
+        argv += ["--topology", topology, *(["--chip-mesh"] if mesh else []), "--only", *names]
         proc = subprocess.run(argv, env=env, check=False)
         text = Path(out.name).read_text()
     results = json.loads(text) if text else {}
@@ -212,11 +221,14 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=[])
     parser.add_argument("--json")
     parser.add_argument("--topology", default="v5e:2x2")
+    parser.add_argument(
+        "--chip-mesh", action="store_true", help="the chip's side under the mesh too"
+    )
     parser.add_argument("--side", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
-        side_main(args.side, args.only, args.topology, args.out)
+        side_main(args.side, args.only, args.topology, args.out, args.chip_mesh)
         return
     names = list(programs(args.only))
     started = time.perf_counter()
@@ -225,8 +237,9 @@ def main() -> None:
     # the allocator's peak only rises: the runs go from the smallest predicted peak up
     # (those with no predicted peak last: they may be large)
     order = sorted(names, key=lambda n: predicted.get(n, {}).get("peak_bytes") or 2**62)
-    measured = run_side("measured", order, args.topology, dict(os.environ))
-    print(f"deviceless ({args.topology}) vs the chip; {time.perf_counter() - started:.0f} s")
+    measured = run_side("measured", order, args.topology, dict(os.environ), args.chip_mesh)
+    under = " (both under a one-device mesh)" if args.chip_mesh else ""
+    print(f"deviceless ({args.topology}) vs the chip{under}; {time.perf_counter() - started:.0f} s")
     print(
         f"{'example':<22}{'pred peak':>12}{'chip peak':>12}{'alloc peak':>12}"
         f"{'live pred':>11}{'live chip':>11}{'flops p/c':>10}{'bytes p/c':>10}"
