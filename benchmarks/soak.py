@@ -86,11 +86,15 @@ def parse_faults(text: str, stack: str) -> list[tuple[str, float]]:
     steps = []
     for part in filter(None, text.split(",")):
         kind, _, at = part.partition("@")
-        if kind not in FAULTS[stack] or not 0 < float(at or "nan") < 1:
+        try:
+            fraction = float(at)
+        except ValueError:
+            fraction = math.nan
+        if kind not in FAULTS[stack] or not 0 < fraction < 1:
             raise SystemExit(
                 f"--faults: {part!r} is not KIND@F with 0 < F < 1, KIND one of {FAULTS[stack]}"
             )
-        steps.append((kind, float(at)))
+        steps.append((kind, fraction))
     return sorted(steps, key=lambda s: s[1])
 
 
