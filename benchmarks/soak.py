@@ -293,6 +293,7 @@ def main() -> None:
         args.faults = "stop@0.3,kill@0.55" + (
             ",redis@0.7,worker@0.85" if args.stack == "queue" else ""
         )
+    parse_faults(args.faults, args.stack)  # a bad step is refused before anything starts
     missing = Postgres.missing()
     if missing:
         raise SystemExit(f"the soak needs PostgreSQL: {missing}")
