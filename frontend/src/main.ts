@@ -48,7 +48,8 @@ import { installTheme } from "./app/theme";
 import { Toast } from "./app/toast";
 import { initialLang, setLang } from "./i18n";
 import { installLanguage } from "./i18n/page";
-import { installTour, touring } from "./tour";
+import { installTour } from "./tour/entry";
+import { touring } from "./tour/state";
 
 const ui = buildLayout(document.getElementById("app")!);
 const embedId = embedIdFromPath(location.pathname);

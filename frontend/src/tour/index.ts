@@ -6,36 +6,16 @@
 // reader left it (until "start this step over"); each step has its own address
 // (pushState, so the browser's back button walks the tour too). Closing the tour
 // brings back what the page showed before it opened.
-import type { EditorView } from "@codemirror/view";
-import type { PlayStore } from "../app/store";
-import type { TabId } from "../app/tabtable";
 import { DEFAULT_STATE } from "../examples";
-import { h } from "../dom";
 import { lang, onLang, t } from "../i18n";
-import type { Layout } from "../layout";
 import { fromRequest, toRequest, type PlayState } from "../state";
 import { applyCodeEdit, pathFor, stepFromAddress, TOUR, type TourStep } from "./catalogue";
 import { markLines } from "./marks";
 import { TourPanel } from "./panel";
+import { setTouring, type TourDeps } from "./state";
 
-export interface TourDeps {
-  ui: Layout;
-  store: PlayStore;
-  editor: () => EditorView;
-  pickTab: (id: TabId) => void;
-  run: () => void;
-  storage: Storage | null;
-}
 
 const LAST = "jaxplay:tour:last";
-
-let touringNow = false;
-
-/** A tour is open: the page's autosave is left alone (the reader's own code is there;
- * the steps are not theirs), written again once the tour closes. */
-export function touring(): boolean {
-  return touringNow;
-}
 
 export class TourController {
   private readonly panel: TourPanel;
@@ -44,20 +24,18 @@ export class TourController {
   private readonly kept = new Map<string, PlayState>();
   /** what the page showed before the tour opened */
   private before: PlayState | null = null;
-  readonly learn: HTMLButtonElement;
 
   constructor(private readonly d: TourDeps) {
     this.panel = new TourPanel({ go: (s) => this.open(s, true), apply: () => this.apply(), reset: () => this.reset(), close: () => this.close() });
     d.ui.topbar.after(this.panel.root);
-    this.learn = h("button", { type: "button", id: "learn", "data-testid": "learn", title: t("button.learn.title") }, t("button.learn"));
-    this.learn.addEventListener("click", () => this.open(this.lastStep(), true));
-    d.ui.examples.before(this.learn);
     onLang(() => {
-      this.learn.textContent = t("button.learn");
-      this.learn.title = t("button.learn.title");
       if (this.step) this.panel.show(this.step, lang());
     });
-    window.addEventListener("popstate", () => this.follow(false));
+  }
+
+  /** Opens the step the reader was last on (the Learn button). */
+  openLast(): void {
+    this.open(this.lastStep(), true);
   }
 
   /** Opens the step the address names, if it is the tour's; true when it did. */
@@ -81,7 +59,7 @@ export class TourController {
     if (this.step) this.kept.set(this.step.id, structuredClone(store.state));
     else this.before = structuredClone(store.state);
     this.step = step;
-    touringNow = true;
+    setTouring(true);
     const state = this.kept.get(step.id) ?? this.stateOf(step);
     store.show({ ...state, backend: store.state.backend });
     this.d.pickTab(step.tab);
@@ -137,7 +115,7 @@ export class TourController {
     if (!this.step) return;
     this.kept.set(this.step.id, structuredClone(this.d.store.state));
     this.step = null;
-    touringNow = false;
+    setTouring(false);
     this.panel.hide();
     document.body.classList.remove("touring");
     markLines(this.d.editor(), []);
@@ -155,11 +133,4 @@ export class TourController {
     }
     return TOUR.find((s) => s.id === id) ?? TOUR[0]!;
   }
-}
-
-/** The tour's controller, and the step the address names opened (a `/tour` link). */
-export function installTour(d: TourDeps): TourController {
-  const tour = new TourController(d);
-  tour.follow(true);
-  return tour;
 }
