@@ -121,6 +121,9 @@ class Jailer:
             raise JailUnavailable(f"the jail's seccomp filter cannot be built: {exc}") from None
         #: device nodes bound into every jail (a GPU/TPU worker's; none on CPU)
         self.devices: tuple[str, ...] = ()
+        #: environment every jail gets beyond bwrap.BASE_ENV (a GPU/TPU worker's:
+        #: JAX_PLATFORMS, driver paths); a jail template imports JAX in it
+        self.env: dict[str, str] = {}
         try:
             switch = can_switch_uids(Capabilities.of(), os.geteuid())
         except ValueError as exc:
@@ -165,7 +168,8 @@ class Jailer:
             # One CPU, whatever a jail gets: numpy's OpenBLAS starts a thread per
             # further CPU as it is imported, and the template forks only while it is
             # single-threaded. XLA sizes its pools in each jail's process, by its CPUs.
-            found = JailTemplate(command, BASE_ENV, self._cpus[:1], start_s=self.template_start_s)
+            env = {**BASE_ENV, **self.env}
+            found = JailTemplate(command, env, self._cpus[:1], start_s=self.template_start_s)
             self._templates[key] = found
         return found
 
@@ -361,6 +365,7 @@ class Jail:
             cgroup_procs=self.cgroup.procs_files() if self.cgroup is not None else (),
             # never the template's own (one CPU): unpinned, a jail has all of ours
             cpus=self.cpus if self.cpus is not None else jailer.cpus,
+            env=jailer.env,
             devices=jailer.devices,
             mask_proc=jailer.hardening.mask_proc,
         )
@@ -405,7 +410,7 @@ class Jail:
                 limits,
                 command,
                 seccomp_fd=seccomp,
-                env=env,
+                env={**jailer.env, **(env or {})},
                 devices=jailer.devices,
                 mask_proc=jailer.hardening.mask_proc,
             )

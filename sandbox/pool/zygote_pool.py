@@ -383,7 +383,8 @@ class ZygotePool:
                 self._refiller = asyncio.create_task(self._refill())
 
     async def _refill(self) -> None:
-        """Start spares one at a time (each import of JAX takes a core for a second).
+        """Start spares one at a time (a forked jail and its warm child's warm-up take a
+        core for tens of milliseconds; a bubblewrap jail's import of JAX, for seconds).
         With the budget full, a tenant's zygote unused for pool_spare_after_idle_s
         gives its place: else once the pool is full of idle tenants (a public page's
         one-time visitors) every new client would wait for a whole jail to start."""

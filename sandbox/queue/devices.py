@@ -20,7 +20,7 @@ import inspect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sandbox.jail.settings import JailConfig, JailLimits
@@ -127,13 +127,9 @@ def device_pool(
     """The jailed warm pool, its jails set up for the backend: device nodes, driver
     paths, environment (the registry's ``zygote`` and ``auto`` with a ``device``).
     ``JailUnavailable`` without a usable jail, or one that cannot bind the devices."""
-    from sandbox.jail.jail import Jail, Jailer, JailUnavailable
+    from sandbox.jail.jail import Jailer, JailUnavailable
     from sandbox.pool.settings import PoolSettings
     from sandbox.pool.zygote_pool import ZygotePool
-
-    class DeviceJail(Jail):
-        async def start(self, command: Any, *, env: Any = None, **kwargs: Any) -> Any:
-            return await super().start(command, env={**setup.env, **(env or {})}, **kwargs)
 
     class DeviceJailer(Jailer):
         def __init__(self) -> None:
@@ -142,9 +138,7 @@ def device_pool(
                 paths = tuple(dict.fromkeys((*self.runtime.ro_paths, *setup.ro_paths)))
                 self.runtime = dataclasses.replace(self.runtime, ro_paths=paths)
             self.devices = setup.devices
-
-        def jail(self) -> Jail:
-            return DeviceJail(self)
+            self.env = dict(setup.env)
 
     settings = pool or PoolSettings()
     if setup.runs and not settings.pool_running:
