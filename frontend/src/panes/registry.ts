@@ -45,7 +45,7 @@ export const OUTPUT_PANES: Record<Output, OutputEntry> = {
   checks: { tab: "checks", byField: "checks" },
   recompiles: { tab: "recompiles", optIn: { help: "why JAX traced and compiled again: each call site's hits, misses, JAX's explanations and their milliseconds", cost: "×1.26 the run (median of 10 programs; one more call of the entry)" } },
   export: { tab: "export", optIn: { help: "jax.export of the pipeline: avals, platforms, StableHLO, the artifact and its round trip", cost: "×5.9 the run (median of 10 programs): the round trip's fresh process imports JAX, 3–4 s on a loaded machine" } },
-  numerics: { tab: "numerics", optIn: { help: "every equation against a float64 shadow: its error and the error born there, at its line, with hints; jit against op by op, and precision settings side by side", cost: "×2–4 the run on the examples (the shadow binds each equation three times)" } },
+  numerics: { tab: "numerics", optIn: { help: "every equation against a float64 shadow: its error and the error born there, at its line, with hints; jit against op by op, and precision settings side by side", cost: "adds ×1.6 the run (median of 17 page examples; ×0.3–3.6, busy machine): each equation is bound three times" } },
   trace_values: { tab: "trace_values", optIn: { help: "every equation stepped on the arguments: its outputs' min, max, mean, NaN and Inf counts, and the first NaN or Inf at its line", cost: "×1.21 the run (median of 61 programs; ×1.85 at worst)" } },
 };
 
