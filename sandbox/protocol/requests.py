@@ -209,8 +209,9 @@ def check_compiler_options(options: dict[str, Any]) -> dict[str, Any]:
 
 #: the precision settings the numerics output can run a pipeline under
 NumericsSetting = Literal[
-    "default", "high", "highest", "float64", "bfloat16", "float16", "tpu_default"
-]
+    "default", "high", "highest", "float64", "bfloat16", "float16", "bfloat16_params",
+    "float16_params", "tpu_default",
+]  # fmt: skip
 
 
 class RunRequest(BaseModel):
@@ -336,12 +337,13 @@ class RunRequest(BaseModel):
         description="`numerics` refuses a program making more values than this (its float64 "
         "shadow holds a copy of each); a server caps it at its `numerics_max_values` setting.",
     )
-    numerics_precision: Annotated[list[NumericsSetting], Field(max_length=7)] = Field(
+    numerics_precision: Annotated[list[NumericsSetting], Field(max_length=9)] = Field(
         default_factory=list,
         description="`numerics` runs the pipeline again under each of these and shows each "
         "output's error against the float64 shadow: `default`, `high`, `highest` "
         "(jax.default_matmul_precision), `float64`, `bfloat16` or `float16` (compute in "
-        "that dtype, params and outputs float32), `tpu_default` (a TPU's default emulated: "
+        "that dtype, params and outputs float32), `bfloat16_params` or `float16_params` "
+        "(params stored in that dtype, compute float32), `tpu_default` (a TPU's default emulated: "
         "each float32 matrix product's operands rounded to bfloat16).",
     )
 

@@ -83,7 +83,7 @@ MATMUL_ARGS = "jax.random.normal(jax.random.key(0), (64, 256)), jax.random.norma
 
 
 def test_precision_settings_side_by_side_against_plain_jax(run) -> None:
-    settings = ["highest", "float64", "bfloat16", "tpu_default"]
+    settings = ["highest", "float64", "bfloat16", "bfloat16_params", "tpu_default"]
     event = numerics(
         run(
             {
@@ -122,6 +122,9 @@ result["tpu_rel_max"] = float((np.abs(tpu - ref) / np.maximum(np.abs(ref), tiny)
     assert math.isclose(norm["tpu_default"], want["tpu"], rel_tol=0.02)
     assert math.isclose(norm["bfloat16"], want["bf16"], rel_tol=0.05)
     assert want["tpu"] > 100 * want["f32"]
+    # params stored in bfloat16, the product in float32: bfloat16 products are exact in
+    # float32, so this is the TPU's default again, up to the order of the sums
+    assert math.isclose(norm["bfloat16_params"], want["tpu"], rel_tol=0.02)
     assert got["tpu_default"]["emulated"] is True
     # per line: the emulated setting stepped op by op, the product's line (5) and its error
     (line,) = got["tpu_default"]["lines"]

@@ -63,7 +63,7 @@ export const RunBody = z.strictObject({
   cost_before: z.optional(z.boolean()),
   trace_values_compare: z.optional(z.boolean()),
   numerics_max_values: z.optional(z.int().check(z.gte(1), z.lte(1099511627776))),
-  numerics_precision: z.optional(z.array(z.enum(["default", "high", "highest", "float64", "bfloat16", "float16", "tpu_default"])).check(z.maxLength(7))),
+  numerics_precision: z.optional(z.array(z.enum(["default", "high", "highest", "float64", "bfloat16", "float16", "bfloat16_params", "float16_params", "tpu_default"])).check(z.maxLength(9))),
   export_shapes: z.optional(z.nullable(z.array(z.nullable(z.string().check(z.maxLength(200), z.regex(new RegExp("^[A-Za-z0-9_ ,+\\-*()/]*$"))))).check(z.maxLength(64)))),
   export_platforms: z.optional(z.nullable(z.array(z.enum(["cpu", "cuda", "rocm", "tpu"])).check(z.minLength(1), z.maxLength(4)))),
   cache: z.optional(z.boolean()),
@@ -99,7 +99,7 @@ export const RunRequest = z.strictObject({
   cost_before: z.optional(z.boolean()),
   trace_values_compare: z.optional(z.boolean()),
   numerics_max_values: z.optional(z.int().check(z.gte(1), z.lte(1099511627776))),
-  numerics_precision: z.optional(z.array(z.enum(["default", "high", "highest", "float64", "bfloat16", "float16", "tpu_default"])).check(z.maxLength(7))),
+  numerics_precision: z.optional(z.array(z.enum(["default", "high", "highest", "float64", "bfloat16", "float16", "bfloat16_params", "float16_params", "tpu_default"])).check(z.maxLength(9))),
   export_shapes: z.optional(z.nullable(z.array(z.nullable(z.string().check(z.maxLength(200), z.regex(new RegExp("^[A-Za-z0-9_ ,+\\-*()/]*$"))))).check(z.maxLength(64)))),
   export_platforms: z.optional(z.nullable(z.array(z.enum(["cpu", "cuda", "rocm", "tpu"])).check(z.minLength(1), z.maxLength(4)))),
 });

@@ -6,6 +6,8 @@ request names, each output against the float64 shadow.
   float64 (would float64 fix it?);
 * ``bfloat16`` / ``float16``: a ``jmp``-style policy (params float32, compute in the
   narrow dtype, outputs float32): the floating arguments cast down, the outputs up;
+* ``bfloat16_params`` / ``float16_params``: params stored in the narrow dtype, computed
+  in the program's (the floating arguments rounded to it and cast back);
 * ``tpu_default``: what a TPU's default precision would do to each float32 matrix
   product, on the CPU: its operands rounded to bfloat16 (``reduce_precision(8, 7)``,
   which XLA keeps) and accumulated in float32; a matrix-vector product is left alone
@@ -31,6 +33,8 @@ LABELS = {
     "float64": "float64 (jax_enable_x64)",
     "bfloat16": "compute in bfloat16 (params, outputs float32)",
     "float16": "compute in float16 (params, outputs float32)",
+    "bfloat16_params": "params in bfloat16 (compute float32)",
+    "float16_params": "params in float16 (compute float32)",
     "tpu_default": "TPU default: bfloat16 operands, float32 sums",
 }
 
@@ -214,8 +218,20 @@ def run_setting(
                 args,
             )
             return [np.asarray(x) for x in jax.tree_util.tree_leaves(fn(*wide))]
-    narrow = {"bfloat16": "bfloat16", "float16": "float16"}[setting]
     import jax.numpy as jnp
+
+    if setting.endswith("_params"):  # stored narrow, computed as the program computes
+        stored = setting.removesuffix("_params")
+        rounded = jax.tree_util.tree_map(
+            lambda x: (
+                jnp.asarray(x).astype(stored).astype(jnp.asarray(x).dtype)
+                if metrics.inexact(jnp.asarray(x).dtype)
+                else x
+            ),
+            args,
+        )
+        return list(jax.tree_util.tree_leaves(fn(*rounded)))
+    narrow = {"bfloat16": "bfloat16", "float16": "float16"}[setting]
 
     cast = jax.tree_util.tree_map(
         lambda x: jnp.asarray(x).astype(narrow) if metrics.inexact(jnp.asarray(x).dtype) else x,
