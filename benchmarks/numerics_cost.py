@@ -60,7 +60,10 @@ def main() -> int:
         for name, base in requests():
             if args.only not in name:
                 continue
-            plain, with_, shadow, rows = [], [], [], 0
+            plain: list[float] = []
+            with_: list[float] = []
+            shadow: list[float] = []
+            rows = 0
             failed = None
             for _ in range(args.rounds):
                 for outputs, into in ((["value"], plain), (["value", "numerics"], with_)):

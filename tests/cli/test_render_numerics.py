@@ -18,7 +18,7 @@ from sandbox.protocol.events import NumericsEvent
 from tests.cli.test_cli import events_of, real_run, served  # noqa: F401 (a fixture)
 
 
-def f(x):  # type: ignore[no-untyped-def]
+def f(x):
     return jnp.log(1 + x) - jnp.mean(x)
 
 

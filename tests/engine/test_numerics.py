@@ -112,7 +112,7 @@ def test_rows_reach_into_jit_custom_jvp_scan_and_the_branch_taken(run) -> None:
             }
         )
     )
-    by_line = {}
+    by_line: dict[int | None, list[dict]] = {}
     for r in event["rows"]:
         by_line.setdefault(r["line"], []).append(r)
     # softplus's log and exp, inside custom_jvp inside the scan's body inside jit
@@ -176,7 +176,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MENU = {e["id"]: e for e in json.loads((EXAMPLES / "menu.json").read_text())["examples"]}
 
 
-def example(run, name: str) -> dict:  # type: ignore[no-untyped-def]
+def example(run, name: str) -> dict:
     entry = MENU[name]
     assert entry["outputs"] == ["numerics"]
     code = (EXAMPLES / entry["file"]).read_text()

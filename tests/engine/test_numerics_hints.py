@@ -71,10 +71,10 @@ def test_a_value_that_only_carries_error_gets_no_hint() -> None:
 def test_a_naive_variance_is_named_at_its_sub_and_the_two_pass_one_is_accurate() -> None:
     x = SHIFTED
 
-    def naive(x):  # type: ignore[no-untyped-def]
+    def naive(x):
         return jnp.mean(x**2) - jnp.mean(x) ** 2
 
-    def two_pass(x):  # type: ignore[no-untyped-def]
+    def two_pass(x):
         return jnp.mean((x - jnp.mean(x)) ** 2)
 
     assert hints_of(naive, x)[-1] == ("sub", "cancellation")
@@ -90,12 +90,12 @@ def test_a_naive_variance_is_named_at_its_sub_and_the_two_pass_one_is_accurate()
 
 def test_a_custom_vjp_functions_equations_are_rows_and_its_gradient_too() -> None:
     @jax.custom_vjp
-    def g(x):  # type: ignore[no-untyped-def]
+    def g(x):
         return jnp.log(1 + x)
 
     g.defvjp(lambda x: (g(x), x), lambda x, ct: (ct / (1 + x),))
 
-    def f(x):  # type: ignore[no-untyped-def]
+    def f(x):
         return jnp.sum(g(x) * 2)
 
     x = jnp.array([1e-7, 1e-3])
