@@ -25,7 +25,7 @@ AXE = ROOT / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
 #: the tab table (frontend/src/app/tabtable.ts), as a user reads the bar
 GROUPS = {
     "ir": ["jaxpr", "stablehlo", "hlo", "asm", "graph"],
-    "values": ["value", "trace_values", "checks", "console"],
+    "values": ["value", "trace_values", "numerics", "checks", "console"],
     "how": ["autodiff", "sharding", "passes", "kernels", "remarks", "recompiles", "export"],
     "cost": ["cost", "timing", "memory", "profile"],
     "errors": ["errors"],
