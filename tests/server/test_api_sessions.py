@@ -21,7 +21,10 @@ from backend.app.tenancy import SESSION_COOKIE, SESSION_HEADER
 from sandbox.pool.zygote_pool import tenant_group
 from sandbox.protocol.tenants import is_single_use
 
-from .test_hostile_clients import PEER, normal, run, serve  # noqa: F401  (serve: a fixture)
+from . import test_hostile_clients as hostile
+from .test_hostile_clients import PEER, normal, run
+
+serve = hostile.serve  # the hostile battery's server on the fake pool, one peer a header
 
 ME = "198.51.100.7"
 
@@ -68,9 +71,7 @@ def test_a_script_s_session_makes_its_runs_one_person_s(serve: Any) -> None:
     normal(client)
 
 
-def test_forged_altered_expired_and_foreign_sessions_are_refused(
-    serve: Any, tmp_path: Any
-) -> None:
+def test_forged_altered_expired_and_foreign_sessions_are_refused(serve: Any, tmp_path: Any) -> None:
     client, pool = serve(session_secret="one-secret-" + "x" * 20, session_max_age_s=1)
     good = session_of(client)
     other_server, _ = serve(session_secret="another-secret-" + "y" * 20)
