@@ -181,6 +181,23 @@ def test_output_jaxpr_only_emits_the_jaxpr(served: Callable[..., Any], snippet: 
 
 
 @real_run
+def test_cost_before_optimisation_only_with_its_flag(
+    served: Callable[..., Any], snippet: Path
+) -> None:
+    def cost(*flags: str) -> dict[str, Any]:
+        proc = served(
+            "run", str(snippet), "--args", "jnp.ones(3)", "--transform", "jit",
+            "--output", "cost", "--json", *flags,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (event,) = [e for e in events_of(proc) if e["type"] == "cost"]
+        return event
+
+    assert cost()["before"] is None
+    assert cost("--cost-before")["before"]["flops"] is not None
+
+
+@real_run
 def test_entry_and_json_transform_options(served: Callable[..., Any], tmp_path: Path) -> None:
     path = tmp_path / "model.py"
     path.write_text("def loss(w, x):\n    return (x @ w) ** 2\n")
