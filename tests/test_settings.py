@@ -243,6 +243,11 @@ READS_ENVIRONMENT = {
     "backend/app/repro.py": "XLA_FLAGS, written into the repro it makes",
     # not settings: the unjailed worker's environment passed on without JAX's cache variables
     "sandbox/pool/subprocess_pool.py": "the environment a worker inherits, less JAX_COMPILATION_CACHE_*",
+    # a forked jail's environment, set (not read) as bubblewrap's --clearenv/--setenv do
+    "sandbox/jail/fork_server.py": "the jail template's environment, set from its arguments",
+    "sandbox/jail/enter.py": "a forked jail's environment, set from its spec",
+    # the command line's own: where the user's cache folder is (the XDG convention)
+    "backend/client_session.py": "XDG_CACHE_HOME, where jaxplay run keeps its session",
     # installing a JAX version: where an interpreter of each Python is (setup time)
     "sandbox/environments/versions.py": "JAXPLAY_PYTHON_3_x, PYENV_ROOT",
 }
