@@ -10,9 +10,10 @@ before), each with no spare kept. In turns, each pool is asked for a new zygote
 started and warmed, until the zygote's hello), N times:
 
 - **ready ms**: from the ask until the hello (a new tenant's run could start);
-- **CPU-s**: user + system time of every process in the jail's cgroup at the hello
-  (the monitor or bubblewrap, pid 1, the zygote, the warm child, and what they reaped:
-  ``/proc/PID/stat``'s utime, stime, cutime, cstime);
+- **CPU-s**: the time on a CPU of every thread of every process in the jail's cgroup
+  at the hello (the monitor or bubblewrap, pid 1, the zygote, the warm child:
+  ``/proc/PID/task/TID/schedstat``, in ns) and what they reaped (``stat``'s cutime and
+  cstime);
 - then one small run in it (``x * 2``), ms from submit to ``done``.
 
 And the jail alone: a template that imported the zygote's modules as the real one
@@ -88,15 +89,20 @@ async def bare_jail(jailer: Jailer) -> dict[str, float]:
 
 
 def cpu_s(pids: list[int]) -> float:
-    total = 0
+    """CPU-seconds of ``pids``: every thread's time on a CPU (``schedstat``, in ns),
+    and what each reaped of its children (``stat``'s cutime and cstime, in ticks)."""
+    total = 0.0
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 rest = f.read().rsplit(")", 1)[1].split()
+            total += (int(rest[13]) + int(rest[14])) / TICK
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                    total += int(f.read().split()[0]) / 1e9
         except OSError:
             continue
-        total += sum(int(x) for x in rest[11:15])  # utime stime cutime cstime
-    return total / TICK
+    return total
 
 
 async def one_jail(pool: ZygotePool, tenant: str) -> dict[str, float]:
@@ -153,9 +159,9 @@ async def main(n: int) -> dict[str, object]:
             if not values:
                 continue
             out[f"{mode}_{key}"] = {
-                "median": round(statistics.median(values), 3),
-                "min": round(min(values), 3),
-                "max": round(max(values), 3),
+                "median": round(statistics.median(values), 4),
+                "min": round(min(values), 4),
+                "max": round(max(values), 4),
             }
     for key in ("ready_ms", "cpu_s"):
         fork = out[f"fork_{key}"]["median"]  # type: ignore[index]
