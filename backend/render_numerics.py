@@ -71,7 +71,9 @@ def _precision(event: dict[str, Any]) -> list[str]:
             continue
         lines.append(f"    {label:<34} " + "  ".join(_fig(o, "norm") for o in s["outputs"]))
         if s.get("lines"):
-            per_line = ", ".join(f"line {ln['line']}: {_fig(ln, 'error')}" for ln in s["lines"][:12])
+            per_line = ", ".join(
+                f"line {ln['line']}: {_fig(ln, 'error')}" for ln in s["lines"][:12]
+            )
             lines.append(f"      largest relative error per line: {per_line}")
     if event.get("precision_note"):
         lines.append(f"    {event['precision_note']}")
