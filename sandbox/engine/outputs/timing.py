@@ -32,10 +32,10 @@ TIMING_TOTAL_BUDGET_S = 2.0
 #: time, not wall time: on a loaded machine the wall clock counts other processes'
 #: work. A tiny function is called thousands of times even in the least budget.
 TIMING_SHARE = 0.05
-TIMING_MIN_BUDGET_S = 0.01
+TIMING_MIN_BUDGET_S = 0.02
 
 #: a batch lasts at least this long (the clock reads to well under a microsecond)
-MIN_BATCH_S = 0.001
+MIN_BATCH_S = 0.002
 #: at least this many batches, when the budget allows
 MIN_BATCHES = 5
 #: at least this many when the budget allows them but not MIN_BATCHES; a call slower
@@ -67,10 +67,10 @@ def measure_fresh(
 ) -> dict[str, Any]:
     """Time calls that consume their arguments (donated buffers): each call gets
     fresh copies, made before its clock starts, so batches are of one call."""
-    deadline = time.perf_counter() + budget_s
     start = time.perf_counter()
     _call(fn, fresh())
     fewest = _fewest(time.perf_counter() - start, budget_s)
+    deadline = time.perf_counter() + budget_s  # the budget is the measured calls'
     per_call: list[float] = []
     while len(per_call) < MAX_RUNS and (len(per_call) < fewest or time.perf_counter() < deadline):
         args = fresh()
@@ -88,17 +88,12 @@ def measure(
     ``execute`` stage called this executable), so no warm-up call is made: on a big
     program one call is a good share of the run.
 
-    A warm-up that alone takes over the whole budget is the measurement: one call,
-    its first (``first_call`` in what is returned), rather than a second call as long
-    (an eager ``scan`` compiles its body on every call: 0.6 s a call for a 6-block
-    transformer)."""
-    deadline = time.perf_counter() + budget_s
+    The budget is the measured calls', from after the warm-up: a first call can cost
+    many later ones (a fresh process's first call of a small executable, 60-70 ms
+    against 2 ms), and is never counted; at least one batch follows it."""
     if not warm:
-        start = time.perf_counter()
         _call(fn, args)
-        took = time.perf_counter() - start
-        if took > budget_s:
-            return {**_summary([took], runs=1), "first_call": True}
+    deadline = time.perf_counter() + budget_s
     number = 1
     while True:  # autorange: grow the batch until it lasts MIN_BATCH_S
         start = time.perf_counter()
@@ -212,12 +207,6 @@ class TimingHooks(RunHooks):
                 else:
                     run.fail(error)
                 continue
-            if stats.pop("first_call", False):
-                notes.append(
-                    f"{row.label[:MAX_LABEL_CHARS]}: one call, its first ({stats['median_ms']:.0f} ms, "
-                    f"over the timing's budget of {budget * 1000:.0f} ms a row): it may include "
-                    "what only a first call does (compiling each operation)"
-                )
             measured.append(
                 {
                     "label": row.label[:MAX_LABEL_CHARS],
