@@ -76,3 +76,22 @@ def test_the_budget_is_a_share_of_the_runs_cpu_time_within_its_bounds() -> None:
     assert timing.timing_budget(now) == timing.TIMING_MIN_BUDGET_S
     assert abs(timing.timing_budget(now - 5.0) - timing.TIMING_SHARE * 5.0) < 0.01
     assert timing.timing_budget(now - 100.0) == timing.TIMING_TOTAL_BUDGET_S
+
+
+def test_a_warm_up_over_the_give_up_time_is_not_repeated() -> None:
+    """An eager call far over the timing's whole budget (an eager scan compiles on every
+    call) is called once, and says how long it took."""
+    calls = []
+
+    def counted(x: int) -> int:
+        calls.append(x)
+        return _slow(x)
+
+    try:
+        timing.measure(counted, (1,), 0.01, give_up_s=0.02)
+    except timing.TooSlow as slow:
+        assert slow.took_s >= 0.05 and len(calls) == 1
+    else:
+        raise AssertionError("a 50 ms warm-up over a 20 ms give-up time was repeated")
+    # under it: measured as any call
+    assert timing.measure(counted, (1,), 0.01, give_up_s=1.0)["runs"] >= 1

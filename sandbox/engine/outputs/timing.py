@@ -48,6 +48,19 @@ MAX_RUNS = 100_000
 #: ends sooner. A noisy function still gets the whole budget.
 SETTLED_BATCHES = 15
 SETTLED_SPREAD = 0.02
+#: An eager call whose warm-up took over this many times the timing's whole budget is
+#: not called again: its row is left out, and a note gives that call's time (an eager
+#: ``lax.scan`` compiles its body on every call: 0.4-0.6 s a call for a 6-block
+#: transformer, a third of plain JAX's whole cell for two calls)
+EAGER_GIVE_UP = 2.0
+
+
+class TooSlow(Exception):
+    """A warm-up call over the time ``measure`` was given to give up after."""
+
+    def __init__(self, took_s: float) -> None:
+        super().__init__(f"one call took {took_s * 1000:.0f} ms")
+        self.took_s = took_s
 
 
 def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -81,7 +94,12 @@ def measure_fresh(
 
 
 def measure(
-    fn: Callable[..., Any], args: tuple[Any, ...], budget_s: float, *, warm: bool = False
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    budget_s: float,
+    *,
+    warm: bool = False,
+    give_up_s: float | None = None,
 ) -> dict[str, Any]:
     """Time ``fn(*args)``; the first call (warm-up) is not counted. ``warm``: ``fn``
     has been called on these arguments already in this process (the run's
@@ -90,9 +108,14 @@ def measure(
 
     The budget is the measured calls', from after the warm-up: a first call can cost
     many later ones (a fresh process's first call of a small executable, 60-70 ms
-    against 2 ms), and is never counted; at least one batch follows it."""
+    against 2 ms), and is never counted; at least one batch follows it, unless the
+    warm-up took over ``give_up_s`` (``TooSlow``)."""
     if not warm:
+        start = time.perf_counter()
         _call(fn, args)
+        took = time.perf_counter() - start
+        if give_up_s is not None and took > give_up_s:
+            raise TooSlow(took)
     deadline = time.perf_counter() + budget_s
     number = 1
     while True:  # autorange: grow the batch until it lasts MIN_BATCH_S
@@ -195,11 +218,22 @@ class TimingHooks(RunHooks):
                 fresh = functools.partial(copy_args, row.args)
                 timer = functools.partial(measure_fresh, row.fn, fresh, budget)
             else:
-                timer = functools.partial(measure, row.fn, row.args, budget, warm=row.warm)
+                # f eagerly: a call far over the whole budget is not repeated
+                give_up = EAGER_GIVE_UP * budget * len(rows) if row.compile_ms is None else None
+                timer = functools.partial(
+                    measure, row.fn, row.args, budget, warm=row.warm, give_up_s=give_up
+                )
             try:
                 stats = run.staged("timing", timer, report=False)
             except UserError as error:
-                if row.compile_ms is None:
+                if isinstance(error.exc, TooSlow):
+                    notes.append(
+                        f"{row.label[:MAX_LABEL_CHARS]} not timed: one call took "
+                        f"{error.exc.took_s * 1000:.0f} ms (its first, which may include "
+                        f"compiling), over {EAGER_GIVE_UP:g}x the timing's budget "
+                        f"({budget * len(rows) * 1000:.0f} ms): not called again"
+                    )
+                elif row.compile_ms is None:
                     # f itself may not run outside its transformation (a collective
                     # such as lax.psum needs pmap's axis name): a note, not an error.
                     note = f"{row.label} not timed: {type(error.exc).__name__}: {error.exc}"
