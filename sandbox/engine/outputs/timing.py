@@ -51,8 +51,11 @@ SETTLED_SPREAD = 0.02
 #: An eager call whose warm-up took over this many times the timing's whole budget is
 #: not called again: its row is left out, and a note gives that call's time (an eager
 #: ``lax.scan`` compiles its body on every call: 0.4-0.6 s a call for a 6-block
-#: transformer, a third of plain JAX's whole cell for two calls)
+#: transformer, a third of plain JAX's whole cell for two calls), and over
+#: EAGER_GIVE_UP_MIN_S: a small function's first eager call in a fresh process compiles
+#: each of its operations (tens of ms), and its row is kept
 EAGER_GIVE_UP = 2.0
+EAGER_GIVE_UP_MIN_S = 0.25
 
 
 class TooSlow(Exception):
@@ -219,7 +222,11 @@ class TimingHooks(RunHooks):
                 timer = functools.partial(measure_fresh, row.fn, fresh, budget)
             else:
                 # f eagerly: a call far over the whole budget is not repeated
-                give_up = EAGER_GIVE_UP * budget * len(rows) if row.compile_ms is None else None
+                give_up = (
+                    max(EAGER_GIVE_UP * budget * len(rows), EAGER_GIVE_UP_MIN_S)
+                    if row.compile_ms is None
+                    else None
+                )
                 timer = functools.partial(
                     measure, row.fn, row.args, budget, warm=row.warm, give_up_s=give_up
                 )
@@ -231,7 +238,8 @@ class TimingHooks(RunHooks):
                         f"{row.label[:MAX_LABEL_CHARS]} not timed: one call took "
                         f"{error.exc.took_s * 1000:.0f} ms (its first, which may include "
                         f"compiling), over {EAGER_GIVE_UP:g}x the timing's budget "
-                        f"({budget * len(rows) * 1000:.0f} ms): not called again"
+                        f"({budget * len(rows) * 1000:.0f} ms) and "
+                        f"{EAGER_GIVE_UP_MIN_S * 1000:.0f} ms: not called again"
                     )
                 elif row.compile_ms is None:
                     # f itself may not run outside its transformation (a collective
