@@ -170,12 +170,11 @@ def serve(ctl: socket.socket, run_filter: bytes | None, started: float) -> None:
     rss = rss_kib(os.getpid())
     threads = len(os.listdir("/proc/self/task"))  # must be 1: we fork
     zygote = ZygoteProcess(ctl, api, run_filter)
-    # The hello comes once the first warm child has its backend up and has run the
-    # warm-up request (the first compile's set-up); its further warm-ups and its
-    # baseline follow while no run is there, each step checking for one first: a jail
-    # forked from a template is ready in a fraction of what those steps cost
-    # (docs/sandbox.md, "A new jail at the price of a fork").
-    zygote.prefork()
+    # A new tenant's first run comes as soon as the zygote is ready: its first warm
+    # child says warm only once all its warm-ups are done (and its baseline taken), so
+    # none is in its way, and every zygote's first run, a pristine one or a new
+    # tenant's, starts in a process in the same state (tests/pool/test_single_use.py).
+    zygote.prefork(settle=True)
     warm = zygote.wait_warm(WARM_S)  # so a new tenant's first run finds it warm
     ready = Ready(
         version=VERSION,
