@@ -50,6 +50,11 @@ def _register_plugin() -> None:
     # installed: a compile does not load them); the jail runs with JAX_PLATFORMS=cpu,
     # which skips it, and this says so for a process without that.
     os.environ["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
+    # The plugin's own INFO lines ("Found GPU target config and no PjRtClient...") are
+    # XLA's, not the run's: in a zygote forked from a jail template (which imported JAX
+    # as another uid) they reached the run's stderr, where a bubblewrap zygote's never
+    # did. A run's output says what its code printed; an operator's setting wins.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     import jax_plugins.xla_cuda12 as plugin
 
     plugin.initialize()
