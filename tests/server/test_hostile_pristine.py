@@ -77,6 +77,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         # to start the spare it needs)
         "JAXPLAY_CACHE_JOIN_WAIT_S": "150",
         "JAXPLAY_QUEUE_TIMEOUT_S": "150",
+        # the tests open a dozen sessions from one address, each done with before the
+        # next: with jails at fork cost that takes under the default 10 s in which an
+        # idle session keeps its place in the pool, and the ninth would be told to wait
+        "JAXPLAY_TENANT_IDLE_S": "1",
     }
     live = LiveServer(db, "--pool", "zygote", env=env).start()
     yield live
