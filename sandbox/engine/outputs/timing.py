@@ -32,10 +32,10 @@ TIMING_TOTAL_BUDGET_S = 2.0
 #: time, not wall time: on a loaded machine the wall clock counts other processes'
 #: work. A tiny function is called thousands of times even in the least budget.
 TIMING_SHARE = 0.05
-TIMING_MIN_BUDGET_S = 0.02
+TIMING_MIN_BUDGET_S = 0.03
 
 #: a batch lasts at least this long (the clock reads to well under a microsecond)
-MIN_BATCH_S = 0.002
+MIN_BATCH_S = 0.005
 #: at least this many batches, when the budget allows
 MIN_BATCHES = 5
 #: at least this many when the budget allows them but not MIN_BATCHES; a call slower
