@@ -68,7 +68,9 @@ export function installLanguage(ui: Layout, storage: Storage | null): HTMLSelect
   );
   select.value = lang();
   select.addEventListener("change", () => setLang(select.value as Lang, storage));
-  ui.themeBtn.before(select);
+  // beside the title, not among the run's controls: one more control there wrapped
+  // the Run button under the "What to compute" popover at 1440 px
+  (ui.topbar.querySelector("h1") ?? ui.themeBtn).after(select);
   onLang(() => {
     select.value = lang();
     translatePage(ui);

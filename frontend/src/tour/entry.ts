@@ -20,7 +20,10 @@ export function installTour(d: TourDeps): void {
   const load = (): Promise<TourController> => (controller ??= import("./index").then((m) => new m.TourController(d)));
   const learn = h("button", { type: "button", id: "learn", "data-testid": "learn", title: t("button.learn.title") }, t("button.learn"));
   learn.addEventListener("click", () => void load().then((c) => c.openLast()));
-  d.ui.examples.before(learn);
+  // beside the title, as the language switch: not among the run's controls
+  const title = d.ui.topbar.querySelector("h1");
+  if (title !== null) title.after(learn);
+  else d.ui.examples.before(learn);
   onLang(() => {
     learn.textContent = t("button.learn");
     learn.title = t("button.learn.title");
