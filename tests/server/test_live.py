@@ -197,6 +197,14 @@ def test_websocket_runs_replace_and_cancel(server: LiveServer) -> None:
     asyncio.run(go())
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
+
+
 def test_a_worker_killed_mid_run(server: LiveServer) -> None:
     """SIGKILL the worker in the middle of a run: done (killed, saying so) long before
     the run's own 30 s, and the connection's next run works."""
@@ -211,12 +219,14 @@ def test_a_worker_killed_mid_run(server: LiveServer) -> None:
             )
             assert (await ws.recv())["payload"]["type"] == "accepted"
             # The run's process: the deepest new Python under the server (a fresh
-            # engine process, or the child forked from a zygote inside its jail).
+            # engine process, or the child forked from a zygote inside its jail) whose
+            # parent was there before the run: a spare the pool starts meanwhile is a
+            # new tree of its own, as deep (a jail forked from a template at once).
             now = server.descendants()
             new = {
                 pid: depth
                 for pid, (depth, cmd) in now.items()
-                if pid not in before and "python" in cmd
+                if pid not in before and "python" in cmd and _parent(pid) in before
             }
             assert new, now
             os.kill(max(new, key=lambda pid: new[pid]), signal.SIGKILL)
