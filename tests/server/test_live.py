@@ -33,6 +33,14 @@ GRAD = {
 }
 SLEEPY = "import time\ntime.sleep({s})\n\ndef f():\n    return 1.0\n"
 SPIN = "while True:\n    pass\n\ndef f():\n    return 1.0\n"
+#: A run that names its process (PR_SET_NAME), so that the test kills that process:
+#: which new process under the server is the run's, the depth cannot tell (a spare
+#: forked meanwhile from a jail template is as deep; a warm child is not new)
+VICTIM = (
+    "import ctypes, time\n"
+    "ctypes.CDLL(None).prctl(15, b'jaxplay-victim', 0, 0, 0)\n"
+    "time.sleep({s})\n\ndef f():\n    return 1.0\n"
+)
 
 
 def _jail_available() -> bool:
@@ -197,12 +205,12 @@ def test_websocket_runs_replace_and_cancel(server: LiveServer) -> None:
     asyncio.run(go())
 
 
-def _parent(pid: int) -> int | None:
+def _comm(pid: int) -> str:
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
     except OSError:
-        return None
+        return ""
 
 
 def test_a_worker_killed_mid_run(server: LiveServer) -> None:
@@ -213,23 +221,20 @@ def test_a_worker_killed_mid_run(server: LiveServer) -> None:
         async with websockets.connect(ws_url(server)) as conn:
             ws = WS(conn)
             await ws.recv()
-            before = set(server.descendants())
             await ws.send(
-                {"type": "run", "seq": 1, "payload": {"code": SLEEPY.format(s=30), "timeout_s": 40}}
+                {"type": "run", "seq": 1, "payload": {"code": VICTIM.format(s=30), "timeout_s": 40}}
             )
             assert (await ws.recv())["payload"]["type"] == "accepted"
-            # The run's process: the deepest new Python under the server (a fresh
-            # engine process, or the child forked from a zygote inside its jail) whose
-            # parent was there before the run: a spare the pool starts meanwhile is a
-            # new tree of its own, as deep (a jail forked from a template at once).
-            now = server.descendants()
-            new = {
-                pid: depth
-                for pid, (depth, cmd) in now.items()
-                if pid not in before and "python" in cmd and _parent(pid) in before
-            }
-            assert new, now
-            os.kill(max(new, key=lambda pid: new[pid]), signal.SIGKILL)
+            # The run's process (a fresh engine process, or the child forked from a
+            # zygote inside its jail), by the name its code gave it
+            deadline = time.monotonic() + 20
+            while not (
+                victims := [p for p in server.descendants() if _comm(p) == "jaxplay-victim"]
+            ):
+                assert time.monotonic() < deadline, server.descendants()
+                await asyncio.sleep(0.05)
+            (victim,) = victims
+            os.kill(victim, signal.SIGKILL)
             killed_at = time.monotonic()
             done = (await ws.until_done(1, timeout=25))[-1]["payload"]
             elapsed = time.monotonic() - killed_at
