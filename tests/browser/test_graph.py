@@ -17,6 +17,7 @@ def hover_word(page: Any, pane: str, word: str) -> None:
             for (let n = walker.nextNode(); n; n = walker.nextNode()) {
                 const m = new RegExp(`(^|[^\\\\w.%/])(${word})(?![\\\\w.])`).exec(n.textContent);
                 if (!m) continue;
+                n.parentElement.scrollIntoView({block: "center"});  // drawn, but maybe below the fold
                 const r = document.createRange();
                 const at = m.index + m[1].length;
                 r.setStart(n, at); r.setEnd(n, at + word.length);
