@@ -46,8 +46,9 @@ from sandbox.jail.uids import Capabilities, can_switch_uids, launcher_argv
 log = logging.getLogger(__name__)
 
 _GATE = 'read -r _ || exit 111; exec "$@"'
-#: How long a killed jail may take to be gone before we say so.
-TEARDOWN_S = 2.0
+#: How long a killed jail may take to be gone before we say so (a forked jail killed
+#: while it builds itself tore down in 2-4 s on a loaded machine).
+TEARDOWN_S = 10.0
 
 
 class JailUnavailable(RuntimeError):
@@ -346,6 +347,9 @@ class Jail:
         self.user: tuple[int, int] | None = None
         self._killed = False
         self._oom_base = 0
+        #: set once a forked jail's spawn has answered (close waits for it: the jail's
+        #: monitor may be joining the cgroup that close would otherwise remove under it)
+        self._spawning: asyncio.Event | None = None
 
     async def start_forked(self, template: JailTemplate, fds: Mapping[str, int]) -> ForkedJail:
         """Start the template's command in this jail, forked from ``template`` (a jail
@@ -370,10 +374,12 @@ class Jail:
             mask_proc=jailer.hardening.mask_proc,
         )
         seccomp = filter_fd(jailer.hardening.strict_seccomp)
+        self._spawning = asyncio.Event()
         try:
             proc = await template.spawn(spec, seccomp, fds)
         finally:
             os.close(seccomp)
+            self._spawning.set()
         self.proc = proc
         if self.cgroup is not None:
             self._oom_base = self.cgroup.oom_kills()
@@ -511,6 +517,9 @@ class Jail:
     async def close(self) -> None:
         """Kill everything, wait for it to be gone, remove the cgroup, free the uid."""
         self.kill()
+        if self._spawning is not None and not self._spawning.is_set():
+            await self._spawning.wait()  # the template's answer: then its monitor is known
+            self.kill()
         if not await self.wait_gone():
             self.kill()
             if not await self.wait_gone():
