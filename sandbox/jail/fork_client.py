@@ -90,6 +90,8 @@ class JailTemplate:
         self._seq = itertools.count()
         self._waiting: dict[int, asyncio.Future[tuple[int, int]]] = {}
         self._jails: dict[int, ForkedJail] = {}
+        #: monitors whose end the template told before their spawn was done here
+        self._early_exits: dict[int, int] = {}
         self._reader: asyncio.Task[None] | None = None
         self._logger: asyncio.Task[None] | None = None
         #: how many templates were started (1 unless one died)
@@ -175,7 +177,10 @@ class JailTemplate:
             lambda: protocol, os.fdopen(err_r, "rb", buffering=0)
         )
         jail = ForkedJail(pid, pidfd, stderr)
-        self._jails[pid] = jail
+        if (status := self._early_exits.pop(pid, None)) is not None:
+            jail._ended(status)
+        else:
+            self._jails[pid] = jail
         return jail
 
     async def _read(self) -> None:
@@ -190,8 +195,11 @@ class JailTemplate:
                     break
                 message: dict[str, Any] = json.loads(data)
                 if "exit" in message:
-                    if (jail := self._jails.pop(int(message["exit"]), None)) is not None:
-                        jail._ended(int(message["status"]))
+                    pid, status = int(message["exit"]), int(message["status"])
+                    if (jail := self._jails.pop(pid, None)) is not None:
+                        jail._ended(status)
+                    else:  # it ended before its spawn was done here (killed at once)
+                        self._early_exits[pid] = status
                     continue
                 waiter = self._waiting.pop(message.get("seq"), None)  # type: ignore[arg-type]
                 if waiter is None:

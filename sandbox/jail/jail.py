@@ -46,9 +46,8 @@ from sandbox.jail.uids import Capabilities, can_switch_uids, launcher_argv
 log = logging.getLogger(__name__)
 
 _GATE = 'read -r _ || exit 111; exec "$@"'
-#: How long a killed jail may take to be gone before we say so (a forked jail killed
-#: while it builds itself tore down in 2-4 s on a loaded machine).
-TEARDOWN_S = 10.0
+#: How long a killed jail may take to be gone before we say so.
+TEARDOWN_S = 2.0
 
 
 class JailUnavailable(RuntimeError):
