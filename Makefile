@@ -56,9 +56,9 @@ deploy-check: setup  ## build every image in docker/ and run the compose stack e
 	scripts/deploy_check.sh
 
 bench: setup  ## run the benchmarks (timing agreement, warm pool overhead, server load, JAX versions)
-	$(VENV)/python benchmarks/timing_agreement.py
-	$(VENV)/python benchmarks/pool_overhead.py
-	$(VENV)/python benchmarks/load_ws.py
-	$(VENV)/python benchmarks/versions.py
+	$(VENV)/python benchmarks/engine/timing_agreement.py
+	$(VENV)/python benchmarks/pool/pool_overhead.py
+	$(VENV)/python benchmarks/server/load_ws.py
+	$(VENV)/python benchmarks/pool/versions.py
 
 .PHONY: help setup play test test-fast lint format golden frontend screenshots example bench deploy-check

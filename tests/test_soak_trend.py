@@ -1,4 +1,4 @@
-"""The soak's verdict on its samples (benchmarks/soak_trend.py): what decides whether a
+"""The soak's verdict on its samples (benchmarks/server/soak_trend.py): what decides whether a
 quantity grows without bound over hours, so it must fail a leak and pass noise."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import random
 
-from benchmarks.soak_trend import fitted_rise, judge
+from benchmarks.server.soak_trend import fitted_rise, judge
 
 
 def _series(values: list[float], every_s: float = 30.0) -> list[tuple[float, float]]:

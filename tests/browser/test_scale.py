@@ -1,7 +1,7 @@
 """Big outputs in the page (issue 32), in a real browser: text panes draw only what is
 in view, the graph of thousands of nodes is laid out by the worker and drawn on a
 canvas, and search, hover, pin and zoom-to-line work on it. Behaviour, not speed:
-benchmarks/page_scale.py measures the speed."""
+benchmarks/page/page_scale.py measures the speed."""
 
 from __future__ import annotations
 

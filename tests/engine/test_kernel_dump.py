@@ -1,7 +1,7 @@
 """The kernels' dump that ``asm`` reads (core/xla_dump.py) on the CPU: the LLVM IR and
 the object files, and none of the MLIR fusion emitters' own dumps, whose writing
 crashes XLA when it compiles kernels on several threads (issue 50: SIGSEGV, SIGABRT
-"pure virtual method called" or "double free"; benchmarks/cpu_dump_crash.py is the
+"pure virtual method called" or "double free"; benchmarks/engine/cpu_dump_crash.py is the
 plain-JAX reproducer)."""
 
 from __future__ import annotations

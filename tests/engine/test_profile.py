@@ -180,7 +180,7 @@ def test_every_gpu_target_has_published_peaks() -> None:
 
 #: a real TPU's trace: examples/profile_mlp_step.py's f under jit, its compiled call
 #: run three times under JAX's profiler on a TPU v5e (JAX 0.10.2), and the compiled
-#: module's text (benchmarks/on_accelerator.py's machine, docs/deploy.md)
+#: module's text (benchmarks/engine/on_accelerator.py's machine, docs/deploy.md)
 TPU_TRACE = Path(__file__).with_name("tpu_v5e_profile_trace.json.gz")
 TPU_HLO = Path(__file__).with_name("tpu_v5e_profile_hlo.txt")
 

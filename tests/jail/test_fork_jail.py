@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.jail import seccomp
+from sandbox.jail import fork_client, seccomp
 from sandbox.jail.bwrap import Runtime, jail_spec
 from sandbox.jail.enter import ENTER_FAILED, enter
 from sandbox.jail.fork_client import JailTemplate, TemplateGone
@@ -108,6 +108,13 @@ from sandbox.jail import fork_server
 fork_server.serve(socket.socket(fileno=int(sys.argv[1])), lambda fds: None)
 """
 
+#: A template whose jails' command ends at once, with status 7.
+QUICK_TEMPLATE = r"""
+import os, sys
+from sandbox.jail import fork_server
+fork_server.serve(fork_server.take_place(sys.argv), lambda fds: os._exit(7))
+"""
+
 NAMESPACES = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup")
 
 
@@ -196,6 +203,35 @@ def test_a_threaded_template_forks_nothing() -> None:
             await template.close()
 
     asyncio.run(go())
+
+
+def test_a_jail_that_ends_before_its_spawn_returns_still_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The template tells a monitor's end after its answer; both read in one go (the
+    loop held here until the jail is over) must still end the jail its caller gets."""
+    jailer = Jailer(TEST_LIMITS, JailConfig())
+    send_fds = fork_client.socket.send_fds
+
+    def send_then_hold(*args: Any) -> int:
+        sent = send_fds(*args)
+        time.sleep(1.5)  # the event loop stalls: the jail forks, runs and ends meanwhile
+        return sent
+
+    async def go() -> int:
+        template = jailer.template(jailer.python("-c", QUICK_TEMPLATE))
+        jail = jailer.jail()
+        try:
+            await template.ensure_started()
+            monkeypatch.setattr(fork_client.socket, "send_fds", send_then_hold)
+            proc = await jail.start_forked(template, {})
+            monkeypatch.undo()
+            return await asyncio.wait_for(proc.wait(), 20)
+        finally:
+            await jail.close()
+            await jailer.close_templates()
+
+    assert asyncio.run(go()) == 7
 
 
 def _enter_in_child(spec_changes: dict[str, Any], refuse_unshare: bool) -> tuple[int, bytes, bool]:

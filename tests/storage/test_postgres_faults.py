@@ -5,7 +5,7 @@ shared before is lost or changed, and the first share after it is back succeeds.
 Each test has a cluster of its own (``durable``: a commit survives PostgreSQL's own
 crash, as in production), since stopping the session's would fail its other users.
 The long form of the same faults, under mixed traffic for half an hour, is
-``benchmarks/soak.py``."""
+``benchmarks/server/soak.py``."""
 
 from __future__ import annotations
 

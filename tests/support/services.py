@@ -164,7 +164,7 @@ class Postgres:
             "restart",
         )  # fmt: skip
 
-    # --- faults (tests/storage/test_postgres_faults.py, benchmarks/soak.py) ----------
+    # --- faults (tests/storage/test_postgres_faults.py, benchmarks/server/soak.py) ----------
 
     def halt(self) -> None:
         """Stop it as an operator does (``pg_ctl stop -m fast``), keeping its data."""
