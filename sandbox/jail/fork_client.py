@@ -41,15 +41,21 @@ class TemplateGone(OSError):
 
 class ForkedJail:
     """A jail's monitor, as far as the pool needs a process: its pid (the jail's
-    process group and session), its error stream, its end and exit status."""
+    process group and session), its error stream, its end and exit status. Made
+    before its order is sent, it is known by its pid from the moment the template's
+    answer is read (``_forked``), so that its end, which the template tells after that
+    answer, always finds it."""
 
-    def __init__(self, pid: int, pidfd: int, stderr: asyncio.StreamReader) -> None:
-        self.pid = pid
+    def __init__(self, stderr: asyncio.StreamReader) -> None:
+        self.pid = 0  # set by _forked
         self.stdin = None
         self.stderr = stderr
         self.returncode: int | None = None
-        self._pidfd = pidfd
+        self._pidfd = -1
         self._status: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def _forked(self, pid: int, pidfd: int) -> None:
+        self.pid, self._pidfd = pid, pidfd
 
     def _ended(self, status: int) -> None:
         if not self._status.done():
@@ -58,8 +64,9 @@ class ForkedJail:
     async def wait(self) -> int:
         if self.returncode is None:
             self.returncode = await asyncio.shield(self._status)
-            with contextlib.suppress(OSError):
-                os.close(self._pidfd)
+            if self._pidfd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(self._pidfd)
             self._pidfd = -1
         return self.returncode
 
@@ -88,10 +95,10 @@ class JailTemplate:
         self._proc: asyncio.subprocess.Process | None = None
         self._starting: asyncio.Task[None] | None = None
         self._seq = itertools.count()
-        self._waiting: dict[int, asyncio.Future[tuple[int, int]]] = {}
+        #: orders sent and not yet answered: the jail each will be, and its answer
+        self._waiting: dict[int, tuple[ForkedJail, asyncio.Future[None]]] = {}
+        #: jails forked and not yet ended, by their monitor's pid
         self._jails: dict[int, ForkedJail] = {}
-        #: monitors whose end the template told before their spawn was done here
-        self._early_exits: dict[int, int] = {}
         self._reader: asyncio.Task[None] | None = None
         self._logger: asyncio.Task[None] | None = None
         #: how many templates were started (1 unless one died)
@@ -155,32 +162,39 @@ class JailTemplate:
         the caller's (the template gets copies)."""
         await self.ensure_started()
         assert self._sock is not None
+        loop = asyncio.get_running_loop()
         err_r, err_w = os.pipe()
+        stderr = asyncio.StreamReader(limit=2**16)
+        try:
+            transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(stderr), os.fdopen(err_r, "rb", buffering=0)
+            )
+        except BaseException:
+            os.close(err_r)
+            os.close(err_w)
+            raise
+        # Registered before the order goes: the reader binds it to its pid as it reads
+        # the answer, before it can read that monitor's end.
+        jail = ForkedJail(stderr)
+        answer: asyncio.Future[None] = loop.create_future()
         seq = next(self._seq)
-        answer: asyncio.Future[tuple[int, int]] = asyncio.get_running_loop().create_future()
-        self._waiting[seq] = answer
+        self._waiting[seq] = (jail, answer)
         order = {"seq": seq, "spec": spec.to_json(), "roles": list(fds)}
         try:
             socket.send_fds(
                 self._sock, [json.dumps(order).encode()], [err_w, seccomp_fd, *fds.values()]
             )
-            pid, pidfd = await answer
+            await asyncio.shield(answer)
         except BaseException:
-            self._waiting.pop(seq, None)
-            os.close(err_r)
+            if answer.done() and not answer.cancelled() and answer.exception() is None:
+                jail.kill()  # forked, but its caller gave up on it (cancelled)
+            else:
+                # unanswered yet: the reader kills what it forks for this order
+                answer.cancel()
+            transport.close()
             raise
         finally:
             os.close(err_w)
-        stderr = asyncio.StreamReader(limit=2**16)
-        protocol = asyncio.StreamReaderProtocol(stderr)
-        await asyncio.get_running_loop().connect_read_pipe(
-            lambda: protocol, os.fdopen(err_r, "rb", buffering=0)
-        )
-        jail = ForkedJail(pid, pidfd, stderr)
-        if (status := self._early_exits.pop(pid, None)) is not None:
-            jail._ended(status)
-        else:
-            self._jails[pid] = jail
         return jail
 
     async def _read(self) -> None:
@@ -198,11 +212,9 @@ class JailTemplate:
                     pid, status = int(message["exit"]), int(message["status"])
                     if (jail := self._jails.pop(pid, None)) is not None:
                         jail._ended(status)
-                    else:  # it ended before its spawn was done here (killed at once)
-                        self._early_exits[pid] = status
                     continue
-                waiter = self._waiting.pop(message.get("seq"), None)  # type: ignore[arg-type]
-                if waiter is None:
+                jail, answer = self._waiting.pop(message.get("seq"), (None, None))  # type: ignore[arg-type]
+                if jail is None or answer is None:
                     for fd in fds:
                         os.close(fd)
                     if message.get("error"):
@@ -211,11 +223,17 @@ class JailTemplate:
                 if "error" in message or len(fds) != 1:
                     for fd in fds:
                         os.close(fd)
-                    waiter.set_exception(
-                        OSError(f"the jail template refused: {message.get('error')}")
-                    )
+                    if not answer.done():
+                        answer.set_exception(
+                            OSError(f"the jail template refused: {message.get('error')}")
+                        )
+                    continue
+                jail._forked(int(message["pid"]), fds[0])
+                self._jails[jail.pid] = jail
+                if answer.cancelled():  # its spawn gave up: a jail nobody will use
+                    jail.kill()
                 else:
-                    waiter.set_result((int(message["pid"]), fds[0]))
+                    answer.set_result(None)
         except (OSError, ValueError) as exc:
             why = f"the jail template's channel failed: {exc}"
         self._gone(why)
@@ -226,9 +244,9 @@ class JailTemplate:
             self._sock.close()
             self._sock = None
         self._kill()
-        for waiter in self._waiting.values():
-            if not waiter.done():
-                waiter.set_exception(TemplateGone(why))
+        for _, answer in self._waiting.values():
+            if not answer.done():
+                answer.set_exception(TemplateGone(why))
         self._waiting.clear()
         for jail in self._jails.values():  # their monitors die with the template
             jail._ended(-signal.SIGKILL)
