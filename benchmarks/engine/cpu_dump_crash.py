@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 #: compile options per variant; "one CPU" variants pin the process to CPU 0 before
 #: JAX starts (XLA sizes its thread pools from the CPUs the process may use)
@@ -120,4 +121,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks.support.reproduce import announce
+
+    announce()
     main()

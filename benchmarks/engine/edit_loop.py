@@ -528,4 +528,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.reproduce import announce
+
+    announce()
     main()

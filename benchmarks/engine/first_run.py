@@ -221,4 +221,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.reproduce import announce
+
+    announce()
     main()

@@ -91,4 +91,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.support.reproduce import announce
+
+    announce()
     main()

@@ -12,6 +12,8 @@ accelerator; on a CPU every precision gives float32's.
 from __future__ import annotations
 
 import contextlib
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -38,4 +40,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks.support.reproduce import announce
+
+    announce()
     main()

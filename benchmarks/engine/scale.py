@@ -349,4 +349,7 @@ def _cell(value: float | None) -> str:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.reproduce import announce
+
+    announce()
     main()

@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import timeit
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -90,4 +92,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks.support.reproduce import announce
+
+    announce()
     main()

@@ -40,13 +40,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.support.procfs import threads_cpu_s  # noqa: E402
 from sandbox.jail.jail import Jailer  # noqa: E402
 from sandbox.jail.settings import JailConfig, JailLimits  # noqa: E402
 from sandbox.pool.settings import PoolSettings  # noqa: E402
 from sandbox.pool.zygote_pool import ZygotePool  # noqa: E402
 from sandbox.protocol import RunRequest  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
 SETTINGS = PoolSettings(pool_size=4, pool_running=1, pool_spares=0, pool_per_tenant=1)
 
 
@@ -80,29 +80,14 @@ async def bare_jail(jailer: Jailer) -> dict[str, float]:
         os.close(hold_r)
         assert await loop.run_in_executor(None, os.read, out_r, 2) == b"up"
         ms = (time.perf_counter() - t0) * 1000
-        used = cpu_s(sorted(jail.cgroup.pids())) if jail.cgroup is not None else float("nan")
+        used = (
+            threads_cpu_s(sorted(jail.cgroup.pids())) if jail.cgroup is not None else float("nan")
+        )
     finally:
         os.close(out_r)
         os.close(hold_w)
         await jail.close()
     return {"ready_ms": ms, "cpu_s": used}
-
-
-def cpu_s(pids: list[int]) -> float:
-    """CPU-seconds of ``pids``: every thread's time on a CPU (``schedstat``, in ns),
-    and what each reaped of its children (``stat``'s cutime and cstime, in ticks)."""
-    total = 0.0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                rest = f.read().rsplit(")", 1)[1].split()
-            total += (int(rest[13]) + int(rest[14])) / TICK
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/schedstat") as f:
-                    total += int(f.read().split()[0]) / 1e9
-        except OSError:
-            continue
-    return total
 
 
 async def one_jail(pool: ZygotePool, tenant: str) -> dict[str, float]:
@@ -112,7 +97,7 @@ async def one_jail(pool: ZygotePool, tenant: str) -> dict[str, float]:
     ready_ms = (time.perf_counter() - t0) * 1000
     group = z.jail.cgroup
     pids = sorted(group.pids()) if group is not None else []
-    used = cpu_s(pids)
+    used = threads_cpu_s(pids)
     request = RunRequest.model_validate(
         {"code": "def f(x):\n    return x * 2\n", "args": "(jnp.ones((3,)),)"}
     )
@@ -177,6 +162,9 @@ def _template_boot() -> str:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.reproduce import announce
+
+    announce()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=10)
     parser.add_argument("--json", action="store_true")

@@ -64,6 +64,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.server.pristine_cost import Client, metric  # noqa: E402
+from benchmarks.support import reproduce  # noqa: E402
 from tests.support.live_server import LiveServer  # noqa: E402
 
 MODES = {"exec": "0", "fork": "1"}
@@ -399,7 +400,7 @@ def main() -> None:
     parser.add_argument("--jails", type=int, default=5, help="jail_start.py's N (0: skip)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
-    command = "python benchmarks/pool/new_jail.py " + " ".join(sys.argv[1:])
+    command = reproduce.command()
     result = run(args)
     result["command"] = command
     if args.json:
@@ -408,4 +409,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.reproduce import announce
+
+    announce()
     main()

@@ -86,6 +86,9 @@ async def main(versions: list[str], repeat: int, pause: float) -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.reproduce import announce
+
+    announce()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("versions", nargs="*", help="versions (default: every installed one)")
     parser.add_argument("--repeat", type=int, default=10)

@@ -205,5 +205,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks.support.reproduce import announce
+
+    announce()
     os.environ.setdefault("JAXPLAY_LOG_FORMAT", "text")
     main()

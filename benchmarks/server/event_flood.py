@@ -299,4 +299,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.reproduce import announce
+
+    announce()
     sys.exit(main())

@@ -57,6 +57,7 @@ import websockets
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.support.procfs import cpu_s, machine_busy_s, memory  # noqa: E402
 from benchmarks.support.stats import percentile  # noqa: E402
 from tests.support.live_server import LiveServer  # noqa: E402
 
@@ -274,22 +275,6 @@ def reason(error: dict[str, Any]) -> str:
 # --- measuring ------------------------------------------------------------------------
 
 
-def memory(pid: int) -> tuple[int, int]:
-    """(VmRSS, VmHWM) in bytes."""
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0]) * 1024
-    return values.get("VmRSS", 0), values.get("VmHWM", 0)
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 ZYGOTE_MARK = b"sandbox.zygote.main"
 
 
@@ -367,13 +352,6 @@ def rejected(url: str) -> dict[str, float]:
         for line in text.splitlines()
         if line.startswith('jaxplay_rejected_runs_total{reason="')
     }
-
-
-def machine_busy_s() -> float:
-    """CPU seconds all CPUs of the machine spent not idle so far (/proc/stat)."""
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = values[3] + values[4]  # idle + iowait
-    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 async def sample(pid: int, samples: list[int], tree: TreeCPU, stop: asyncio.Event) -> None:
@@ -598,4 +576,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.reproduce import announce
+
+    announce()
     main()

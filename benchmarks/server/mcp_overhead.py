@@ -93,4 +93,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.reproduce import announce
+
+    announce()
     raise SystemExit(main())

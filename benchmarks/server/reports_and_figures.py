@@ -129,4 +129,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.reproduce import announce
+
+    announce()
     raise SystemExit(main())

@@ -72,9 +72,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.server import soak_traffic as traffic  # noqa: E402
-from benchmarks.server.load_ws import cpu_s, machine_busy_s  # noqa: E402
 from benchmarks.server.soak_stack import FAULTS, RUN_ENDING, Stack  # noqa: E402
 from benchmarks.server.soak_trend import Samples, take_sample  # noqa: E402
+from benchmarks.support.procfs import cpu_s, machine_busy_s  # noqa: E402
 from benchmarks.support.stats import percentile  # noqa: E402
 from tests.support.services import Postgres  # noqa: E402
 
@@ -346,4 +346,7 @@ def report(result: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.reproduce import announce
+
+    announce()
     main()

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.server import soak_traffic as traffic
-from benchmarks.server.soak_trend import proc_status, process_kinds
+from benchmarks.server.soak_trend import process_kinds
+from benchmarks.support import procfs
 from tests.support.live_server import LiveServer
 from tests.support.ports import wait_for
 from tests.support.processes import Worker, descendants
@@ -110,7 +111,7 @@ class Stack:
         found: dict[str, float] = {}
         if self.worker is not None and self.worker.alive():
             pid = self.worker.pid
-            status = proc_status(pid)
+            status = procfs.status(pid)
             found["worker.rss_mb"] = status.get("VmRSS", 0) / 1024
             found["worker.fds"] = float(len(list(Path(f"/proc/{pid}/fd").iterdir())))
             kinds = process_kinds({p: (0, "") for p in descendants(pid)})

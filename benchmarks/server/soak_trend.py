@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.support import procfs
 from benchmarks.support.stats import percentile
 
 #: answers of a route a sample window needs for its p50/p95 to be a point of the trend
@@ -147,15 +148,6 @@ class Samples:
         return verdicts
 
 
-def proc_status(pid: int) -> dict[str, int]:
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM", "Threads"):
-            values[key] = int(rest.split()[0])
-    return values
-
-
 def process_kinds(descendants: dict[int, tuple[int, str]]) -> dict[str, int]:
     """Processes under the server, counted from /proc whatever the pool says of
     itself: the server's own helpers (its uid: launchers, a jail template, diffs),
@@ -239,7 +231,7 @@ def take_sample(
         if value is not None:
             seen[name] = value
 
-    status = proc_status(pid)
+    status = procfs.status(pid)
     put("server.rss_mb", status.get("VmRSS", 0) / 1024)
     put("server.threads", float(status.get("Threads", 0)))
     put("server.fds", float(len(os.listdir(f"/proc/{pid}/fd"))))
