@@ -3,7 +3,7 @@
 // its answer: per output where it first changed, the diff at that step, and the
 // stage and timing figures side by side. Pure: the view is panes/across.ts.
 import * as z from "zod/mini";
-import { fmtMs } from "./format";
+import { fmtMs } from "./util/format";
 import type { RunBody } from "./generated/request";
 
 /** The server's bounds on `versions` (backend/app/routes/across.py, MAX_ACROSS). */

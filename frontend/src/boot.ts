@@ -9,8 +9,8 @@
 // this: the server renders it in the HTML (#jaxplay-static, backend/app/page.py), and
 // main.ts removes that in the task that builds the page.
 import "./style.css";
-import { adoptEarly, conn, sendEarly } from "./app/socket";
-import { INITIAL_ID } from "./app/initial";
+import { adoptEarly, conn, sendEarly } from "./connection/socket";
+import { INITIAL_ID } from "./connection/initial";
 import { DEFAULT_STATE } from "./examples";
 import { embeddedSnippet, fromRequest, toRequest } from "./state";
 import type { StepProblem } from "./transforms";

@@ -3,7 +3,7 @@
 // in the groups of the tab bar (app/tabtable.ts), each named as its tab is. The XLA
 // flags and why a compile target refuses an output are said at its foot.
 import { buildChecksBox, computeRow, type ChecksBox } from "./checks";
-import { h } from "./dom";
+import { h } from "./util/dom";
 import type { Output } from "./generated/request";
 import { GROUP_TITLES, GROUPS } from "./app/tabtable";
 import { OUTPUT_PANES, outputTitle } from "./panes/registry";

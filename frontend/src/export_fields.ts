@@ -3,7 +3,7 @@
 // argument's own shape), and `exportPlatforms`, comma-separated (`cpu, cuda, tpu`).
 // Sent only when the export output is ticked and the field is not empty.
 import { RunRequest } from "./generated/request";
-import { parsedOrNull } from "./narrow";
+import { parsedOrNull } from "./util/narrow";
 
 export interface ExportState {
   exportShapes?: string;

@@ -1,7 +1,7 @@
 // The page's skeleton: the top bar, the editor column, the pipeline builders, the
 // progress line and the output tabs (from the one tab table, app/tabtable.ts).
 // Behaviour lives in the controllers of app/, wired together by main.ts.
-import { h } from "./dom";
+import { h } from "./util/dom";
 import { buildCompute, closesOutside, keepsOnScreen } from "./compute";
 import { EXAMPLES, PRESETS } from "./examples";
 import { CONFIG_TOGGLES } from "./state";

@@ -3,7 +3,7 @@
 // It edits the page state's `sharding`; sharding.ts turns that into the request.
 // Where the server offers TPU topologies, "compile for TPU" picks one (`tpu_topology`):
 // the mesh is then built over that topology's devices (targets.ts).
-import { clear, h } from "./dom";
+import { clear, h } from "./util/dom";
 import { AXIS_TYPES, SpecError, meshSize, meshToJson, parseSpec, type AxisType, type ShardingState } from "./sharding";
 import { entrySignature } from "./signature";
 import { topologyDevices, topologyMesh } from "./targets";

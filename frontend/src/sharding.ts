@@ -3,8 +3,8 @@
 // draws (each array's blocks as rectangles, a colour per device, the collectives).
 // Pure: no DOM, unit-tested (test/sharding.test.ts).
 import { MeshSpec, type RunRequest } from "./generated/request";
-import { parsedOrNull } from "./narrow";
-import type { EventOf } from "./protocol";
+import { parsedOrNull } from "./util/narrow";
+import type { EventOf } from "./connection/protocol";
 import type { Json } from "./json";
 
 /** A mesh axis's type, as the server's MeshSpec has it. */

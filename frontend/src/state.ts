@@ -4,7 +4,7 @@ import * as z from "zod/mini";
 import { checksFromRequest, checksFromSaved, checksRequest, type ChecksState } from "./checks";
 import { exportFromRequest, exportRequest, type ExportState } from "./export_fields";
 import { Backend, RunRequest, TransformName, type Output } from "./generated/request";
-import { parsedItems, parsedOrNull } from "./narrow";
+import { parsedItems, parsedOrNull } from "./util/narrow";
 import { optInOutput, requestOutputs } from "./panes/registry";
 import { flagsText, parseFlags } from "./xla";
 import { targetProblems, type Targets } from "./targets";

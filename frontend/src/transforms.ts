@@ -2,7 +2,7 @@
 // (sandbox/protocol.py TRANSFORM_OPTIONS). Pure: no DOM, unit-tested.
 
 import { Transform, TransformName } from "./generated/request";
-import { parsedOrNull } from "./narrow";
+import { parsedOrNull } from "./util/narrow";
 import type { Json } from "./json";
 import { formatSpec, parseSpecList } from "./sharding";
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { acrossBody, acrossChoices, AcrossAnswer, diffLineKind, outputTitle, timesTable, verdict, type OutputChange } from "../src/across";
 import { DEFAULT_STATE } from "../src/examples";
-import { fmtAgo } from "../src/format";
+import { fmtAgo } from "../src/util/format";
 import { toRequest } from "../src/state";
 
 const VERSIONS = [

@@ -1,7 +1,7 @@
 // The Autodiff pane's parts that need no DOM: the stages as tabs with their source
 // maps, each path's heading, the residual and policy rows.
 import { describe, expect, it } from "vitest";
-import { parseEvent } from "../src/protocol";
+import { parseEvent } from "../src/connection/protocol";
 import { pathSummary, policyCells, residualCells, stageTabs, type AutodiffEvent } from "../src/panes/autodiff";
 
 const FORWARD = "{ lambda ; a:f32[8]. let\n    b:f32[8] = sin a\n    c:f32[8] = cos a\n  in (b, a, c) }";

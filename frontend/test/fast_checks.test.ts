@@ -1,7 +1,7 @@
 // The big arrays' one-loop checks (src/fast-checks.ts): the same bounds the events'
 // JSON Schema gives, through the generated event schemas the page parses with.
 import { describe, expect, it } from "vitest";
-import { parseEvent } from "../src/protocol";
+import { parseEvent } from "../src/connection/protocol";
 
 const jaxpr = (sources: unknown): ReturnType<typeof parseEvent> => parseEvent({ type: "jaxpr", text: "x", sources });
 

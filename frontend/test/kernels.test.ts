@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_STATE, EXAMPLES } from "../src/examples";
 import { blockLabel, blockLines, blockRect, cellOf, gridLayout, lineMap, pointIndex, type KernelsEvent } from "../src/kernels";
-import { parseEvent } from "../src/protocol";
+import { parseEvent } from "../src/connection/protocol";
 import { fromRequest, toRequest } from "../src/state";
 
 function matmul(): KernelsEvent {

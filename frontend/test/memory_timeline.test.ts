@@ -6,7 +6,7 @@ import { LazyPane } from "../src/app/lazy";
 import { PaneScheduler } from "../src/app/render";
 import { kernelLines, type PallasKernel } from "../src/kernels";
 import { bandOf } from "../src/linking";
-import { parseEvent, type EventOf } from "../src/protocol";
+import { parseEvent, type EventOf } from "../src/connection/protocol";
 import { asmLines } from "../src/panes/asm";
 import { bandClass, bandShapes, peakX, timelineLines, type MemoryTimeline } from "../src/panes/memory_timeline";
 import { profileLines, type ProfileEvent } from "../src/panes/profile";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseEvent } from "../src/protocol";
+import { parseEvent } from "../src/connection/protocol";
 import { COLUMNS, errorText, fmt, numericsTable } from "../src/panes/numerics";
 import { bornLevel, numericsDecorations } from "../src/editor-numerics";
 

@@ -2,7 +2,7 @@
 // trace's bytes, and Perfetto's PING/PONG handshake.
 import { gunzipSync, gzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
-import { parseEvent } from "../src/protocol";
+import { parseEvent } from "../src/connection/protocol";
 import { fmtRate, handToPerfetto, openWithoutOpener, passTimeIndex, passTimeKey, PERFETTO_ORIGIN, shares, timelineBars, traceBytes, type ProfileEvent } from "../src/panes/profile";
 
 const row = (name: string, total_us: number, line: number | null = 3) => ({

@@ -2,7 +2,7 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { isDocUrl, parseEvent, parseServerMessage } from "../src/protocol";
+import { isDocUrl, parseEvent, parseServerMessage } from "../src/connection/protocol";
 
 const dir = join(import.meta.dirname, "fixtures");
 const fixtures = readdirSync(dir).filter((f) => f.endsWith(".jsonl"));

@@ -157,7 +157,7 @@ describe("the Value pane's tree", async () => {
 
 describe("the tree of real values (fixtures: `jaxplay run examples/… --output value --json`)", async () => {
   const { readFileSync } = await import("node:fs");
-  const { parseEvent } = await import("../src/protocol");
+  const { parseEvent } = await import("../src/connection/protocol");
   const valueOf = (name: string) => {
     const lines = readFileSync(new URL(`./fixtures/${name}`, import.meta.url), "utf8").split("\n").filter(Boolean);
     for (const line of lines) {

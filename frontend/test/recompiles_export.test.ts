@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { recompileDecorations, recompileField, setRecompileMarks } from "../src/editor-recompiles";
 import { artifactBlob } from "../src/panes/export";
 import { totals } from "../src/panes/recompiles";
-import { parseEvent } from "../src/protocol";
+import { parseEvent } from "../src/connection/protocol";
 
 const miss = (reason: string, explanation: string | null, ms: [number, number, number]) => ({ explanation, reason, trace_ms: ms[0], lower_ms: ms[1], compile_ms: ms[2], from_disk: false });
 const RECOMPILES = {

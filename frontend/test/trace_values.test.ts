@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseEvent } from "../src/protocol";
+import { parseEvent } from "../src/connection/protocol";
 import { badText, COLUMNS, firstBad, fmtNumber, traceTable } from "../src/panes/trace_values";
 
 // The event the engine makes for grad of `jnp.where(x > 0, jnp.sqrt(x), 0.0)` at 0

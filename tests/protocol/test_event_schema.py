@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import pytest
 
-from backend.app.wire import RunBody
+from backend.app.core.wire import RunBody
 from sandbox.protocol.events import EVENT_FIELDS, EVENT_MODELS
 from sandbox.protocol.limits import MAX_EVENT_BYTES
 from sandbox.protocol.lines import BadEvent, parse_event_line, validate_event
@@ -46,7 +46,7 @@ def test_the_page_request_types_are_the_snippet_and_run_bodies_with_named_enums(
         body = text.split(f"export const {model} = z.strictObject({{\n")[1].split("\n});")[0]
         return {line.split(":")[0].strip() for line in body.splitlines()}
 
-    # RunBody (backend/app/wire.py) is what a run sends: the snippet's RunRequest plus cache
+    # RunBody (backend/app/core/wire.py) is what a run sends: the snippet's RunRequest plus cache
     assert fields("RunBody") == set(RunBody.model_fields)
     assert fields("RunRequest") == set(RunRequest.model_fields) == fields("RunBody") - {"cache"}
     # the enums the page narrows its input to are named, and the fields use the names
@@ -58,7 +58,7 @@ def test_the_page_request_types_are_the_snippet_and_run_bodies_with_named_enums(
 
 
 def test_only_big_arrays_of_scalars_and_source_maps_get_the_one_loop_checks() -> None:
-    """The page's one-loop checks (frontend/src/fast-checks.ts) stand in for zod only
+    """The page's one-loop checks (frontend/src/util/fast-checks.ts) stand in for zod only
     where they check the same thing: what they cannot (an object to strip, a pattern)
     stays zod's; the vitest suite checks what they accept and refuse in the page."""
     gen = _generator()

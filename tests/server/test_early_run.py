@@ -1,4 +1,4 @@
-"""A new shared link's run, sent by the page's first script (backend/app/early_run.py):
+"""A new shared link's run, sent by the page's first script (backend/app/web/early_run.py):
 the run is the page's own (the cases of frontend/test/fixtures/early-run.json, which
 frontend/test/app/early.test.ts checks against the page's round trip), its JSON is
 escaped, the script is the one constant the page's CSP allows by hash, first in the
@@ -17,9 +17,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from backend.app.early_run import BARE_TRANSFORMS, EARLY_SCRIPT, EARLY_SCRIPT_CSP, page_request
-from backend.app.page import MAX_INITIAL_BYTES, page_html
-from backend.app.storage import canonical_json
+from backend.app.storage.sqlite import canonical_json
+from backend.app.web.early_run import BARE_TRANSFORMS, EARLY_SCRIPT, EARLY_SCRIPT_CSP, page_request
+from backend.app.web.page import MAX_INITIAL_BYTES, page_html
 from sandbox.protocol import RunRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,9 +138,9 @@ def test_a_run_sent_before_the_hello_arrives_is_served(make_client: Make) -> Non
 
 def test_the_early_script_names_the_link_as_the_page_does() -> None:
     """Issue 33: the early run's socket names the page's link (``?link=ID``) with the
-    page's own pattern (frontend/src/connection.ts ``LINK_PATH``), so the server runs a
+    page's own pattern (frontend/src/connection/connection.ts ``LINK_PATH``), so the server runs a
     link's code as it came in a process of its own from the first run on."""
-    page = (ROOT / "frontend" / "src" / "connection.ts").read_text()
+    page = (ROOT / "frontend" / "src" / "connection" / "connection.ts").read_text()
     pattern = re.search(r"const LINK_PATH = (/.+/);", page)
     assert pattern is not None
     assert f"k={pattern.group(1)}.exec(l.pathname)" in EARLY_SCRIPT

@@ -115,7 +115,7 @@ def shown(events: list[dict[str, Any]]) -> tuple[str, list[str | None]]:
 
 def ws_run(server: LiveServer, c: httpx.Client, body: dict[str, Any], link: str | None) -> Any:
     """One run on a WebSocket as the page opens it: its cookie and address, and the
-    link its page was opened from (``?link=``, frontend/src/connection.ts wsUrl)."""
+    link its page was opened from (``?link=``, frontend/src/connection/connection.ts wsUrl)."""
     url = server.url.replace("http", "ws") + "/api/v1/ws" + (f"?link={link}" if link else "")
     headers = {"X-Forwarded-For": c.headers["X-Forwarded-For"]}
     if c.cookies:

@@ -2,8 +2,8 @@
 // and shows where each output changed. The view (panes/across.ts) and the request's
 // rules (across.ts) are loaded on first use: a chunk of their own.
 import type { RunBody } from "../generated/request";
-import { linkQuery } from "../connection";
-import { ApiError } from "../protocol";
+import { linkQuery } from "../connection/connection";
+import { ApiError } from "../connection/protocol";
 import type { AcrossView } from "../panes/across";
 
 type AcrossModule = typeof import("../across");

@@ -3,11 +3,11 @@
 // JAX versions in the version picker, the compile targets and the versions for across
 // mode handed on. The state's backend and version are kept listed when the server
 // does not name them (a link made elsewhere: the run then says so).
-import { h } from "../dom";
+import { h } from "../util/dom";
 import { Backend } from "../generated/request";
 import type { Layout } from "../layout";
-import { parsedOrNull } from "../narrow";
-import { Backends } from "../protocol";
+import { parsedOrNull } from "../util/narrow";
+import { Backends } from "../connection/protocol";
 import type { PlayState } from "../state";
 import type { VersionInfo } from "./across";
 import type { PlayStore } from "./store";

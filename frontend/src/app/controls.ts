@@ -4,7 +4,7 @@
 // snippet, an example, the autosave shown). The controls with behaviour of their own
 // (the editor, the pipelines, the mesh builder, the targets) are main.ts's.
 import { Backend, RunRequest, type Output } from "../generated/request";
-import { parsedOrNull } from "../narrow";
+import { parsedOrNull } from "../util/narrow";
 import { optInOutput } from "../panes/registry";
 import type { PlayState } from "../state";
 

@@ -5,9 +5,9 @@
 // A library the operator offers other versions of has a version menu: the pick is
 // sent with each run (`libraries`) and kept in the share link.
 // The content is libraries.ts's view model; this file only draws it.
-import { h } from "../dom";
+import { h } from "../util/dom";
 import { importInsertion, keptChoices, librariesView, type LibraryVersion, versionsWithLibraries, withChoice } from "../libraries";
-import type { RunEvent } from "../protocol";
+import type { RunEvent } from "../connection/protocol";
 
 export interface LibrariesHooks {
   /** the editor's code now */

@@ -1,8 +1,8 @@
 // Notebook import: an .ipynb dropped on the page or opened with **Open .ipynb** becomes
 // a snippet (POST /api/v1/snippets/import: code cells joined, ! and % lines dropped,
 // the entry its last top-level def) and the page goes to its link.
-import { h } from "../dom";
-import { ApiError } from "../protocol";
+import { h } from "../util/dom";
+import { ApiError } from "../connection/protocol";
 
 export type Imported = { url: string; dropped: number } | { problem: string };
 

@@ -5,20 +5,20 @@
 // tampered run, and an opt-in output not asked for offered as one click.
 import type { EditorView } from "@codemirror/view";
 import type { ArgsFollower } from "../args";
-import { h } from "../dom";
+import { h } from "../util/dom";
 import { setErrorMark } from "../editor";
 import { localHint } from "../i18n";
 import { setRecompileMarks } from "../editor-recompiles";
 import { setNumericsMarks } from "../editor-numerics";
 import { PRECISION_SETTINGS } from "../panes/numerics";
 import { setShapes } from "../editor-shapes";
-import { fmtAgo } from "../format";
+import { fmtAgo } from "../util/format";
 import type { Output, RunBody } from "../generated/request";
 import type { Layout } from "../layout";
 import { openComputeAt } from "../compute";
 import { OUTPUT_PANES, optInOutput, outputTitle } from "../panes/registry";
 import { precisionNote } from "../precision";
-import { isTampered, pipelineOf, type RunEvent } from "../protocol";
+import { isTampered, pipelineOf, type RunEvent } from "../connection/protocol";
 import { describeSignature, isArgCountError } from "../signature";
 import type { SandboxWait } from "../panes/progress";
 import type { PlayState } from "../state";
@@ -30,7 +30,7 @@ import { AfterPaint } from "./render";
 import type { RunController, RunView } from "./run";
 import type { PlayStore } from "./store";
 import type { TabController } from "./tabs";
-import { TextParts } from "./text-parts";
+import { TextParts } from "../connection/text-parts";
 import { timeoutText } from "./timeout-text";
 import type { TabId } from "./tabtable";
 

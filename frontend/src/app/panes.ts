@@ -4,7 +4,7 @@
 // of panes/later.ts (value, cost, timing, console, memory, kernels, profile) when the
 // page is idle, or when first fed.
 import type { EditorView } from "@codemirror/view";
-import { IR_TYPES, type IrType } from "../protocol";
+import { IR_TYPES, type IrType } from "../connection/protocol";
 import { AsmPane } from "../panes/asm";
 import { ChecksPane } from "../panes/checks";
 import { AutodiffPane } from "../panes/autodiff";

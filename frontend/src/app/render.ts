@@ -4,7 +4,7 @@
 // an event and the jaxpr on screen, and while a run goes the machine's cores are the
 // run's: on a small machine the browser and the server share them). Panes loaded on
 // first use (lazy) are fed only when shown.
-import type { RunEvent } from "../protocol";
+import type { RunEvent } from "../connection/protocol";
 import type { OutputPane } from "../panes/pane";
 import type { TabId } from "./tabtable";
 

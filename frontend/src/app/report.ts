@@ -1,7 +1,7 @@
 // Report: the request stored as a snippet (as Share does), then links to its bug report
 // for JAX's issue form (GET /api/v1/snippets/{id}/report.md and report.ipynb), with the
 // last across-versions comparison's versions, so the report says where it first changed.
-import { h } from "../dom";
+import { h } from "../util/dom";
 import type { RunBody } from "../generated/request";
 import { shareRequest } from "./share";
 

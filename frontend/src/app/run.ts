@@ -2,9 +2,9 @@
 // the WebSocket client, or a fake in unit tests), paints the events of a run the
 // server sent with the page, and re-runs the last request (fresh, past the cache; or
 // with one more output). What a run's events do to the page is the view's (main.ts).
-import type { RunConnection } from "../connection";
+import type { RunConnection } from "../connection/connection";
 import type { Output, RunBody } from "../generated/request";
-import type { RunEvent } from "../protocol";
+import type { RunEvent } from "../connection/protocol";
 
 export interface RunView {
   /** a run starts (sent, or painted from the page): clear the outputs for it, unless

@@ -1,8 +1,8 @@
 // Share: the request stored as a snippet (POST /api/v1/snippets); the page's address
 // becomes its link, copied to the clipboard when the page may.
-import { h } from "../dom";
+import { h } from "../util/dom";
 import type { RunBody } from "../generated/request";
-import { ApiError, SnippetCreated } from "../protocol";
+import { ApiError, SnippetCreated } from "../connection/protocol";
 
 export type Shared = { url: URL; copied: boolean } | { problem: string };
 

@@ -3,7 +3,7 @@
 // (app/initial.ts) and else run at once; without a link, the reader's autosave.
 import { DEFAULT_STATE } from "../examples";
 import { embeddedSnippet, fromRequest, loadAutosave, snippetIdFromPath, toRequest } from "../state";
-import { readInitial } from "./initial";
+import { readInitial } from "../connection/initial";
 import type { OutputsController } from "./outputs";
 import type { RunController } from "./run";
 import type { PlayStore } from "./store";

@@ -2,7 +2,7 @@
 // (a GPU picked clears the TPU topology and the other way round), and what the target
 // refuses said where it shows: each opt-in box it refuses is disabled with its reason,
 // so are the tabs of the outputs it cannot give, and the XLA outputs box says it in words.
-import { h } from "../dom";
+import { h } from "../util/dom";
 import { Output } from "../generated/request";
 import type { Layout } from "../layout";
 import { OUTPUT_PANES, optInOutput } from "../panes/registry";

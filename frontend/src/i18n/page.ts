@@ -2,7 +2,7 @@
 // output groups and tabs, written into the elements layout.ts built (in English) from
 // the catalogue of the language picked; and the language switch in the top bar. Only
 // text is written (textContent, attributes), never HTML.
-import { h } from "../dom";
+import { h } from "../util/dom";
 import type { Layout } from "../layout";
 import { GROUP_TITLES, GROUPS, TABS, type GroupId, type TabId } from "../app/tabtable";
 import { LANGS, lang, onLang, setLang, t, type Key, type Lang } from "./index";

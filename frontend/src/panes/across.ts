@@ -3,7 +3,7 @@
 // the diff at that step (and any later steps, folded), each version's outcome, and
 // the times table. Everything from the server is set as text.
 import { diffLineKind, NOTABLE_RATIO, outputTitle, timesTable, verdict, type AcrossAnswerT, type OutputChange } from "../across";
-import { h } from "../dom";
+import { h } from "../util/dom";
 
 export type AcrossStatus = "idle" | "running" | "ok" | "error" | "cancelled";
 

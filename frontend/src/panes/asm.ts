@@ -1,7 +1,7 @@
 // Assembly: each compiled kernel's disassembly, under the HLO instruction it
 // computes and the code lines that made it (hovering a kernel lights them).
-import { clear, h } from "../dom";
-import type { EventOf } from "../protocol";
+import { clear, h } from "../util/dom";
+import type { EventOf } from "../connection/protocol";
 import { PerPipelinePane } from "./pane";
 
 /** The code lines the pane's hover links: each kernel's. */

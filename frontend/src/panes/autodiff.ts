@@ -4,12 +4,12 @@
 // jaxpr pane; each path's residuals and the checkpoint policies are tables.
 import { EditorState } from "@codemirror/state";
 import { EditorView, lineNumbers } from "@codemirror/view";
-import { clear, h } from "../dom";
-import { fmtBytes, fmtCount } from "../format";
+import { clear, h } from "../util/dom";
+import { fmtBytes, fmtCount } from "../util/format";
 import { highlighting } from "../highlight";
 import { outputLinking, setSources, sourceMap } from "../linking";
 import { jaxprLanguage } from "../modes";
-import type { EventOf } from "../protocol";
+import type { EventOf } from "../connection/protocol";
 import { PerPipelinePane } from "./pane";
 
 export type AutodiffEvent = EventOf<"autodiff">;

@@ -1,8 +1,8 @@
 // Checks: what the request's one-click checks found (docs/api.md#checks), per
 // pipeline: each result's status, JAX's words, and its code line (a click shows it).
-import { clear, h } from "../dom";
+import { clear, h } from "../util/dom";
 import { localHint } from "../i18n";
-import type { EventOf } from "../protocol";
+import type { EventOf } from "../connection/protocol";
 import { PerPipelinePane } from "./pane";
 
 type Result = EventOf<"checks">["results"][number];

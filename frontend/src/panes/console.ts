@@ -1,7 +1,7 @@
 // What the code printed, in order, each block marked with when it was printed:
 // a plain print runs at trace time, jax.debug.print at run time.
-import { clear, h } from "../dom";
-import type { RunEvent } from "../protocol";
+import { clear, h } from "../util/dom";
+import type { RunEvent } from "../connection/protocol";
 import type { OutputPane } from "./pane";
 
 const WHEN: Record<string, { label: string; cls: string; help: string }> = {

@@ -1,7 +1,7 @@
 // Cost and memory: XLA's own estimates, one column per pipeline, with bars.
-import { clear, h } from "../dom";
-import { fmtBytes, fmtCount } from "../format";
-import type { EventOf, RunEvent } from "../protocol";
+import { clear, h } from "../util/dom";
+import { fmtBytes, fmtCount } from "../util/format";
+import type { EventOf, RunEvent } from "../connection/protocol";
 import type { OutputPane } from "./pane";
 
 type Cost = EventOf<"cost">;

@@ -1,8 +1,8 @@
 // Errors: the kind, the line (a button that jumps there), the hint, JAX's page for
 // it, and the full message. Also the server's own refusals (422, 429, 503).
-import { clear, docLink, h, withCode } from "../dom";
+import { clear, docLink, h, withCode } from "../util/dom";
 import { localHint, t } from "../i18n";
-import { isDocUrl, type EventOf } from "../protocol";
+import { isDocUrl, type EventOf } from "../connection/protocol";
 
 export class ErrorsPane {
   private count = 0;

@@ -1,8 +1,8 @@
 // Export: what `jax.export` makes of each pipeline (docs/api.md#export): the in and out
 // avals as JAX prints them, the platforms, the calling convention, the StableHLO, the
 // serialized artifact (a download) and its round trip in a fresh process.
-import { clear, h } from "../dom";
-import type { EventOf } from "../protocol";
+import { clear, h } from "../util/dom";
+import type { EventOf } from "../connection/protocol";
 import { PerPipelinePane } from "./pane";
 
 type Export = EventOf<"export">;

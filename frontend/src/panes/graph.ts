@@ -8,14 +8,14 @@
 // a search box finds nodes (opening the groups that hold them) and "zoom to line"
 // shows the nodes of the pinned code line. In compare mode the two pipelines sit side
 // by side.
-import { clear, h, svg } from "../dom";
+import { clear, h, svg } from "../util/dom";
 import { GraphCanvas } from "../graph/canvas";
 import { layOut, warmUp, type Laid } from "../graph/client";
 import type { IndexEntry, Scene, SceneNode } from "../graph/scene";
 import { CHAR_W, DETAIL_CHARS } from "../graph/sizes";
 import { bandOf, sourceMap } from "../linking";
 import { docFor, docElement } from "../opdocs";
-import type { RunEvent, Sources } from "../protocol";
+import type { RunEvent, Sources } from "../connection/protocol";
 import type { OutputPane } from "./pane";
 
 export type GraphSource = "jaxpr" | "hlo";

@@ -10,11 +10,11 @@ import { EditorView, keymap, lineNumbers } from "@codemirror/view";
 import type { Language } from "@codemirror/language";
 import { Throttled } from "../app/render";
 import { highlighting } from "../highlight";
-import { clear, h } from "../dom";
+import { clear, h } from "../util/dom";
 import { outputLinking, setSources, sourceMap } from "../linking";
 import { hloLanguage, jaxprLanguage, mlirLanguage } from "../modes";
 import { opDocsTooltip } from "../opdocs-tooltip";
-import type { IrType, RunEvent, Sources } from "../protocol";
+import type { IrType, RunEvent, Sources } from "../connection/protocol";
 import { IrTexts, minimalChange } from "./ir_texts";
 import type { OutputPane } from "./pane";
 

@@ -1,7 +1,7 @@
 // Kernels: each pallas_call of the run, its grid map (hover a grid cell: the block of
 // each operand that grid point reads or writes), then the kernel's jaxpr, its
 // Mosaic-TPU module and its Triton IR, each line linked to the code line it came from.
-import { clear, h, svg } from "../dom";
+import { clear, h, svg } from "../util/dom";
 import { blockLabel, blockLines, blockRect, cellOf, gridLayout, kernelLines, lineMap, operandSize, pointIndex, type GridOperand, type PallasKernel } from "../kernels";
 import { PerPipelinePane } from "./pane";
 

@@ -1,9 +1,9 @@
 // Memory: the compiled module's peak, the timeline of bytes live over XLA's schedule
 // (memory_timeline.ts: hover a band, its line lights up) beside the buffers XLA
 // assigned (argument, output, temporary), biggest first, each with its code line.
-import { clear, h } from "../dom";
-import { fmtBytes } from "../format";
-import type { EventOf } from "../protocol";
+import { clear, h } from "../util/dom";
+import { fmtBytes } from "../util/format";
+import type { EventOf } from "../connection/protocol";
 import { drawTimeline, timelineLines } from "./memory_timeline";
 import { PerPipelinePane } from "./pane";
 

@@ -3,10 +3,10 @@
 // hover a band: its line lights up), XLA's peak marked, and the values live there.
 // The geometry is pure (tested in test/memory_timeline.test.ts); drawTimeline adds
 // the SVG and the hover.
-import { h, svg } from "../dom";
-import { fmtBytes } from "../format";
+import { h, svg } from "../util/dom";
+import { fmtBytes } from "../util/format";
 import { bandOf } from "../linking";
-import type { EventOf } from "../protocol";
+import type { EventOf } from "../connection/protocol";
 
 export type MemoryTimeline = NonNullable<EventOf<"memory">["timeline"]>;
 

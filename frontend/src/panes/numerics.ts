@@ -3,8 +3,8 @@
 // comparison and the precision settings when the event has them, then a table of every
 // equation with its error and the error it adds itself ("born"), hints under their
 // rows. The view model (numericsTable, errorText) is pure; the pane only draws it.
-import { clear, h } from "../dom";
-import type { EventOf } from "../protocol";
+import { clear, h } from "../util/dom";
+import type { EventOf } from "../connection/protocol";
 import { bornLevel } from "../editor-numerics";
 import { PerPipelinePane } from "./pane";
 

@@ -1,7 +1,7 @@
 // What every output pane is to the page: it names the events it renders, and renders
 // them itself. main.ts only routes each event to the panes that consume it (and keeps
 // the run-level things: progress, the error marker in the editor, the tabs).
-import type { EventOf, EventType, RunEvent } from "../protocol";
+import type { EventOf, EventType, RunEvent } from "../connection/protocol";
 
 export interface OutputPane {
   /** the event types this pane renders */

@@ -3,8 +3,8 @@
 // column against the worker's peaks, a kernel timeline, the compile's slowest passes,
 // and the trace itself, to download or to open in Perfetto (ui.perfetto.dev, handed
 // over by window.postMessage: https://perfetto.dev/docs/visualization/deep-linking-to-perfetto-ui).
-import { clear, h, svg } from "../dom";
-import type { EventOf } from "../protocol";
+import { clear, h, svg } from "../util/dom";
+import type { EventOf } from "../connection/protocol";
 import { PerPipelinePane } from "./pane";
 
 export type ProfileEvent = EventOf<"profile">;

@@ -5,8 +5,8 @@
 // edit's jaxpr comes before that, and no frame is drawn between the key and the jaxpr
 // (issue 26: each was a layout, a paint and a raster on the cores the run needs).
 import { START_DRAW_MS, Throttled } from "../app/render";
-import { clear, h } from "../dom";
-import { fmtMs } from "../format";
+import { clear, h } from "../util/dom";
+import { fmtMs } from "../util/format";
 
 /** While a run goes, its status and chips are drawn at most this often (ms); its end
  * at once. */

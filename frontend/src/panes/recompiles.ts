@@ -2,8 +2,8 @@
 // each site's calls, hits and misses, each miss with JAX's own explanation and its
 // trace, lower and compile milliseconds; a click on a line shows it in the editor,
 // which marks every call site's line (editor-recompiles.ts).
-import { clear, h } from "../dom";
-import type { EventOf } from "../protocol";
+import { clear, h } from "../util/dom";
+import type { EventOf } from "../connection/protocol";
 import { LastEventPane } from "./pane";
 
 type Recompiles = EventOf<"recompiles">;

@@ -4,7 +4,7 @@
 // when its toggle is on (outputs that cost a dump of XLA's compile).
 import { Output } from "../generated/request";
 import { TABS, type TabId } from "../app/tabtable";
-import { parsedOrNull } from "../narrow";
+import { parsedOrNull } from "../util/narrow";
 import { hasTarget, outputRefusal, type Targets } from "../targets";
 
 export interface OutputEntry {

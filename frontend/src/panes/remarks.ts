@@ -1,5 +1,5 @@
 // Remarks: why JAX traced or compiled again, each at the code line it names.
-import { clear, h } from "../dom";
+import { clear, h } from "../util/dom";
 import { LastEventPane } from "./pane";
 
 export class RemarksPane extends LastEventPane<"remarks"> {

@@ -3,7 +3,7 @@
 // per-device HLO, each linked to the code line that caused it and to the shardings
 // that forced it (Shardy's origins: from what the data had, to what it is taken to);
 // XLA's involuntary full rematerializations at their lines.
-import { clear, h, svg } from "../dom";
+import { clear, h, svg } from "../util/dom";
 import { collectiveRows, deviceColour, formatSpec, gridCells, rematerializationRows, type OriginView, type ShardedArray, type ShardingEvent } from "../sharding";
 import { PerPipelinePane } from "./pane";
 

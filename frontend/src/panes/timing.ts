@@ -1,8 +1,8 @@
 // Timing: a hand-rolled SVG chart (time per call; compile time) and the numbers.
 // Eager vs compiled, compile vs run, pipeline vs pipeline.
-import { clear, h, svg } from "../dom";
-import { fmtMs } from "../format";
-import type { RunEvent, TimingRowT } from "../protocol";
+import { clear, h, svg } from "../util/dom";
+import { fmtMs } from "../util/format";
+import type { RunEvent, TimingRowT } from "../connection/protocol";
 import type { OutputPane } from "./pane";
 
 const W = 680;

@@ -3,8 +3,8 @@
 // NaN and Inf counts), the rows holding a NaN or an Inf marked, and a jump to the
 // first bad value's code line. The view model (traceTable, firstBad) is pure; the
 // pane only draws it.
-import { clear, h } from "../dom";
-import type { EventOf } from "../protocol";
+import { clear, h } from "../util/dom";
+import type { EventOf } from "../connection/protocol";
 import { PerPipelinePane } from "./pane";
 
 type TraceEvent = EventOf<"trace_values">;

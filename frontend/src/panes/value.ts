@@ -3,9 +3,9 @@
 // parameters (an nnx.State, a Linen variables dict, an Equinox module) read best as a
 // tree: the leaves grouped by path prefix (pytree.ts), each group with its parameters
 // and bytes; a toggle switches between the tree and the flat table.
-import { clear, h } from "../dom";
-import { fmtAval, fmtNum } from "../format";
-import type { EventOf, RunEvent, ValueLeaf } from "../protocol";
+import { clear, h } from "../util/dom";
+import { fmtAval, fmtNum } from "../util/format";
+import type { EventOf, RunEvent, ValueLeaf } from "../connection/protocol";
 import { buildTree, fmtBytes, fmtCount, parsePath, type TreeNode } from "../pytree";
 import type { OutputPane } from "./pane";
 

@@ -3,7 +3,7 @@
 // controller (tour/index.ts, with both languages' text of every step) are a chunk of
 // their own, loaded when the tour first opens: a shared link's visitor does not pay
 // for them.
-import { h } from "../dom";
+import { h } from "../util/dom";
 import { onLang, t } from "../i18n";
 import type { TourController } from "./index";
 import type { TourDeps } from "./state";

@@ -2,7 +2,7 @@
 // edit and what should change), the step picker, back and next. A view only: what a
 // button does is the controller's (tour/index.ts). Text goes in as text; a `code`
 // span of the catalogue's text becomes a <code> element.
-import { clear, h } from "../dom";
+import { clear, h } from "../util/dom";
 import { t, type Lang } from "../i18n";
 import { tabTitle } from "../i18n/page";
 import { codeSpans, TOUR, type TourStep } from "./catalogue";

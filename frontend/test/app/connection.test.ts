@@ -1,7 +1,7 @@
 // The WebSocket client against a fake socket: opened at page load and kept, one run
 // frame per run, a live run let finish (within a grace) rather than cancelled.
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { Connection, wsUrl } from "../../src/connection";
+import { Connection, wsUrl } from "../../src/connection/connection";
 import type { RunBody } from "../../src/generated/request";
 import { ACCEPTED, DONE, FakeSocket, JAXPR, settle } from "./fakes";
 

@@ -22,14 +22,14 @@ const FIXTURE = JSON.parse(readFileSync(new URL("../fixtures/early-run.json", im
   cases: Case[];
 };
 
-type SocketModule = typeof import("../../src/app/socket");
+type SocketModule = typeof import("../../src/connection/socket");
 let socket: SocketModule;
 
 beforeAll(async () => {
   // app/socket.ts makes the page's connection when imported: for the page's address
   vi.stubGlobal("location", { protocol: "http:", host: "test" });
   vi.stubGlobal("WebSocket", FakeSocket); // a reconnect makes a fake
-  socket = await import("../../src/app/socket");
+  socket = await import("../../src/connection/socket");
 });
 
 /** The page's own run of a stored link (what app/start.ts sends), and its problems. */
@@ -77,7 +77,7 @@ describe("adopting the first script's socket", () => {
   const seen: string[] = [];
   beforeEach(async () => {
     vi.resetModules(); // a new page: its own connection
-    socket = await import("../../src/app/socket");
+    socket = await import("../../src/connection/socket");
     FakeSocket.made = [];
     seen.length = 0;
     socket.route({

@@ -1,6 +1,6 @@
 // Fakes for the controllers' unit tests (vitest runs in Node: no DOM).
 import type { OutputPane } from "../../src/panes/pane";
-import type { EventType, RunEvent } from "../../src/protocol";
+import type { EventType, RunEvent } from "../../src/connection/protocol";
 
 /** A pane that records what it was asked to do. */
 export class FakePane implements OutputPane {

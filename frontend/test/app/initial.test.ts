@@ -1,6 +1,6 @@
 // A shared link's results embedded in the page (issue 27): parsed as the run's events.
 import { describe, expect, it } from "vitest";
-import { parseInitial } from "../../src/app/initial";
+import { parseInitial } from "../../src/connection/initial";
 import { ACCEPTED, DONE, JAXPR } from "./fakes";
 
 const request = { code: "def f(x):\n    return x\n", args: "(1.0,)" };

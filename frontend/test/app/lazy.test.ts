@@ -3,7 +3,7 @@
 // than it was declared with is refused.
 import { describe, expect, it } from "vitest";
 import { LazyPane } from "../../src/app/lazy";
-import { parseEvent, type RunEvent } from "../../src/protocol";
+import { parseEvent, type RunEvent } from "../../src/connection/protocol";
 import { FakePane } from "./fakes";
 
 const ev = (raw: unknown): RunEvent => {

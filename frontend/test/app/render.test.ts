@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { AfterPaint, OWN_TASK_CHARS, PaneScheduler, Throttled, type ScheduledPane } from "../../src/app/render";
 import type { TabId } from "../../src/app/tabtable";
-import { parseEvent, type RunEvent } from "../../src/protocol";
+import { parseEvent, type RunEvent } from "../../src/connection/protocol";
 import { FakePane, JAXPR } from "./fakes";
 
 const ev = (raw: unknown): RunEvent => {

@@ -1,11 +1,11 @@
 // The run controller against a fake connection: the frame first, then the redraw; a
 // run sent with the page painted without a connection; re-runs from the last request.
 import { describe, expect, it } from "vitest";
-import type { RunConnection } from "../../src/connection";
+import type { RunConnection } from "../../src/connection/connection";
 import type { RunBody } from "../../src/generated/request";
 import { RunController, withOutput, type EarlyRun, type RunView } from "../../src/app/run";
 import { installRunShortcut } from "../../src/app/shortcuts";
-import { parseEvent, type RunEvent } from "../../src/protocol";
+import { parseEvent, type RunEvent } from "../../src/connection/protocol";
 import { ACCEPTED, DONE, JAXPR } from "./fakes";
 
 const REQUEST = { code: "def f(x):\n    return x\n", args: "(1.0,)" } as RunBody;

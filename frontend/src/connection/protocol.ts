@@ -5,7 +5,7 @@
 // server checks them, undeclared fields dropped. Unknown event types are skipped,
 // not errors; the envelope is loose where the server may add fields.
 import * as z from "zod/mini";
-import { DOC_URL_PREFIXES, Events, Leaf, SourceLine, TimingRow } from "./generated/events";
+import { DOC_URL_PREFIXES, Events, Leaf, SourceLine, TimingRow } from "../generated/events";
 
 export { Events };
 const int = z.nullish(z.int());

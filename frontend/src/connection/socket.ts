@@ -13,7 +13,7 @@
 // and sent the run the page would send (window.__jaxplayEarly). The entry adopts that
 // socket and run instead (`adoptEarly`): the messages it got replayed, the run held
 // and taken by the page's first run as one the entry sent.
-import { Connection, wsUrl, type ConnectionHandlers, type EarlySocket } from "../connection";
+import { Connection, wsUrl, type ConnectionHandlers, type EarlySocket } from "./connection";
 import type { RunBody } from "../generated/request";
 
 const routed: ConnectionHandlers = { onEvent: () => {}, onProblem: () => {}, onDropped: () => {} };

@@ -4,7 +4,7 @@
 // it knows the text was ever split. The event's own text past `shown_chars` is a
 // note for clients that ignore parts ("… N more characters follow"): dropped once
 // the parts are joined.
-import type { RunEvent } from "../protocol";
+import type { RunEvent } from "./protocol";
 
 type IrType = "jaxpr" | "stablehlo" | "hlo";
 type IrEvent = Extract<RunEvent, { type: IrType }>;

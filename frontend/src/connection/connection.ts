@@ -11,7 +11,7 @@
 // a loop) is replaced on the wire, which cancels it. Only the newest held run is sent.
 // The Cancel button still cancels at once.
 import { parseServerMessage, type RunEvent } from "./protocol";
-import type { RunBody } from "./generated/request";
+import type { RunBody } from "../generated/request";
 
 export interface ConnectionHandlers {
   onEvent: (seq: number, event: RunEvent) => void;

@@ -7,7 +7,7 @@
 // `done` last; `pending`: the outputs asked for that no cache keeps, e.g. timing). The
 // page paints them before any WebSocket opens, as it paints a run's, and when some are
 // pending runs the request as usual, keeping what it painted (docs/api.md).
-import { parseEvent, type RunEvent } from "../protocol";
+import { parseEvent, type RunEvent } from "./protocol";
 
 export const INITIAL_ID = "jaxplay-initial";
 
