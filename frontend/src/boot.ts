@@ -11,9 +11,9 @@
 import "./style.css";
 import { adoptEarly, conn, sendEarly } from "./connection/socket";
 import { INITIAL_ID } from "./connection/initial";
-import { DEFAULT_STATE } from "./examples";
-import { embeddedSnippet, fromRequest, toRequest } from "./state";
-import type { StepProblem } from "./transforms";
+import { DEFAULT_STATE } from "./model/examples";
+import { embeddedSnippet, fromRequest, toRequest } from "./model/state";
+import type { StepProblem } from "./model/transforms";
 
 const adopted = adoptEarly();
 conn.keep();

@@ -3,9 +3,9 @@
 // Behaviour lives in the controllers of app/, wired together by main.ts.
 import { h } from "./util/dom";
 import { buildCompute, closesOutside, keepsOnScreen } from "./compute";
-import { EXAMPLES, PRESETS } from "./examples";
-import { CONFIG_TOGGLES } from "./state";
-import { GROUP_TITLES, GROUPS, TABS, type GroupId, type TabId } from "./app/tabtable";
+import { EXAMPLES, PRESETS } from "./model/examples";
+import { CONFIG_TOGGLES } from "./model/state";
+import { GROUP_TITLES, GROUPS, TABS, type GroupId, type TabId } from "./model/tabtable";
 
 export function buildLayout(root: HTMLElement) {
   const examples = h(

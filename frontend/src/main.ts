@@ -14,13 +14,13 @@ import type { EditorView } from "@codemirror/view";
 import { ArgsFollower } from "./args";
 import { becomeEmbed, embedIdFromPath } from "./embed";
 import { createEditor, revealLine, setCode, setErrorMark } from "./editor";
-import { DEFAULT_STATE } from "./examples";
+import { DEFAULT_STATE } from "./model/examples";
 import { buildLayout } from "./layout";
 import { firstLinkedLine, setBandLines, showHovered } from "./linking";
 import type { IrType } from "./connection/protocol";
-import { entrySignature } from "./signature";
-import { saveAutosave, toRequest } from "./state";
-import { describePipeline, type StepProblem } from "./transforms";
+import { entrySignature } from "./model/signature";
+import { saveAutosave, toRequest } from "./model/state";
+import { describePipeline, type StepProblem } from "./model/transforms";
 import { AcrossController } from "./app/across";
 import { BackendsController } from "./app/backends";
 import { LibrariesPopover } from "./app/libraries";
@@ -42,7 +42,7 @@ import { installRunShortcut } from "./app/shortcuts";
 import { startPage } from "./app/start";
 import { PlayStore } from "./app/store";
 import { TabController } from "./app/tabs";
-import { hashFor, tabFromHash } from "./app/tabtable";
+import { hashFor, tabFromHash } from "./model/tabtable";
 import { TargetsController } from "./app/targets";
 import { installTheme } from "./app/theme";
 import { Toast } from "./app/toast";
@@ -110,7 +110,7 @@ const editor = createEditor(ui.editorHolder, store.state.code, {
 const pipelines = new PipelinesController(ui, store, { pickTargets: (t) => targets.pick(t), toast: (m) => toast.show(m) });
 const across = new AcrossController({
   load: async () => {
-    const [pane, mod] = await Promise.all([import("./panes/across"), import("./across")]);
+    const [pane, mod] = await Promise.all([import("./panes/across"), import("./model/across-versions")]);
     return { view: new pane.AcrossView(ui.acrossHolder, (versions) => ((store.state.acrossVersions = versions), changed())), mod };
   },
   ticked: () => store.state.acrossVersions,

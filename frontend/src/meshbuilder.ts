@@ -4,9 +4,9 @@
 // Where the server offers TPU topologies, "compile for TPU" picks one (`tpu_topology`):
 // the mesh is then built over that topology's devices (targets.ts).
 import { clear, h } from "./util/dom";
-import { AXIS_TYPES, SpecError, meshSize, meshToJson, parseSpec, type AxisType, type ShardingState } from "./sharding";
-import { entrySignature } from "./signature";
-import { topologyDevices, topologyMesh } from "./targets";
+import { AXIS_TYPES, SpecError, meshSize, meshToJson, parseSpec, type AxisType, type ShardingState } from "./model/sharding-studio";
+import { entrySignature } from "./model/signature";
+import { topologyDevices, topologyMesh } from "./model/targets";
 
 export class MeshBuilder {
   private body: HTMLElement;

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { acrossBody, acrossChoices, AcrossAnswer, diffLineKind, outputTitle, timesTable, verdict, type OutputChange } from "../src/across";
-import { DEFAULT_STATE } from "../src/examples";
+import { acrossBody, acrossChoices, AcrossAnswer, diffLineKind, outputTitle, timesTable, verdict, type OutputChange } from "../src/model/across-versions";
+import { DEFAULT_STATE } from "../src/model/examples";
 import { fmtAgo } from "../src/util/format";
-import { toRequest } from "../src/state";
+import { toRequest } from "../src/model/state";
 
 const VERSIONS = [
   { version: "0.4.38", installed: true, default: false },

@@ -3,10 +3,10 @@
 import { describe, expect, it } from "vitest";
 import { checksBindings } from "../src/app/checks";
 import { ControlsController, type Control } from "../src/app/controls";
-import { CHECK_TOGGLES, checksFromRequest, checksFromSaved, checksRequest } from "../src/checks";
-import { DEFAULT_STATE } from "../src/examples";
+import { CHECK_TOGGLES, checksFromRequest, checksFromSaved, checksRequest } from "../src/model/checks";
+import { DEFAULT_STATE } from "../src/model/examples";
 import { RunRequest } from "../src/generated/request";
-import { fromRequest, toRequest, type PlayState } from "../src/state";
+import { fromRequest, toRequest, type PlayState } from "../src/model/state";
 
 class FakeBox implements Control {
   value = "";

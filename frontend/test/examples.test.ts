@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { buildExamples, EXAMPLE_FILES, EXAMPLES } from "../src/examples";
+import { buildExamples, EXAMPLE_FILES, EXAMPLES } from "../src/model/examples";
 
 const folder = new URL("../../examples/", import.meta.url);
 

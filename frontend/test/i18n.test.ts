@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { GROUPS, TABS } from "../src/app/tabtable";
+import { GROUPS, TABS } from "../src/model/tabtable";
 import { CATALOGUES, fromBrowser, initialLang, LANGS, localHint, t } from "../src/i18n";
 
 const keys = (lang: "en" | "zh"): string[] => Object.keys(CATALOGUES[lang]).filter((k) => k !== "$comment").sort();

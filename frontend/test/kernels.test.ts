@@ -1,10 +1,10 @@
 // The kernels pane's grid map: where each grid point is drawn and the block of each
 // operand it touches (the hover), for a 2 x 2-grid tiled matmul as the engine sends it.
 import { describe, expect, it } from "vitest";
-import { DEFAULT_STATE, EXAMPLES } from "../src/examples";
+import { DEFAULT_STATE, EXAMPLES } from "../src/model/examples";
 import { blockLabel, blockLines, blockRect, cellOf, gridLayout, lineMap, pointIndex, type KernelsEvent } from "../src/kernels";
 import { parseEvent } from "../src/connection/protocol";
-import { fromRequest, toRequest } from "../src/state";
+import { fromRequest, toRequest } from "../src/model/state";
 
 function matmul(): KernelsEvent {
   const parsed = parseEvent({

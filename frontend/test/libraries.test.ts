@@ -3,7 +3,7 @@
 // and the popover's view model from a backends response's versions.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { IMPORTS, importInsertion, importLine, librariesView, versionsWithLibraries, withImport } from "../src/libraries";
+import { IMPORTS, importInsertion, importLine, librariesView, versionsWithLibraries, withImport } from "../src/model/libraries";
 
 const table = readFileSync(new URL("../../sandbox/environments/libraries.py", import.meta.url), "utf8");
 /** name -> the modules of its Library(...) row */

@@ -3,10 +3,10 @@
 // the picks kept or dropped when the JAX version changes, and the request and share
 // link that carry the pick.
 import { describe, expect, it } from "vitest";
-import { acrossBody } from "../src/across";
-import { DEFAULT_STATE } from "../src/examples";
-import { keptChoices, librariesView, versionsWithLibraries, withChoice } from "../src/libraries";
-import { fromRequest, toRequest } from "../src/state";
+import { acrossBody } from "../src/model/across-versions";
+import { DEFAULT_STATE } from "../src/model/examples";
+import { keptChoices, librariesView, versionsWithLibraries, withChoice } from "../src/model/libraries";
+import { fromRequest, toRequest } from "../src/model/state";
 
 // as GET /api/v1/backends lists them (backend/app/wire.py LibraryInfo)
 const versions = versionsWithLibraries([

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { precisionNote } from "../src/precision";
+import { precisionNote } from "../src/model/precision";
 
 describe("the worker line's matmul precision (issue 50)", () => {
   it("says nothing on a CPU, or for a worker that does not say", () => {

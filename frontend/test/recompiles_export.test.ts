@@ -74,8 +74,8 @@ describe("export", () => {
 
 describe("the export fields", () => {
   it("go into the request only when export is ticked, and come back as typed", async () => {
-    const { toRequest, fromRequest } = await import("../src/state");
-    const { DEFAULT_STATE } = await import("../src/examples");
+    const { toRequest, fromRequest } = await import("../src/model/state");
+    const { DEFAULT_STATE } = await import("../src/model/examples");
     const state = { ...structuredClone(DEFAULT_STATE), exportShapes: "b, 3; ", exportPlatforms: "cpu, tpu" };
     expect(toRequest(state).export_shapes).toBeUndefined();
     const problems: { message: string }[] = [];
@@ -88,7 +88,7 @@ describe("the export fields", () => {
   });
 
   it("say what does not parse", async () => {
-    const { exportRequest } = await import("../src/export_fields");
+    const { exportRequest } = await import("../src/model/export_fields");
     const problems: string[] = [];
     expect(exportRequest({ exportShapes: "b; x[0]", exportPlatforms: "cpu, gpu" }, problems)).toEqual({});
     expect(problems).toHaveLength(2);

@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { EXAMPLES, PRESETS, DEFAULT_STATE } from "../src/examples";
+import { EXAMPLES, PRESETS, DEFAULT_STATE } from "../src/model/examples";
 import { RunBody, RunRequest } from "../src/generated/request";
-import { optInOutput } from "../src/panes/registry";
-import { fromRequest, loadAutosave, toRequest, type PlayState } from "../src/state";
-import { fromRequestTransforms, transformName } from "../src/transforms";
+import { optInOutput } from "../src/model/registry";
+import { fromRequest, loadAutosave, toRequest, type PlayState } from "../src/model/state";
+import { fromRequestTransforms, transformName } from "../src/model/transforms";
 
 // The server's RunRequest and RunBody schemas (generated from sandbox/protocol.py and
 // backend/app/wire.py into src/generated/request.ts) type what the page builds; it

@@ -10,9 +10,9 @@ import {
   shardingFromRequest,
   shardingRequest,
   type ShardingEvent,
-} from "../src/sharding";
-import { pmapAsShardMap } from "../src/pmap";
-import { fromRequestTransforms, toRequestTransforms, type Step } from "../src/transforms";
+} from "../src/model/sharding-studio";
+import { pmapAsShardMap } from "../src/model/pmap";
+import { fromRequestTransforms, toRequestTransforms, type Step } from "../src/model/transforms";
 
 const AXES = ["x", "y"];
 
@@ -180,8 +180,8 @@ describe("the sharding pane", () => {
 
 describe("the sharding examples as requests", () => {
   it("send the mesh, the PartitionSpecs and ask for the sharding output", async () => {
-    const { EXAMPLES } = await import("../src/examples");
-    const { toRequest, fromRequest } = await import("../src/state");
+    const { EXAMPLES } = await import("../src/model/examples");
+    const { toRequest, fromRequest } = await import("../src/model/state");
     const ex = EXAMPLES.find((e) => e.id === "sharding-2d-layer")!;
     const problems: unknown[] = [];
     const req = toRequest({ ...ex.state, backend: "cpu" }, problems as never);
@@ -201,16 +201,16 @@ describe("the sharding examples as requests", () => {
   });
 
   it("sends no mesh and no sharding output for the other examples", async () => {
-    const { EXAMPLES } = await import("../src/examples");
-    const { toRequest } = await import("../src/state");
+    const { EXAMPLES } = await import("../src/model/examples");
+    const { toRequest } = await import("../src/model/state");
     const req = toRequest({ ...EXAMPLES[0]!.state, backend: "cpu" });
     expect(req).not.toHaveProperty("mesh");
     expect(req.outputs ?? []).not.toContain("sharding");
   });
 
   it("says which sharding field does not parse", async () => {
-    const { toRequest } = await import("../src/state");
-    const { DEFAULT_STATE } = await import("../src/examples");
+    const { toRequest } = await import("../src/model/state");
+    const { DEFAULT_STATE } = await import("../src/model/examples");
     const problems: { step: number; option: string }[] = [];
     toRequest({ ...DEFAULT_STATE, sharding: { mesh: { shape: "2", names: "x", types: [] }, inShardings: ["y"], outShardings: "" } }, problems as never);
     expect(problems).toMatchObject([{ step: -1, option: "sharding: in_shardings[0]" }]);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { argsFor, describeSignature, entrySignature, followedEntry, isArgCountError, proposeArgs } from "../src/signature";
+import { argsFor, describeSignature, entrySignature, followedEntry, isArgCountError, proposeArgs } from "../src/model/signature";
 
 const args = (code: string, entry = "f") => {
   const sig = entrySignature(code, entry);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_STATE, EXAMPLES, PRESETS } from "../src/examples";
-import { fromRequest, snippetIdFromPath, toRequest } from "../src/state";
+import { DEFAULT_STATE, EXAMPLES, PRESETS } from "../src/model/examples";
+import { fromRequest, snippetIdFromPath, toRequest } from "../src/model/state";
 
 describe("state", () => {
   it("builds the SPEC §1 request, compare included", () => {

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_STATE } from "../src/examples";
+import { DEFAULT_STATE } from "../src/model/examples";
 import { NOT_FOR_GPU_TARGET, RunRequest, TOPOLOGY_OUTPUTS } from "../src/generated/request";
-import { requestOutputs } from "../src/panes/registry";
-import { fromRequest, toRequest, type PlayState } from "../src/state";
-import { outputRefusal, targetProblems, topologyDevices, topologyMesh } from "../src/targets";
-import type { StepProblem } from "../src/transforms";
+import { requestOutputs } from "../src/model/registry";
+import { fromRequest, toRequest, type PlayState } from "../src/model/state";
+import { outputRefusal, targetProblems, topologyDevices, topologyMesh } from "../src/model/targets";
+import type { StepProblem } from "../src/model/transforms";
 
 // Compiling for a GPU or TPU the server does not have: the page asks only for the
 // outputs the server's rules (generated from sandbox/) allow, and says why not the rest.

@@ -1,7 +1,7 @@
 import { readdirSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { DEFAULT_STATE } from "../src/examples";
-import { fromRequest, toRequest } from "../src/state";
+import { DEFAULT_STATE } from "../src/model/examples";
+import { fromRequest, toRequest } from "../src/model/state";
 import { applyCodeEdit, buildTour, codeSpans, pathFor, stepFromAddress, TOUR } from "../src/tour/catalogue";
 
 const folder = new URL("../../tour/", import.meta.url);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { describePipeline, formatJson, fromRequestTransforms, parseAxes, toRequestTransforms, type Step } from "../src/transforms";
+import { describePipeline, formatJson, fromRequestTransforms, parseAxes, toRequestTransforms, type Step } from "../src/model/transforms";
 
 describe("parseAxes", () => {
   it.each([

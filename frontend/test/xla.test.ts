@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { DEFAULT_STATE } from "../src/examples";
-import { fromRequest, toRequest } from "../src/state";
-import { applyUnifiedDiff, changedLines, filterPasses, metadataOnly, parseFlags, passTexts, type PassItem } from "../src/xla";
+import { DEFAULT_STATE } from "../src/model/examples";
+import { fromRequest, toRequest } from "../src/model/state";
+import { applyUnifiedDiff, changedLines, filterPasses, metadataOnly, parseFlags, passTexts, type PassItem } from "../src/model/xla";
 
 // diffs written by Python's difflib, as the engine writes them (sandbox/engine/core/xla_dump.py)
 const cases = JSON.parse(readFileSync(new URL("./fixtures/unified-diffs.json", import.meta.url), "utf8")) as { before: string; after: string; diff: string }[];

@@ -22,7 +22,7 @@ from .test_page import screenshots_dir, set_code, show_tab, wait_done
 SIZES = {"laptop": (1280, 800), "phone": (390, 844)}
 AXE = ROOT / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
 
-#: the tab table (frontend/src/app/tabtable.ts), as a user reads the bar
+#: the tab table (frontend/src/model/tabtable.ts), as a user reads the bar
 GROUPS = {
     "ir": ["jaxpr", "stablehlo", "hlo", "asm", "graph"],
     "values": ["value", "trace_values", "numerics", "checks", "console"],

@@ -4,7 +4,7 @@ rule, the rule reads a run's events and says what does not hold (None when it ho
 
 A step's request is what the page sends for it: the catalogue's fields, the code from
 the step's file, and the server's default outputs besides the ones the step asks for
-(the page's own request: frontend/src/state.ts ``toRequest``). Its ``try`` edit is
+(the page's own request: frontend/src/model/state.ts ``toRequest``). Its ``try`` edit is
 applied the way the page's "Apply" button applies it: each find/replace on the code
 (the text must be there, once), then the request fields it names.
 """

@@ -26,7 +26,7 @@ def test_every_layer_names_every_output_in_order() -> None:
 
 
 def test_page_has_a_pane_entry_per_output() -> None:
-    text = (ROOT / "frontend/src/panes/registry.ts").read_text()
+    text = (ROOT / "frontend/src/model/registry.ts").read_text()
     block = text[text.index("export const OUTPUT_PANES") :]
     block = block[: block.index("\n};")]
     assert sorted(re.findall(r"^  (\w+): \{", block, re.M)) == sorted(OUTPUTS)

@@ -6,7 +6,7 @@ import { linkQuery } from "../connection/connection";
 import { ApiError } from "../connection/protocol";
 import type { AcrossView } from "../panes/across";
 
-type AcrossModule = typeof import("../across");
+type AcrossModule = typeof import("../model/across-versions");
 export type VersionInfo = { version: string; installed: boolean; default: boolean };
 
 /** What the controller needs of the across view (panes/across.ts; a fake in tests). */

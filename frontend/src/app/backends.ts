@@ -8,7 +8,7 @@ import { Backend } from "../generated/request";
 import type { Layout } from "../layout";
 import { parsedOrNull } from "../util/narrow";
 import { Backends } from "../connection/protocol";
-import type { PlayState } from "../state";
+import type { PlayState } from "../model/state";
 import type { VersionInfo } from "./across";
 import type { PlayStore } from "./store";
 

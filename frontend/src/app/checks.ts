@@ -1,7 +1,7 @@
 // The checks box <-> state (checks.ts): each box read into `state.checks` and written
 // back; the grad check's orders and modes shown only while it is ticked.
-import { CHECK_TOGGLES, DEFAULT_CHECKS, GRAD_MODES, GRAD_ORDERS, type ChecksState } from "../checks";
-import type { PlayState } from "../state";
+import { CHECK_TOGGLES, DEFAULT_CHECKS, GRAD_MODES, GRAD_ORDERS, type ChecksState } from "../model/checks";
+import type { PlayState } from "../model/state";
 import type { Binding, Control } from "./controls";
 
 export interface CheckControls {

@@ -5,8 +5,8 @@
 // (the editor, the pipelines, the mesh builder, the targets) are main.ts's.
 import { Backend, RunRequest, type Output } from "../generated/request";
 import { parsedOrNull } from "../util/narrow";
-import { optInOutput } from "../panes/registry";
-import type { PlayState } from "../state";
+import { optInOutput } from "../model/registry";
+import type { PlayState } from "../model/state";
 
 /** What a binding needs of a control (an input, a select, a checkbox; a fake in tests). */
 export interface Control {

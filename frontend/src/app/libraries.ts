@@ -6,7 +6,7 @@
 // sent with each run (`libraries`) and kept in the share link.
 // The content is libraries.ts's view model; this file only draws it.
 import { h } from "../util/dom";
-import { importInsertion, keptChoices, librariesView, type LibraryVersion, versionsWithLibraries, withChoice } from "../libraries";
+import { importInsertion, keptChoices, librariesView, type LibraryVersion, versionsWithLibraries, withChoice } from "../model/libraries";
 import type { RunEvent } from "../connection/protocol";
 
 export interface LibrariesHooks {

@@ -16,14 +16,14 @@ import { fmtAgo } from "../util/format";
 import type { Output, RunBody } from "../generated/request";
 import type { Layout } from "../layout";
 import { openComputeAt } from "../compute";
-import { OUTPUT_PANES, optInOutput, outputTitle } from "../panes/registry";
-import { precisionNote } from "../precision";
+import { OUTPUT_PANES, optInOutput, outputTitle } from "../model/registry";
+import { precisionNote } from "../model/precision";
 import { isTampered, pipelineOf, type RunEvent } from "../connection/protocol";
-import { describeSignature, isArgCountError } from "../signature";
+import { describeSignature, isArgCountError } from "../model/signature";
 import type { SandboxWait } from "../panes/progress";
-import type { PlayState } from "../state";
-import { outputRefusal } from "../targets";
-import { describePipeline, type StepProblem } from "../transforms";
+import type { PlayState } from "../model/state";
+import { outputRefusal } from "../model/targets";
+import { describePipeline, type StepProblem } from "../model/transforms";
 import type { ProblemAction } from "../panes/errors";
 import type { Panes } from "./panes";
 import { AfterPaint } from "./render";
@@ -32,7 +32,7 @@ import type { PlayStore } from "./store";
 import type { TabController } from "./tabs";
 import { TextParts } from "../connection/text-parts";
 import { timeoutText } from "./timeout-text";
-import type { TabId } from "./tabtable";
+import type { TabId } from "../model/tabtable";
 
 /** The Errors card's title for a run that ended badly without an error event. */
 const DONE_TITLES: Record<string, string | undefined> = {

@@ -20,7 +20,7 @@ import { TraceValuesPane } from "../panes/trace_values";
 import { NumericsPane } from "../panes/numerics";
 import { LazyPane } from "./lazy";
 import { PaneScheduler, whenIdle, type ScheduledPane } from "./render";
-import type { TabId } from "./tabtable";
+import type { TabId } from "../model/tabtable";
 
 export interface PaneHooks {
   /** the pointer is on a line linked to `codeLine` (null: off every line) */

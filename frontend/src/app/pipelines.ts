@@ -5,10 +5,10 @@ import { h } from "../util/dom";
 import type { Layout } from "../layout";
 import { MeshBuilder } from "../meshbuilder";
 import { PMAP_TO_SHARD_MAP, PipelineBuilder } from "../pipeline";
-import { pmapAsShardMap } from "../pmap";
-import { entrySignature } from "../signature";
-import type { PlayState } from "../state";
-import type { Targets } from "../targets";
+import { pmapAsShardMap } from "../model/pmap";
+import { entrySignature } from "../model/signature";
+import type { PlayState } from "../model/state";
+import type { Targets } from "../model/targets";
 import type { PlayStore } from "./store";
 
 type PipelineControls = Pick<Layout, "pipeA" | "pipeB" | "meshHolder" | "compareBtn">;

@@ -6,7 +6,7 @@
 // first use (lazy) are fed only when shown.
 import type { RunEvent } from "../connection/protocol";
 import type { OutputPane } from "../panes/pane";
-import type { TabId } from "./tabtable";
+import type { TabId } from "../model/tabtable";
 
 /** A run's start is drawn this long (ms) after it starts, unless it ended first (its
  * status and the cancel button; the IR panes' stale mark later, panes/ir.ts STALE_MS):

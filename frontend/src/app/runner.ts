@@ -2,8 +2,8 @@
 // (app/run.ts), or run on the ticked versions in across mode (app/across.ts); a request
 // that cannot be made says why in Errors instead.
 import type { ArgsFollower } from "../args";
-import { toRequest } from "../state";
-import type { StepProblem } from "../transforms";
+import { toRequest } from "../model/state";
+import type { StepProblem } from "../model/transforms";
 import type { AcrossController } from "./across";
 import type { OutputsController } from "./outputs";
 import type { RunController } from "./run";

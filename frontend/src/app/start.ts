@@ -1,8 +1,8 @@
 // What the page shows first: a shared link's snippet (embedded in the page, or
 // fetched), painted at once when the server sent its results with the page
 // (app/initial.ts) and else run at once; without a link, the reader's autosave.
-import { DEFAULT_STATE } from "../examples";
-import { embeddedSnippet, fromRequest, loadAutosave, snippetIdFromPath, toRequest } from "../state";
+import { DEFAULT_STATE } from "../model/examples";
+import { embeddedSnippet, fromRequest, loadAutosave, snippetIdFromPath, toRequest } from "../model/state";
 import { readInitial } from "../connection/initial";
 import type { OutputsController } from "./outputs";
 import type { RunController } from "./run";

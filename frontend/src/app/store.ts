@@ -3,7 +3,7 @@
 // the controllers added, in the order they were added; `changed` saves it to the
 // autosave a moment after the last change (never in the embed view, which leaves a
 // reader's own autosave alone).
-import type { PlayState } from "../state";
+import type { PlayState } from "../model/state";
 
 /** setTimeout and clearTimeout (the window's; fakes in tests). */
 export interface Timers {

@@ -3,7 +3,7 @@
 // Errors tab after a run that went well. TabChoice is that rule alone (unit-tested);
 // TabController keeps the tab bar (a keyboard-operable tablist) in step with it.
 import { AfterPaint } from "./render";
-import { GROUPS, groupOf, OPENS_ITSELF, TABS, type GroupId, type TabId } from "./tabtable";
+import { GROUPS, groupOf, OPENS_ITSELF, TABS, type GroupId, type TabId } from "../model/tabtable";
 
 /** The tabs' marks (the dot of a tab that got output, its badge), written once after
  * the next paint however many events asked for them: a run's outputs come in bursts,

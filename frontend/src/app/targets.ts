@@ -5,8 +5,8 @@
 import { h } from "../util/dom";
 import { Output } from "../generated/request";
 import type { Layout } from "../layout";
-import { OUTPUT_PANES, optInOutput } from "../panes/registry";
-import { outputRefusal, type Targets } from "../targets";
+import { OUTPUT_PANES, optInOutput } from "../model/registry";
+import { outputRefusal, type Targets } from "../model/targets";
 import type { PlayStore } from "./store";
 
 type TargetControls = Pick<Layout, "gpuTarget" | "gpuTargetLabel" | "targetNote" | "outputBoxes" | "tabs" | "panels">;

@@ -4,7 +4,7 @@
 // text is written (textContent, attributes), never HTML.
 import { h } from "../util/dom";
 import type { Layout } from "../layout";
-import { GROUP_TITLES, GROUPS, TABS, type GroupId, type TabId } from "../app/tabtable";
+import { GROUP_TITLES, GROUPS, TABS, type GroupId, type TabId } from "../model/tabtable";
 import { LANGS, lang, onLang, setLang, t, type Key, type Lang } from "./index";
 
 /** The first text node of `el` (a label's words before its control) set to `text`. */

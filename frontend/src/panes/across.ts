@@ -2,7 +2,7 @@
 // server's answer (src/across.ts reads it): per output where it first changed with
 // the diff at that step (and any later steps, folded), each version's outcome, and
 // the times table. Everything from the server is set as text.
-import { diffLineKind, NOTABLE_RATIO, outputTitle, timesTable, verdict, type AcrossAnswerT, type OutputChange } from "../across";
+import { diffLineKind, NOTABLE_RATIO, outputTitle, timesTable, verdict, type AcrossAnswerT, type OutputChange } from "../model/across-versions";
 import { h } from "../util/dom";
 
 export type AcrossStatus = "idle" | "running" | "ok" | "error" | "cancelled";

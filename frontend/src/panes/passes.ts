@@ -10,7 +10,7 @@ import { highlighting } from "../highlight";
 import { outputLinking, setSources, sourceMap } from "../linking";
 import { hloLanguage } from "../modes";
 import type { RunEvent } from "../connection/protocol";
-import { changedLines, filterPasses, passTexts, type PassText } from "../xla";
+import { changedLines, filterPasses, passTexts, type PassText } from "../model/xla";
 import type { HoverFn } from "./ir";
 import { passTimeIndex, passTimeKey } from "./profile";
 import type { OutputPane } from "./pane";

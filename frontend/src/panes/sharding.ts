@@ -4,7 +4,7 @@
 // that forced it (Shardy's origins: from what the data had, to what it is taken to);
 // XLA's involuntary full rematerializations at their lines.
 import { clear, h, svg } from "../util/dom";
-import { collectiveRows, deviceColour, formatSpec, gridCells, rematerializationRows, type OriginView, type ShardedArray, type ShardingEvent } from "../sharding";
+import { collectiveRows, deviceColour, formatSpec, gridCells, rematerializationRows, type OriginView, type ShardedArray, type ShardingEvent } from "../model/sharding-studio";
 import { PerPipelinePane } from "./pane";
 
 const WIDTH = 220;

@@ -5,7 +5,7 @@
 // zod/mini, as the rest of the page; a catalogue of the wrong shape fails the build.
 import * as z from "zod/mini";
 import catalogue from "../../../tour/tour.json";
-import { TABS, type TabId } from "../app/tabtable";
+import { TABS, type TabId } from "../model/tabtable";
 import { Output } from "../generated/request";
 
 export const LANGUAGES = ["en", "zh"] as const;

@@ -6,9 +6,9 @@
 // reader left it (until "start this step over"); each step has its own address
 // (pushState, so the browser's back button walks the tour too). Closing the tour
 // brings back what the page showed before it opened.
-import { DEFAULT_STATE } from "../examples";
+import { DEFAULT_STATE } from "../model/examples";
 import { lang, onLang, t } from "../i18n";
-import { fromRequest, toRequest, type PlayState } from "../state";
+import { fromRequest, toRequest, type PlayState } from "../model/state";
 import { applyCodeEdit, pathFor, stepFromAddress, TOUR, type TourStep } from "./catalogue";
 import { markLines } from "./marks";
 import { TourPanel } from "./panel";

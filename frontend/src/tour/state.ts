@@ -3,7 +3,7 @@
 // tour drives, and whether a tour is open.
 import type { EditorView } from "@codemirror/view";
 import type { PlayStore } from "../app/store";
-import type { TabId } from "../app/tabtable";
+import type { TabId } from "../model/tabtable";
 import type { Layout } from "../layout";
 
 export interface TourDeps {

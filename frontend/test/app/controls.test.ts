@@ -2,8 +2,8 @@
 // fake controls (no DOM).
 import { describe, expect, it } from "vitest";
 import { ControlsController, fieldBindings, type Control } from "../../src/app/controls";
-import { DEFAULT_STATE } from "../../src/examples";
-import type { PlayState } from "../../src/state";
+import { DEFAULT_STATE } from "../../src/model/examples";
+import type { PlayState } from "../../src/model/state";
 
 class FakeControl implements Control {
   value = "";

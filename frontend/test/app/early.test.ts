@@ -5,11 +5,11 @@
 // before replayed, seq continued, a different request dropping the early run.
 import { readFileSync } from "node:fs";
 import { beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { DEFAULT_STATE } from "../../src/examples";
+import { DEFAULT_STATE } from "../../src/model/examples";
 import type { RunBody } from "../../src/generated/request";
 import { TransformName } from "../../src/generated/request";
-import { fromRequest, toRequest } from "../../src/state";
-import type { StepProblem } from "../../src/transforms";
+import { fromRequest, toRequest } from "../../src/model/state";
+import type { StepProblem } from "../../src/model/transforms";
 import { ACCEPTED, DONE, FakeSocket, JAXPR, settle } from "./fakes";
 
 interface Case {

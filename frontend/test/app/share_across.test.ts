@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { AcrossController, type AcrossViewLike } from "../../src/app/across";
 import { shareRequest } from "../../src/app/share";
-import * as rules from "../../src/across";
+import * as rules from "../../src/model/across-versions";
 import type { RunBody } from "../../src/generated/request";
 
 const REQUEST = { code: "def f(x):\n    return x\n", args: "(1.0,)" } as RunBody;

@@ -6,8 +6,8 @@ import { Runner, type RunnerDeps } from "../../src/app/runner";
 import { PlayStore, SAVE_AFTER_MS, type Timers } from "../../src/app/store";
 import { gpuChoices } from "../../src/app/targets";
 import type { RunBody } from "../../src/generated/request";
-import { DEFAULT_STATE } from "../../src/examples";
-import type { PlayState } from "../../src/state";
+import { DEFAULT_STATE } from "../../src/model/examples";
+import type { PlayState } from "../../src/model/state";
 
 /** Timers the test fires by hand. */
 function fakeTimers(): Timers & { fire(): void; pending: Map<number, { work: () => void; ms: number }> } {

@@ -1,7 +1,7 @@
 // The tab choice: outputs first, the user's pick kept, never an empty Errors tab.
 import { describe, expect, it } from "vitest";
 import { TabChoice, TabMarks } from "../../src/app/tabs";
-import { GROUPS, GROUP_TITLES, OPENS_ITSELF, TABS, groupOf, hashFor, tabFromHash } from "../../src/app/tabtable";
+import { GROUPS, GROUP_TITLES, OPENS_ITSELF, TABS, groupOf, hashFor, tabFromHash } from "../../src/model/tabtable";
 
 describe("the tab table", () => {
   it("groups the outputs as users think of them, each group in one run of tabs", () => {

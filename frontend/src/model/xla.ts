@@ -1,7 +1,7 @@
 // The logic of the passes pane, apart from the DOM: rebuilding each pass's module
 // text (items may carry a unified diff from the one before instead of text),
 // telling a pass that changed only metadata, and filtering the list.
-import type { EventOf, Sources } from "./connection/protocol";
+import type { EventOf, Sources } from "../connection/protocol";
 
 export type PassItem = EventOf<"passes">["items"][number];
 

@@ -7,8 +7,8 @@
 // the build (and the unit tests) with the entry's id.
 // zod/mini, as the rest of the page: the full zod would double the schemas in the entry
 import * as z from "zod/mini";
-import menu from "../../examples/menu.json";
-import { Output, TransformName } from "./generated/request";
+import menu from "../../../examples/menu.json";
+import { Output, TransformName } from "../generated/request";
 import type { PlayState } from "./state";
 import type { Step } from "./transforms";
 
@@ -52,7 +52,7 @@ const Menu = z.object({ examples: z.array(MenuEntry).check(z.minLength(1)) });
 
 /** examples/*.py by file name, as text (Vite inlines them). */
 export const EXAMPLE_FILES: Record<string, string> = Object.fromEntries(
-  Object.entries(import.meta.glob<string>("../../examples/*.py", { query: "?raw", import: "default", eager: true })).map(([path, text]) => [
+  Object.entries(import.meta.glob<string>("../../../examples/*.py", { query: "?raw", import: "default", eager: true })).map(([path, text]) => [
     path.slice(path.lastIndexOf("/") + 1),
     text,
   ]),

@@ -1,10 +1,10 @@
 // The transforms the engine applies and their options, spelled as JAX spells them
 // (sandbox/protocol.py TRANSFORM_OPTIONS). Pure: no DOM, unit-tested.
 
-import { Transform, TransformName } from "./generated/request";
-import { parsedOrNull } from "./util/narrow";
+import { Transform, TransformName } from "../generated/request";
+import { parsedOrNull } from "../util/narrow";
 import type { Json } from "./json";
-import { formatSpec, parseSpecList } from "./sharding";
+import { formatSpec, parseSpecList } from "./sharding-studio";
 
 /** How an option is edited and turned into JSON. */
 export type OptionKind =

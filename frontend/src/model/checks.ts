@@ -2,9 +2,9 @@
 // `grad_orders`, `grad_modes`; docs/api.md#checks), what they are in the page's state,
 // how they go into a request and come back from a stored one, and the box's controls.
 import * as z from "zod/mini";
-import { h } from "./util/dom";
-import { RunRequest } from "./generated/request";
-import { parsedOrNull } from "./util/narrow";
+import { h } from "../util/dom";
+import { RunRequest } from "../generated/request";
+import { parsedOrNull } from "../util/narrow";
 
 export type CheckName = NonNullable<RunRequest["checks"]>[number];
 export type GradMode = NonNullable<RunRequest["grad_modes"]>[number];

@@ -2,9 +2,9 @@
 // boxes' text as request JSON, pmap's shard_map form, and what the sharding pane
 // draws (each array's blocks as rectangles, a colour per device, the collectives).
 // Pure: no DOM, unit-tested (test/sharding.test.ts).
-import { MeshSpec, type RunRequest } from "./generated/request";
-import { parsedOrNull } from "./util/narrow";
-import type { EventOf } from "./connection/protocol";
+import { MeshSpec, type RunRequest } from "../generated/request";
+import { parsedOrNull } from "../util/narrow";
+import type { EventOf } from "../connection/protocol";
 import type { Json } from "./json";
 
 /** A mesh axis's type, as the server's MeshSpec has it. */

@@ -3,12 +3,12 @@
 import * as z from "zod/mini";
 import { checksFromRequest, checksFromSaved, checksRequest, type ChecksState } from "./checks";
 import { exportFromRequest, exportRequest, type ExportState } from "./export_fields";
-import { Backend, RunRequest, TransformName, type Output } from "./generated/request";
-import { parsedItems, parsedOrNull } from "./util/narrow";
-import { optInOutput, requestOutputs } from "./panes/registry";
+import { Backend, RunRequest, TransformName, type Output } from "../generated/request";
+import { parsedItems, parsedOrNull } from "../util/narrow";
+import { optInOutput, requestOutputs } from "./registry";
 import { flagsText, parseFlags } from "./xla";
 import { targetProblems, type Targets } from "./targets";
-import { AXIS_TYPES, shardingFromRequest, shardingRequest, type ShardingProblem, type ShardingState } from "./sharding";
+import { AXIS_TYPES, shardingFromRequest, shardingRequest, type ShardingProblem, type ShardingState } from "./sharding-studio";
 import { fromRequestTransforms, toRequestTransforms, type Step, type StepProblem } from "./transforms";
 
 export interface PlayState extends ExportState {

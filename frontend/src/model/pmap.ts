@@ -1,6 +1,6 @@
 // pmap, the legacy step, and its shard_map form: the pipeline's pmap step rewritten
 // as shard_map over a 1-D mesh, then jit (the builder's "as shard_map" action).
-import { IDENT, splitTopLevel, type MeshState } from "./sharding";
+import { IDENT, splitTopLevel, type MeshState } from "./sharding-studio";
 import type { Step } from "./transforms";
 
 /** pmap's shard_map form (JAX's migration guide): a 1-D mesh of `devices` over the

@@ -3,8 +3,8 @@
 // its answer: per output where it first changed, the diff at that step, and the
 // stage and timing figures side by side. Pure: the view is panes/across.ts.
 import * as z from "zod/mini";
-import { fmtMs } from "./util/format";
-import type { RunBody } from "./generated/request";
+import { fmtMs } from "../util/format";
+import type { RunBody } from "../generated/request";
 
 /** The server's bounds on `versions` (backend/app/routes/across.py, MAX_ACROSS). */
 export const MIN_ACROSS = 2;

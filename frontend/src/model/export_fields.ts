@@ -2,8 +2,8 @@
 // symbolic shape per argument in JAX's syntax, separated by `;` (an empty one: that
 // argument's own shape), and `exportPlatforms`, comma-separated (`cpu, cuda, tpu`).
 // Sent only when the export output is ticked and the field is not empty.
-import { RunRequest } from "./generated/request";
-import { parsedOrNull } from "./util/narrow";
+import { RunRequest } from "../generated/request";
+import { parsedOrNull } from "../util/narrow";
 
 export interface ExportState {
   exportShapes?: string;

@@ -3,7 +3,7 @@
 // operator offers (GET /api/v1/backends). Which outputs such a run gives is the
 // server's rule (generated/request.ts): the page asks for none it would refuse, and
 // says why; what else the request must be is said before it is sent.
-import { NOT_FOR_GPU_TARGET, TOPOLOGY_OUTPUTS, type Backend, type Output } from "./generated/request";
+import { NOT_FOR_GPU_TARGET, TOPOLOGY_OUTPUTS, type Backend, type Output } from "../generated/request";
 
 export interface Targets {
   /** `gpu_target` (`h100`); empty or absent: none */

@@ -3,9 +3,9 @@
 // both name the same), the tab that shows it and whether the page asks for it only
 // when its toggle is on (outputs that cost a dump of XLA's compile).
 import { Output } from "../generated/request";
-import { TABS, type TabId } from "../app/tabtable";
+import { TABS, type TabId } from "./tabtable";
 import { parsedOrNull } from "../util/narrow";
-import { hasTarget, outputRefusal, type Targets } from "../targets";
+import { hasTarget, outputRefusal, type Targets } from "./targets";
 
 export interface OutputEntry {
   /** the tab whose pane shows this output */
