@@ -3,7 +3,7 @@
 submodules) and of the libraries runs import (flax, optax, equinox: sandbox/environments/libraries.py),
 each with its kind, its signature and the first line of its documentation, from what
 that version's environment has installed. Nothing is fetched. The page loads the file
-of the JAX version picked (frontend/src/completions.ts) the first time the editor asks
+of the JAX version picked (frontend/src/editor/completions.ts) the first time the editor asks
 for a completion: no server call per keystroke.
 
     .venv/bin/python scripts/gen_completions.py                 # the default version (.venv)

@@ -11,19 +11,19 @@
 //   share     the Share button                        start      a link, or the autosave
 // Every output is rendered as text, never as HTML.
 import type { EditorView } from "@codemirror/view";
-import { ArgsFollower } from "./args";
+import { ArgsFollower } from "./controls/args";
 import { becomeEmbed, embedIdFromPath } from "./embed";
-import { createEditor, revealLine, setCode, setErrorMark } from "./editor";
+import { createEditor, revealLine, setCode, setErrorMark } from "./editor/editor";
 import { DEFAULT_STATE } from "./model/examples";
 import { buildLayout } from "./layout";
-import { firstLinkedLine, setBandLines, showHovered } from "./linking";
+import { firstLinkedLine, setBandLines, showHovered } from "./editor/linking";
 import type { IrType } from "./connection/protocol";
 import { entrySignature } from "./model/signature";
 import { saveAutosave, toRequest } from "./model/state";
 import { describePipeline, type StepProblem } from "./model/transforms";
 import { AcrossController } from "./app/across";
 import { BackendsController } from "./app/backends";
-import { LibrariesPopover } from "./app/libraries";
+import { LibrariesPopover } from "./controls/libraries-popover";
 import { checksBindings } from "./app/checks";
 import { ControlsController, fieldBindings } from "./app/controls";
 import { LinkingController } from "./app/linking";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { completionsAt, indexedVersions, loadIndex, moduleAliases, type CompletionIndex } from "../src/completions";
+import { completionsAt, indexedVersions, loadIndex, moduleAliases, type CompletionIndex } from "../src/editor/completions";
 import { DEFAULT_COMPLETIONS } from "../src/generated/completions/default";
 
 const INDEX: CompletionIndex = {

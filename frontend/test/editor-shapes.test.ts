@@ -1,6 +1,6 @@
 import { EditorState, Text } from "@codemirror/state";
 import { describe, expect, it } from "vitest";
-import { caretQueries, describeSpan, editorShapes, placeSpans, placedShapes, queryTexts, setShapes, smallestSpan, type ShapeSpan } from "../src/editor-shapes";
+import { caretQueries, describeSpan, editorShapes, placeSpans, placedShapes, queryTexts, setShapes, smallestSpan, type ShapeSpan } from "../src/editor/editor-shapes";
 
 const CODE = ["def f(x, w):", "    y = jnp.tanh(x @ w)", "    # ^?", "    return y"].join("\n");
 // as the engine gives them: lines from 1, columns in characters from 0, end exclusive

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { LazyPane } from "../src/app/lazy";
 import { PaneScheduler } from "../src/app/render";
 import { kernelLines, type PallasKernel } from "../src/kernels";
-import { bandOf } from "../src/linking";
+import { bandOf } from "../src/editor/linking";
 import { parseEvent, type EventOf } from "../src/connection/protocol";
 import { asmLines } from "../src/panes/asm";
 import { bandClass, bandShapes, peakX, timelineLines, type MemoryTimeline } from "../src/panes/memory_timeline";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseEvent } from "../src/connection/protocol";
 import { COLUMNS, errorText, fmt, numericsTable } from "../src/panes/numerics";
-import { bornLevel, numericsDecorations } from "../src/editor-numerics";
+import { bornLevel, numericsDecorations } from "../src/editor/editor-numerics";
 
 // The event the engine makes for `(1 - cos(x)) / x**2` at [1e-3, 1e-2, 1] in float32
 // (cos on line 4, the sub on 5, the div on 6), as tests/engine/test_numerics.py runs it.

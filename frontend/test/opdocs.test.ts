@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { embedIdFromPath } from "../src/embed";
-import { docFor, opAt } from "../src/opdocs";
+import { docFor, opAt } from "../src/editor/opdocs";
 
 describe("documentation on hover", () => {
   it("finds a jaxpr primitive only where an equation names it", () => {

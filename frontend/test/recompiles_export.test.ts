@@ -3,7 +3,7 @@
 // sites' lines, the sums add up, the artifact's download holds its bytes.
 import { EditorState } from "@codemirror/state";
 import { describe, expect, it } from "vitest";
-import { recompileDecorations, recompileField, setRecompileMarks } from "../src/editor-recompiles";
+import { recompileDecorations, recompileField, setRecompileMarks } from "../src/editor/editor-recompiles";
 import { artifactBlob } from "../src/panes/export";
 import { totals } from "../src/panes/recompiles";
 import { parseEvent } from "../src/connection/protocol";

@@ -4,18 +4,18 @@
 // error marker in the editor, the tabs (app/tabs.ts), the Errors pane, a warning on a
 // tampered run, and an opt-in output not asked for offered as one click.
 import type { EditorView } from "@codemirror/view";
-import type { ArgsFollower } from "../args";
+import type { ArgsFollower } from "../controls/args";
 import { h } from "../util/dom";
-import { setErrorMark } from "../editor";
+import { setErrorMark } from "../editor/editor";
 import { localHint } from "../i18n";
-import { setRecompileMarks } from "../editor-recompiles";
-import { setNumericsMarks } from "../editor-numerics";
+import { setRecompileMarks } from "../editor/editor-recompiles";
+import { setNumericsMarks } from "../editor/editor-numerics";
 import { PRECISION_SETTINGS } from "../panes/numerics";
-import { setShapes } from "../editor-shapes";
+import { setShapes } from "../editor/editor-shapes";
 import { fmtAgo } from "../util/format";
 import type { Output, RunBody } from "../generated/request";
 import type { Layout } from "../layout";
-import { openComputeAt } from "../compute";
+import { openComputeAt } from "../controls/compute";
 import { OUTPUT_PANES, optInOutput, outputTitle } from "../model/registry";
 import { precisionNote } from "../model/precision";
 import { isTampered, pipelineOf, type RunEvent } from "../connection/protocol";

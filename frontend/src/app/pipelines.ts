@@ -3,8 +3,8 @@
 // A and sets the mesh; the mesh builder's TPU topology is a compile target.
 import { h } from "../util/dom";
 import type { Layout } from "../layout";
-import { MeshBuilder } from "../meshbuilder";
-import { PMAP_TO_SHARD_MAP, PipelineBuilder } from "../pipeline";
+import { MeshBuilder } from "../controls/meshbuilder";
+import { PMAP_TO_SHARD_MAP, PipelineBuilder } from "../controls/pipeline";
 import { pmapAsShardMap } from "../model/pmap";
 import { entrySignature } from "../model/signature";
 import type { PlayState } from "../model/state";

@@ -1,7 +1,7 @@
 // Run (the button, Ctrl+Enter, an example picked): the state made a request and sent
 // (app/run.ts), or run on the ticked versions in across mode (app/across.ts); a request
 // that cannot be made says why in Errors instead.
-import type { ArgsFollower } from "../args";
+import type { ArgsFollower } from "../controls/args";
 import { toRequest } from "../model/state";
 import type { StepProblem } from "../model/transforms";
 import type { AcrossController } from "./across";

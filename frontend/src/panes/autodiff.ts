@@ -6,9 +6,9 @@ import { EditorState } from "@codemirror/state";
 import { EditorView, lineNumbers } from "@codemirror/view";
 import { clear, h } from "../util/dom";
 import { fmtBytes, fmtCount } from "../util/format";
-import { highlighting } from "../highlight";
-import { outputLinking, setSources, sourceMap } from "../linking";
-import { jaxprLanguage } from "../modes";
+import { highlighting } from "../editor/highlight";
+import { outputLinking, setSources, sourceMap } from "../editor/linking";
+import { jaxprLanguage } from "../editor/modes";
 import type { EventOf } from "../connection/protocol";
 import { PerPipelinePane } from "./pane";
 

@@ -13,8 +13,8 @@ import { GraphCanvas } from "../graph/canvas";
 import { layOut, warmUp, type Laid } from "../graph/client";
 import type { IndexEntry, Scene, SceneNode } from "../graph/scene";
 import { CHAR_W, DETAIL_CHARS } from "../graph/sizes";
-import { bandOf, sourceMap } from "../linking";
-import { docFor, docElement } from "../opdocs";
+import { bandOf, sourceMap } from "../editor/linking";
+import { docFor, docElement } from "../editor/opdocs";
 import type { RunEvent, Sources } from "../connection/protocol";
 import type { OutputPane } from "./pane";
 

@@ -5,7 +5,7 @@
 // the SVG and the hover.
 import { h, svg } from "../util/dom";
 import { fmtBytes } from "../util/format";
-import { bandOf } from "../linking";
+import { bandOf } from "../editor/linking";
 import type { EventOf } from "../connection/protocol";
 
 export type MemoryTimeline = NonNullable<EventOf<"memory">["timeline"]>;

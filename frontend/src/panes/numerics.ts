@@ -5,7 +5,7 @@
 // rows. The view model (numericsTable, errorText) is pure; the pane only draws it.
 import { clear, h } from "../util/dom";
 import type { EventOf } from "../connection/protocol";
-import { bornLevel } from "../editor-numerics";
+import { bornLevel } from "../editor/editor-numerics";
 import { PerPipelinePane } from "./pane";
 
 type NumericsEvent = EventOf<"numerics">;

@@ -3,7 +3,7 @@
 // `recompiles` event sets them; the next run clears them.
 import { RangeSetBuilder, StateEffect, StateField } from "@codemirror/state";
 import { Decoration, EditorView, WidgetType, type DecorationSet } from "@codemirror/view";
-import { h } from "./util/dom";
+import { h } from "../util/dom";
 
 export interface RecompileMark {
   line: number;

@@ -1,7 +1,7 @@
 // The pipeline builder: add, remove and reorder transforms (buttons, keys or drag),
 // each with its options as JAX names them.
-import { clear, h } from "./util/dom";
-import { CHECKPOINT_POLICIES, TRANSFORMS, TRANSFORM_NAMES, describePipeline, optionValue, transformName, type OptionSpec, type Step } from "./model/transforms";
+import { clear, h } from "../util/dom";
+import { CHECKPOINT_POLICIES, TRANSFORMS, TRANSFORM_NAMES, describePipeline, optionValue, transformName, type OptionSpec, type Step } from "../model/transforms";
 
 /** The event a pmap step's "as shard_map" button sends (detail: the step's index). */
 export const PMAP_TO_SHARD_MAP = "pmap-to-shard-map";

@@ -5,8 +5,8 @@
 // The spans follow edits; an edit inside one drops it until the next run.
 import { RangeSetBuilder, StateEffect, StateField, type EditorState, type Extension, type Text } from "@codemirror/state";
 import { Decoration, EditorView, WidgetType, hoverTooltip, type DecorationSet } from "@codemirror/view";
-import { h } from "./util/dom";
-import type { EventOf } from "./connection/protocol";
+import { h } from "../util/dom";
+import type { EventOf } from "../connection/protocol";
 
 export type ShapeSpan = EventOf<"shapes">["spans"][number];
 

@@ -3,7 +3,7 @@
 // first screen's chunk.
 import type { Extension } from "@codemirror/state";
 import { hoverTooltip } from "@codemirror/view";
-import { h } from "./util/dom";
+import { h } from "../util/dom";
 
 type DocKind = "jaxpr" | "stablehlo" | "hlo";
 

@@ -4,7 +4,7 @@
 // a chunk of its own, loaded the first time the editor asks for a completion: no server
 // call per keystroke. A version the page has no index of gets the default version's.
 import type { Completion, CompletionContext, CompletionResult, CompletionSource } from "@codemirror/autocomplete";
-import { DEFAULT_COMPLETIONS } from "./generated/completions/default";
+import { DEFAULT_COMPLETIONS } from "../generated/completions/default";
 
 /** `[kind, signature, first doc line]`; kind: f(unction), c(lass), m(odule), v(alue) */
 export type Member = [string, string, string];
@@ -13,7 +13,7 @@ export interface CompletionIndex {
   modules: Record<string, Record<string, Member>>;
 }
 
-const LOADERS = import.meta.glob<CompletionIndex>("./generated/completions/*.json", { import: "default" });
+const LOADERS = import.meta.glob<CompletionIndex>("../generated/completions/*.json", { import: "default" });
 const loaded = new Map<string, Promise<CompletionIndex | null>>();
 
 /** The versions the page has an index of. */
@@ -26,7 +26,7 @@ export function loadIndex(version: string | undefined): Promise<CompletionIndex 
   const wanted = version && indexedVersions().includes(version) ? version : DEFAULT_COMPLETIONS;
   let promise = loaded.get(wanted);
   if (!promise) {
-    const loader = LOADERS[`./generated/completions/${wanted}.json`];
+    const loader = LOADERS[`../generated/completions/${wanted}.json`];
     promise = loader ? loader().catch(() => null) : Promise.resolve(null);
     loaded.set(wanted, promise);
   }

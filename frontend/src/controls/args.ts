@@ -6,8 +6,8 @@
 // the example with `def loss(...)`), it becomes the function under the cursor, else the
 // last one. The note says where each proposed argument came from, and when JAX refuses
 // the proposed ones, why (`refused`), in the args box's own note.
-import { describeSignature, entrySignature, followedEntry, proposeArgs, signatureKey, type Signature } from "./model/signature";
-import type { PlayState } from "./model/state";
+import { describeSignature, entrySignature, followedEntry, proposeArgs, signatureKey, type Signature } from "../model/signature";
+import type { PlayState } from "../model/state";
 
 export interface EntryFollowing {
   /** the entry's field */

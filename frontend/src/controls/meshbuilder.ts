@@ -3,10 +3,10 @@
 // It edits the page state's `sharding`; sharding.ts turns that into the request.
 // Where the server offers TPU topologies, "compile for TPU" picks one (`tpu_topology`):
 // the mesh is then built over that topology's devices (targets.ts).
-import { clear, h } from "./util/dom";
-import { AXIS_TYPES, SpecError, meshSize, meshToJson, parseSpec, type AxisType, type ShardingState } from "./model/sharding-studio";
-import { entrySignature } from "./model/signature";
-import { topologyDevices, topologyMesh } from "./model/targets";
+import { clear, h } from "../util/dom";
+import { AXIS_TYPES, SpecError, meshSize, meshToJson, parseSpec, type AxisType, type ShardingState } from "../model/sharding-studio";
+import { entrySignature } from "../model/signature";
+import { topologyDevices, topologyMesh } from "../model/targets";
 
 export class MeshBuilder {
   private body: HTMLElement;

@@ -19,7 +19,7 @@ import { recompileField } from "./editor-recompiles";
 import { numericsField } from "./editor-numerics";
 import { editorShapes } from "./editor-shapes";
 import { highlighting } from "./highlight";
-import { h, withCode } from "./util/dom";
+import { h, withCode } from "../util/dom";
 import { editorLinking } from "./linking";
 
 export interface ErrorMark {

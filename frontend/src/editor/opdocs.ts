@@ -3,10 +3,10 @@
 // docstrings and rule tables; the StableHLO op descriptions jaxlib ships); nothing is
 // fetched at run time. Shown in an element with role="tooltip" (opdocs-tooltip.ts,
 // which loads this module on the first hover).
-import { docLink, h, withCode } from "./util/dom";
-import jaxprDocs from "./generated/jaxpr-primitives.json";
-import stablehloDocs from "./generated/stablehlo-ops.json";
-import hloDocs from "./hlo-ops.json";
+import { docLink, h, withCode } from "../util/dom";
+import jaxprDocs from "../generated/jaxpr-primitives.json";
+import stablehloDocs from "../generated/stablehlo-ops.json";
+import hloDocs from "../hlo-ops.json";
 
 export interface OpDoc {
   title: string;
