@@ -1,8 +1,8 @@
 // The checks box: its boxes read into the state and written back (fake controls, no
 // DOM), and the state into the run request the server's schema accepts, and back.
 import { describe, expect, it } from "vitest";
-import { checksBindings } from "../src/app/checks";
-import { ControlsController, type Control } from "../src/app/controls";
+import { checksBindings } from "../src/app/checks-bindings";
+import { ControlsController, type Control } from "../src/app/bindings";
 import { CHECK_TOGGLES, checksFromRequest, checksFromSaved, checksRequest } from "../src/model/checks";
 import { DEFAULT_STATE } from "../src/model/examples";
 import { RunRequest } from "../src/generated/request";

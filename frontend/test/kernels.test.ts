@@ -2,7 +2,7 @@
 // operand it touches (the hover), for a 2 x 2-grid tiled matmul as the engine sends it.
 import { describe, expect, it } from "vitest";
 import { DEFAULT_STATE, EXAMPLES } from "../src/model/examples";
-import { blockLabel, blockLines, blockRect, cellOf, gridLayout, lineMap, pointIndex, type KernelsEvent } from "../src/kernels";
+import { blockLabel, blockLines, blockRect, cellOf, gridLayout, lineMap, pointIndex, type KernelsEvent } from "../src/panes/kernel-grid";
 import { parseEvent } from "../src/connection/protocol";
 import { fromRequest, toRequest } from "../src/model/state";
 

@@ -2,9 +2,9 @@
 // the Memory, Profile, Asm and Kernels panes give the editor the lines their hover
 // links (OutputPane.codeLines: linking.ts lights banded lines only).
 import { describe, expect, it } from "vitest";
-import { LazyPane } from "../src/app/lazy";
-import { PaneScheduler } from "../src/app/render";
-import { kernelLines, type PallasKernel } from "../src/kernels";
+import { LazyPane } from "../src/panes/lazy";
+import { PaneScheduler } from "../src/panes/render";
+import { kernelLines, type PallasKernel } from "../src/panes/kernel-grid";
 import { bandOf } from "../src/editor/linking";
 import { parseEvent, type EventOf } from "../src/connection/protocol";
 import { asmLines } from "../src/panes/asm";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { embedIdFromPath } from "../src/embed";
+import { embedIdFromPath } from "../src/app/embed";
 import { docFor, opAt } from "../src/editor/opdocs";
 
 describe("documentation on hover", () => {

@@ -3,7 +3,7 @@
 // keystr((FlattenedIndexKey(3), GetAttrKey("x"), SequenceKey(0), DictKey("k"),
 // DictKey(1), DictKey(None), DictKey((1, 2))))), and the tree grouped with its sums.
 import { describe, expect, it } from "vitest";
-import { buildTree, dtypeBytes, fmtBytes, fmtCount, parsePath, type TreeLeaf, type TreeNode } from "../src/pytree";
+import { buildTree, dtypeBytes, fmtBytes, fmtCount, parsePath, type TreeLeaf, type TreeNode } from "../src/panes/pytree";
 
 const kinds = (p: string): string[] => parsePath(p).map((s) => `${s.kind}:${s.name}`);
 

@@ -5,11 +5,11 @@
 // does not name them (a link made elsewhere: the run then says so).
 import { h } from "../util/dom";
 import { Backend } from "../generated/request";
-import type { Layout } from "../layout";
+import type { Layout } from "./layout";
 import { parsedOrNull } from "../util/narrow";
 import { Backends } from "../connection/protocol";
 import type { PlayState } from "../model/state";
-import type { VersionInfo } from "./across";
+import type { VersionInfo } from "./across-controller";
 import type { PlayStore } from "./store";
 
 export interface BackendsHooks {

@@ -1,7 +1,7 @@
 // The Examples and Presets menus: picking an example shows it (the backend kept) and
 // runs it; a preset sets the pipelines (or loads its example) and runs.
 import { EXAMPLES, PRESETS } from "../model/examples";
-import type { Layout } from "../layout";
+import type { Layout } from "./layout";
 import type { PipelinesController } from "./pipelines";
 import type { PlayStore } from "./store";
 

@@ -18,8 +18,8 @@ import type { CostBefore } from "../panes/cost";
 import type { ShardingPane } from "../panes/sharding";
 import { TraceValuesPane } from "../panes/trace_values";
 import { NumericsPane } from "../panes/numerics";
-import { LazyPane } from "./lazy";
-import { PaneScheduler, whenIdle, type ScheduledPane } from "./render";
+import { LazyPane } from "../panes/lazy";
+import { PaneScheduler, whenIdle, type ScheduledPane } from "../panes/render";
 import type { TabId } from "../model/tabtable";
 
 export interface PaneHooks {

@@ -2,7 +2,7 @@
 // of the state. A pmap step turned into its shard_map form (pmap.ts) rewrites pipeline
 // A and sets the mesh; the mesh builder's TPU topology is a compile target.
 import { h } from "../util/dom";
-import type { Layout } from "../layout";
+import type { Layout } from "./layout";
 import { MeshBuilder } from "../controls/meshbuilder";
 import { PMAP_TO_SHARD_MAP, PipelineBuilder } from "../controls/pipeline";
 import { pmapAsShardMap } from "../model/pmap";

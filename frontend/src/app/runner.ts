@@ -4,7 +4,7 @@
 import type { ArgsFollower } from "../controls/args";
 import { toRequest } from "../model/state";
 import type { StepProblem } from "../model/transforms";
-import type { AcrossController } from "./across";
+import type { AcrossController } from "./across-controller";
 import type { OutputsController } from "./outputs";
 import type { RunController } from "./run";
 import type { PlayStore } from "./store";

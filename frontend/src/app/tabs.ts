@@ -2,7 +2,7 @@
 // produces, or the tab the user picked before when that one has output; never an empty
 // Errors tab after a run that went well. TabChoice is that rule alone (unit-tested);
 // TabController keeps the tab bar (a keyboard-operable tablist) in step with it.
-import { AfterPaint } from "./render";
+import { AfterPaint } from "../panes/render";
 import { GROUPS, groupOf, OPENS_ITSELF, TABS, type GroupId, type TabId } from "../model/tabtable";
 
 /** The tabs' marks (the dot of a tab that got output, its badge), written once after

@@ -8,7 +8,7 @@ import { highlightSelectionMatches, searchKeymap } from "@codemirror/search";
 import { EditorState, type Extension } from "@codemirror/state";
 import { EditorView, keymap, lineNumbers } from "@codemirror/view";
 import type { Language } from "@codemirror/language";
-import { Throttled } from "../app/render";
+import { Throttled } from "./render";
 import { highlighting } from "../editor/highlight";
 import { clear, h } from "../util/dom";
 import { outputLinking, setSources, sourceMap } from "../editor/linking";

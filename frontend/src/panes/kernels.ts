@@ -2,7 +2,7 @@
 // each operand that grid point reads or writes), then the kernel's jaxpr, its
 // Mosaic-TPU module and its Triton IR, each line linked to the code line it came from.
 import { clear, h, svg } from "../util/dom";
-import { blockLabel, blockLines, blockRect, cellOf, gridLayout, kernelLines, lineMap, operandSize, pointIndex, type GridOperand, type PallasKernel } from "../kernels";
+import { blockLabel, blockLines, blockRect, cellOf, gridLayout, kernelLines, lineMap, operandSize, pointIndex, type GridOperand, type PallasKernel } from "./kernel-grid";
 import { PerPipelinePane } from "./pane";
 
 const GRID_WIDTH = 160;

@@ -4,7 +4,7 @@
 // PROGRESS_MS while a run goes, the first time START_DRAW_MS after its start: a warm
 // edit's jaxpr comes before that, and no frame is drawn between the key and the jaxpr
 // (issue 26: each was a layout, a paint and a raster on the cores the run needs).
-import { START_DRAW_MS, Throttled } from "../app/render";
+import { START_DRAW_MS, Throttled } from "./render";
 import { clear, h } from "../util/dom";
 import { fmtMs } from "../util/format";
 

@@ -6,7 +6,7 @@
 import { clear, h } from "../util/dom";
 import { fmtAval, fmtNum } from "../util/format";
 import type { EventOf, RunEvent, ValueLeaf } from "../connection/protocol";
-import { buildTree, fmtBytes, fmtCount, parsePath, type TreeNode } from "../pytree";
+import { buildTree, fmtBytes, fmtCount, parsePath, type TreeNode } from "./pytree";
 import type { OutputPane } from "./pane";
 
 export type ValueView = "tree" | "flat";

@@ -5,8 +5,8 @@
 // for them.
 import { h } from "../util/dom";
 import { onLang, t } from "../i18n";
-import type { TourController } from "./index";
-import type { TourDeps } from "./state";
+import type { TourController } from "./controller";
+import type { TourDeps } from "./shared";
 
 /** The address is the tour's (`/tour`, `/tour/…`). */
 export function isTourPath(path: string): boolean {
@@ -17,7 +17,7 @@ export function isTourPath(path: string): boolean {
  * back and forward into or out of one). */
 export function installTour(d: TourDeps): void {
   let controller: Promise<TourController> | null = null;
-  const load = (): Promise<TourController> => (controller ??= import("./index").then((m) => new m.TourController(d)));
+  const load = (): Promise<TourController> => (controller ??= import("./controller").then((m) => new m.TourController(d)));
   const learn = h("button", { type: "button", id: "learn", "data-testid": "learn", title: t("button.learn.title") }, t("button.learn"));
   learn.addEventListener("click", () => void load().then((c) => c.openLast()));
   // beside the title, as the language switch: not among the run's controls

@@ -4,7 +4,7 @@
 // span of the catalogue's text becomes a <code> element.
 import { clear, h } from "../util/dom";
 import { t, type Lang } from "../i18n";
-import { tabTitle } from "../i18n/page";
+import { tabTitle } from "../app/page-words";
 import { codeSpans, TOUR, type TourStep } from "./catalogue";
 import "./tour.css";
 

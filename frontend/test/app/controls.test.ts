@@ -1,7 +1,7 @@
 // Controls <-> state: each plain field read into the state and written back, against
 // fake controls (no DOM).
 import { describe, expect, it } from "vitest";
-import { ControlsController, fieldBindings, type Control } from "../../src/app/controls";
+import { ControlsController, fieldBindings, type Control } from "../../src/app/bindings";
 import { DEFAULT_STATE } from "../../src/model/examples";
 import type { PlayState } from "../../src/model/state";
 

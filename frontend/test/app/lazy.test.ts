@@ -2,7 +2,7 @@
 // is rendered once it has, in order; it loads once; a pane that takes other events
 // than it was declared with is refused.
 import { describe, expect, it } from "vitest";
-import { LazyPane } from "../../src/app/lazy";
+import { LazyPane } from "../../src/panes/lazy";
 import { parseEvent, type RunEvent } from "../../src/connection/protocol";
 import { FakePane } from "./fakes";
 

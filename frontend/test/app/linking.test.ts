@@ -1,7 +1,7 @@
 // Linking: hovering and pinning, against fake views (the drawing is linking.ts's).
 import { describe, expect, it } from "vitest";
 import type { EditorView } from "@codemirror/view";
-import { LinkingController } from "../../src/app/linking";
+import { LinkingController } from "../../src/app/linking-controller";
 
 function setup() {
   const editor = { name: "editor" } as unknown as EditorView;

@@ -1,6 +1,6 @@
 // Rendering off the critical path: the pane on show at once, the others when shown or idle.
 import { describe, expect, it } from "vitest";
-import { AfterPaint, OWN_TASK_CHARS, PaneScheduler, Throttled, type ScheduledPane } from "../../src/app/render";
+import { AfterPaint, OWN_TASK_CHARS, PaneScheduler, Throttled, type ScheduledPane } from "../../src/panes/render";
 import type { TabId } from "../../src/model/tabtable";
 import { parseEvent, type RunEvent } from "../../src/connection/protocol";
 import { FakePane, JAXPR } from "./fakes";

@@ -1,6 +1,6 @@
 // Share and across-versions against fake fetches (no server, no DOM).
 import { describe, expect, it } from "vitest";
-import { AcrossController, type AcrossViewLike } from "../../src/app/across";
+import { AcrossController, type AcrossViewLike } from "../../src/app/across-controller";
 import { shareRequest } from "../../src/app/share";
 import * as rules from "../../src/model/across-versions";
 import type { RunBody } from "../../src/generated/request";

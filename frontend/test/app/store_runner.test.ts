@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { Runner, type RunnerDeps } from "../../src/app/runner";
 import { PlayStore, SAVE_AFTER_MS, type Timers } from "../../src/app/store";
-import { gpuChoices } from "../../src/app/targets";
+import { gpuChoices } from "../../src/app/targets-controller";
 import type { RunBody } from "../../src/generated/request";
 import { DEFAULT_STATE } from "../../src/model/examples";
 import type { PlayState } from "../../src/model/state";

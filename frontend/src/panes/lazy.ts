@@ -1,7 +1,7 @@
 // An output pane whose code is loaded on first use (a dynamic import: its own chunk,
 // out of the first screen's). Calls made before it is loaded wait, in order.
 import type { RunEvent, EventType } from "../connection/protocol";
-import type { OutputPane } from "../panes/pane";
+import type { OutputPane } from "./pane";
 
 export class LazyPane<P extends OutputPane> implements OutputPane {
   private pane: P | null = null;

@@ -1,11 +1,11 @@
 // The page's skeleton: the top bar, the editor column, the pipeline builders, the
 // progress line and the output tabs (from the one tab table, app/tabtable.ts).
 // Behaviour lives in the controllers of app/, wired together by main.ts.
-import { h } from "./util/dom";
-import { buildCompute, closesOutside, keepsOnScreen } from "./controls/compute";
-import { EXAMPLES, PRESETS } from "./model/examples";
-import { CONFIG_TOGGLES } from "./model/state";
-import { GROUP_TITLES, GROUPS, TABS, type GroupId, type TabId } from "./model/tabtable";
+import { h } from "../util/dom";
+import { buildCompute, closesOutside, keepsOnScreen } from "../controls/compute";
+import { EXAMPLES, PRESETS } from "../model/examples";
+import { CONFIG_TOGGLES } from "../model/state";
+import { GROUP_TITLES, GROUPS, TABS, type GroupId, type TabId } from "../model/tabtable";
 
 export function buildLayout(root: HTMLElement) {
   const examples = h(

@@ -3,9 +3,9 @@
 // the catalogue of the language picked; and the language switch in the top bar. Only
 // text is written (textContent, attributes), never HTML.
 import { h } from "../util/dom";
-import type { Layout } from "../layout";
+import type { Layout } from "./layout";
 import { GROUP_TITLES, GROUPS, TABS, type GroupId, type TabId } from "../model/tabtable";
-import { LANGS, lang, onLang, setLang, t, type Key, type Lang } from "./index";
+import { LANGS, lang, onLang, setLang, t, type Key, type Lang } from "../i18n/index";
 
 /** The first text node of `el` (a label's words before its control) set to `text`. */
 function setOwnText(el: Element | null, text: string, atEnd = false): void {

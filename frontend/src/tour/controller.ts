@@ -12,7 +12,7 @@ import { fromRequest, toRequest, type PlayState } from "../model/state";
 import { applyCodeEdit, pathFor, stepFromAddress, TOUR, type TourStep } from "./catalogue";
 import { markLines } from "./marks";
 import { TourPanel } from "./panel";
-import { setTouring, type TourDeps } from "./state";
+import { setTouring, type TourDeps } from "./shared";
 
 
 const LAST = "jaxplay:tour:last";

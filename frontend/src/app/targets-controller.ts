@@ -4,7 +4,7 @@
 // so are the tabs of the outputs it cannot give, and the XLA outputs box says it in words.
 import { h } from "../util/dom";
 import { Output } from "../generated/request";
-import type { Layout } from "../layout";
+import type { Layout } from "./layout";
 import { OUTPUT_PANES, optInOutput } from "../model/registry";
 import { outputRefusal, type Targets } from "../model/targets";
 import type { PlayStore } from "./store";

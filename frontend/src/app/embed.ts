@@ -3,7 +3,7 @@
 // in a new tab). The server decides which sites may frame it (JAXPLAY_EMBED_FRAME_ANCESTORS).
 import { EditorState, StateEffect } from "@codemirror/state";
 import { EditorView } from "@codemirror/view";
-import { h } from "./util/dom";
+import { h } from "../util/dom";
 
 export function embedIdFromPath(path: string): string | null {
   const m = /^\/e\/([A-Za-z0-9_-]+)\/?$/.exec(path);

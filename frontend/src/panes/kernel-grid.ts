@@ -2,7 +2,7 @@
 // columns of cells, and for one grid point the block of each operand it reads or
 // writes, as a rectangle over the operand's last two dimensions (fractions of the
 // whole). Pure: no DOM, unit-tested (test/kernels.test.ts).
-import type { EventOf } from "./connection/protocol";
+import type { EventOf } from "../connection/protocol";
 
 export type KernelsEvent = EventOf<"kernels">;
 export type PallasKernel = KernelsEvent["kernels"][number];

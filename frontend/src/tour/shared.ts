@@ -4,7 +4,7 @@
 import type { EditorView } from "@codemirror/view";
 import type { PlayStore } from "../app/store";
 import type { TabId } from "../model/tabtable";
-import type { Layout } from "../layout";
+import type { Layout } from "../app/layout";
 
 export interface TourDeps {
   ui: Layout;

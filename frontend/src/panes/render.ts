@@ -5,7 +5,7 @@
 // run's: on a small machine the browser and the server share them). Panes loaded on
 // first use (lazy) are fed only when shown.
 import type { RunEvent } from "../connection/protocol";
-import type { OutputPane } from "../panes/pane";
+import type { OutputPane } from "./pane";
 import type { TabId } from "../model/tabtable";
 
 /** A run's start is drawn this long (ms) after it starts, unless it ended first (its

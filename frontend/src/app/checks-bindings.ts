@@ -2,7 +2,7 @@
 // back; the grad check's orders and modes shown only while it is ticked.
 import { CHECK_TOGGLES, DEFAULT_CHECKS, GRAD_MODES, GRAD_ORDERS, type ChecksState } from "../model/checks";
 import type { PlayState } from "../model/state";
-import type { Binding, Control } from "./controls";
+import type { Binding, Control } from "./bindings";
 
 export interface CheckControls {
   checkBoxes: readonly Control[];
