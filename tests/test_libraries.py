@@ -104,7 +104,7 @@ def test_preimport_imports_the_set_and_starts_no_backend() -> None:
 def test_jaxplay_versions_libraries_lists_each_version_s_set() -> None:
     from typer.testing import CliRunner
 
-    from backend.versions_cli import versions_app
+    from backend.cli.versions import versions_app
 
     out = CliRunner().invoke(versions_app, ["libraries", "0.12.0.1", "0.4.38"])
     assert out.exit_code == 0, out.output

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from backend.app.settings import Settings, declarations, setting_sources, show_value
-from backend.cli import app
-from backend.serve_cli import serve
-from backend.worker_cli import worker
+from backend.app.core.settings import Settings, declarations, setting_sources, show_value
+from backend.cli.main import app
+from backend.cli.serve import serve
+from backend.cli.worker import worker
 from sandbox.assembly.settings import SandboxSettings
 from sandbox.jail.settings import MiB
 
@@ -85,7 +85,7 @@ def test_values_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_flags_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from backend.cli_common import settings_from_flags
+    from backend.cli.common import settings_from_flags
 
     monkeypatch.setenv("JAXPLAY_PORT", "9001")
     monkeypatch.setenv("JAXPLAY_PIDS", "64")
@@ -106,7 +106,7 @@ def test_every_command_flag_is_a_declared_setting() -> None:
     import inspect
 
     names = {info.name for info in declarations()}
-    from backend.worker_cli import FLAGS
+    from backend.cli.worker import FLAGS
 
     renamed = {flag.removeprefix("--").replace("-", "_"): name for name, flag in FLAGS.items()}
     renamed["worker_id"] = "worker_id"  # its flag is --id; the parameter keeps the name
@@ -138,7 +138,7 @@ def test_a_bad_value_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPa
 
 @pytest.mark.slow
 def test_any_setting_is_a_flag_with_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    from backend.cli_common import settings_from_flags
+    from backend.cli.common import settings_from_flags
 
     monkeypatch.setenv("JAXPLAY_PORT", "9001")
     settings = settings_from_flags(
@@ -228,7 +228,7 @@ def test_values_are_shown_as_the_environment_takes_them() -> None:
 #: the only modules of the program that may touch the process environment, and why
 READS_ENVIRONMENT = {
     # the settings' readers, called once at start-up
-    "backend/app/settings.py": "the program's settings",
+    "backend/app/core/settings.py": "the program's settings",
     "sandbox/assembly/settings.py": "the sandbox's settings",
     "sandbox/jail/settings.py": "the jail's settings (the sandbox used on its own)",
     "sandbox/pool/settings.py": "the pool's settings (the sandbox used on its own)",
@@ -240,14 +240,14 @@ READS_ENVIRONMENT = {
     "sandbox/engine/outputs/export.py": "the jail's environment, passed on to the export's round trip",
     "sandbox/zygote/watch.py": "the environment as part of a process's state",
     # not read at all: the text of a bug report's repro script sets XLA_FLAGS for its devices
-    "backend/app/repro.py": "XLA_FLAGS, written into the repro it makes",
+    "backend/app/outside/repro.py": "XLA_FLAGS, written into the repro it makes",
     # not settings: the unjailed worker's environment passed on without JAX's cache variables
     "sandbox/pool/subprocess_pool.py": "the environment a worker inherits, less JAX_COMPILATION_CACHE_*",
     # a forked jail's environment, set (not read) as bubblewrap's --clearenv/--setenv do
     "sandbox/jail/fork_server.py": "the jail template's environment, set from its arguments",
     "sandbox/jail/enter.py": "a forked jail's environment, set from its spec",
     # the command line's own: where the user's cache folder is (the XDG convention)
-    "backend/client_session.py": "XDG_CACHE_HOME, where jaxplay run keeps its session",
+    "backend/cli/client/session_store.py": "XDG_CACHE_HOME, where jaxplay run keeps its session",
     # installing a JAX version: where an interpreter of each Python is (setup time)
     "sandbox/environments/versions.py": "JAXPLAY_PYTHON_3_x, PYENV_ROOT",
 }
@@ -270,7 +270,7 @@ def test_nothing_below_start_up_reads_the_environment() -> None:
 
 
 def test_the_server_passes_the_sandbox_its_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from backend.app.pools import pool_options
+    from backend.app.relay.pools import pool_options
 
     monkeypatch.setenv("JAXPLAY_PIDS", "77")
     monkeypatch.setenv("JAXPLAY_POOL_SPARES", "5")

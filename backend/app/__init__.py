@@ -1,7 +1,7 @@
 """The jaxplay server: ``create_app(settings)`` (see factory.py). Never imports JAX.
 
 The names are loaded when first used, not with the package: the command line reads
-``backend.app.settings`` for every command, and the server's framework (FastAPI and
+``backend.app.core.settings`` for every command, and the server's framework (FastAPI and
 the routes, ~1.5 s of imports) is needed only by ``serve`` and ``worker``.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from backend.app.core.settings import Settings
     from backend.app.factory import create_app
-    from backend.app.settings import Settings
 
 __all__ = ["Settings", "create_app"]
 
@@ -22,7 +22,7 @@ def __getattr__(name: str) -> Any:
 
         return create_app
     if name == "Settings":
-        from backend.app.settings import Settings
+        from backend.app.core.settings import Settings
 
         return Settings
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,18 +17,30 @@ from starlette.routing import Match, Route
 from starlette.types import Scope
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from backend.app.admission import Admission
-from backend.app.assets import AssetFiles
-from backend.app.cache import ResultCache, engine_fingerprint
-from backend.app.caller import Caller
-from backend.app.compression import Compression
-from backend.app.confirm import Confirmer
-from backend.app.errors import install_error_handlers
-from backend.app.logs import fields, get_logger, redact_url
-from backend.app.mcp_endpoint import PATH as MCP_PATH
-from backend.app.mcp_endpoint import McpEndpoint
-from backend.app.metrics import Metrics, serve_metrics
-from backend.app.middleware import (
+from backend.app.core.errors import install_error_handlers
+from backend.app.core.logs import fields, get_logger, redact_url
+from backend.app.core.metrics import Metrics, serve_metrics
+from backend.app.core.settings import Settings
+from backend.app.outside.mcp.endpoint import PATH as MCP_PATH
+from backend.app.outside.mcp.endpoint import McpEndpoint
+from backend.app.relay.figures import RunStats
+from backend.app.relay.pools import make_pool
+from backend.app.relay.service import RunService
+from backend.app.routes import across, meta, pages, report, runs, sessions, snippets, watch, ws
+from backend.app.routes import notebooks as notebook_import
+from backend.app.routes import stats as public_stats
+from backend.app.routes.docs import mount_docs
+from backend.app.services.container import Services
+from backend.app.storage.sqlite import Storage
+from backend.app.storage.url import open_storage
+from backend.app.tenancy.admission import Admission
+from backend.app.tenancy.caller import Caller
+from backend.app.tenancy.identity import Sessions
+from backend.app.trust.cache import ResultCache, engine_fingerprint
+from backend.app.trust.confirm import Confirmer
+from backend.app.web.assets import AssetFiles
+from backend.app.web.compression import Compression
+from backend.app.web.middleware import (
     AccessLog,
     BodyLimit,
     ClientPresence,
@@ -36,18 +48,6 @@ from backend.app.middleware import (
     SecurityHeaders,
     served_hosts,
 )
-from backend.app.pools import make_pool
-from backend.app.routes import across, meta, pages, report, runs, sessions, snippets, watch, ws
-from backend.app.routes import notebooks as notebook_import
-from backend.app.routes import stats as public_stats
-from backend.app.routes.docs import mount_docs
-from backend.app.run_stats import RunStats
-from backend.app.runs import RunService
-from backend.app.services import Services
-from backend.app.settings import Settings
-from backend.app.storage import Storage
-from backend.app.storage_url import open_storage
-from backend.app.tenancy import Sessions
 from sandbox.pool.base import MakesPristineRuns, Pool
 from sandbox.protocol import PROTOCOL_VERSION, RunRequest
 
@@ -164,7 +164,7 @@ def create_app(
     dist = settings.frontend_dist
     if (dist / "index.html").is_file():
         # The built page's files; routes above win, this catches the rest. Hashed
-        # assets are immutable, precompressed variants served (backend/app/assets.py).
+        # assets are immutable, precompressed variants served (backend/app/web/assets.py).
         app.mount("/", AssetFiles(directory=dist), name="frontend")
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(ClientPresence)  # outside BodyLimit: it sees where the body ends

@@ -23,7 +23,7 @@ was requested before the page was built: the first screen's), the time from navi
 the WebSocket, and to the jaxpr on screen, the earlier of
 
 - **jaxpr painted**: when the browser painted the jaxpr the server rendered in the
-  HTML (a confirmed link's ``<pre elementtiming="jaxpr">``, backend/app/page.py): the
+  HTML (a confirmed link's ``<pre elementtiming="jaxpr">``, backend/app/web/page.py): the
   Element Timing API's ``renderTime``, the paint itself, whether or not a script ran
   (Chromium drops the entry of an element removed before its paint was presented:
   then the start of the first frame that rendered it visible);
@@ -31,7 +31,7 @@ the WebSocket, and to the jaxpr on screen, the earlier of
 
 and the first contentful paint (the Paint Timing API); and where the time to the run
 goes: navigation to the document's last byte, to the page's first script having made
-its WebSocket (a new link's page: the server's inline script, backend/app/early_run.py;
+its WebSocket (a new link's page: the server's inline script, backend/app/web/early_run.py;
 else the entry, boot.ts) and to the WebSocket open. Medians over ``--repeat`` rounds, and
 the encodings the server answered with. WebSocket frames are not counted in the bytes.
 Each visit also counts the ``run`` frames the page sent: a new link's visit must send
@@ -68,7 +68,7 @@ CODE = "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.tanh(x) ** 
 ARGS = "(jnp.ones((3,)),)"
 TRANSFORMS = [{"name": "grad"}, {"name": "jit"}]
 #: the same run, its grad step naming its default option: a link the server's first
-#: script does not send (backend/app/early_run.py knows no step options), so its run
+#: script does not send (backend/app/web/early_run.py knows no step options), so its run
 #: leaves from the page's entry, as every link's did before (``--entry-sends``)
 TRANSFORMS_ENTRY = [{"name": "grad", "argnums": 0}, {"name": "jit"}]
 

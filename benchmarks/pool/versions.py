@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from backend.app.settings import Settings
+from backend.app.core.settings import Settings
 from benchmarks.support.stats import percentile
 from sandbox.environments.versions import default_version, installed
 from sandbox.jail.jail import Jailer

@@ -1,5 +1,5 @@
 """What the result cache's rule costs: one run's evidence written, and the cache
-trimmed to its budgets, on every write (backend/app/storage.py, SQLite).
+trimmed to its budgets, on every write (backend/app/storage/sqlite.py, SQLite).
 
     python benchmarks/server/cache_writes.py [--entries 1000 10000] [--writes 200]
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from backend.app.storage import CacheLimits, ResultRecord, SqliteStorage
+from backend.app.storage.sqlite import CacheLimits, ResultRecord, SqliteStorage
 
 
 async def measure(entries: int, writes: int, body: str) -> dict[str, float]:

@@ -1,5 +1,5 @@
 """What pristine runs cost, and what one client flooding them costs everyone else
-(backend/app/confirm.py, backend/app/pristine_lines.py).
+(backend/app/trust/confirm.py, backend/app/trust/pristine_lines.py).
 
 Starts ``jaxplay serve`` on the jailed warm pool three times — pristine runs off,
 on, and on while one client floods shares of slow candidates — and in each, on the

@@ -30,8 +30,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from backend.app.run_stats import RunStats
-from backend.app.storage import RunRow, SqliteStorage
+from backend.app.relay.figures import RunStats
+from backend.app.storage.sqlite import RunRow, SqliteStorage
 from tests.support.live_server import LiveServer
 
 NOTEBOOK = nbformat.writes(

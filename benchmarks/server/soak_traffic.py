@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 import websockets
 
-from backend.app.cache import CACHED_TYPES
+from backend.app.trust.cache import CACHED_TYPES
 
 OUTPUTS = ["jaxpr", "stablehlo", "hlo", "value", "cost"]
 TOOLS_TOKEN = "soak-tools-0123456789"  # the CLI, MCP, across and the end's fresh runs
@@ -58,7 +58,7 @@ def request_for(tag: str, n: int, outputs: list[str] | None = None) -> dict[str,
 
 
 def shown(events: list[dict[str, Any]]) -> str:
-    """What an answer showed, as the cache compares it (backend/app/cache.py)."""
+    """What an answer showed, as the cache compares it (backend/app/trust/cache.py)."""
     kept = [e for e in events[1:-1] if e.get("type") in CACHED_TYPES]
     return json.dumps(kept, sort_keys=True, separators=(",", ":"))
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from backend.app.tenancy import SESSION_COOKIE
+from backend.app.tenancy.identity import SESSION_COOKIE
 from tests.gates import browser_required
 from tests.support.live_server import LiveServer
 

@@ -192,7 +192,7 @@ def test_a_shared_links_results_sent_with_the_page_are_painted_without_a_run(
 
 def test_a_new_links_run_is_sent_once_by_the_pages_first_script(browser: Any, server: Any) -> None:
     """A link never run: the server's first script in the page sent its run
-    (backend/app/early_run.py) before the entry loaded; the page adopted it: one run
+    (backend/app/web/early_run.py) before the entry loaded; the page adopted it: one run
     frame for the visit, on one socket, and its jaxpr on show."""
     code = CODE.replace("2.0", f"{time.time_ns() % 10_000}.5")  # never run before
     body = {"code": code, "args": "(jnp.ones(3),)", "transforms": [{"name": "jit"}]}

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from backend.app.tenancy import SESSION_COOKIE
+from backend.app.tenancy.identity import SESSION_COOKIE
 from tests.engine.tour_claims import steps
 from tests.gates import missing_requirement
 

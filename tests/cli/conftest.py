@@ -1,5 +1,5 @@
 """The CLI tests' own cache folder: ``jaxplay run --server`` keeps its session there
-(backend/client_session.py), never in the user's ``~/.cache``."""
+(backend/cli/client/session_store.py), never in the user's ``~/.cache``."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ test runs the console script so, end to end (``jaxplay``); the others, the examp
 them, send the same command to one real ``jaxplay serve`` with ``--server`` (``served``),
 whose warm pool runs them as it runs anyone's: the same request, the same rendering.
 One of them runs the console script in a process of its own; the rest run the same
-typer app in this process (``in_process``: the console script is ``backend.cli:main``,
+typer app in this process (``in_process``: the console script is ``backend.cli.main:main``,
 which calls it), since a new Python's imports alone took about 2 s a command on a
 loaded machine, the time the examples' runs take.
 """
@@ -43,7 +43,7 @@ SIMPLE = "import jax.numpy as jnp\n\n\ndef f(x):\n    y = jnp.sin(x)\n    return
 def jaxplay(
     *argv: str, stdin: str | None = None, timeout: float = 180
 ) -> subprocess.CompletedProcess:
-    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "backend.cli"]
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "backend.cli.main"]
     env = dict(os.environ, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="2")
     env.pop("JAX_PLATFORMS", None)
     return subprocess.run(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from backend import cli
+from backend.cli import main as cli
 from sandbox.protocol import EVENT_ADAPTER, RunRequest
 
 CHECKS_EVENT = {

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from backend.client_session import server_key
+from backend.cli.client.session_store import server_key
 from tests.server.test_hostile_links import ATTACKS, EXAMPLE, FORGED, single_use_runs
 from tests.support.cli import in_process
 from tests.support.live_server import LiveServer

@@ -1,4 +1,4 @@
-"""The session ``jaxplay run --server`` keeps (backend/client_session.py), against a
+"""The session ``jaxplay run --server`` keeps (backend/cli/client/session_store.py), against a
 real ``jaxplay serve`` on the fake pool (fast): kept per server in one 0600 file; a
 session the server no longer honours (a restart with a new key) renewed once, said on
 stderr; a server that issues none (this address had its share) runs single-use,
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from backend.client_session import SessionStore, server_key, session_events
+from backend.cli.client.session_store import SessionStore, server_key, session_events
 from tests.support.live_server import LiveServer
 
 FAKE = ("--pool", "tests.server.fakes:FakePool", "--unsafe-no-jail")  # the fake runs nothing

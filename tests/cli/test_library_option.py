@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from backend import cli
+from backend.cli import main as cli
 from sandbox.environments import libraries, library_choices
 from sandbox.environments.versions import default_version
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from backend.render import render_event
+from backend.cli.render.events import render_event
 from sandbox.engine.outputs.autodiff import autodiff_event
 from sandbox.protocol.events import AutodiffEvent
 from sandbox.protocol.requests import Transform

@@ -11,7 +11,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from backend.render import render_event
+from backend.cli.render.events import render_event
 from sandbox.engine.core.xla_dump import Dump
 from sandbox.engine.outputs.memory import memory_event
 from sandbox.protocol.events import MemoryEvent

@@ -11,7 +11,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from backend.render import render_event
+from backend.cli.render.events import render_event
 from sandbox.engine.core.emitter import json_safe
 from sandbox.engine.outputs.numerics import numerics_event
 from sandbox.protocol.events import NumericsEvent

@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from backend.render import render_event
+from backend.cli.render.events import render_event
 from sandbox.engine.outputs.profile import profile_event, profiled_calls
 from sandbox.protocol.events import ProfileEvent
 

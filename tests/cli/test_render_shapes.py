@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.render import render_event
+from backend.cli.render.events import render_event
 
 
 def test_each_span_is_a_line_with_its_type_and_batch() -> None:

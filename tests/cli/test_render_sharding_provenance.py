@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend.render import render_event
+from backend.cli.render.events import render_event
 
 
 def _collective(origin: Any, line: int) -> dict[str, Any]:

@@ -3,7 +3,7 @@ saying what follows (for clients that do not join parts), then each part."""
 
 from __future__ import annotations
 
-from backend.render import render_event
+from backend.cli.render.events import render_event
 from sandbox.engine.core.text_parts import ir_events
 from sandbox.protocol.limits import TEXT_PART_CHARS
 

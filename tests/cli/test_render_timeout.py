@@ -4,8 +4,8 @@ from the command line."""
 
 from __future__ import annotations
 
-from backend.app.timeouts import LONGER, timeout_reason
-from backend.render import render_event
+from backend.app.relay.timeouts import LONGER, timeout_reason
+from backend.cli.render.events import render_event
 
 REASON = "wall clock 20 s, reached in the lower stage (stages done: exec 9.6 s, trace 7.1 s)"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from backend.render import render_event
+from backend.cli.render.events import render_event
 from sandbox.engine.core.emitter import json_safe
 from sandbox.engine.outputs.trace_values import trace_values_event
 from sandbox.protocol.events import TraceValuesEvent

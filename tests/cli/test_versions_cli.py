@@ -20,7 +20,7 @@ from sandbox.protocol import RunRequest
 from tests.gates import jail_required
 from tests.support.cli import in_process as run_in_process
 
-JAXPLAY = [sys.executable, "-c", "from backend.cli import main; main()"]
+JAXPLAY = [sys.executable, "-c", "from backend.cli.main import main; main()"]
 ROOT = Path(__file__).resolve().parents[2]
 
 

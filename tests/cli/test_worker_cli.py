@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.app.pools import PoolConfigError, pool_spec
-from backend.app.settings import Settings
+from backend.app.core.settings import Settings
+from backend.app.relay.pools import PoolConfigError, pool_spec
 from sandbox.queue.devices import DeviceError, DeviceSetup, device_setup
 from tests.gates import needs_jail
 
@@ -117,7 +117,7 @@ def test_worker_settings_and_the_server_pool_choice(tmp_path: Path) -> None:
 
 def _worker(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "backend.worker_cli", *args],
+        [sys.executable, "-m", "backend.cli.worker", *args],
         cwd=ROOT,
         env={**os.environ, "JAXPLAY_LOG_FORMAT": "text", **env},
         capture_output=True,
@@ -140,7 +140,7 @@ def test_the_worker_command_refuses_clearly() -> None:
 @pytest.mark.slow
 def test_jaxplay_lists_the_worker_command() -> None:
     result = subprocess.run(
-        [sys.executable, "-c", "from backend.cli import main; main()", "worker", "--help"],
+        [sys.executable, "-c", "from backend.cli.main import main; main()", "worker", "--help"],
         cwd=ROOT,
         capture_output=True,
         text=True,

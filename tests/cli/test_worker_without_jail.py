@@ -78,7 +78,7 @@ def test_a_worker_whose_jail_cannot_start_refuses_and_runs_nothing() -> None:
     done = without_userns(
         sys.executable,
         "-m",
-        "backend.worker_cli",
+        "backend.cli.worker",
         "--queue",
         "redis://127.0.0.1:1/0",
         "--backend",

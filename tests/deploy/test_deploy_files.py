@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from backend.app.settings import declarations
+from backend.app.core.settings import declarations
 from sandbox.jail.settings import JailConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,7 +166,7 @@ def test_the_images_install_what_the_package_offers() -> None:
     # the workers' commands use flags `jaxplay worker` has
     from typer.testing import CliRunner
 
-    from backend.cli import app
+    from backend.cli.main import app
 
     help_text = CliRunner().invoke(app, ["worker", "--help"], env={"COLUMNS": "200"}).output
     commands = [w["command"] for w in compose()["services"].values() if "command" in w]

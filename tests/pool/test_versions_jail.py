@@ -146,9 +146,9 @@ def test_a_version_runs_pmap_on_two_cpu_devices(versions: Versions, version: str
 @needs_bwrap
 @pytest.mark.slow
 def test_across_the_installed_versions_every_output_is_there(versions: Versions) -> None:
-    """The across-versions comparison (backend/app/across.py) on real runs: every
+    """The across-versions comparison (backend/app/relay/compare.py) on real runs: every
     output of every version present, and the times table filled."""
-    from backend.app.across import changes, summarize, times
+    from backend.app.relay.compare import changes, summarize, times
 
     if not OTHERS:
         pytest.skip("one version installed: nothing to compare")

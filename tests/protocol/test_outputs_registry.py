@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from backend.app.cache import CACHED_TYPES
-from backend.render import RENDERERS
+from backend.app.trust.cache import CACHED_TYPES
+from backend.cli.render.events import RENDERERS
 from sandbox.engine.core import registry
 from sandbox.protocol.events import EVENT_MODELS, OUTPUTS
 from sandbox.protocol.output_table import DEFAULT_OUTPUTS, OUTPUT_TABLE
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_layer_names_every_output_in_order() -> None:
     assert tuple(OUTPUT_TABLE) == OUTPUTS
     assert [name for name, _ in registry.rows(OUTPUTS)] == list(OUTPUTS), "sandbox/engine/outputs/"
-    assert set(RENDERERS) == set(OUTPUTS), "backend/render.py"
+    assert set(RENDERERS) == set(OUTPUTS), "backend/cli/render/events.py"
     for name in OUTPUTS:
         assert EVENT_MODELS[name] is OUTPUT_TABLE[name].event
 

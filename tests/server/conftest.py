@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.app import Settings, create_app
-from backend.app.cache import ResultCache
-from backend.app.storage import SqliteStorage
+from backend.app.storage.sqlite import SqliteStorage
+from backend.app.trust.cache import ResultCache
 
 from .fakes import FakePool
 

@@ -17,7 +17,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
-from backend.app.timeouts import LONGER
+from backend.app.relay.timeouts import LONGER
 from sandbox.pool.fake import WORKER, FakeRun
 from sandbox.pool.fake import FakePool as _FakePool
 from sandbox.protocol import RunRequest
@@ -106,7 +106,7 @@ class FakePool(_FakePool):
 
 class SlotFakePool(FakePool):
     """The fake pool with a warm process per tenant, as the jailed pool keeps:
-    ``tenant_slots`` places, so admission's turns apply (backend/app/admission.py,
+    ``tenant_slots`` places, so admission's turns apply (backend/app/tenancy/admission.py,
     TenantTurns). Start a server on it with ``--pool tests.server.fakes:SlotFakePool``."""
 
     tenant_slots = 4

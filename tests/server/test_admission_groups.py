@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from backend.app.tenancy import SESSION_COOKIE
+from backend.app.tenancy.identity import SESSION_COOKIE
 from tests.support.live_server import LiveServer
 
 TURN_S = 5.0

@@ -1,6 +1,6 @@
 """A full pool of warm processes sheds new tenants (503 + Retry-After) instead of
 evicting busy tenants' processes, and takes waiting tenants by turns
-(backend/app/admission.py, TenantTurns)."""
+(backend/app/tenancy/admission.py, TenantTurns)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from backend.app import admission as admission_module
-from backend.app.admission import Admission, TenantTurns
-from backend.app.caller import Caller
-from backend.app.errors import Overloaded
-from backend.app.metrics import Metrics
+from backend.app.core.errors import Overloaded
+from backend.app.core.metrics import Metrics
+from backend.app.tenancy import admission as admission_module
+from backend.app.tenancy.admission import Admission, TenantTurns
+from backend.app.tenancy.caller import Caller
 
 from .conftest import make_settings
 

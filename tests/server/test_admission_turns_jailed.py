@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from backend.app.admission import Admission
-from backend.app.caller import Caller
-from backend.app.errors import Overloaded
-from backend.app.metrics import Metrics
+from backend.app.core.errors import Overloaded
+from backend.app.core.metrics import Metrics
+from backend.app.tenancy.admission import Admission
+from backend.app.tenancy.caller import Caller
 from sandbox.pool.settings import PoolSettings
 from sandbox.protocol import RunRequest
 from tests.support.live_pool import LivePool, make_live_pool

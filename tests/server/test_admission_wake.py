@@ -1,6 +1,6 @@
 """A run waiting in the queue starts as soon as the pool says a place freed
 (``on_free``), not when the run before it has had all its events relayed and its
-ticket released (backend/app/admission.py, sandbox/pool/zygote_pool.py)."""
+ticket released (backend/app/tenancy/admission.py, sandbox/pool/zygote_pool.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from backend.app.admission import Admission
-from backend.app.caller import Caller
-from backend.app.metrics import Metrics
+from backend.app.core.metrics import Metrics
+from backend.app.tenancy.admission import Admission
+from backend.app.tenancy.caller import Caller
 from sandbox.pool.base import PoolFull
 from sandbox.protocol import RunRequest
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from backend.app.tenancy import SESSION_COOKIE, SESSION_HEADER
+from backend.app.tenancy.identity import SESSION_COOKIE, SESSION_HEADER
 from sandbox.pool.zygote_pool import tenant_group
 from sandbox.protocol.tenants import is_single_use
 

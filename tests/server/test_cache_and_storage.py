@@ -16,9 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app.cache import KeptEvents, _canonical, events_body
-from backend.app.confirm import PRISTINE_TENANT
-from backend.app.storage import (
+from backend.app.storage.sqlite import (
     MIN_ID_LENGTH,
     PRISTINE,
     CacheLimits,
@@ -27,6 +25,8 @@ from backend.app.storage import (
     canonical_json,
     snippet_digest,
 )
+from backend.app.trust.cache import KeptEvents, _canonical, events_body
+from backend.app.trust.confirm import PRISTINE_TENANT
 from sandbox.protocol import RunRequest
 
 from .fakes import FakePool

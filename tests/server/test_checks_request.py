@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app.cache import ResultCache
+from backend.app.trust.cache import ResultCache
 from sandbox.protocol import RunRequest
 
 CODE = "def f(x):\n    return x\n"

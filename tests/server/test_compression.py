@@ -16,7 +16,7 @@ import brotli
 from fastapi.testclient import TestClient
 from starlette.types import Message, Receive, Scope, Send
 
-from backend.app.compression import Compression, negotiate
+from backend.app.web.compression import Compression, negotiate
 
 Make = Callable[..., tuple[TestClient, Any]]
 CODE = "def f(x):\n    return x\n"

@@ -1,6 +1,6 @@
 """``gpu_target`` and ``tpu_topology`` are off unless the operator lists the names
 (JAXPLAY_GPU_TARGETS, JAXPLAY_TPU_TOPOLOGIES): the server refuses any other before a
-worker sees it, by one rule for both (``DEVICELESS_TARGETS`` in backend/app/runs.py;
+worker sees it, by one rule for both (``DEVICELESS_TARGETS`` in backend/app/relay/service.py;
 docs/api.md, "Deviceless GPU compiles" and "Deviceless TPU compiles"). Against the
 fake pool; the compiles themselves: tests/engine/test_gpu_target.py, tests/engine/test_tpu_topology.py."""
 

@@ -26,12 +26,12 @@ from fastapi.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.app import create_app
-from backend.app.admission import Admission, FairQueue
-from backend.app.caller import Caller
-from backend.app.logs import redact_url
-from backend.app.metrics import Metrics
-from backend.app.page import PLACEHOLDER
-from backend.app.tenancy import SESSION_COOKIE, client_key
+from backend.app.core.logs import redact_url
+from backend.app.core.metrics import Metrics
+from backend.app.tenancy.admission import Admission, FairQueue
+from backend.app.tenancy.caller import Caller
+from backend.app.tenancy.identity import SESSION_COOKIE, client_key
+from backend.app.web.page import PLACEHOLDER
 from sandbox.pool.base import PoolFull
 from sandbox.pool.zygote_pool import ZygotePool, tenant_group
 from sandbox.protocol.tenants import is_single_use

@@ -2,7 +2,7 @@
 proxy (X-Forwarded-For), with several page sessions and addresses, makes her own
 pristine runs slow (``if pristine: sleep``) and floods the server with shares and
 reads of her candidates, to keep a victim's popular request unconfirmed or to push
-the victim's pristine run out of line. The pristine lines (backend/app/pristine_lines.py)
+the victim's pristine run out of line. The pristine lines (backend/app/trust/pristine_lines.py)
 hold her to her own group's turn, place, cap and budget: the victim's key starts
 while her backlog still waits, and is never dropped."""
 
@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app import confirm, create_app
-from backend.app.tenancy import SESSION_COOKIE
+from backend.app import create_app
+from backend.app.tenancy.identity import SESSION_COOKIE
+from backend.app.trust import confirm
 from sandbox.pool.base import PoolFull
 from sandbox.protocol import RunRequest
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from backend.app.page import MAX_INITIAL_BYTES
+from backend.app.web.page import MAX_INITIAL_BYTES
 from sandbox.pool.fake import FakePool as _FakePool
 from sandbox.pool.fake import FakeRun
 from sandbox.protocol import RunRequest

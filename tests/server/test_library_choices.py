@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app.cache import ResultCache
+from backend.app.trust.cache import ResultCache
 from sandbox.environments import libraries, library_choices
 from sandbox.pool.versioned import VersionedPool
 from sandbox.protocol import RunRequest

@@ -1,4 +1,4 @@
-"""A real server (``python -m backend.serve_cli``) with the real pool: runs over
+"""A real server (``python -m backend.cli.serve``) with the real pool: runs over
 HTTP and the WebSocket, streaming, faults (a worker SIGKILLed mid-run, a server
 stopped and restarted), memory, and no JAX in the server."""
 
@@ -19,8 +19,8 @@ import httpx
 import pytest
 import websockets
 
-from backend.app.wire import SERVER_MESSAGE
-from backend.client import ServerError, stream_run
+from backend.app.core.wire import SERVER_MESSAGE
+from backend.cli.client.rest import ServerError, stream_run
 from tests.support.live_server import LiveServer, pristine_confirmed, wait_for_pristine_confirmed
 
 pytestmark = pytest.mark.slow

@@ -21,8 +21,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from backend.app import op_docs
-from backend.app.wire import RunBody
+from backend.app.core.wire import RunBody
+from backend.app.web import op_docs
 from tests.support.live_server import LiveServer
 
 pytestmark = pytest.mark.slow
@@ -306,7 +306,8 @@ from pathlib import Path
 import httpx
 from tests.server.conftest import make_settings
 from tests.server.fakes import FakePool
-from backend.app import create_app, mcp_endpoint
+from backend.app import create_app
+from backend.app.outside.mcp import endpoint as mcp_endpoint
 
 app = create_app(make_settings(Path(sys.argv[1])), pool=FakePool(), pool_name="fake")
 started = []

@@ -1,9 +1,9 @@
-"""An agent's answer from a run's events (backend/app/mcp_results.py): a text that came
+"""An agent's answer from a run's events (backend/app/outside/mcp/results.py): a text that came
 in parts is one output, its size the whole text's."""
 
 from __future__ import annotations
 
-from backend.app.mcp_results import run_outputs
+from backend.app.outside.mcp.results import run_outputs
 from sandbox.engine.core.text_parts import ir_events
 from sandbox.protocol.limits import TEXT_PART_CHARS
 

@@ -1,10 +1,10 @@
-"""The pristine lines (backend/app/pristine_lines.py): a line per client group, served
+"""The pristine lines (backend/app/trust/pristine_lines.py): a line per client group, served
 in turn, one run at a time per group, a cap and a budget of pristine seconds per
 group; an ask past them is refused, never someone else's key dropped."""
 
 from __future__ import annotations
 
-from backend.app.pristine_lines import PristineLines, TimeBudget
+from backend.app.trust.pristine_lines import PristineLines, TimeBudget
 
 
 class Clock:

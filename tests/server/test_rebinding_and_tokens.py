@@ -16,8 +16,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app.middleware import host_allowed, served_hosts
-from backend.app.settings import Settings
+from backend.app.core.settings import Settings
+from backend.app.web.middleware import host_allowed, served_hosts
 from tests.support.live_server import LiveServer
 
 Make = Callable[..., tuple[TestClient, Any]]

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from backend.app.run_stats import figures, percentile
-from backend.app.storage import RunRow
+from backend.app.relay.figures import figures, percentile
+from backend.app.storage.sqlite import RunRow
 from tests.support.live_server import LiveServer
 
 pytestmark = pytest.mark.slow

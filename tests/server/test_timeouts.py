@@ -1,4 +1,4 @@
-"""A run out of time says how much more time this server gives (backend/app/timeouts.py):
+"""A run out of time says how much more time this server gives (backend/app/relay/timeouts.py):
 up to its longest limit (JAXPLAY_MAX_TIMEOUT_S), or that the run had it already."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
-from backend.app.timeouts import LONGER, timeout_reason
+from backend.app.relay.timeouts import LONGER, timeout_reason
 
 from .fakes import FakePool
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from backend.app.cache import ResultCache
-from backend.app.storage import canonical_json, snippet_digest
+from backend.app.storage.sqlite import canonical_json, snippet_digest
+from backend.app.trust.cache import ResultCache
 from sandbox.environments import libraries
 from sandbox.environments.versions import STAMP
 from sandbox.pool.base import PoolFull
@@ -289,7 +289,7 @@ def test_across_refuses_before_running_anything(make_client: Make, tmp_path: Pat
 
 
 def test_across_diffs_outputs_missing_on_a_version() -> None:
-    from backend.app.across import changes, summarize
+    from backend.app.relay.compare import changes, summarize
 
     ok = [
         {"type": "accepted", "worker": {"jax_version": "0.4.38"}},
@@ -375,7 +375,7 @@ def test_across_diffs_run_off_the_event_loop(
     import sys
     import threading
 
-    from backend.app import across
+    from backend.app.relay import compare as across
 
     root = tmp_path / "versions"
     stamp(root, "0.4.38")
@@ -432,7 +432,7 @@ def test_across_cuts_diffs_that_run_out_of_time(
 ) -> None:
     import sys
 
-    from backend.app import across
+    from backend.app.relay import compare as across
 
     root = tmp_path / "versions"
     stamp(root, "0.4.38")
@@ -571,7 +571,7 @@ def test_an_across_run_waiting_for_a_place_stops_when_the_client_leaves(
 
 def test_across_compares_a_text_in_parts_whole() -> None:
     # a big program's HLO comes in parts: its versions differ only past the first part
-    from backend.app.across import changes, summarize
+    from backend.app.relay.compare import changes, summarize
     from sandbox.engine.core.text_parts import ir_events
     from sandbox.protocol.limits import TEXT_PART_CHARS
 

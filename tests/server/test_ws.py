@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from backend.app.wire import SERVER_MESSAGE
+from backend.app.core.wire import SERVER_MESSAGE
 from sandbox.pool.zygote_pool import tenant_group
 from sandbox.protocol.tenants import is_single_use
 

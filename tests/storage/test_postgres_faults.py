@@ -20,8 +20,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
-from backend.app.storage import canonical_json, snippet_digest
-from backend.app.storage_url import open_storage
+from backend.app.storage.sqlite import canonical_json, snippet_digest
+from backend.app.storage.url import open_storage
 from sandbox.protocol import RunRequest
 from tests.gates import skip_without_services
 from tests.server.conftest import make_settings

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
-from backend.app.storage import (
+from backend.app.storage.sqlite import (
     PRISTINE,
     CacheLimits,
     ResultRecord,
@@ -24,7 +24,7 @@ from backend.app.storage import (
     canonical_json,
     snippet_digest,
 )
-from backend.app.storage_url import open_storage
+from backend.app.storage.url import open_storage
 from sandbox.protocol import RunRequest
 from tests.server.conftest import make_settings
 from tests.server.fakes import FakePool
@@ -279,7 +279,7 @@ def test_the_database_password_never_reaches_the_logs(
 
 
 def test_run_figures_are_kept_two_days_and_shared_by_replicas(url: str) -> None:
-    """The public figures' rows (backend/app/run_stats.py): two replicas write, either
+    """The public figures' rows (backend/app/relay/figures.py): two replicas write, either
     reads both; rows before ``keep_since`` go."""
 
     async def go() -> None:

@@ -1,4 +1,4 @@
-"""SQLite's schema comes from the migrations (backend/app/migrations/), as
+"""SQLite's schema comes from the migrations (backend/app/storage/migrations/), as
 PostgreSQL's does: a new file gets every step, recorded; a file written before the
 steps were recorded is adopted at the version its tables show, its snippets kept; a
 file migrated by a newer jaxplay is refused."""
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.app.migrations import MigrationError, migrate_sqlite, migrations
-from backend.app.storage import SqliteStorage
+from backend.app.storage.migrations import MigrationError, migrate_sqlite, migrations
+from backend.app.storage.sqlite import SqliteStorage
 
 
 def _versions(path: Path) -> list[int]:

@@ -1,4 +1,4 @@
-"""``jaxplay`` in the test's own process: the console script is ``backend.cli:main``,
+"""``jaxplay`` in the test's own process: the console script is ``backend.cli.main:main``,
 which calls this typer app; what a subprocess adds is a new Python's imports (about 2 s
 a command on a loaded machine). The CLI tests keep one console-script run of each path
 end to end in a process of its own."""
@@ -9,7 +9,7 @@ import subprocess
 
 from typer.testing import CliRunner
 
-from backend.cli import app
+from backend.cli.main import app
 
 
 def in_process(

@@ -16,7 +16,7 @@ from tests.support.ports import free_port, wait_for
 from tests.support.process import Process
 
 #: the server as a module run from the checkout: ``--pool tests.server.fakes:...`` loads
-MODULE = [sys.executable, "-m", "backend.serve_cli"]
+MODULE = [sys.executable, "-m", "backend.cli.serve"]
 
 
 def serve_command() -> list[str]:

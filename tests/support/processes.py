@@ -37,7 +37,7 @@ class Worker(Process):
     ) -> None:
         self.id, self.redis_url, self.prefix = worker_id, redis_url, prefix
         argv = [
-            sys.executable, "-m", "backend.worker_cli",
+            sys.executable, "-m", "backend.cli.worker",
             "--queue", redis_url, "--prefix", prefix, "--id", worker_id,
             "--backend", backend, "--pool", pool,
         ]  # fmt: skip

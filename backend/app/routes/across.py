@@ -1,5 +1,5 @@
 """``POST /api/v1/across``: one request on several JAX versions, and where each output
-changed (backend/app/across.py compares; docs/api.md, "Across versions").
+changed (backend/app/relay/compare.py compares; docs/api.md, "Across versions").
 
 The versions run one after the other; the diffs are made in a child process, off the
 event loop, under the ``across_diff_chars`` and ``across_diff_s`` budget. When the
@@ -11,43 +11,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from typing import Annotated, Any
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field
 
-from backend.app.across import VersionRun, diff_off_loop, summarize, times
-from backend.app.errors import ApiError
-from backend.app.provenance import LINK_PARAM
+from backend.app.core.errors import ApiError
+from backend.app.core.wire import ERROR_RESPONSES, AcrossBody
+from backend.app.relay.compare import VersionRun, diff_off_loop, summarize, times
+from backend.app.relay.service import RunStream
 from backend.app.routes.snippets import link_code_of
-from backend.app.runs import RunStream
-from backend.app.services import ServicesDep
-from backend.app.tenancy import caller_for
-from backend.app.wire import ERROR_RESPONSES, RunBody
+from backend.app.services.container import ServicesDep
+from backend.app.tenancy.identity import caller_for
+from backend.app.trust.provenance import LINK_PARAM
 from sandbox.environments.versions import version_key
-from sandbox.protocol import JAX_VERSION_PATTERN
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])
-
-#: most versions one request may compare (each is a run, one after the other)
-MAX_ACROSS = 9
-
-
-class AcrossBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    request: RunBody = Field(description="A run request (without `jax_version`).")
-    versions: Annotated[
-        list[Annotated[str, Field(pattern=JAX_VERSION_PATTERN)]],
-        Field(min_length=2, max_length=MAX_ACROSS),
-    ] = Field(description="The JAX versions to run it on; they run and compare oldest first.")
-
-    @field_validator("versions")
-    @classmethod
-    def _distinct(cls, versions: list[str]) -> list[str]:
-        if len(set(versions)) != len(versions):
-            raise ValueError("each version once")
-        return versions
 
 
 class VersionOutcome(BaseModel):

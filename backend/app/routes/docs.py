@@ -2,7 +2,7 @@
 
 Swagger UI's script and stylesheet come from the ``fastapi-offline`` package (which
 ships them, so no CDN is reached at run time); the few lines that start it are a
-file of ours (``backend/app/static/docs.js``), so the page's CSP allows no inline
+file of ours (``backend/app/web/static/docs.js``), so the page's CSP allows no inline
 script.
 """
 
@@ -15,11 +15,11 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from backend.app.middleware import content_security_policy
+from backend.app.web.middleware import content_security_policy
 
 ASSETS = "/docs/assets"
 _SWAGGER = Path(str(files("fastapi_offline") / "static"))
-_START = Path(__file__).resolve().parents[1] / "static" / "docs.js"
+_START = Path(__file__).resolve().parents[1] / "web" / "static" / "docs.js"
 
 PAGE = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">

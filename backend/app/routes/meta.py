@@ -9,10 +9,10 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from backend.app.errors import ApiError
-from backend.app.runs import DEVICELESS_TARGETS
-from backend.app.services import Services, ServicesDep
-from backend.app.wire import BackendsAnswer, Health, LibraryInfo, VersionInfo, WorkerInfo
+from backend.app.core.errors import ApiError
+from backend.app.core.wire import BackendsAnswer, Health, LibraryInfo, VersionInfo, WorkerInfo
+from backend.app.relay.service import DEVICELESS_TARGETS
+from backend.app.services.container import Services, ServicesDep
 from sandbox.environments import libraries
 from sandbox.pool.base import ChoosesLibraries, RunsVersions
 

@@ -1,5 +1,5 @@
 """``POST /api/v1/snippets/import``: a Jupyter notebook becomes a snippet (a link) in one
-step (backend/app/notebooks.py reads it). The snippet is stored by the snippets route's
+step (backend/app/outside/ipynb.py reads it). The snippet is stored by the snippets route's
 own function: the same size limits and rate limit as ``POST /api/v1/snippets``."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from backend.app.errors import ApiError
-from backend.app.notebooks import NotANotebook, import_notebook
+from backend.app.core.errors import ApiError
+from backend.app.core.wire import ERROR_RESPONSES, SnippetBody
+from backend.app.outside.ipynb import NotANotebook, import_notebook
 from backend.app.routes.snippets import create_snippet
-from backend.app.services import ServicesDep
-from backend.app.storage import canonical_json
-from backend.app.wire import ERROR_RESPONSES, SnippetBody
+from backend.app.services.container import ServicesDep
+from backend.app.storage.sqlite import canonical_json
 from sandbox.protocol import MAX_CODE_BYTES
 
 router = APIRouter(prefix="/api/v1", tags=["snippets"])

@@ -1,8 +1,8 @@
 """The page (``/``), shared links (``/s/{id}``) and the embed view (``/e/{id}``).
 
-Each answer carries the page's Content-Security-Policy (backend/app/page.py) and,
+Each answer carries the page's Content-Security-Policy (backend/app/web/page.py) and,
 for a browser that has none yet (or one that no longer verifies), a fresh signed
-session cookie: its tenant (backend/app/tenancy.py). A page is ``Cache-Control:
+session cookie: its tenant (backend/app/tenancy/identity.py). A page is ``Cache-Control:
 no-cache`` with a (weak) ``ETag`` of its bytes: a repeat visit to the same page costs
 a ``304``; ``private`` too when it sets the cookie.
 
@@ -26,20 +26,20 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
-from backend.app.errors import ApiError, Overloaded
-from backend.app.logs import fields, get_logger
-from backend.app.page import (
+from backend.app.core.errors import ApiError, Overloaded
+from backend.app.core.logs import fields, get_logger
+from backend.app.core.wire import ERROR_RESPONSES
+from backend.app.relay.service import server_done
+from backend.app.routes.snippets import load_snippet
+from backend.app.services.container import Services, ServicesDep
+from backend.app.tenancy.identity import SESSION_COOKIE, caller_for, client_of
+from backend.app.web.page import (
     busy_html,
     not_found_html,
     page_csp,
     page_html,
     tour_not_found_html,
 )
-from backend.app.routes.snippets import load_snippet
-from backend.app.runs import server_done
-from backend.app.services import Services, ServicesDep
-from backend.app.tenancy import SESSION_COOKIE, caller_for, client_of
-from backend.app.wire import ERROR_RESPONSES
 from sandbox.protocol import RunRequest
 
 log = get_logger("pages")
@@ -66,7 +66,7 @@ def _page(
     }
     response: Response = HTMLResponse(html, status_code=status, headers=headers)
     if status == 200:
-        # Weak: the bytes on the wire differ by encoding (backend/app/compression.py).
+        # Weak: the bytes on the wire differ by encoding (backend/app/web/compression.py).
         etag = f'W/"{hashlib.sha256(response.body).hexdigest()[:32]}"'
         response.headers["ETag"] = etag
         if _matches(request.headers.get("if-none-match"), etag):

@@ -1,8 +1,8 @@
 """``GET /api/v1/snippets/{id}/report.md``, ``report.ipynb`` and ``report.hlo.txt``: a
-bug report for JAX's issue form, made from a run of the snippet (backend/app/report.py
+bug report for JAX's issue form, made from a run of the snippet (backend/app/outside/bug_report.py
 writes it).
 
-The run is made as the caller, through ``POST /api/v1/runs`` (backend/app/local_api.py):
+The run is made as the caller, through ``POST /api/v1/runs`` (backend/app/web/local_api.py):
 the caller's tenancy, limits and cache rules, so a report costs what a run costs and is
 answered from the cache when the snippet's answer is confirmed. ``?across=V1,V2`` adds
 where each output first changed, from ``POST /api/v1/across`` made the same way. The
@@ -20,15 +20,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from backend.app import report as report_text
-from backend.app.caller import Caller
-from backend.app.errors import ApiError
-from backend.app.local_api import LocalApi
-from backend.app.repro import repro
+from backend.app.core.errors import ApiError
+from backend.app.core.wire import ERROR_RESPONSES, ErrorBody
+from backend.app.outside import bug_report as report_text
+from backend.app.outside.repro import repro
 from backend.app.routes.snippets import load_snippet, snippet_url
-from backend.app.services import Services, ServicesDep
-from backend.app.tenancy import client_of
-from backend.app.wire import ERROR_RESPONSES, ErrorBody
+from backend.app.services.container import Services, ServicesDep
+from backend.app.tenancy.caller import Caller
+from backend.app.tenancy.identity import client_of
+from backend.app.web.local_api import LocalApi
 from sandbox.protocol import RunRequest
 
 router = APIRouter(prefix="/api/v1", tags=["snippets"])

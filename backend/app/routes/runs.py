@@ -12,12 +12,12 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
 
-from backend.app.cache import approx_size
-from backend.app.logs import fields, get_logger
-from backend.app.runs import RunStream
-from backend.app.services import ServicesDep
-from backend.app.tenancy import caller_for
-from backend.app.wire import ERROR_RESPONSES, RunBody, RunResult
+from backend.app.core.logs import fields, get_logger
+from backend.app.core.wire import ERROR_RESPONSES, RunBody, RunResult
+from backend.app.relay.service import RunStream
+from backend.app.services.container import ServicesDep
+from backend.app.tenancy.identity import caller_for
+from backend.app.trust.cache import approx_size
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])
 log = get_logger("runs")

@@ -7,7 +7,7 @@ a page session's edits are: the jailed pool keeps their process warm between run
 instead of a single-use jail per run for an address-only caller.
 
 The value is the page's: the same signer, the same lifetime, the same tenant
-(``addr:…|session:…``, backend/app/tenancy.py). So a session buys what a page's
+(``addr:…|session:…``, backend/app/tenancy/identity.py). So a session buys what a page's
 cookie buys, no more: a tenant within its address's group (caps, turns, the cache's
 evidence and the pool's share all count the address, not the session), and a copy
 of it used from another address is another tenant. What is new is the cap on how
@@ -22,11 +22,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from backend.app.errors import ApiError
-from backend.app.routes.ws import origin_allowed
-from backend.app.services import ServicesDep
-from backend.app.tenancy import SESSION_COOKIE, SESSION_HEADER, client_of
-from backend.app.wire import ERROR_RESPONSES, ErrorBody
+from backend.app.core.errors import ApiError
+from backend.app.core.wire import ERROR_RESPONSES, ErrorBody
+from backend.app.services.container import ServicesDep
+from backend.app.tenancy.identity import SESSION_COOKIE, SESSION_HEADER, client_of
+from backend.app.web.middleware import origin_allowed
 
 router = APIRouter(prefix="/api/v1", tags=["sessions"])
 

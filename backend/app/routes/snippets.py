@@ -14,13 +14,13 @@ import re
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from backend.app.admission import group_of
-from backend.app.errors import ApiError, log_internal
-from backend.app.provenance import NO_LINK, UNKNOWN, LinkCode, link_code
-from backend.app.services import Services, ServicesDep
-from backend.app.storage import canonical_json, disk_full, snippet_digest
-from backend.app.tenancy import caller_for, client_of
-from backend.app.wire import ERROR_RESPONSES, ErrorBody, SnippetBody, SnippetCreated
+from backend.app.core.errors import ApiError, log_internal
+from backend.app.core.wire import ERROR_RESPONSES, ErrorBody, SnippetBody, SnippetCreated
+from backend.app.services.container import Services, ServicesDep
+from backend.app.storage.sqlite import canonical_json, disk_full, snippet_digest
+from backend.app.tenancy.admission import group_of
+from backend.app.tenancy.identity import caller_for, client_of
+from backend.app.trust.provenance import NO_LINK, UNKNOWN, LinkCode, link_code
 from sandbox.protocol import RunRequest
 
 router = APIRouter(prefix="/api/v1", tags=["snippets"])
@@ -69,7 +69,7 @@ async def load_snippet(services: Services, client: str, snippet_id: str) -> str 
 
 
 async def link_code_of(services: Services, client: str, link: str | None) -> LinkCode:
-    """The code of the shared link a page names (``?link=ID``, backend/app/provenance.py),
+    """The code of the shared link a page names (``?link=ID``, backend/app/trust/provenance.py),
     read from the store: a name that is no snippet id, or no snippet's, names none; a
     store that fails, or a client that missed too often, names an unknown one (every
     run of that request is taken as not the caller's own)."""

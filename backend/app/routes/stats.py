@@ -1,5 +1,5 @@
 """``GET /api/v1/stats`` and ``GET /stats``: the service's public figures
-(backend/app/run_stats.py; the page: backend/app/stats_page.py)."""
+(backend/app/relay/figures.py; the page: backend/app/outside/figures_page.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
-from backend.app.errors import ApiError
-from backend.app.run_stats import RunStats
-from backend.app.services import Services, ServicesDep
-from backend.app.stats_page import page
+from backend.app.core.errors import ApiError
+from backend.app.outside.figures_page import page
+from backend.app.relay.figures import RunStats
+from backend.app.services.container import Services, ServicesDep
 
 router = APIRouter(tags=["server"])
 

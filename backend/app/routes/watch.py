@@ -17,9 +17,9 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from backend.app.errors import ApiError, log_internal
-from backend.app.services import ServicesDep
-from backend.app.wire import ERROR_RESPONSES, ErrorBody
+from backend.app.core.errors import ApiError, log_internal
+from backend.app.core.wire import ERROR_RESPONSES, ErrorBody
+from backend.app.services.container import ServicesDep
 from sandbox.pool.base import WatchesRuns
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])

@@ -17,9 +17,9 @@ or without it the ``Host`` it came to, one it serves) or ``ws_origins`` (a
 foreign ``Origin`` gets an error, status 403, and 1008); a token
 only if the server issued it (401); at most ``max_websockets_per_client`` open per
 client address (429). The tenant is the page's signed session cookie, else the
-client address (backend/app/tenancy.py). A page opened from a shared link or an embed
+client address (backend/app/tenancy/identity.py). A page opened from a shared link or an embed
 names it (``?link=ID``): a run of that link's code as stored runs in a process of its
-own, retired after it (backend/app/provenance.py).
+own, retired after it (backend/app/trust/provenance.py).
 """
 
 from __future__ import annotations
@@ -32,24 +32,13 @@ import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from fastapi import APIRouter, WebSocket
 from pydantic import BaseModel, ValidationError
-from starlette.requests import HTTPConnection
 
-from backend.app.admission import CLIENT_GONE
-from backend.app.caller import Caller
-from backend.app.errors import ApiError, validation_body
-from backend.app.logs import fields, get_logger
-from backend.app.middleware import host_allowed, served_hosts
-from backend.app.provenance import LINK_PARAM, LinkCode
-from backend.app.routes.snippets import link_code_of
-from backend.app.runs import RunStream, server_done
-from backend.app.services import Services, get_services
-from backend.app.settings import Settings
-from backend.app.tenancy import caller_for
-from backend.app.wire import (
+from backend.app.core.errors import ApiError, validation_body
+from backend.app.core.logs import fields, get_logger
+from backend.app.core.wire import (
     CLIENT_MESSAGE,
     WS_VERSION,
     ClientCancel,
@@ -61,6 +50,14 @@ from backend.app.wire import (
     ServerError,
     ServerHello,
 )
+from backend.app.relay.service import RunStream, server_done
+from backend.app.routes.snippets import link_code_of
+from backend.app.services.container import Services, get_services
+from backend.app.tenancy.admission import CLIENT_GONE
+from backend.app.tenancy.caller import Caller
+from backend.app.tenancy.identity import caller_for
+from backend.app.trust.provenance import LINK_PARAM, LinkCode
+from backend.app.web.middleware import origin_allowed
 from sandbox.protocol import MAX_CODE_BYTES
 
 router = APIRouter()
@@ -338,7 +335,7 @@ class Connection:
     async def _caller_of(self, code: str) -> Caller:
         """Who runs ``code``: the connection's caller, whose kept process it may shape
         only if it is the caller's own code, not the code of the link this socket's
-        page opened as it came (backend/app/provenance.py)."""
+        page opened as it came (backend/app/trust/provenance.py)."""
         assert self.caller is not None
         if self._link is None:
             link = self.ws.query_params.get(LINK_PARAM)
@@ -375,26 +372,6 @@ class Connection:
             pass
         finally:
             await stream.close()
-
-
-def origin_allowed(ws: HTTPConnection, settings: Settings, origin: str) -> bool:
-    """A browser page may open the WebSocket only from the server's own origin or one
-    of ``ws_origins`` and ``cors_origins`` (a site allowed to call the API may open its
-    socket too). The own origin is ``public_url``'s when it is set, and the request's
-    ``Host`` is then ignored: a page that rebinds its DNS name to this server sends its
-    own name there. Without it, the ``Host`` the request came to, if it is one of
-    ``allowed_hosts`` (middleware.HostCheck refuses the others before this)."""
-    own: set[str] = set()
-    if settings.public_url:
-        parts = urlsplit(settings.public_url)
-        own.add(f"{parts.scheme}://{parts.netloc}".lower())
-    else:
-        host = ws.headers.get("host", "")
-        if host_allowed(host, served_hosts(settings.allowed_hosts, None, settings.host)):
-            scheme = "https" if ws.url.scheme in ("wss", "https") else "http"
-            own.add(f"{scheme}://{host}".lower())
-    own.update(o.rstrip("/").lower() for o in [*settings.ws_origins, *settings.cors_origins])
-    return origin.rstrip("/").lower() in own
 
 
 @router.websocket("/api/v1/ws")

@@ -1,0 +1,19 @@
+"""The storage a ``database_url`` names: SQLite (``sqlite:///PATH``, storage.py) or
+PostgreSQL (``postgresql://...``, pg_storage.py, imported only then: it needs psycopg).
+Both implement storage.py's ``Storage``; this is the one module that knows both."""
+
+from __future__ import annotations
+
+from backend.app.storage.sqlite import SqliteStorage, Storage
+
+
+def open_storage(url: str) -> Storage:
+    if url.startswith("sqlite:///"):
+        return SqliteStorage.from_url(url)
+    if url.startswith(("postgresql://", "postgres://")):
+        from backend.app.storage.postgres import PgStorage
+
+        return PgStorage(url)
+    raise ValueError(
+        f"database_url: unsupported {url.split(':', 1)[0]!r}; use sqlite:///PATH or postgresql://..."
+    )
