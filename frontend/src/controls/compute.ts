@@ -2,7 +2,7 @@
 // asked (each costs something: the cost is said beside it, measured) and the checks,
 // in the groups of the tab bar (app/tabtable.ts), each named as its tab is. The XLA
 // flags and why a compile target refuses an output are said at its foot.
-import { buildChecksBox, computeRow, type ChecksBox } from "../model/checks";
+import { buildChecksBox, computeRow, type ChecksBox } from "./checks-box";
 import { h } from "../util/dom";
 import type { Output } from "../generated/request";
 import { GROUP_TITLES, GROUPS } from "../model/tabtable";

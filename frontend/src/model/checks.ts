@@ -1,8 +1,7 @@
-// The checks box: one-click checks of each pipeline (the request's `checks`,
-// `grad_orders`, `grad_modes`; docs/api.md#checks), what they are in the page's state,
-// how they go into a request and come back from a stored one, and the box's controls.
+// The one-click checks of each pipeline (the request's `checks`, `grad_orders`,
+// `grad_modes`; docs/api.md#checks): what they are in the page's state, how they go into
+// a request and come back from a stored one. The box that ticks them: controls/checks-box.ts.
 import * as z from "zod/mini";
-import { h } from "../util/dom";
 import { RunRequest } from "../generated/request";
 import { parsedOrNull } from "../util/narrow";
 
@@ -66,44 +65,6 @@ export function checksFromRequest(data: unknown): ChecksState {
     orders: orders.length > 0 ? orders : [...DEFAULT_CHECKS.orders],
     modes: modes.length > 0 ? modes : [...DEFAULT_CHECKS.modes],
   };
-}
-
-/** The checks box's controls: a box per check, and the grad check's orders and modes
- * (shown only while grad is ticked). */
-export interface ChecksBox {
-  box: HTMLElement;
-  checkBoxes: HTMLInputElement[];
-  orderBoxes: HTMLInputElement[];
-  modeBoxes: HTMLInputElement[];
-  gradOptions: HTMLElement;
-}
-
-export function buildChecksBox(): ChecksBox {
-  const checkBoxes = CHECK_TOGGLES.map((c) => h("input", { type: "checkbox", "data-check": c.name, id: `check-${c.name}` }));
-  const orderBoxes = GRAD_ORDERS.map((o) => h("input", { type: "checkbox", "data-grad-order": o, id: `grad-order-${o}` }));
-  const modeBoxes = GRAD_MODES.map((m) => h("input", { type: "checkbox", "data-grad-mode": m, id: `grad-mode-${m}` }));
-  const gradOptions = h(
-    "div",
-    { class: "grad-options", "data-testid": "grad-options", hidden: true },
-    "orders ",
-    ...GRAD_ORDERS.map((o, i) => h("label", { for: `grad-order-${o}`, title: `check_grads(order=${o}): every order up to ${o}` }, orderBoxes[i]!, String(o))),
-    " modes ",
-    ...GRAD_MODES.map((m, i) => h("label", { for: `grad-mode-${m}`, title: m === "fwd" ? "forward mode (JVP)" : "reverse mode (VJP)" }, modeBoxes[i]!, m)),
-  );
-  // a section of "What to compute" (compute.ts): each check named, what it does, its cost
-  const box = h(
-    "fieldset",
-    { class: "checks-box", "data-testid": "checks-box" },
-    h("legend", { title: "one-click checks of the pipeline, run after its outputs: the Checks tab shows what they found" }, "Checks"),
-    ...CHECK_TOGGLES.map((c, i) => computeRow(checkBoxes[i]!, `check-${c.name}`, c.label, c.help, c.cost)),
-    gradOptions,
-  );
-  return { box, checkBoxes, orderBoxes, modeBoxes, gradOptions };
-}
-
-/** One row of "What to compute": the box, the output's name, what it is, what it costs. */
-export function computeRow(box: HTMLInputElement, id: string, name: string, help: string, cost: string): HTMLLabelElement {
-  return h("label", { class: "compute-row", for: id, title: help }, box, h("span", { class: "compute-name" }, name), h("span", { class: "compute-help" }, help), h("span", { class: "compute-cost" }, cost));
 }
 
 const Saved = z.object({ names: z.array(z.unknown()), orders: z.array(z.unknown()), modes: z.array(z.unknown()) });
