@@ -17,10 +17,12 @@ what the machine can do (issue 11), side by side in one run.
 
 Prints completed runs per second (those that ended within the duration), the
 refusals by status and reason (each must carry ``Retry-After``: one that does not is
-a failure), failures, p50/p95/p99 latency (send to ``done``) and to the first
-``jaxpr`` event (issue 52: p99 <= 3x p50), fairness (each client's p95 against the
-median client's: target <= 3x), the
-ratio completed/capacity (target >= 0.5), the pool's own figures, the server's CPU
+a failure), failures, p50/p95/p99 latency (send to ``done``), to the first
+``jaxpr`` event (issue 52: p99 <= 3x p50) and the wait as a person sees it (from a
+run's first attempt, its refusals and their waits included, to its ``done``; a run
+never served in the window counts its wait so far), fairness (each client's p95 wait
+against the median client's: target <= 3x), the
+ratio completed/capacity (target >= 0.8), the pool's own figures, the server's CPU
 and memory (VmRSS sampled, VmHWM at the end) and whether it imported JAX.
 
     .venv/bin/python benchmarks/server/load_ws.py                          # 64 clients, 30 s
@@ -70,6 +72,10 @@ class Tally:
     first_jaxpr_s: list[float] = field(default_factory=list)  # send -> the first jaxpr event
     #: each client's send -> done (fairness: no client's p95 over 3x the median client's)
     per_client_s: dict[str, list[float]] = field(default_factory=dict)
+    #: each client's wait as a person sees it: from the first attempt of a run (its
+    #: refusals and their Retry-After included) to its done; a run still not done when
+    #: the window closed counts its wait so far (a lower bound: it was never served)
+    waits_s: dict[str, list[float]] = field(default_factory=dict)
     no_retry_after: int = 0  # 429/503 refusals that did not say when to come back
     late: int = 0  # completed after the duration (not counted in the rate)
     statuses: dict[str, int] = field(default_factory=dict)
@@ -139,9 +145,11 @@ async def one_client(
             if hello.get("type") != "hello":
                 tally.failures.append(f"client {index}: no hello: {hello}")
                 return
+            wanted: float | None = None
             while time.monotonic() < end:
                 seq += 1
                 sent = time.monotonic()
+                wanted = sent if wanted is None else wanted
                 body = request_for(index, seq, args.cache)
                 await ws.send(json.dumps({"type": "run", "seq": seq, "payload": body}))
                 first_jaxpr: float | None = None
@@ -179,12 +187,16 @@ async def one_client(
                         elif ended <= end:
                             tally.latency_s.append(ended - sent)
                             tally.per_client_s.setdefault(f"page {index}", []).append(ended - sent)
+                            tally.waits_s.setdefault(f"page {index}", []).append(ended - wanted)
+                            wanted = None
                             if first_jaxpr is not None:
                                 tally.first_jaxpr_s.append(first_jaxpr)
                             tally.cached += bool(event.get("cached"))
                         else:
                             tally.late += 1
                         break
+            if wanted is not None:
+                tally.waits_s.setdefault(f"page {index}", []).append(end - wanted)
     except (OSError, TimeoutError, websockets.WebSocketException) as exc:
         tally.failures.append(f"client {index} run {seq}: {type(exc).__name__}: {exc}")
 
@@ -197,9 +209,11 @@ async def one_script(
     seq = 0
     headers = {"Authorization": f"Bearer script-{index}", "Accept": "application/x-ndjson"}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=args.run_timeout) as http:
+        wanted: float | None = None
         while time.monotonic() < end:
             seq += 1
             sent = time.monotonic()
+            wanted = sent if wanted is None else wanted
             first_jaxpr: float | None = None
             # distinct from every page client's code (their scale is under 1.64)
             body = request_for(1000 + index, seq, args.cache)
@@ -238,28 +252,32 @@ async def one_script(
             elif ended <= end:
                 tally.latency_s.append(ended - sent)
                 tally.per_client_s.setdefault(f"script {index}", []).append(ended - sent)
+                tally.waits_s.setdefault(f"script {index}", []).append(ended - wanted)
+                wanted = None
                 if first_jaxpr is not None:
                     tally.first_jaxpr_s.append(first_jaxpr)
             else:
                 tally.late += 1
+        if wanted is not None:
+            tally.waits_s.setdefault(f"script {index}", []).append(end - wanted)
 
 
 def fairness(tally: Tally, clients: int) -> dict[str, Any]:
-    """Each client's p95 (send -> done) against the median client's: issue 52's
-    target is no client over 3x. Clients that completed no run are counted apart."""
-    p95s = sorted((percentile(v, 0.95), name) for name, v in tally.per_client_s.items() if v)
+    """Each client's p95 wait (first attempt of a run, refusals included -> its done)
+    against the median client's: issue 52's target is no client over 3x. A client
+    never served in the window counts the wait it was left with, so a pool that
+    serves a few clients while the rest are refused cannot read as fair."""
+    p95s = sorted((percentile(v, 0.95), name) for name, v in tally.waits_s.items() if v)
     if not p95s:
         return {}
     median = statistics.median(p for p, _ in p95s)
     runs = sorted(len(v) for v in tally.per_client_s.values())
     runs = [0] * (clients - len(runs)) + runs
     return {
-        # a client that completed nothing in the window waited for a place all along
-        # (turns at a full pool rotate every tenant_turn_s): its p95 is unbounded
-        "clients_without_a_run": clients - len(p95s),
-        "clients_with_a_run": len(p95s),
-        "median_client_p95_ms": round(median * 1000, 1),
-        "worst_client_p95_ms": round(p95s[-1][0] * 1000, 1),
+        "clients_without_a_run": clients - len(tally.per_client_s),
+        "clients_with_a_run": len(tally.per_client_s),
+        "median_client_p95_wait_ms": round(median * 1000, 1),
+        "worst_client_p95_wait_ms": round(p95s[-1][0] * 1000, 1),
         "worst_client": p95s[-1][1],
         "worst_over_median": round(p95s[-1][0] / median, 2) if median else None,
         "runs_per_client_min_median_max": [runs[0], statistics.median(runs), runs[-1]],
@@ -437,6 +455,11 @@ async def load(args: argparse.Namespace, url: str, pid: int | None) -> dict[str,
         "failures": len(tally.failures),
         "failure_examples": tally.failures[:5],
         "latency_ms": {f"p{q}": round(pct(tally.latency_s, q) * 1000, 1) for q in (50, 95, 99)},
+        # as a person waits: refusals and their Retry-After included, unserved ones too
+        "wait_ms": {
+            f"p{q}": round(pct([w for v in tally.waits_s.values() for w in v], q) * 1000, 1)
+            for q in (50, 95, 99)
+        },
         "first_jaxpr_ms": {
             f"p{q}": round(pct(tally.first_jaxpr_s, q) * 1000, 1) for q in (50, 95, 99)
         },
@@ -570,7 +593,7 @@ def main() -> None:
                 f"\n{result['completed_per_s']} runs/s completed with {args.clients} clients; "
                 f"the machine's capacity {cpus} CPUs / {per_run:.3f} CPU-s = "
                 f"{result['capacity_runs_per_s']} runs/s; ratio "
-                f"{result['completed_over_capacity']:.2f} (target >= 0.5)"
+                f"{result['completed_over_capacity']:.2f} (target >= 0.8)"
             )
     sys.exit(0 if result["ok"] else 1)
 
