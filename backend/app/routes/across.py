@@ -20,8 +20,8 @@ from backend.app.core.errors import ApiError
 from backend.app.core.wire import ERROR_RESPONSES, AcrossBody
 from backend.app.relay.compare import VersionRun, diff_off_loop, summarize, times
 from backend.app.relay.service import RunStream
-from backend.app.routes.snippets import link_code_of
 from backend.app.services.container import ServicesDep
+from backend.app.services.links import link_code_of
 from backend.app.tenancy.identity import caller_for
 from backend.app.trust.provenance import LINK_PARAM
 from sandbox.environments.versions import version_key

@@ -1,6 +1,7 @@
 """``POST /api/v1/snippets/import``: a Jupyter notebook becomes a snippet (a link) in one
-step (backend/app/outside/ipynb.py reads it). The snippet is stored by the snippets route's
-own function: the same size limits and rate limit as ``POST /api/v1/snippets``."""
+step (backend/app/outside/ipynb.py reads it). The snippet is stored as
+``POST /api/v1/snippets`` stores one (backend/app/services/links.py): the same size
+limits and rate limit."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from pydantic import BaseModel, Field
 from backend.app.core.errors import ApiError
 from backend.app.core.wire import ERROR_RESPONSES, SnippetBody
 from backend.app.outside.ipynb import NotANotebook, import_notebook
-from backend.app.routes.snippets import create_snippet
 from backend.app.services.container import ServicesDep
+from backend.app.services.links import store_snippet
 from backend.app.storage.sqlite import canonical_json
 from sandbox.protocol import MAX_CODE_BYTES
 
@@ -72,7 +73,7 @@ async def import_snippet(request: Request, services: ServicesDep) -> JSONRespons
             field="code",
         )
     body = SnippetBody.model_validate({"code": imported.code, "entry": imported.entry})
-    created = await create_snippet(body, request, services)
+    created = await store_snippet(body, request, services)
     answer = NotebookImported(
         id=created.id,
         url=created.url,

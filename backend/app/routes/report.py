@@ -24,8 +24,8 @@ from backend.app.core.errors import ApiError
 from backend.app.core.wire import ERROR_RESPONSES, ErrorBody
 from backend.app.outside import bug_report as report_text
 from backend.app.outside.repro import repro
-from backend.app.routes.snippets import load_snippet, snippet_url
 from backend.app.services.container import Services, ServicesDep
+from backend.app.services.links import load_snippet, snippet_url
 from backend.app.tenancy.caller import Caller
 from backend.app.tenancy.identity import client_of
 from backend.app.web.local_api import LocalApi

@@ -51,8 +51,8 @@ from backend.app.core.wire import (
     ServerHello,
 )
 from backend.app.relay.service import RunStream, server_done
-from backend.app.routes.snippets import link_code_of
 from backend.app.services.container import Services, get_services
+from backend.app.services.links import link_code_of
 from backend.app.tenancy.admission import CLIENT_GONE
 from backend.app.tenancy.caller import Caller
 from backend.app.tenancy.identity import caller_for
