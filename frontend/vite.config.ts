@@ -31,7 +31,7 @@ export default defineConfig({
     chunkSizeWarningLimit: 1600,
   },
   server: {
-    // the examples menu reads ../examples (src/examples.ts)
+    // the examples menu reads ../examples (src/model/examples.ts)
     fs: { allow: [".."] },
     proxy: {
       "/api": { target: api, ws: true },

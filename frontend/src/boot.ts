@@ -1,6 +1,6 @@
 // The page's entry, kept small: it opens the WebSocket at once (the first run pays no
 // handshake, and the handshake overlaps loading the page), sends a shared link's run
-// as soon as the socket is open (its events wait for the page: app/socket.ts), then
+// as soon as the socket is open (its events wait for the page: connection/socket.ts), then
 // loads the page itself (main.ts and its chunks, fetched then: vite.config.ts).
 // A new link's page has usually done both before this module even loaded: the
 // server's first script in the page (backend/app/early_run.py) opened the socket and

@@ -1,5 +1,5 @@
 // The playground's composition root (loaded by boot.ts, the entry, which has opened the
-// WebSocket: app/socket.ts): builds the page (layout.ts) and wires the controllers of
+// WebSocket: connection/socket.ts): builds the page (app/layout.ts) and wires the controllers of
 // app/ together; each does one job and is unit-tested on its own:
 //   store     the state, shown in every control, saved to the autosave
 //   controls  the plain fields <-> the state          pipelines  pipelines A/B, mesh

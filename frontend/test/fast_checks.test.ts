@@ -1,4 +1,4 @@
-// The big arrays' one-loop checks (src/fast-checks.ts): the same bounds the events'
+// The big arrays' one-loop checks (src/util/fast-checks.ts): the same bounds the events'
 // JSON Schema gives, through the generated event schemas the page parses with.
 import { describe, expect, it } from "vitest";
 import { parseEvent } from "../src/connection/protocol";

@@ -1,6 +1,6 @@
 // The memory timeline's geometry (the stacked bands, XLA's peak), and the hook by which
 // the Memory, Profile, Asm and Kernels panes give the editor the lines their hover
-// links (OutputPane.codeLines: linking.ts lights banded lines only).
+// links (OutputPane.codeLines: editor/linking.ts lights banded lines only).
 import { describe, expect, it } from "vitest";
 import { LazyPane } from "../src/panes/lazy";
 import { PaneScheduler } from "../src/panes/render";

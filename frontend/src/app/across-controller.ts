@@ -1,6 +1,6 @@
 // Across versions: Run runs the request on the ticked versions (POST /api/v1/across)
 // and shows where each output changed. The view (panes/across.ts) and the request's
-// rules (across.ts) are loaded on first use: a chunk of their own.
+// rules (model/across-versions.ts) are loaded on first use: a chunk of their own.
 import type { RunBody } from "../generated/request";
 import { linkQuery } from "../connection/connection";
 import { ApiError } from "../connection/protocol";

@@ -153,7 +153,7 @@ export function fieldBindings(c: FieldControls, hooks: FieldHooks = {}): Binding
         event: "change",
         read: (el, s) => {
           const name = optInOutput(el.dataset.output);
-          if (name === null) return false; // layout.ts names each box after an opt-in output
+          if (name === null) return false; // app/layout.ts names each box after an opt-in output
           const others = (s.outputs ?? []).filter((o) => o !== name);
           s.outputs = el.checked ? [...others, name] : others;
           return true;

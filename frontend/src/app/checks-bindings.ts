@@ -1,4 +1,4 @@
-// The checks box <-> state (checks.ts): each box read into `state.checks` and written
+// The checks box (controls/checks-box.ts) <-> state (model/checks.ts): each box read into `state.checks` and written
 // back; the grad check's orders and modes shown only while it is ticked.
 import { CHECK_TOGGLES, DEFAULT_CHECKS, GRAD_MODES, GRAD_ORDERS, type ChecksState } from "../model/checks";
 import type { PlayState } from "../model/state";

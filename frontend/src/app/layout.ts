@@ -1,5 +1,5 @@
 // The page's skeleton: the top bar, the editor column, the pipeline builders, the
-// progress line and the output tabs (from the one tab table, app/tabtable.ts).
+// progress line and the output tabs (from the one tab table, model/tabtable.ts).
 // Behaviour lives in the controllers of app/, wired together by main.ts.
 import { h } from "../util/dom";
 import { buildCompute, closesOutside, keepsOnScreen } from "../controls/compute";
@@ -30,7 +30,7 @@ export function buildLayout(root: HTMLElement) {
   // how a pallas_call without interpret= runs on a CPU run (the request's pallas_interpret)
   const pallasHelp = "a pallas_call without interpret= on the CPU: JAX's interpreter (interpret=True), or its TPU-simulating one with race detection (races as remarks; uninitialised memory NaN)";
   const pallasInterpret = h("select", { id: "pallas-interpret", "data-testid": "pallas-interpret", title: pallasHelp }, h("option", { value: "auto" }, "interpret"), h("option", { value: "tpu_races" }, "TPU, races"));
-  // the export output's request fields (export_fields.ts): sent when Export is ticked
+  // the export output's request fields (model/export_fields.ts): sent when Export is ticked
   const exportShapes = h("input", { id: "export-shapes", "data-testid": "export-shapes", type: "text", placeholder: "b, 3; …", title: "export_shapes: one symbolic shape per argument in JAX's syntax, separated by ; (empty: its own shape)" });
   const exportPlatforms = h("input", { id: "export-platforms", "data-testid": "export-platforms", type: "text", placeholder: "cpu, cuda, tpu", title: "export_platforms: the platforms jax.export lowers for (empty: this worker's)" });
   const config = h(
@@ -39,7 +39,7 @@ export function buildLayout(root: HTMLElement) {
     h("summary", {}, "config"),
     h("div", { class: "config-body" }, ...CONFIG_TOGGLES.map((c, i) => h("label", { for: `cfg-${c.name}`, title: c.help }, configBoxes[i]!, c.label)), h("label", { for: "pallas-interpret", title: pallasHelp }, "Pallas ", pallasInterpret), h("label", { for: "export-shapes" }, "export shapes ", exportShapes), h("label", { for: "export-platforms" }, "export platforms ", exportPlatforms)),
   );
-  // what to compute (compute.ts): the opt-in outputs and the checks, with their costs
+  // what to compute (controls/compute.ts): the opt-in outputs and the checks, with their costs
   const compute = buildCompute();
   const { outputBoxes, checks, targetNote, flags, flagsB } = compute;
   const xlaOutputs = compute.box;
@@ -60,7 +60,7 @@ export function buildLayout(root: HTMLElement) {
   const args = h("input", { id: "args", class: "mono", spellcheck: "false", autocomplete: "off", placeholder: "(jnp.ones(3),)", "aria-describedby": "args-note" });
   // Says when the args were filled from the entry's signature (they stay editable).
   const argsNote = h("p", { id: "args-note", class: "args-note", role: "status", "aria-live": "polite" });
-  // the mesh builder (meshbuilder.ts fills it): a mesh and a PartitionSpec per argument
+  // the mesh builder (controls/meshbuilder.ts fills it): a mesh and a PartitionSpec per argument
   const meshHolder = h("details", { class: "sharding-builder", "data-testid": "mesh-builder" }, h("summary", { title: "run over a device mesh with shardings (jax.make_mesh, in_shardings, out_shardings)" }, "sharding"));
   const left = h(
     "section",
@@ -93,7 +93,7 @@ export function buildLayout(root: HTMLElement) {
   const tablist = h("div", { role: "tablist", class: "tabs", "aria-label": "Outputs", "data-testid": "tabs" });
   const tabs = {} as Record<TabId, HTMLButtonElement>;
   const panels = {} as Record<TabId, HTMLElement>;
-  // the groups (app/tabtable.ts): one group's run of tabs on show at a time, picked on
+  // the groups (model/tabtable.ts): one group's run of tabs on show at a time, picked on
   // the group switcher: every output one or two clicks away, at any width, however
   // many there are (a bar of them all wrapped to four rows at 1280 px)
   const groupRuns = {} as Record<GroupId, HTMLElement>;

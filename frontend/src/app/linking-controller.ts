@@ -1,7 +1,7 @@
 // Linking: hover a line on one side, its partners light up on the other; a click on a
 // linked line (code line number, output line, graph node) pins its links, shown while
 // the pointer is elsewhere, until it is clicked again. The views are the targets'
-// (the editor, the output pane on show, the graph); the drawing is linking.ts's.
+// (the editor, the output pane on show, the graph); the drawing is editor/linking.ts's.
 import type { EditorView } from "@codemirror/view";
 
 export interface LinkTargets {
@@ -16,9 +16,9 @@ export interface LinkTargets {
 }
 
 export interface LinkDrawing {
-  /** linking.ts's showHovered: lights `shown`'s partners in `view`, scrolls to `reveal` */
+  /** editor/linking.ts's showHovered: lights `shown`'s partners in `view`, scrolls to `reveal` */
   show: (view: EditorView, shown: number | null, reveal: number | null, pinned: number | null) => void;
-  /** linking.ts's firstLinkedLine: the first output line of `codeLine` in `view` */
+  /** editor/linking.ts's firstLinkedLine: the first output line of `codeLine` in `view` */
   first: (view: EditorView, codeLine: number) => number | null;
 }
 

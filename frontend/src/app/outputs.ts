@@ -1,6 +1,6 @@
 // What a run does to the page (the RunView app/run.ts drives, and the connection's
 // problems): the outputs cleared when a run starts, each event routed to the panes
-// that consume it (app/render.ts: the pane on show at once), the progress line, the
+// that consume it (panes/render.ts: the pane on show at once), the progress line, the
 // error marker in the editor, the tabs (app/tabs.ts), the Errors pane, a warning on a
 // tampered run, and an opt-in output not asked for offered as one click.
 import type { EditorView } from "@codemirror/view";
@@ -42,7 +42,7 @@ const DONE_TITLES: Record<string, string | undefined> = {
 };
 
 /** Errors that say the args do not fit the code (a shape, a type, an index): said in the
- * args box's note when the page proposed them (args.ts). */
+ * args box's note when the page proposed them (controls/args.ts). */
 const ARGS_REFUSED = /^(TypeError|ValueError|IndexError|ShapeError)$/;
 const ARGS_WORDS = /shape|ndim|dimension|rank|broadcast|scalar[- ]output|index|dtype|operand/i;
 
@@ -106,7 +106,7 @@ export class OutputsController implements RunView {
    * the next run on one of them finds it started */
   private readonly warmSandboxes = new Set<string>([sandboxKey({})]);
   private sandboxKey = sandboxKey({});
-  /** the run's `config` (its matmul precision, if it sets one: precision.ts) */
+  /** the run's `config` (its matmul precision, if it sets one: model/precision.ts) */
   private runConfig: RunBody["config"] | null = null;
 
   constructor(private readonly d: OutputsDeps) {
@@ -120,7 +120,7 @@ export class OutputsController implements RunView {
       }
     };
     // the cancel button follows the status drawn (a run's start is drawn START_DRAW_MS
-    // after it, app/render.ts: a warm edit draws nothing before its jaxpr)
+    // after it, panes/render.ts: a warm edit draws nothing before its jaxpr)
     d.panes.progress.onLive((live) => {
       d.ui.cancelBtn.disabled = !live;
       document.body.classList.toggle("running", live);
@@ -150,7 +150,7 @@ export class OutputsController implements RunView {
    * (the IR texts kept on show, stale, until the run's replace them), unless it
    * follows a painted run (`keep`): its outputs then replace the painted ones. Only
    * what changes is written, and what a warm edit changes is drawn later: its status
-   * and the cancel button START_DRAW_MS after the start (app/render.ts), the tabs'
+   * and the cancel button START_DRAW_MS after the start (panes/render.ts), the tabs'
    * dots at its end: no frame is drawn between the key and the jaxpr. */
   start(request: RunBody, keep = false): void {
     const { ui, panes } = this.d;
@@ -206,16 +206,16 @@ export class OutputsController implements RunView {
       case "stage":
         panes.progress.stage(p, event.stage, event.ms ?? null);
         break;
-      case "shapes": // the editor's hovers and `# ^?` lines (editor-shapes.ts): pipeline A's
+      case "shapes": // the editor's hovers and `# ^?` lines (editor/editor-shapes.ts): pipeline A's
         if (p === "main") {
           this.pendingShapes = event.spans;
           this.shapes.soon();
         }
         break;
-      case "recompiles": // each call site's line marked in the editor (editor-recompiles.ts)
+      case "recompiles": // each call site's line marked in the editor (editor/editor-recompiles.ts)
         this.d.editor().dispatch({ effects: setRecompileMarks.of(event.sites.filter((s) => s.jitted).map((s) => ({ line: s.line, text: s.summary }))) });
         break;
-      case "numerics": // each line tinted by the ulps born there (editor-numerics.ts): pipeline A's
+      case "numerics": // each line tinted by the ulps born there (editor/editor-numerics.ts): pipeline A's
         if (p === "main") this.d.editor().dispatch({ effects: setNumericsMarks.of(event.lines.map((l) => ({ line: l.line, bornUlp: l.born_ulp, hint: l.hint ?? null }))) });
         break;
       case "jaxpr":

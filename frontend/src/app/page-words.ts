@@ -1,5 +1,5 @@
 // The page's own words in its language: the top bar's controls, the call row, the
-// output groups and tabs, written into the elements layout.ts built (in English) from
+// output groups and tabs, written into the elements app/layout.ts built (in English) from
 // the catalogue of the language picked; and the language switch in the top bar. Only
 // text is written (textContent, attributes), never HTML.
 import { h } from "../util/dom";

@@ -1,6 +1,6 @@
 // The output panes, one per tab that shows run outputs, and the scheduler that feeds
-// them (app/render.ts). The Graph (elkjs layout), Passes (its diff: @codemirror/merge)
-// and Sharding panes are loaded when their tab is first shown (app/lazy.ts); the panes
+// them (panes/render.ts). The Graph (elkjs layout), Passes (its diff: @codemirror/merge)
+// and Sharding panes are loaded when their tab is first shown (panes/lazy.ts); the panes
 // of panes/later.ts (value, cost, timing, console, memory, kernels, profile) when the
 // page is idle, or when first fed.
 import type { EditorView } from "@codemirror/view";

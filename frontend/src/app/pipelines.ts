@@ -1,5 +1,5 @@
 // The pipelines (A, and B in compare mode) and the mesh builder: each edits its part
-// of the state. A pmap step turned into its shard_map form (pmap.ts) rewrites pipeline
+// of the state. A pmap step turned into its shard_map form (model/pmap.ts) rewrites pipeline
 // A and sets the mesh; the mesh builder's TPU topology is a compile target.
 import { h } from "../util/dom";
 import type { Layout } from "./layout";

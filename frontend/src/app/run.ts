@@ -16,7 +16,7 @@ export interface RunView {
   unreachable(message: string): void;
 }
 
-/** A run sent before the page was built (app/socket.ts: a shared link's, by the entry). */
+/** A run sent before the page was built (connection/socket.ts: a shared link's, by the entry). */
 export interface EarlyRun {
   /** the early run's seq when it is `request` (adopted), else null (dropped; for null: dropped) */
   take(request: RunBody | null): Promise<number> | null;

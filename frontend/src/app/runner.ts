@@ -1,5 +1,5 @@
 // Run (the button, Ctrl+Enter, an example picked): the state made a request and sent
-// (app/run.ts), or run on the ticked versions in across mode (app/across.ts); a request
+// (app/run.ts), or run on the ticked versions in across mode (app/across-controller.ts); a request
 // that cannot be made says why in Errors instead.
 import type { ArgsFollower } from "../controls/args";
 import { toRequest } from "../model/state";

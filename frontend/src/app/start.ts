@@ -1,6 +1,6 @@
 // What the page shows first: a shared link's snippet (embedded in the page, or
 // fetched), painted at once when the server sent its results with the page
-// (app/initial.ts) and else run at once; without a link, the reader's autosave.
+// (connection/initial.ts) and else run at once; without a link, the reader's autosave.
 import { DEFAULT_STATE } from "../model/examples";
 import { embeddedSnippet, fromRequest, loadAutosave, snippetIdFromPath, toRequest } from "../model/state";
 import { readInitial } from "../connection/initial";
@@ -52,6 +52,6 @@ export async function startPage(d: StartDeps): Promise<void> {
   }
   void d.loadBackends();
   // a shared link shows its results at once (from the cache when it has them); the
-  // entry may have sent its run already (app/socket.ts): the page's adopts it
+  // entry may have sent its run already (connection/socket.ts): the page's adopts it
   if (!initial) void d.run().finally(() => d.runs.dropEarly());
 }

@@ -86,7 +86,7 @@ export class TabChoice {
   }
 }
 
-/** The tab bar's elements, as layout.ts builds them: the tabs and their panels, and
+/** The tab bar's elements, as app/layout.ts builds them: the tabs and their panels, and
  * the groups (each group's run of tabs, and its button on the phone's group switcher,
  * which CSS shows only on a narrow screen, where one group's tabs are shown at a time). */
 export interface TabElements {

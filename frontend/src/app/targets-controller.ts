@@ -1,4 +1,4 @@
-// Compiling for hardware the server does not have (targets.ts): one target at a time
+// Compiling for hardware the server does not have (model/targets.ts): one target at a time
 // (a GPU picked clears the TPU topology and the other way round), and what the target
 // refuses said where it shows: each opt-in box it refuses is disabled with its reason,
 // so are the tabs of the outputs it cannot give, and the XLA outputs box says it in words.

@@ -1,4 +1,4 @@
-// The page's one WebSocket (connection.ts), made by the entry (boot.ts) before the rest
+// The page's one WebSocket (connection/connection.ts), made by the entry (boot.ts) before the rest
 // of the page has loaded, so its handshake overlaps the loading. Its events go to the
 // handlers main.ts routes them to.
 //

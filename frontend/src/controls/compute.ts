@@ -1,6 +1,6 @@
 // "What to compute": the one control that turns on the outputs a run makes only when
 // asked (each costs something: the cost is said beside it, measured) and the checks,
-// in the groups of the tab bar (app/tabtable.ts), each named as its tab is. The XLA
+// in the groups of the tab bar (model/tabtable.ts), each named as its tab is. The XLA
 // flags and why a compile target refuses an output are said at its foot.
 import { buildChecksBox, computeRow, type ChecksBox } from "./checks-box";
 import { h } from "../util/dom";

@@ -4,7 +4,7 @@
 // run, the versions its worker had where they differ (accepted.worker.libraries).
 // A library the operator offers other versions of has a version menu: the pick is
 // sent with each run (`libraries`) and kept in the share link.
-// The content is libraries.ts's view model; this file only draws it.
+// The content is model/libraries.ts's view model; this file only draws it.
 import { h } from "../util/dom";
 import { importInsertion, keptChoices, librariesView, type LibraryVersion, versionsWithLibraries, withChoice } from "../model/libraries";
 import type { RunEvent } from "../connection/protocol";

@@ -1,8 +1,8 @@
 // The mesh builder: a mesh's shape, axis names and axis types, a PartitionSpec box
 // per argument of the entry (named after its parameters) and one for the outputs.
-// It edits the page state's `sharding`; sharding.ts turns that into the request.
+// It edits the page state's `sharding`; model/sharding-studio.ts turns that into the request.
 // Where the server offers TPU topologies, "compile for TPU" picks one (`tpu_topology`):
-// the mesh is then built over that topology's devices (targets.ts).
+// the mesh is then built over that topology's devices (model/targets.ts).
 import { clear, h } from "../util/dom";
 import { AXIS_TYPES, SpecError, meshSize, meshToJson, parseSpec, type AxisType, type ShardingState } from "../model/sharding-studio";
 import { entrySignature } from "../model/signature";

@@ -1,7 +1,7 @@
 // The editor's extras, loaded just after the first screen (a chunk of their own, out
 // of the entry's): Python's parser (highlighting, indentation), completion, closing
 // brackets, search. The editor is usable without them for the moment they take.
-// Completion offers JAX's and the libraries' names too (completions.ts).
+// Completion offers JAX's and the libraries' names too (editor/completions.ts).
 import { autocompletion, closeBrackets, closeBracketsKeymap, completionKeymap } from "@codemirror/autocomplete";
 import { python, pythonLanguage } from "@codemirror/lang-python";
 import { highlightSelectionMatches, searchKeymap } from "@codemirror/search";

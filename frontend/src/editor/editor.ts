@@ -1,6 +1,6 @@
 // The Python editor: CodeMirror 6 with Python, the run key, the colour bands and the
 // marker for the line an error points at. Python's parser, completion and search come
-// a moment after the editor (editor-extras.ts: out of the first screen's chunk).
+// a moment after the editor (editor/editor-extras.ts: out of the first screen's chunk).
 import { defaultKeymap, history, historyKeymap, indentWithTab } from "@codemirror/commands";
 import { bracketMatching, foldGutter, indentOnInput } from "@codemirror/language";
 import { Compartment, EditorState, RangeSetBuilder, StateEffect, StateField } from "@codemirror/state";
@@ -78,7 +78,7 @@ export interface EditorHooks {
   onHover: (codeLine: number | null, from: EditorView) => void;
   /** a click on a line number: pin that line's links (again: unpin) */
   onPin: (codeLine: number) => void;
-  /** the JAX version runs ask for (its completion index: completions.ts) */
+  /** the JAX version runs ask for (its completion index: editor/completions.ts) */
   jaxVersion?: () => string | undefined;
 }
 

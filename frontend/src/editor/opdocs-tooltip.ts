@@ -1,5 +1,5 @@
 // The op documentation on hover (jaxpr primitives, StableHLO/HLO ops), with its tables
-// (opdocs.ts and its ~100 KB of generated JSON) loaded on the first hover: out of the
+// (editor/opdocs.ts and its ~100 KB of generated JSON) loaded on the first hover: out of the
 // first screen's chunk.
 import type { Extension } from "@codemirror/state";
 import { hoverTooltip } from "@codemirror/view";

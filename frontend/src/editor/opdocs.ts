@@ -1,7 +1,7 @@
 // Documentation on hover for jaxpr primitives and StableHLO/HLO ops. The tables are
 // generated at build time from what is installed (scripts/gen_op_docs.py: JAX's
 // docstrings and rule tables; the StableHLO op descriptions jaxlib ships); nothing is
-// fetched at run time. Shown in an element with role="tooltip" (opdocs-tooltip.ts,
+// fetched at run time. Shown in an element with role="tooltip" (editor/opdocs-tooltip.ts,
 // which loads this module on the first hover).
 import { docLink, h, withCode } from "../util/dom";
 import jaxprDocs from "../generated/jaxpr-primitives.json";

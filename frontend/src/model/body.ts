@@ -1,5 +1,5 @@
 // What a function's docstring and body say of its parameters' values, where they say
-// it for certain (signature.ts turns it into example arguments):
+// it for certain (model/signature.ts turns it into example arguments):
 //   the docstring    "x: (4, 3)", "w -- array of shape (3, 2)", "x (4, 3)": a line
 //                    that starts with the name and holds a shape tuple
 //   an assert        `assert x.shape == (4, 3)`

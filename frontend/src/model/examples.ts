@@ -37,7 +37,7 @@ const MenuEntry = z.strictObject({
   config: z._default(z.record(z.string(), z.union([z.string(), z.boolean()])), {}),
   /** outputs ticked besides the defaults (profile, passes...) */
   outputs: z.optional(z.array(Output)),
-  /** the export output's fields as typed (export_fields.ts) */
+  /** the export output's fields as typed (model/export_fields.ts) */
   exportShapes: z.optional(z.string()),
   exportPlatforms: z.optional(z.string()),
   sharding: z.optional(

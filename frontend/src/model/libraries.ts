@@ -1,7 +1,7 @@
 // The JAX libraries a version offers (GET /api/v1/backends: each version's
 // `libraries`, from sandbox/environments/libraries.py's table and the version's lock), as the
 // "libraries" popover beside the JAX version picker shows them, and the import line
-// each one is conventionally written with. Pure functions: app/libraries.ts draws them.
+// each one is conventionally written with. Pure functions: controls/libraries-popover.ts draws them.
 import * as z from "zod/mini";
 
 /** The conventional import of each library of the curated set (sandbox/environments/libraries.py),

@@ -34,14 +34,14 @@ export const OUTPUT_PANES: Record<Output, OutputEntry> = {
   asm: { tab: "asm", optIn: { help: "each compiled kernel's assembly (CPU), or its PTX when compiling for a GPU target", cost: DUMP_COST } },
   memory: { tab: "memory", optIn: { help: "the buffers XLA assigned and the peak", cost: DUMP_COST } },
   remarks: { tab: "remarks", optIn: { help: "why JAX traced or compiled again (cache misses), warnings, saved residuals", cost: DUMP_COST } },
-  // asked for with every run over a mesh (state.ts), or by its toggle
+  // asked for with every run over a mesh (model/state.ts), or by its toggle
   sharding: { tab: "sharding", optIn: { help: "which device holds which block, and the collectives XLA inserted", cost: "read from the compile: no extra run" } },
   autodiff: { tab: "autodiff", optIn: { help: "how JAX differentiates: the JVP, linear and transposed jaxprs, the residuals saved", cost: "×1.04 the run (median of 61 programs)" } },
-  // no pane of its own: the editor shows each expression's shape (editor-shapes.ts)
+  // no pane of its own: the editor shows each expression's shape (editor/editor-shapes.ts)
   shapes: { tab: "jaxpr" },
   kernels: { tab: "kernels", optIn: { help: "each Pallas kernel: its grid map, jaxpr, Mosaic-TPU module and Triton IR (no TPU or GPU needed)", cost: "lowers each pallas_call for TPU and GPU: runs of 15–23 s seen on a loaded machine" } },
   profile: { tab: "profile", optIn: { help: "the compiled calls run again under JAX's profiler: time per HLO instruction, a roofline, the trace", cost: "re-runs the program (50 ms or more, up to 10 calls); +0.3–0.9 s a worker's first, for its peaks" } },
-  // asked for by the checks box (checks.ts): the request's `checks` makes it
+  // asked for by the checks box (controls/checks-box.ts): the request's `checks` makes it
   checks: { tab: "checks", byField: "checks" },
   recompiles: { tab: "recompiles", optIn: { help: "why JAX traced and compiled again: each call site's hits, misses, JAX's explanations and their milliseconds", cost: "×1.26 the run (median of 10 programs; one more call of the entry)" } },
   export: { tab: "export", optIn: { help: "jax.export of the pipeline: avals, platforms, StableHLO, the artifact and its round trip", cost: "×5.9 the run (median of 10 programs): the round trip's fresh process imports JAX, 3–4 s on a loaded machine" } },
@@ -50,7 +50,7 @@ export const OUTPUT_PANES: Record<Output, OutputEntry> = {
 };
 
 /** The outputs a page's request names: the server's defaults plus the opted-in ones,
- * less those a compile for absent hardware cannot give (targets.ts). */
+ * less those a compile for absent hardware cannot give (model/targets.ts). */
 export function requestOutputs(optedIn: readonly Output[], targets: Targets = {}): Output[] | undefined {
   const extra = optedIn.filter((name) => OUTPUT_PANES[name].optIn);
   if (extra.length === 0 && !hasTarget(targets)) return undefined; // the server's default outputs

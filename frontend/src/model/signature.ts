@@ -1,6 +1,6 @@
 // Args that follow the function: the entry's signature, read from the code with the
 // same Python parser the editor uses, and example arguments built from what the code
-// says of each parameter (body.ts reads the body): a number default as it is; a
+// says of each parameter (model/body.ts reads the body): a number default as it is; a
 // jaxtyping annotation's shape and dtype; a shape in the docstring; a shape the body
 // asserts or unpacks, or the rank its indexing needs; a dict for `p["w"]`, a tuple for
 // `a, b = p`; else `jnp.ones((3,))` (a vector: `x @ w` of two parameters works, as it
@@ -19,7 +19,7 @@ export interface Param {
   numericDefault: boolean;
   /** the annotation's source text, when there is one */
   annotation: string | null;
-  /** what the docstring or the body says of its value (body.ts), when they say something */
+  /** what the docstring or the body says of its value (model/body.ts), when they say something */
   hint: BodyHint | null;
 }
 

@@ -33,15 +33,15 @@ export interface PlayState extends ExportState {
   compareFlags?: string;
   /** the args were typed by hand: they no longer follow the entry's signature */
   argsByHand?: boolean;
-  /** the mesh and PartitionSpecs as typed (sharding.ts); absent or no mesh: none sent */
+  /** the mesh and PartitionSpecs as typed (model/sharding-studio.ts); absent or no mesh: none sent */
   sharding?: ShardingState;
   /** the versions ticked in across-versions mode (kept locally, never in a snippet) */
   acrossVersions?: string[];
-  /** compile for a GPU the server does not have (`gpu_target`; targets.ts); empty: none */
+  /** compile for a GPU the server does not have (`gpu_target`; model/targets.ts); empty: none */
   gpuTarget?: string;
   /** compile for a TPU topology the server does not have (`tpu_topology`); empty: none */
   tpuTopology?: string;
-  /** the one-click checks ticked (checks.ts); absent or none: no checks asked */
+  /** the one-click checks ticked (model/checks.ts); absent or none: no checks asked */
   checks?: ChecksState;
   /** how a pallas_call without interpret= runs on a CPU run (`pallas_interpret`); absent: auto */
   pallasInterpret?: "auto" | "tpu_races";
@@ -91,7 +91,7 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
   for (const p of sharding) problems.push({ step: -1, option: `sharding: ${p.field}`, message: p.message });
   const withMesh: Output[] = "mesh" in meshFields ? ["sharding"] : [];
   const optedIn = [...(state.outputs ?? []), ...withMesh];
-  // compiling for absent hardware: only the outputs such a run gives (targets.ts)
+  // compiling for absent hardware: only the outputs such a run gives (model/targets.ts)
   const targets: Targets = { gpuTarget: state.gpuTarget, tpuTopology: state.tpuTopology };
   if (state.gpuTarget) request.gpu_target = state.gpuTarget;
   if (state.tpuTopology) request.tpu_topology = state.tpuTopology;
@@ -106,13 +106,13 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
   if (outputs) request.outputs = outputs;
   Object.assign(request, checksRequest(state.checks));
   if (state.numericsPrecision?.length && request.outputs?.includes("numerics")) request.numerics_precision = [...state.numericsPrecision];
-  // the export output's shapes and platforms (export_fields.ts), when it is asked for
+  // the export output's shapes and platforms (model/export_fields.ts), when it is asked for
   if (request.outputs?.includes("export")) {
     const exportProblems: string[] = [];
     Object.assign(request, exportRequest(state, exportProblems));
     for (const message of exportProblems) problems.push({ step: -1, option: "export", message });
   }
-  // XLA flags (xla.ts parses them; the server checks them against its allow-list); B's
+  // XLA flags (model/xla.ts parses them; the server checks them against its allow-list); B's
   // replace A's for pipeline B, so the same pipeline twice compares flags A against B
   const flagsA = parseFlags(state.flags ?? "");
   for (const message of flagsA.problems) problems.push({ step: -1, option: "XLA flags A", message });

@@ -1,7 +1,7 @@
 // The one table of the output tabs: their order, their title, the group each belongs
 // to (as users think of them: the IR, the values, how JAX did it, what it costs, the
 // errors) and whether a run opens it by itself when its first output arrives.
-// layout.ts builds the tab bar and the phone's group switcher from it, app/tabs.ts
+// app/layout.ts builds the tab bar and the phone's group switcher from it, app/tabs.ts
 // selects; the groups and their members are read from here and nowhere else.
 export const TABS = [
   { id: "jaxpr", title: "jaxpr", group: "ir", opensItself: true },

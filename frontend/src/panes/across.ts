@@ -1,5 +1,5 @@
 // The "across versions" view: which installed JAX versions to run on, and the
-// server's answer (src/across.ts reads it): per output where it first changed with
+// server's answer (src/model/across-versions.ts reads it): per output where it first changed with
 // the diff at that step (and any later steps, folded), each version's outcome, and
 // the times table. Everything from the server is set as text.
 import { diffLineKind, NOTABLE_RATIO, outputTitle, timesTable, verdict, type AcrossAnswerT, type OutputChange } from "../model/across-versions";
@@ -48,7 +48,7 @@ export class AcrossView {
   setStatus(status: AcrossStatus, text: string): void {
     this.statusEl.dataset.status = status;
     // styled by class: no style reads a data-status (the run status's changes at a
-    // run's start draw no frame, app/render.ts START_DRAW_MS)
+    // run's start draw no frame, panes/render.ts START_DRAW_MS)
     this.statusEl.classList.toggle("bad", status === "error");
     this.statusEl.textContent = text;
   }

@@ -6,7 +6,7 @@
 
 export interface IrText {
   text: string;
-  /** out line -> code line (linking.ts sourceMap) */
+  /** out line -> code line (editor/linking.ts sourceMap) */
   sources: Map<number, number>;
 }
 

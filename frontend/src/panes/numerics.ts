@@ -40,7 +40,7 @@ export interface TableRow {
   depth: number;
   line: number | null;
   cells: string[];
-  /** the band's level of its born error (editor-numerics.ts) */
+  /** the band's level of its born error (editor/editor-numerics.ts) */
   level: number;
   worst: boolean;
   hint: string | null;

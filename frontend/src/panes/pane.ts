@@ -15,7 +15,7 @@ export interface OutputPane {
   /** a badge for its tab (a count), when it keeps one */
   badge?(): string;
   /** the code lines its hover links to, when it links any: the editor bands them while
-   * its tab is on show, which is what lets a hover light them (linking.ts lights banded
+   * its tab is on show, which is what lets a hover light them (editor/linking.ts lights banded
    * lines only) */
   codeLines?(): Set<number>;
 }

@@ -1,7 +1,7 @@
 // Recompiles: why JAX traced and compiled again, per call site (docs/api.md#recompiles):
 // each site's calls, hits and misses, each miss with JAX's own explanation and its
 // trace, lower and compile milliseconds; a click on a line shows it in the editor,
-// which marks every call site's line (editor-recompiles.ts).
+// which marks every call site's line (editor/editor-recompiles.ts).
 import { clear, h } from "../util/dom";
 import type { EventOf } from "../connection/protocol";
 import { LastEventPane } from "./pane";

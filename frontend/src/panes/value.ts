@@ -1,7 +1,7 @@
 // Values and gradients: the pytree's leaves with path, dtype, shape, a summary and
 // the first values; in compare mode the largest difference from pipeline A. A model's
 // parameters (an nnx.State, a Linen variables dict, an Equinox module) read best as a
-// tree: the leaves grouped by path prefix (pytree.ts), each group with its parameters
+// tree: the leaves grouped by path prefix (panes/pytree.ts), each group with its parameters
 // and bytes; a toggle switches between the tree and the flat table.
 import { clear, h } from "../util/dom";
 import { fmtAval, fmtNum } from "../util/format";

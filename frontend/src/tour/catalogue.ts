@@ -1,7 +1,7 @@
 // The tour of JAX (issue 53), read from its one catalogue, tour/tour.json, and the
-// steps' code (tour/*.py) at build time, as examples.ts reads examples/: the same
+// steps' code (tour/*.py) at build time, as model/examples.ts reads examples/: the same
 // file tests/engine/test_tour.py runs each step's claims from. A step's setup is a
-// run request (the API's fields), loaded into the page with state.ts fromRequest.
+// run request (the API's fields), loaded into the page with model/state.ts fromRequest.
 // zod/mini, as the rest of the page; a catalogue of the wrong shape fails the build.
 import * as z from "zod/mini";
 import catalogue from "../../../tour/tour.json";

@@ -1,6 +1,6 @@
 // The tour's controller (issue 53): `/tour`, `/tour/N`, `/tour/<id>` and `/tour#<id>`
 // open a step; the "Learn" button in the top bar opens the tour where the reader left
-// it. A step loads its code and request into the real editor and pipeline (state.ts
+// it. A step loads its code and request into the real editor and pipeline (model/state.ts
 // fromRequest, as a shared link loads), opens its tab, marks its lines and runs. Back
 // and next keep each step's place: a step left and come back to shows the code as the
 // reader left it (until "start this step over"); each step has its own address

@@ -1,6 +1,6 @@
 // The tour's entry on the page (issue 53): the Learn button, and a `/tour` address
 // opened. Only this is in the page's first chunk; the catalogue, the panel and the
-// controller (tour/index.ts, with both languages' text of every step) are a chunk of
+// controller (tour/controller.ts, with both languages' text of every step) are a chunk of
 // their own, loaded when the tour first opens: a shared link's visitor does not pay
 // for them.
 import { h } from "../util/dom";

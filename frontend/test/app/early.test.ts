@@ -26,7 +26,7 @@ type SocketModule = typeof import("../../src/connection/socket");
 let socket: SocketModule;
 
 beforeAll(async () => {
-  // app/socket.ts makes the page's connection when imported: for the page's address
+  // connection/socket.ts makes the page's connection when imported: for the page's address
   vi.stubGlobal("location", { protocol: "http:", host: "test" });
   vi.stubGlobal("WebSocket", FakeSocket); // a reconnect makes a fake
   socket = await import("../../src/connection/socket");

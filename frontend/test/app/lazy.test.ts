@@ -1,4 +1,4 @@
-// A pane loaded on first use (app/lazy.ts): what it is given before its chunk arrives
+// A pane loaded on first use (panes/lazy.ts): what it is given before its chunk arrives
 // is rendered once it has, in order; it loads once; a pane that takes other events
 // than it was declared with is refused.
 import { describe, expect, it } from "vitest";

@@ -1,4 +1,4 @@
-// Linking: hovering and pinning, against fake views (the drawing is linking.ts's).
+// Linking: hovering and pinning, against fake views (the drawing is editor/linking.ts's).
 import { describe, expect, it } from "vitest";
 import type { EditorView } from "@codemirror/view";
 import { LinkingController } from "../../src/app/linking-controller";

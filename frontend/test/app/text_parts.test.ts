@@ -1,5 +1,5 @@
 // A big IR text's event and its text_part events joined back into one whole event
-// (app/text-parts.ts), as the engine splits them (sandbox/engine/core/text_parts.py).
+// (connection/text-parts.ts), as the engine splits them (sandbox/engine/core/text_parts.py).
 import { describe, expect, it } from "vitest";
 import { TextParts } from "../../src/connection/text-parts";
 import type { RunEvent } from "../../src/connection/protocol";
