@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from backend.app.core.errors import ApiError
 from backend.app.core.wire import ERROR_RESPONSES, AcrossBody
 from backend.app.relay.compare import VersionRun, diff_off_loop, summarize, times
-from backend.app.relay.service import RunStream
+from backend.app.relay.stream import RunStream
 from backend.app.services.container import ServicesDep
 from backend.app.services.links import link_code_of
 from backend.app.tenancy.identity import caller_for

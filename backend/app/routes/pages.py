@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from backend.app.core.errors import ApiError, Overloaded
 from backend.app.core.logs import fields, get_logger
 from backend.app.core.wire import ERROR_RESPONSES
-from backend.app.relay.service import server_done
+from backend.app.relay.stream import server_done
 from backend.app.services.container import Services, ServicesDep
 from backend.app.services.links import load_snippet
 from backend.app.tenancy.identity import SESSION_COOKIE, caller_for, client_of

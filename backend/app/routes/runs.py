@@ -14,7 +14,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from backend.app.core.logs import fields, get_logger
 from backend.app.core.wire import ERROR_RESPONSES, RunBody, RunResult
-from backend.app.relay.service import RunStream
+from backend.app.relay.stream import RunStream
 from backend.app.services.container import ServicesDep
 from backend.app.tenancy.identity import caller_for
 from backend.app.trust.cache import approx_size

@@ -50,7 +50,7 @@ from backend.app.core.wire import (
     ServerError,
     ServerHello,
 )
-from backend.app.relay.service import RunStream, server_done
+from backend.app.relay.stream import RunStream, server_done
 from backend.app.services.container import Services, get_services
 from backend.app.services.links import link_code_of
 from backend.app.tenancy.admission import CLIENT_GONE
