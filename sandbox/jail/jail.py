@@ -294,19 +294,19 @@ class Jailer:
     def jail(self) -> Jail:
         return Jail(self)
 
-    async def check(self) -> None:
-        """Start one tiny jail; raise JailUnavailable, with bwrap's words, if it fails."""
+    async def check(self, template_command: Sequence[str] | None = None) -> None:
+        """Start one tiny jail the way the pool's jails will start; raise
+        JailUnavailable, with the words of what refused, if it fails. With
+        ``template_command`` (forked jails), the jail is forked from the template that
+        runs it, which is started here once for every jail to come, and whose jails,
+        given only the role ``check``, write ``ok`` on it and end; else bubblewrap
+        runs the interpreter."""
         jail = self.jail()
         try:
-            proc = await jail.start(
-                self.python("-c", "import sandbox"),
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE,
-            )
-            assert proc.stdin and proc.stderr
-            proc.stdin.close()
-            err = await asyncio.wait_for(proc.stderr.read(4096), 30)
-            rc = await proc.wait()
+            if template_command is not None:
+                rc, err = await self._check_forked(jail, self.template(template_command))
+            else:
+                rc, err = await self._check_bwrap(jail)
         except (OSError, TimeoutError) as exc:
             raise JailUnavailable(f"a test jail could not run: {exc}") from None
         finally:
@@ -321,6 +321,33 @@ class Jailer:
             raise JailUnavailable(
                 f"a test jail failed (status {rc}): {err.decode(errors='replace').strip()}{hint}"
             )
+
+    async def _check_bwrap(self, jail: Jail) -> tuple[int, bytes]:
+        proc = await jail.start(
+            self.python("-c", "import sandbox"),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdin and proc.stderr
+        proc.stdin.close()
+        err = await asyncio.wait_for(proc.stderr.read(4096), 30)
+        return await proc.wait(), err
+
+    async def _check_forked(self, jail: Jail, template: JailTemplate) -> tuple[int, bytes]:
+        said_r, said_w = os.pipe()
+        try:
+            try:
+                proc = await jail.start_forked(template, {"check": said_w})
+            finally:
+                os.close(said_w)
+            err = await asyncio.wait_for(proc.stderr.read(4096), 30)
+            rc = await asyncio.wait_for(proc.wait(), 30)
+            said = os.read(said_r, 16)  # every writer is gone with the jail: no wait
+        finally:
+            os.close(said_r)
+        if rc == 0 and said != b"ok":
+            return 1, err + f"the jail's command ended without saying it ran ({said!r})".encode()
+        return rc, err
 
     def describe(self) -> dict[str, Any]:
         uids = [uid for uid, _ in self.users] or [os.geteuid()]

@@ -41,7 +41,7 @@ from sandbox.pool.settings import PoolSettings
 from sandbox.protocol import RunRequest
 from sandbox.protocol.tenants import is_single_use
 from sandbox.supervisor import OutputLimits
-from sandbox.zygote.handle import PRISTINE, Zygote
+from sandbox.zygote.handle import PRISTINE, Zygote, template_command
 from sandbox.zygote.run import ZygoteRun
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,10 @@ class ZygotePool:
     # --- lifecycle ----------------------------------------------------------------
 
     async def start(self) -> None:
-        await self.jailer.check()
+        # the jails' own way in: with fork_jails, the template (started now, as the
+        # first spare would) forks the check's jail
+        fork = self.jailer.config.fork_jails
+        await self.jailer.check(template_command(self.jailer) if fork else None)
         self.budget.join(self)
         self._maintainer = asyncio.create_task(self._maintain())
         self.changed()

@@ -59,6 +59,13 @@ _BOOT = "import gc, sys; gc.disable(); from sandbox.zygote.main import main; mai
 _TEMPLATE_BOOT = (
     "import gc, sys; gc.disable(); from sandbox.zygote.template_main import main; main(sys.argv)"
 )
+
+
+def template_command(jailer: Jailer) -> list[str]:
+    """The command of the jail template that forks ``jailer``'s zygotes (fork_jails)."""
+    return jailer.python("-c", _TEMPLATE_BOOT)
+
+
 #: Bytes of a zygote's log (and of bubblewrap's stderr) that are logged; the rest is
 #: read and dropped. Read in chunks of _LOG_CHUNK: no line length can stop the reader.
 _LOG_BYTES = 64 * 1024
@@ -169,7 +176,7 @@ class Zygote:
                 fds = {"ctl": child.fileno(), "log": log_w}
                 if run_filter is not None:
                     fds["run_filter"] = run_filter
-                template = jailer.template(jailer.python("-c", _TEMPLATE_BOOT))
+                template = jailer.template(template_command(jailer))
                 proc = await self.jail.start_forked(template, fds)
             else:
                 proc = await self.jail.start(

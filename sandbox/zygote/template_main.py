@@ -16,6 +16,7 @@ JAX itself.
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import time
 from typing import NoReturn
@@ -34,7 +35,12 @@ def main(argv: list[str]) -> NoReturn:
 
 
 def _zygote(fds: dict[str, int]) -> NoReturn:
-    """In a forked jail (its pid 2): this jail's zygote, from its imports on."""
+    """In a forked jail (its pid 2): this jail's zygote, from its imports on; or, for
+    the pool's start-up check (``Jailer.check``: only the role ``check``), proof that
+    a jail was built and entered, and its end."""
+    if set(fds) == {"check"}:
+        os.write(fds["check"], b"ok")
+        os._exit(0)
     from sandbox.zygote import main as zygote_main
 
     started = time.monotonic()

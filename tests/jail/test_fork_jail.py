@@ -20,8 +20,9 @@ from sandbox.jail import fork_client, seccomp
 from sandbox.jail.bwrap import Runtime, jail_spec
 from sandbox.jail.enter import ENTER_FAILED, enter
 from sandbox.jail.fork_client import JailTemplate, TemplateGone
-from sandbox.jail.jail import Jailer
+from sandbox.jail.jail import Jailer, JailUnavailable
 from sandbox.jail.settings import JailConfig
+from sandbox.zygote.handle import template_command
 from tests.support.live_pool import TEST_LIMITS, LivePool, make_live_pool, needs_bwrap
 
 pytestmark = [needs_bwrap]
@@ -232,6 +233,35 @@ def test_a_jail_that_ends_before_its_spawn_returns_still_ends(
             await jailer.close_templates()
 
     assert asyncio.run(go()) == 7
+
+
+def test_the_pools_check_forks_a_jail_from_its_template_and_says_what_refused() -> None:
+    """``Jailer.check`` with forked jails builds its jail as the pool's will be built:
+    a root that cannot be built is a JailUnavailable with enter's words; the template
+    it started is the one the pool's jails then come from."""
+    jailer = Jailer(TEST_LIMITS, replace(JailConfig(), fork_jails=True))
+    runtime = jailer.runtime
+
+    async def go() -> None:
+        command = template_command(jailer)
+        try:
+            jailer.runtime = replace(runtime, ro_paths=(*runtime.ro_paths, "/nonexistent/env"))
+            with pytest.raises(JailUnavailable, match=r"could not be built.*nonexistent/env"):
+                await jailer.check(command)
+            jailer.runtime = runtime
+            await jailer.check(command)
+            (template,) = jailer._templates.values()
+            assert template.command == command and template.alive and template.starts == 1
+        finally:
+            await jailer.close_templates()
+
+    asyncio.run(go())
+
+
+def test_a_check_whose_template_cannot_start_fails_clearly() -> None:
+    jailer = Jailer(TEST_LIMITS, replace(JailConfig(), fork_jails=True))
+    with pytest.raises(JailUnavailable, match="a test jail could not run: the jail template did"):
+        asyncio.run(jailer.check(jailer.python("-c", "raise SystemExit(3)")))
 
 
 def _enter_in_child(spec_changes: dict[str, Any], refuse_unshare: bool) -> tuple[int, bytes, bool]:
