@@ -14,9 +14,11 @@ import pytest
 
 from backend.app.core.errors import Overloaded
 from backend.app.core.metrics import Metrics
-from backend.app.tenancy import admission as admission_module
-from backend.app.tenancy.admission import Admission, TenantTurns
+from backend.app.tenancy import rates
+from backend.app.tenancy import turns as turns_module
+from backend.app.tenancy.admission import Admission
 from backend.app.tenancy.caller import Caller
+from backend.app.tenancy.turns import TenantTurns
 
 from .conftest import make_settings
 
@@ -170,7 +172,7 @@ def test_a_pool_without_places_per_tenant_is_not_limited(tmp_path: Path) -> None
 
 
 def test_the_line_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(admission_module, "MAX_WAITING_TENANTS", 3)
+    monkeypatch.setattr(turns_module, "MAX_WAITING_TENANTS", 3)
     turns = TenantTurns(turn_s=30.0, idle_s=10.0)
     turns.claim("holder", 1, never_busy, 0.0)
     for n in range(10):
@@ -230,7 +232,7 @@ def test_a_place_is_given_up_when_its_connection_closes() -> None:
 
 def test_the_rate_limiter_stays_bounded_under_many_keys() -> None:
     now = [0.0]
-    limiter = admission_module.RateLimiter(60.0, 2, max_keys=1000, clock=lambda: now[0])
+    limiter = rates.RateLimiter(60.0, 2, max_keys=1000, clock=lambda: now[0])
     for n in range(50_000):  # distinct keys, faster than their buckets refill
         limiter.take(f"addr:{n}")
         now[0] += 0.0001
@@ -246,7 +248,7 @@ def test_the_rate_limiter_stays_bounded_under_many_keys() -> None:
 
 def test_forgetting_a_full_bucket_loses_nothing() -> None:
     now = [0.0]
-    limiter = admission_module.RateLimiter(60.0, 2, clock=lambda: now[0])
+    limiter = rates.RateLimiter(60.0, 2, clock=lambda: now[0])
     assert limiter.take("a") == 0 and limiter.take("a") == 0
     assert limiter.take("a") > 0  # its burst is spent
     now[0] += 1.0

@@ -29,7 +29,7 @@ TOKENS = (
     "erin-0123456789abcdef",
     "frank-0123456789abcdef",
 )
-# Each token is a client group of its own (admission.group_of), with its own line of
+# Each token is a client group of its own (turns.group_of), with its own line of
 # pristine runs, capped (pristine_per_group) and charged (pristine_budget_s).
 A, B, C, D, E, F = ({"Authorization": f"Bearer {t}"} for t in TOKENS)
 

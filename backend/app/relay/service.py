@@ -21,8 +21,9 @@ from backend.app.core.metrics import Metrics
 from backend.app.core.settings import Settings
 from backend.app.relay.figures import RunStats
 from backend.app.relay.stream import MEASURED, RunStream
-from backend.app.tenancy.admission import Admission, group_of
+from backend.app.tenancy.admission import Admission
 from backend.app.tenancy.caller import Caller
+from backend.app.tenancy.turns import group_of
 from backend.app.trust.cache import Hit, ResultCache
 from backend.app.trust.confirm import Confirmer
 from sandbox.pool.base import ChoosesLibraries, Pool, RunHandle, RunsVersions

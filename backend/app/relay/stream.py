@@ -22,8 +22,9 @@ from backend.app.core.settings import Settings
 from backend.app.relay.figures import IR_EVENTS, RunStats
 from backend.app.relay.timeouts import timeout_reason
 from backend.app.storage.sqlite import RunRow
-from backend.app.tenancy.admission import Admission, Ticket, group_of
+from backend.app.tenancy.admission import Admission, Ticket
 from backend.app.tenancy.caller import Caller
+from backend.app.tenancy.turns import group_of
 from backend.app.trust.cache import Hit, KeptEvents, ResultCache
 from backend.app.trust.confirm import Confirmer
 from sandbox.pool.base import RunHandle

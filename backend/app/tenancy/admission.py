@@ -1,15 +1,15 @@
 """Admission control: who may start a run now, who waits, who is told to come back.
 
 Three checks, in order, each answered with ``Retry-After``:
-1. a token bucket per rate key (client address, or a known API token) -> 429;
+1. a token bucket per rate key (rates.py) (client address, or a known API token) -> 429;
 2. runs in flight per tenant, and per client address -> 429;
 3. the pool: a run it cannot take now waits in a bounded queue per backend, at most
    ``queue_timeout_s``; a full queue, or a wait that runs out -> 503. The queue is
    fair across clients: they take turns (round robin), so one client's many runs
-   do not keep another's waiting behind them.
+   do not keep another's waiting behind them (``FairQueue``).
    Before that, where the pool keeps a warm process per tenant (``tenant_slots``): a
    tenant that holds none while every one belongs to a tenant using it is told 503 at
-   once (``TenantTurns``) instead of evicting a busy tenant's process; the line for
+   once (``TenantTurns``, turns.py) instead of evicting a busy tenant's process; the line for
    those places is fair by client group (address or token), a few places per group.
    A place in either line is given up at once when its client goes away
    (``CLIENT_GONE``).
@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -29,81 +28,13 @@ from backend.app.core.errors import Overloaded
 from backend.app.core.metrics import Metrics
 from backend.app.core.settings import Settings
 from backend.app.tenancy.caller import Caller
+from backend.app.tenancy.rates import RateLimiter
+from backend.app.tenancy.turns import TenantTurns
 from sandbox.pool.base import Pool, PoolFull, RunHandle, SignalsFree, TakesTurns
 from sandbox.protocol import RunRequest
 
 #: Lookups of unknown snippets a client may make at once (then ``not_found_rate_per_minute``).
 NOT_FOUND_BURST = 20
-
-
-@dataclass
-class _Bucket:
-    tokens: float
-    updated: float
-
-
-class RateLimiter:
-    """A token bucket per key: ``burst`` at once, refilled at ``per_minute``.
-
-    The buckets are kept least recently used first, so forgetting is O(1) per call:
-    a bucket that refilled since its last use (it is as a new one) is dropped from the
-    front as calls go by, and past ``max_keys`` the least recently used goes (it
-    forgets a client that has been quiet longest, which then starts with a full
-    burst: the price of a bounded map)."""
-
-    def __init__(
-        self,
-        per_minute: float,
-        burst: int,
-        max_keys: int = 100_000,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._rate = per_minute / 60.0
-        self._burst = float(burst)
-        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
-        self._max_keys = max_keys
-        self._clock = clock
-
-    def __len__(self) -> int:
-        return len(self._buckets)
-
-    def take(self, key: str) -> float:
-        """0 if a run may start now (and it is counted), else the seconds until one may."""
-        return self._check(key, take=True)
-
-    def peek(self, key: str) -> float:
-        """What ``take`` would answer, counting nothing."""
-        return self._check(key, take=False)
-
-    def _check(self, key: str, *, take: bool) -> float:
-        if self._rate <= 0:
-            return 0.0
-        now = self._clock()
-        self._forget(now)
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            while len(self._buckets) >= self._max_keys:
-                self._buckets.popitem(last=False)
-            bucket = self._buckets[key] = _Bucket(self._burst, now)
-        else:
-            self._buckets.move_to_end(key)
-        bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.updated) * self._rate)
-        bucket.updated = now
-        if bucket.tokens >= 1.0:
-            if take:
-                bucket.tokens -= 1.0
-            return 0.0
-        return (1.0 - bucket.tokens) / self._rate
-
-    def _forget(self, now: float) -> None:
-        """Drop the buckets at the front that are full again (at most two a call: O(1),
-        and the map still shrinks faster than one new key a call can grow it)."""
-        full_after = self._burst / self._rate
-        for _ in range(2):
-            oldest = next(iter(self._buckets.values()), None)
-            if oldest is None or now - oldest.updated < full_after:
-                return
-            self._buckets.popitem(last=False)
 
 
 @dataclass
@@ -153,164 +84,11 @@ class FairQueue:
             self._turns.move_to_end(client)  # its next run waits for the others' turns
 
 
-#: Places in line for the pool, all client groups together; more are refused without one.
-MAX_WAITING_TENANTS = 10_000
-
 #: Where a request came from says, as an event set once its client went away: a
 #: WebSocket that closed, an HTTP request whose client disconnected before its answer
 #: (set by routes/ws.py and middleware.ClientPresence). A place in line (or in the
 #: queue) held for a client that is gone is given up at once.
 CLIENT_GONE: ContextVar[asyncio.Event | None] = ContextVar("jaxplay_client_gone", default=None)
-
-
-def group_of(tenant: str) -> str:
-    """The client group of a tenant (``GROUP|NAME``, backend/app/tenancy/identity.py): its
-    address (IPv6: its /56), or its API token."""
-    return tenant.partition("|")[0]
-
-
-@dataclass
-class _Hold:
-    since: float  # when the tenant got its place
-    last: float  # its last run's admission or end
-
-
-@dataclass
-class _Wait:
-    until: float  # when it loses its place if it has not asked again
-    gone: asyncio.Event | None  # set once the connection it last asked on closed
-
-
-class TenantTurns:
-    """Which tenants hold one of the pool's warm processes (at most ``slots``; a zygote
-    each, sandbox/pool/zygote_pool.py), and which wait for one.
-
-    A new tenant gets a place while fewer than ``slots`` are held; otherwise it is told
-    to come back when one is expected to free (a 503), and keeps its place in line if
-    it does. A holder keeps its place while it is using it: it loses it after
-    ``idle_s`` without a run, or, when others are waiting, on its first run after
-    ``turn_s`` holding it (then it queues again at the back). So a full pool serves the
-    tenants it holds at warm speed instead of starting a new jail for every run.
-
-    The line is fair by client group (``group_of``: an address, or a token), not by
-    tenant, so that opening many page sessions buys no more turns: a group holds at
-    most ``per_group`` places in line (its other tenants are told to come back, with
-    no place), and the groups are served round robin: the first waiting tenant of
-    each group in turn, a group that was served going to the back. A place is kept
-    only while its tenant asks again within its ``Retry-After`` and a short grace,
-    and is given up at once when the connection it asked on closes (``CLIENT_GONE``).
-    A new group therefore waits behind at most one tenant of each other group per
-    round: with G groups waiting, its first run comes within about
-    ``ceil(G / slots) + 1`` turns, however many sessions those groups open."""
-
-    def __init__(self, turn_s: float, idle_s: float, per_group: int = 2) -> None:
-        self.turn_s = turn_s
-        self.idle_s = idle_s
-        self.per_group = per_group
-        self._holders: dict[str, _Hold] = {}
-        #: group -> its waiting tenants; the groups in the order they take turns
-        self._line: OrderedDict[str, OrderedDict[str, _Wait]] = OrderedDict()
-        self._waiting = 0
-
-    @property
-    def holders(self) -> int:
-        return len(self._holders)
-
-    @property
-    def waiting(self) -> int:
-        return self._waiting
-
-    @property
-    def groups_waiting(self) -> int:
-        return len(self._line)
-
-    def ended(self, tenant: str, now: float) -> None:
-        """A run of ``tenant`` ended: its idle time counts from now."""
-        hold = self._holders.get(tenant)
-        if hold is not None:
-            hold.last = now
-
-    def claim(
-        self,
-        tenant: str,
-        slots: int,
-        busy: Callable[[str], bool],
-        now: float,
-        gone: asyncio.Event | None = None,
-    ) -> tuple[float, bool]:
-        """(0, _) when ``tenant`` may run now; else (seconds until it may ask again,
-        whether it lost its place because its turn was over). ``gone``: the event of
-        the connection it asks on (``CLIENT_GONE``)."""
-        self._expire(busy, now)
-        hold = self._holders.get(tenant)
-        turn_over = False
-        if hold is not None:
-            crowded = self._waiting >= slots - len(self._holders) + 1
-            if not (crowded and now - hold.since >= self.turn_s):
-                hold.last = now
-                return 0.0, False
-            del self._holders[tenant]  # its turn is over; it queues behind the others
-            turn_over = True
-        free = slots - len(self._holders)
-        group = group_of(tenant)
-        waiters = self._line.get(group)
-        queued = waiters is not None and tenant in waiters
-        room = waiters is None or len(waiters) < self.per_group
-        if not queued and room and self._waiting < MAX_WAITING_TENANTS:
-            waiters = self._line.setdefault(group, OrderedDict())
-            waiters[tenant] = _Wait(now, gone)
-            self._waiting += 1
-            queued = True
-        place = self._place(group, tenant) if queued else self._waiting
-        if queued and place < free:
-            self._leave(group, tenant)
-            if group in self._line:
-                self._line.move_to_end(group)  # its next tenant waits for the others' turns
-            self._holders[tenant] = _Hold(now, now)
-            return 0.0, False
-        retry = max(1.0, self._expected_free(max(place - free, 0), now) - now)
-        if queued:
-            assert waiters is not None
-            # it keeps its place if it comes back within its Retry-After and a grace
-            waiters[tenant] = _Wait(now + retry + max(self.idle_s, 5.0), gone)
-        return retry, turn_over
-
-    def _place(self, group: str, tenant: str) -> int:
-        """How many waiting tenants are served before ``tenant``: round robin over the
-        groups in line, the first waiting tenant of each, then the second, ..."""
-        rank = list(self._line[group]).index(tenant)
-        place = 0
-        ahead = True  # the groups before ``group`` in line
-        for name, waiters in self._line.items():
-            if name == group:
-                ahead = False
-            place += min(len(waiters), rank) + (1 if ahead and len(waiters) > rank else 0)
-        return place
-
-    def _leave(self, group: str, tenant: str) -> None:
-        waiters = self._line[group]
-        del waiters[tenant]
-        self._waiting -= 1
-        if not waiters:
-            del self._line[group]
-
-    def _expected_free(self, behind: int, now: float) -> float:
-        """When the place of the ``behind``-th waiting tenant beyond the free places
-        is expected: the holders' turns end in order, then every ``turn_s``."""
-        ends = sorted(
-            min(h.since + self.turn_s, h.last + self.idle_s) for h in self._holders.values()
-        ) or [now]
-        rounds, index = divmod(behind, len(ends))
-        return ends[index] + rounds * self.turn_s
-
-    def _expire(self, busy: Callable[[str], bool], now: float) -> None:
-        for tenant, hold in list(self._holders.items()):
-            if not busy(tenant) and now - hold.last >= self.idle_s:
-                del self._holders[tenant]
-        for group, waiters in list(self._line.items()):
-            for tenant, wait in list(waiters.items()):
-                if now > wait.until or (wait.gone is not None and wait.gone.is_set()):
-                    self._leave(group, tenant)
 
 
 class Admission:

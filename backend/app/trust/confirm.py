@@ -133,7 +133,7 @@ class Confirmer:
     # --- asking -------------------------------------------------------------------
     def ask(self, request: RunRequest, key: str, group: str) -> bool:
         """Ask for a pristine run of ``request`` for the entry under ``key``, on behalf
-        of client ``group`` (``admission.group_of``: who pays for it). True when it
+        of client ``group`` (``turns.group_of``: who pays for it). True when it
         waits or runs (once, however often asked); False when refused (the group's cap
         or budget, the lines full: pristine_lines.py) or pristine runs are off."""
         if not self.enabled:

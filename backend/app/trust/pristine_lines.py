@@ -4,7 +4,7 @@ in turn, each group capped and charged for the pristine time it asked for.
 A pristine run (backend/app/trust/confirm.py) costs a fresh jail and up to the request's
 ``timeout_s``; whoever asks for one spends the server's time. So, as runs are
 (backend/app/tenancy/admission.py), pristine runs are held to the client group (an address,
-IPv6 /56, or an API token: ``admission.group_of``) whose request asked:
+IPv6 /56, or an API token: ``turns.group_of``) whose request asked:
 
 - **a line per group, served in turn**: the groups with a key waiting take turns,
   one key each, a group that was served going to the back; one group's hundred keys
