@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { checksBindings } from "../src/app/checks-bindings";
 import { ControlsController, type Control } from "../src/app/bindings";
-import { CHECK_TOGGLES, checksFromRequest, checksFromSaved, checksRequest } from "../src/model/checks";
+import { CHECK_TOGGLES, checksFromRequest, checksFromSaved, checksRequest } from "../src/model/check-choices";
 import { DEFAULT_STATE } from "../src/model/examples";
 import { RunRequest } from "../src/generated/request";
 import { fromRequest, toRequest, type PlayState } from "../src/model/state";

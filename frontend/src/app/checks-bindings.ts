@@ -1,6 +1,6 @@
-// The checks box (controls/checks-box.ts) <-> state (model/checks.ts): each box read into `state.checks` and written
+// The checks box (controls/checks-box.ts) <-> state (model/check-choices.ts): each box read into `state.checks` and written
 // back; the grad check's orders and modes shown only while it is ticked.
-import { CHECK_TOGGLES, DEFAULT_CHECKS, GRAD_MODES, GRAD_ORDERS, type ChecksState } from "../model/checks";
+import { CHECK_TOGGLES, DEFAULT_CHECKS, GRAD_MODES, GRAD_ORDERS, type ChecksState } from "../model/check-choices";
 import type { PlayState } from "../model/state";
 import type { Binding, Control } from "./bindings";
 

@@ -1,7 +1,7 @@
 // The checks box, a section of "What to compute" (controls/compute.ts): a box per check
-// (model/checks.ts says what each is), and the grad check's orders and modes.
+// (model/check-choices.ts says what each is), and the grad check's orders and modes.
 import { h } from "../util/dom";
-import { CHECK_TOGGLES, GRAD_MODES, GRAD_ORDERS } from "../model/checks";
+import { CHECK_TOGGLES, GRAD_MODES, GRAD_ORDERS } from "../model/check-choices";
 
 /** The checks box's controls: a box per check, and the grad check's orders and modes
  * (shown only while grad is ticked). */

@@ -1,7 +1,7 @@
 // What the page edits, how it becomes a run request (SPEC §1), and how it is saved
 // locally and restored from a shared snippet. Pure apart from localStorage access.
 import * as z from "zod/mini";
-import { checksFromRequest, checksFromSaved, checksRequest, type ChecksState } from "./checks";
+import { checksFromRequest, checksFromSaved, checksRequest, type ChecksState } from "./check-choices";
 import { exportFromRequest, exportRequest, type ExportState } from "./export_fields";
 import { Backend, RunRequest, TransformName, type Output } from "../generated/request";
 import { parsedItems, parsedOrNull } from "../util/narrow";
@@ -41,7 +41,7 @@ export interface PlayState extends ExportState {
   gpuTarget?: string;
   /** compile for a TPU topology the server does not have (`tpu_topology`); empty: none */
   tpuTopology?: string;
-  /** the one-click checks ticked (model/checks.ts); absent or none: no checks asked */
+  /** the one-click checks ticked (model/check-choices.ts); absent or none: no checks asked */
   checks?: ChecksState;
   /** how a pallas_call without interpret= runs on a CPU run (`pallas_interpret`); absent: auto */
   pallasInterpret?: "auto" | "tpu_races";
