@@ -10,6 +10,7 @@ import pytest
 from jax import lax
 from jax.extend.core import Literal
 
+from sandbox.engine.core import jaxpr_walk as walk
 from sandbox.engine.outputs.trace_values import ITERATIONS_SHOWN, Stepper
 from sandbox.protocol.events import EVENT_ADAPTER
 
@@ -286,8 +287,10 @@ def test_a_long_jaxpr_is_planned_in_chunks_compiled_whole_or_bound_per_equation(
 
     def chunks(code: str):
         closed = jax.make_jaxpr(_snippet_f(code))(jnp.arange(3.0))
-        flat = segments.flatten(closed.jaxpr, tv._call_jaxpr, tv._parts, tv._LITERAL, tv._eqn_cost)
-        planned = segments.plan(flat, len(flat.steps), None, segments.Ops(tv._bind))
+        flat = segments.flatten(
+            closed.jaxpr, walk.call_jaxpr, walk.parts, walk.literal_type(), tv._eqn_cost
+        )
+        planned = segments.plan(flat, len(flat.steps), None, segments.Ops(walk.bind))
         return closed, planned.chunks
 
     # every equation a new one (the shape grows): chunks of at most 48, each compiled whole
@@ -367,8 +370,10 @@ def test_an_equation_bound_alone_compiles_once_for_weak_and_strong_inputs() -> N
     from sandbox.engine.outputs.trace_values import segments
 
     closed = jax.make_jaxpr(lambda x, y: x * y)(1.0, 2.0)  # weakly typed inputs
-    flat = segments.flatten(closed.jaxpr, tv._call_jaxpr, tv._parts, tv._LITERAL, tv._eqn_cost)
-    ops = segments.Ops(tv._bind)
+    flat = segments.flatten(
+        closed.jaxpr, walk.call_jaxpr, walk.parts, walk.literal_type(), tv._eqn_cost
+    )
+    ops = segments.Ops(walk.bind)
     fn = ops.fn(flat.steps[0])
     weak = jnp.asarray(3.0)  # a weakly typed JAX array
     assert weak.weak_type

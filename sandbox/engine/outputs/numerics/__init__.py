@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from sandbox.engine.core import jaxpr_walk as walk
 from sandbox.engine.core.output import Output, Results
-from sandbox.engine.outputs.numerics import hints, jit_compare, metrics, precision, walk
+from sandbox.engine.outputs.numerics import hints, jit_compare, metrics, precision
 from sandbox.engine.outputs.numerics.shadow import Pair, Row, Shadow
 from sandbox.protocol.limits import MAX_MESSAGE_CHARS, MAX_NUMERICS_ROWS, MAX_NUMERICS_STEPS
 

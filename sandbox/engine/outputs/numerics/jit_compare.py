@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from sandbox.engine.outputs.numerics import metrics, walk
+from sandbox.engine.core import jaxpr_walk as walk
+from sandbox.engine.outputs.numerics import metrics
 
 #: the XLA options switched one at a time, and the cause each names where switching it
 #: makes the compiled program give the eager value
@@ -78,7 +79,7 @@ def body_of(closed: Any, args: list[Any]) -> Body:
             zip(jaxpr.constvars, consts, strict=True)
         )
         args = [
-            np.asarray(v.val, v.aval.dtype) if isinstance(v, walk.LITERAL) else env[v]
+            np.asarray(v.val, v.aval.dtype) if isinstance(v, walk.literal_type()) else env[v]
             for v in eqn.invars
         ]
         jaxpr, consts = walk.parts(walk.call_jaxpr(eqn))
@@ -97,7 +98,7 @@ def _run(
     env.update(zip(jaxpr.invars, args, strict=True))
 
     def read(atom: Any) -> Any:
-        if isinstance(atom, walk.LITERAL):
+        if isinstance(atom, walk.literal_type()):
             return np.asarray(atom.val, atom.aval.dtype)
         return env[atom]
 
@@ -111,7 +112,7 @@ def _run(
             inner, inner_consts = walk.parts(sub)
             outs = _outvars(inner, inner_consts, values)
         else:
-            outs = walk.bind(eqn, values)
+            outs = walk.bind(eqn, values, host_as_jax=True)
         env.update(zip(eqn.outvars, outs, strict=True))
     return outs
 
@@ -122,7 +123,7 @@ def _outvars(jaxpr: Any, consts: list[Any], args: list[Any]) -> list[Any]:
     env.update(zip(jaxpr.invars, args, strict=True))
     for eqn in jaxpr.eqns:
         values = [
-            np.asarray(v.val, v.aval.dtype) if isinstance(v, walk.LITERAL) else env[v]
+            np.asarray(v.val, v.aval.dtype) if isinstance(v, walk.literal_type()) else env[v]
             for v in eqn.invars
         ]
         sub = walk.call_jaxpr(eqn)
@@ -130,10 +131,10 @@ def _outvars(jaxpr: Any, consts: list[Any], args: list[Any]) -> list[Any]:
             inner, inner_consts = walk.parts(sub)
             outs = _outvars(inner, inner_consts, values)
         else:
-            outs = walk.bind(eqn, values)
+            outs = walk.bind(eqn, values, host_as_jax=True)
         env.update(zip(eqn.outvars, outs, strict=True))
     return [
-        np.asarray(v.val, v.aval.dtype) if isinstance(v, walk.LITERAL) else env[v]
+        np.asarray(v.val, v.aval.dtype) if isinstance(v, walk.literal_type()) else env[v]
         for v in jaxpr.outvars
     ]
 
@@ -274,7 +275,7 @@ def compare(
             first_eqn=place,
             first_row=row_of.get(place),
             primitive=eqn.primitive.name,
-            line=walk.line(eqn),
+            line=walk.line(eqn.source_info),
         )
     for name, value, cause in OPTIONS:
         entry: dict[str, Any] = {

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from sandbox.engine.outputs.numerics import metrics, walk
+from sandbox.engine.core import jaxpr_walk as walk
+from sandbox.engine.outputs.numerics import metrics
 
 LABELS = {
     "default": "default_matmul_precision('default')",
@@ -74,7 +75,9 @@ def _tpu_default_eval(jaxpr: Any, consts: list[Any], args: list[Any]) -> list[An
 
     def read(atom: Any) -> Any:
         return (
-            np.asarray(atom.val, atom.aval.dtype) if isinstance(atom, walk.LITERAL) else env[atom]
+            np.asarray(atom.val, atom.aval.dtype)
+            if isinstance(atom, walk.literal_type())
+            else env[atom]
         )
 
     for eqn in jaxpr.eqns:
@@ -87,7 +90,7 @@ def _tpu_default_eval(jaxpr: Any, consts: list[Any], args: list[Any]) -> list[An
         else:
             if name in ("dot_general", "conv_general_dilated") and _rounds(eqn):
                 values = [lax.reduce_precision(v, exponent_bits=8, mantissa_bits=7) for v in values]
-            outs = walk.bind(eqn, values)
+            outs = walk.bind(eqn, values, host_as_jax=True)
         env.update(zip(eqn.outvars, outs, strict=True))
     return [read(v) for v in jaxpr.outvars]
 
@@ -172,7 +175,9 @@ def _op_by_op(
 
     def read(atom: Any) -> Any:
         return (
-            np.asarray(atom.val, atom.aval.dtype) if isinstance(atom, walk.LITERAL) else env[atom]
+            np.asarray(atom.val, atom.aval.dtype)
+            if isinstance(atom, walk.literal_type())
+            else env[atom]
         )
 
     for index, eqn in enumerate(jaxpr.eqns):
@@ -191,7 +196,7 @@ def _op_by_op(
                 and _rounds(eqn)
             ):
                 values = [lax.reduce_precision(v, exponent_bits=8, mantissa_bits=7) for v in values]
-            outs = walk.bind(eqn, values)
+            outs = walk.bind(eqn, values, host_as_jax=True)
             seen(place, outs)
         env.update(zip(eqn.outvars, outs, strict=True))
     return [read(v) for v in jaxpr.outvars]

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from sandbox.engine.outputs.numerics import metrics, walk
+from sandbox.engine.core import jaxpr_walk as walk
+from sandbox.engine.outputs.numerics import metrics
 from sandbox.engine.outputs.numerics.metrics import Errors
 
 #: bit-level primitives: their float outputs are made of bits, not of arithmetic, so
@@ -221,7 +222,7 @@ class Shadow:
             env[var] = arg
 
         def read(atom: Any) -> Pair:
-            if isinstance(atom, walk.LITERAL):
+            if isinstance(atom, walk.literal_type()):
                 value = np.asarray(atom.val, dtype=atom.aval.dtype)
                 got = self.pair(value, atom.aval)
                 got.literal = value
@@ -270,13 +271,13 @@ class Shadow:
             eqn=path,
             primitive=name,
             depth=depth,
-            line=walk.line(eqn),
+            line=walk.line(eqn.source_info),
             phase=walk.phase(stack),
             dtype=str(getattr(aval, "dtype", "")) or None,
             shape=[int(d) for d in getattr(aval, "shape", ())],
         )
         start = time.perf_counter()
-        lows = walk.bind(eqn, [i.low for i in inputs])
+        lows = walk.bind(eqn, [i.low for i in inputs], host_as_jax=True)
         self.seconds["program"] += time.perf_counter() - start
         floats_in = any(metrics.inexact(v.aval.dtype) for v in eqn.invars)
         floats_out = any(metrics.inexact(v.aval.dtype) for v in eqn.outvars)
@@ -294,7 +295,9 @@ class Shadow:
             start = time.perf_counter()
             try:
                 with jax.enable_x64(True):
-                    highs = walk.bind(eqn, [i.high for i in inputs], shadow_params(eqn.params))
+                    highs = walk.bind(
+                        eqn, [i.high for i in inputs], shadow_params(eqn.params), host_as_jax=True
+                    )
             except Exception as exc:  # float64 refused: said in the row
                 row.shadowed = False
                 row.unshadowed = f"float64 refused it: {type(exc).__name__}: {str(exc)[:200]}"
@@ -330,7 +333,7 @@ class Shadow:
         start = time.perf_counter()
         rounded, overflowed = [], False
         for i, v in zip(inputs, eqn.invars, strict=True):
-            if metrics.inexact(v.aval.dtype) and not isinstance(v, walk.LITERAL):
+            if metrics.inexact(v.aval.dtype) and not isinstance(v, walk.literal_type()):
                 high = np.asarray(i.high)
                 with np.errstate(over="ignore"):
                     got = high.astype(v.aval.dtype)
@@ -342,7 +345,7 @@ class Shadow:
                 rounded.append(i.low)
         # an input whose shadow the dtype cannot hold: what this equation adds on top
         # of that overflow is not measurable (the row's error still says where it is)
-        local = None if overflowed else walk.bind(eqn, rounded)[k]
+        local = None if overflowed else walk.bind(eqn, rounded, host_as_jax=True)[k]
         self.seconds["born"] += time.perf_counter() - start
         start = time.perf_counter()
         row.error = metrics.errors(lows[k], highs[k], dtype)

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from sandbox.engine.core import jaxpr_walk as walk
 from sandbox.engine.core.output import Output, Results
-from sandbox.engine.core.sources import snippet_line
 from sandbox.engine.outputs.trace_values import segments
 from sandbox.protocol.limits import (
     MAX_MESSAGE_CHARS,
@@ -44,22 +44,9 @@ from sandbox.protocol.limits import (
     MAX_TRACE_STEPS,
     MAX_TRACE_VALUES,
 )
-from sandbox.protocol.requests import SNIPPET_FILENAME
 
 #: A loop of at most this many iterations shows each; a longer one is summarised.
 ITERATIONS_SHOWN = 8
-#: The parameter holding the jaxpr of each primitive stepped into like a call.
-CALL_JAXPR_PARAMS = {
-    "pjit": "jaxpr",
-    "jit": "jaxpr",
-    "closed_call": "call_jaxpr",
-    "core_call": "call_jaxpr",
-    "remat2": "jaxpr",
-    "checkpoint": "jaxpr",
-    "custom_jvp_call": "call_jaxpr",
-    "custom_vjp_call": "call_jaxpr",
-    "custom_vjp_call_jaxpr": "fun_jaxpr",
-}
 
 
 class _Cut(Exception):
@@ -237,49 +224,6 @@ def _flags(value: Any) -> tuple[bool, bool]:
         return False, False
 
 
-def _parts(jaxpr: Any) -> tuple[Any, list[Any]]:
-    """A jaxpr and its constants: a ClosedJaxpr's (JAX before 0.12), or a Jaxpr that
-    holds its own (0.12), or an open one (none)."""
-    inner = getattr(jaxpr, "jaxpr", jaxpr)
-    return inner, list(getattr(jaxpr, "consts", None) or ())
-
-
-def _literal_type() -> Any:
-    import jax
-
-    try:
-        from jax._src.core import Literal  # 0.12 no longer exports it as jax.core's
-
-        return Literal
-    except ImportError:
-        return jax.core.Literal  # type: ignore[attr-defined]
-
-
-_LITERAL: Any = _literal_type()
-
-
-def _line(source_info: Any) -> int | None:
-    """The user's line of an equation: JAX's ``user_frames`` of its traceback (0.7 on),
-    or of its SourceInfo (before)."""
-    try:
-        return snippet_line(source_info.traceback)
-    except AttributeError:
-        from jax._src import source_info_util
-
-        for frame in source_info_util.user_frames(source_info):
-            if frame.file_name == SNIPPET_FILENAME:
-                return int(frame.start_line)
-        return None
-
-
-def _phase(name_stack: str) -> str | None:
-    if "transpose" in name_stack:
-        return "backward"
-    if "jvp" in name_stack:
-        return "forward"
-    return None
-
-
 def _aval_bytes(var: Any) -> int:
     aval = getattr(var, "aval", None)
     shape = getattr(aval, "shape", ())
@@ -294,25 +238,8 @@ class _Where:
     name_stack: str
 
 
-def _call_jaxpr(eqn: Any) -> Any:
-    """The jaxpr an equation is stepped into like a call, or None."""
-    param = CALL_JAXPR_PARAMS.get(eqn.primitive.name)
-    return eqn.params.get(param) if param is not None else None
-
-
 def _eqn_cost(eqn: Any) -> int:
     return sum(_aval_bytes(v) for v in eqn.outvars)
-
-
-def _bind(eqn: Any, values: list[Any]) -> list[Any]:
-    params = eqn.primitive.get_bind_params(eqn.params)
-    if isinstance(params, tuple):  # JAX before 0.5: (subfuns, params)
-        subfuns, params = params
-        values = [*subfuns, *values]
-    ctx = getattr(getattr(eqn, "ctx", None), "manager", None)
-    with ctx if ctx is not None else contextlib.nullcontext():
-        out = eqn.primitive.bind(*values, **params)
-    return list(out) if eqn.primitive.multiple_results else [out]
 
 
 class Stepper:
@@ -338,7 +265,7 @@ class Stepper:
         self._flat: dict[int, tuple[Any, segments.Flat]] = {}
         self._plans: dict[int, tuple[Any, segments.Plan]] = {}
         #: the equations compiled alone, shared by every jaxpr walked
-        self._ops = segments.Ops(_bind)
+        self._ops = segments.Ops(walk.bind)
         #: a while loop's condition, compiled once per loop
         self._tests: dict[int, tuple[Any, Any]] = {}
         #: each equation's name stack, line and output bytes (a loop's body is stepped
@@ -348,7 +275,7 @@ class Stepper:
     # --- running -------------------------------------------------------------------
 
     def run(self, closed: Any, args: list[Any]) -> None:
-        inner, consts = _parts(closed)
+        inner, consts = walk.parts(closed)
         try:
             self._eval(
                 inner, consts, [_Value(a, None, *_flags(a)) for a in args], _Where("", 0, "")
@@ -367,7 +294,9 @@ class Stepper:
 
     def _flattened(self, jaxpr: Any) -> segments.Flat:
         if id(jaxpr) not in self._flat:
-            flat = segments.flatten(jaxpr, _call_jaxpr, _parts, _LITERAL, _eqn_cost)
+            flat = segments.flatten(
+                jaxpr, walk.call_jaxpr, walk.parts, walk.literal_type(), _eqn_cost
+            )
             self._flat[id(jaxpr)] = (jaxpr, flat)
         return self._flat[id(jaxpr)][1]
 
@@ -433,7 +362,7 @@ class Stepper:
             env[var] = arg
 
         def read(atom: Any) -> _Value:
-            if isinstance(atom, _LITERAL):
+            if isinstance(atom, walk.literal_type()):
                 return _Value(atom.val, None, *_flags(atom.val))
             return env[atom]
 
@@ -456,13 +385,13 @@ class Stepper:
         facts = self._facts.get(id(eqn))
         if facts is None:
             info = eqn.source_info
-            facts = (eqn, str(info.name_stack), _line(info), _eqn_cost(eqn))
+            facts = (eqn, str(info.name_stack), walk.line(info), _eqn_cost(eqn))
             self._facts[id(eqn)] = facts
         _, own_stack, line, cost = facts
         inner = _Where(f"{path}.", where.depth + 1, f"{where.name_stack}/{own_stack}")
-        sub = _call_jaxpr(eqn)
+        sub = walk.call_jaxpr(eqn)
         if sub is not None:
-            body, consts = _parts(sub)
+            body, consts = walk.parts(sub)
             self._eval(body, consts, inputs, inner, feed)
         outs = next(feed, None)  # past a budget, _feed raises _Cut here
         if outs is None:
@@ -504,7 +433,7 @@ class Stepper:
             primitive=name,
             depth=where.depth,
             line=line,
-            phase=_phase(f"{where.name_stack}/{own_stack}"),
+            phase=walk.phase(f"{where.name_stack}/{own_stack}"),
             outputs=described,
             outputs_total=len(values),
             inputs=[i.row for i in inputs[:MAX_TRACE_ROW_VALUES]],
@@ -549,7 +478,7 @@ class Stepper:
     def _iteration(
         self, loop: _Loop, jaxpr: Any, args: list[_Value], where: _Where
     ) -> list[_Value]:
-        sub, consts = _parts(jaxpr)
+        sub, consts = walk.parts(jaxpr)
         with self._collecting() as rows:
             try:
                 return self._eval(sub, consts, args, where)
@@ -561,7 +490,7 @@ class Stepper:
         the iterations stacked (the scan bound whole where they cannot be)."""
         params = eqn.params
         length, reverse = int(params["length"]), bool(params.get("reverse", False))
-        consts, carry, xs = _scan_split(params, inputs)
+        consts, carry, xs = walk.scan_split(params, inputs)
         ys: list[list[Any]] = [[] for _ in range(length)]
         loop = _Loop(self)
         with self._loop(loop):
@@ -569,12 +498,12 @@ class Stepper:
                 i = length - 1 - step if reverse else step
                 sliced = [_Value(_index(x.value, i), x.row, x.nan, x.inf) for x in xs]
                 outs = self._iteration(loop, params["jaxpr"], [*consts, *carry, *sliced], where)
-                carry, y = _scan_out_split(params, outs, len(carry))
+                carry, y = walk.scan_out_split(params, outs, len(carry))
                 ys[i] = [v.value for v in y]
         last = [v.value for v in carry]
         if length:
             flat = [*last, *(_stack([y[k] for y in ys]) for k in range(len(ys[0])))]
-            split_carry, split_ys = _scan_out_split(params, flat, len(last))
+            split_carry, split_ys = walk.scan_out_split(params, flat, len(last))
             # the flat outputs are the carry, then the ys, as the scan splits them
             split = [*split_carry, *split_ys]
             in_order = len(split) == len(flat) and all(
@@ -583,7 +512,7 @@ class Stepper:
             shapes = [tuple(np.shape(v)) for v in flat]
             if in_order and shapes == [tuple(v.aval.shape) for v in eqn.outvars]:
                 return flat
-        return _bind(eqn, [v.value for v in inputs])
+        return walk.bind(eqn, [v.value for v in inputs])
 
     def _while(self, eqn: Any, inputs: list[_Value], where: _Where) -> list[Any]:
         import jax
@@ -591,7 +520,7 @@ class Stepper:
         params = eqn.params
         nc, nb = int(params["cond_nconsts"]), int(params["body_nconsts"])
         cond_consts, body_consts, carry = inputs[:nc], inputs[nc : nc + nb], inputs[nc + nb :]
-        cond, cond_own = _parts(params["cond_jaxpr"])
+        cond, cond_own = walk.parts(params["cond_jaxpr"])
         if id(cond) not in self._tests:
             test = segments.jit(lambda *a: jax.core.eval_jaxpr(cond, cond_own, *a))
             self._tests[id(cond)] = (cond, test)
@@ -611,7 +540,7 @@ class Stepper:
     def _cond(self, eqn: Any, inputs: list[_Value], where: _Where) -> list[Any]:
         branches = eqn.params["branches"]
         index = min(max(int(inputs[0].value), 0), len(branches) - 1)
-        sub, consts = _parts(branches[index])
+        sub, consts = walk.parts(branches[index])
         branch = _Where(f"{where.path}b{index}.", where.depth, where.name_stack)
         return [v.value for v in self._eval(sub, consts, inputs[1:], branch)]
 
@@ -702,27 +631,6 @@ def _stack(values: list[Any]) -> Any:
         import jax.numpy as jnp
 
         return jnp.stack(values)
-
-
-def _scan_split(
-    params: dict[str, Any], inputs: list[Any]
-) -> tuple[list[Any], list[Any], list[Any]]:
-    """A scan's operands as (constants, initial carry, scanned-over): 0.12 says it in
-    ``ft_in``, earlier JAX in ``num_consts`` and ``num_carry``."""
-    if "ft_in" in params:
-        consts, carry, xs = params["ft_in"].update(inputs).unpack()
-        return list(consts), list(carry), list(xs)
-    nc, nk = int(params["num_consts"]), int(params["num_carry"])
-    return inputs[:nc], inputs[nc : nc + nk], inputs[nc + nk :]
-
-
-def _scan_out_split(
-    params: dict[str, Any], outs: list[Any], carried: int
-) -> tuple[list[Any], list[Any]]:
-    if "ft_out" in params:
-        carry, ys = params["ft_out"].update(outs).unpack()
-        return list(carry), list(ys)
-    return outs[:carried], outs[carried:]
 
 
 def trace_values_event(closed: Any, args: tuple[Any, ...]) -> dict[str, Any]:
