@@ -31,7 +31,7 @@ from backend.app.routes import notebooks as notebook_import
 from backend.app.routes import stats as public_stats
 from backend.app.routes.docs import mount_docs
 from backend.app.services.container import Services
-from backend.app.storage.sqlite import Storage
+from backend.app.storage.base import Storage
 from backend.app.storage.url import open_storage
 from backend.app.tenancy.admission import Admission
 from backend.app.tenancy.caller import Caller

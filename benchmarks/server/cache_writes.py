@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from backend.app.storage.sqlite import CacheLimits, ResultRecord, SqliteStorage
+from backend.app.storage.base import CacheLimits, ResultRecord
+from backend.app.storage.sqlite import SqliteStorage
 
 
 async def measure(entries: int, writes: int, body: str) -> dict[str, float]:

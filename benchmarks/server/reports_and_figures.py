@@ -31,7 +31,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from backend.app.relay.figures import RunStats
-from backend.app.storage.sqlite import RunRow, SqliteStorage
+from backend.app.storage.base import RunRow
+from backend.app.storage.sqlite import SqliteStorage
 from tests.support.live_server import LiveServer
 
 NOTEBOOK = nbformat.writes(

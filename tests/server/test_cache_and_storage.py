@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app.storage.sqlite import (
+from backend.app.storage.base import (
     MIN_ID_LENGTH,
     PRISTINE,
     CacheLimits,
     ResultRecord,
-    SqliteStorage,
     canonical_json,
     snippet_digest,
 )
+from backend.app.storage.sqlite import SqliteStorage
 from backend.app.trust.cache import KeptEvents, _canonical, events_body
 from backend.app.trust.confirm import PRISTINE_TENANT
 from sandbox.protocol import RunRequest

@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from backend.app.storage.sqlite import canonical_json
+from backend.app.storage.base import canonical_json
 from backend.app.web.early_run import BARE_TRANSFORMS, EARLY_SCRIPT, EARLY_SCRIPT_CSP, page_request
 from backend.app.web.page import MAX_INITIAL_BYTES, page_html
 from sandbox.protocol import RunRequest

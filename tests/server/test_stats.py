@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from backend.app.relay.figures import figures, percentile
-from backend.app.storage.sqlite import RunRow
+from backend.app.storage.base import RunRow
 from tests.support.live_server import LiveServer
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from backend.app.storage.sqlite import canonical_json, snippet_digest
+from backend.app.storage.base import canonical_json, snippet_digest
 from backend.app.trust.cache import ResultCache
 from sandbox.environments import libraries
 from sandbox.environments.versions import STAMP

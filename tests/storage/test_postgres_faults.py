@@ -20,7 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
-from backend.app.storage.sqlite import canonical_json, snippet_digest
+from backend.app.storage.base import canonical_json, snippet_digest
 from backend.app.storage.url import open_storage
 from sandbox.protocol import RunRequest
 from tests.gates import skip_without_services

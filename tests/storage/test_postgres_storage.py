@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
-from backend.app.storage.sqlite import (
+from backend.app.storage.base import (
     PRISTINE,
     CacheLimits,
     ResultRecord,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.app.core.errors import log_internal
-from backend.app.storage.sqlite import RunRow, Storage
+from backend.app.storage.base import RunRow, Storage
 
 FLUSH_S = 5.0
 KEEP_S = 2 * 86_400.0

@@ -21,7 +21,7 @@ from backend.app.core.metrics import Metrics
 from backend.app.core.settings import Settings
 from backend.app.relay.figures import IR_EVENTS, RunStats
 from backend.app.relay.timeouts import timeout_reason
-from backend.app.storage.sqlite import RunRow
+from backend.app.storage.base import RunRow
 from backend.app.tenancy.admission import Admission, Ticket
 from backend.app.tenancy.caller import Caller
 from backend.app.tenancy.turns import group_of

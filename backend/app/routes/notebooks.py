@@ -17,7 +17,7 @@ from backend.app.core.wire import ERROR_RESPONSES, SnippetBody
 from backend.app.outside.ipynb import NotANotebook, import_notebook
 from backend.app.services.container import ServicesDep
 from backend.app.services.links import store_snippet
-from backend.app.storage.sqlite import canonical_json
+from backend.app.storage.base import canonical_json
 from sandbox.protocol import MAX_CODE_BYTES
 
 router = APIRouter(prefix="/api/v1", tags=["snippets"])

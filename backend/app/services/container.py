@@ -11,7 +11,7 @@ from starlette.requests import HTTPConnection
 from backend.app.core.metrics import Metrics
 from backend.app.core.settings import Settings
 from backend.app.relay.service import RunService
-from backend.app.storage.sqlite import Storage
+from backend.app.storage.base import Storage
 from backend.app.tenancy.admission import Admission
 from backend.app.tenancy.identity import Sessions
 from backend.app.trust.cache import ResultCache

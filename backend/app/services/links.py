@@ -18,7 +18,7 @@ from fastapi import Request
 from backend.app.core.errors import ApiError, log_internal
 from backend.app.core.wire import SnippetBody, SnippetCreated
 from backend.app.services.container import Services
-from backend.app.storage.sqlite import canonical_json, disk_full, snippet_digest
+from backend.app.storage.base import canonical_json, disk_full, snippet_digest
 from backend.app.tenancy.identity import caller_for, client_of
 from backend.app.tenancy.turns import group_of
 from backend.app.trust.provenance import NO_LINK, UNKNOWN, LinkCode, link_code

@@ -21,8 +21,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from backend.app.storage.migrations import migrate
-from backend.app.storage.sqlite import (
+from backend.app.storage.base import (
     MIN_ID_LENGTH,
     RESULT_GET,
     RESULT_OLDEST,
@@ -40,6 +39,7 @@ from backend.app.storage.sqlite import (
     RunRow,
     Trim,
 )
+from backend.app.storage.migrations import migrate
 
 T = TypeVar("T")
 

@@ -1,10 +1,11 @@
-"""The storage a ``database_url`` names: SQLite (``sqlite:///PATH``, storage.py) or
-PostgreSQL (``postgresql://...``, pg_storage.py, imported only then: it needs psycopg).
-Both implement storage.py's ``Storage``; this is the one module that knows both."""
+"""The storage a ``database_url`` names: SQLite (``sqlite:///PATH``, sqlite.py) or
+PostgreSQL (``postgresql://...``, postgres.py, imported only then: it needs psycopg).
+Both implement base.py's ``Storage``; this is the one module that knows both."""
 
 from __future__ import annotations
 
-from backend.app.storage.sqlite import SqliteStorage, Storage
+from backend.app.storage.base import Storage
+from backend.app.storage.sqlite import SqliteStorage
 
 
 def open_storage(url: str) -> Storage:

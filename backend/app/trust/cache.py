@@ -54,7 +54,7 @@ from typing import Any
 
 from backend.app.core.logs import fields, get_logger
 from backend.app.core.settings import Settings
-from backend.app.storage.sqlite import (
+from backend.app.storage.base import (
     CANDIDATE,
     CONFIRMED,
     PRISTINE,

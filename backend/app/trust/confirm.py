@@ -36,7 +36,7 @@ from typing import Any
 from backend.app.core.logs import fields, get_logger
 from backend.app.core.metrics import Metrics
 from backend.app.core.settings import Settings
-from backend.app.storage.sqlite import CANDIDATE
+from backend.app.storage.base import CANDIDATE
 from backend.app.tenancy.admission import Admission
 from backend.app.trust.cache import KeptEvents, ResultCache
 from backend.app.trust.pristine_lines import PristineLines, TimeBudget

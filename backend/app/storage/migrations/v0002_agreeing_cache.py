@@ -5,7 +5,7 @@ its entries were never confirmed by a second run.
 SQLite also keeps the cache's entries and bytes (unstable markers apart: they have
 their own cap) in ``cache_totals``, by triggers in every writer's transaction, so a
 write reads them in O(1) instead of scanning every entry (10,000 by default);
-PostgreSQL counts them (storage.py ``RESULT_TOTALS``)."""
+PostgreSQL counts them (base.py ``RESULT_TOTALS``)."""
 
 SQL = """
 DROP TABLE IF EXISTS results;
