@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from backend.app.core.settings import Settings, declarations, setting_sources, show_value
+from backend.app.core.settings import Settings
+from backend.app.core.settings_table import declarations, setting_sources, show_value
 from backend.cli.main import app
 from backend.cli.serve import serve
 from backend.cli.worker import worker
@@ -229,6 +230,7 @@ def test_values_are_shown_as_the_environment_takes_them() -> None:
 READS_ENVIRONMENT = {
     # the settings' readers, called once at start-up
     "backend/app/core/settings.py": "the program's settings",
+    "backend/app/core/settings_table.py": "which settings the environment gave (setting_sources)",
     "sandbox/assembly/settings.py": "the sandbox's settings",
     "sandbox/jail/settings.py": "the jail's settings (the sandbox used on its own)",
     "sandbox/pool/settings.py": "the pool's settings (the sandbox used on its own)",

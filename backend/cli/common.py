@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 from pydantic import ValidationError
 
-from backend.app.core.settings import flag_help
+from backend.app.core.settings_table import flag_help
 
 if TYPE_CHECKING:
     from backend.app.core.settings import Settings
@@ -28,7 +28,7 @@ def set_values(command: str, pairs: list[str] | None) -> dict[str, Any]:
     command with exit status 2."""
     import json
 
-    from backend.app.core.settings import declarations
+    from backend.app.core.settings_table import declarations
 
     kinds = {info.name: info.kind for info in declarations()}
     values: dict[str, Any] = {}

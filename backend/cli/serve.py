@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from backend.app.core.settings import flag_help
+from backend.app.core.settings_table import flag_help
 from backend.cli.common import LogFormatFlag, LogLevelFlag, PoolFlag, SetFlag, UnsafeNoJailFlag
 
 

@@ -30,7 +30,12 @@ def settings(
     ] = False,
 ) -> None:
     """Print every setting with its value and its source (default, environment, flag)."""
-    from backend.app.core.settings import declarations, setting_sources, setting_values, show_value
+    from backend.app.core.settings_table import (
+        declarations,
+        setting_sources,
+        setting_values,
+        show_value,
+    )
     from backend.cli.common import set_values, settings_from_flags
 
     values = setting_values(settings_from_flags("settings", {}, sets=set_))

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from backend.app.core.settings import Settings, flag_help
+from backend.app.core.settings import Settings
+from backend.app.core.settings_table import flag_help
 from backend.cli.common import LogFormatFlag, LogLevelFlag, PoolFlag, SetFlag, UnsafeNoJailFlag
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from backend.app.core.settings import declarations
+from backend.app.core.settings_table import declarations
 from sandbox.jail.settings import JailConfig
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from backend.app.core.settings import Settings, settings_table
+from backend.app.core.settings import Settings
+from backend.app.core.settings_table import settings_table
 from sandbox.protocol import EVENT_FIELDS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

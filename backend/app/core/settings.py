@@ -6,33 +6,33 @@ jail's limits, how jails are made, the warm pool's sizes) are declared in
 sandbox/assembly/settings.py and held here as ``settings.sandbox``, read from the same
 environment, so one object carries them all. ``Settings()`` reads the environment
 when it is called, never at import time; a command calls it once at start-up
-(backend/cli/common.py, flags on top) and passes it down. ``declarations()`` lists
-every setting: ``jaxplay settings`` prints them with their values and sources, and
-scripts/gen_settings_doc.py writes docs/settings.md from them.
+(backend/cli/common.py, flags on top) and passes it down. settings_table.py lists
+every setting (``declarations()``): ``jaxplay settings`` prints them with their values
+and sources, and scripts/gen_settings_doc.py writes docs/settings.md from them.
+
+Over 400 lines, for a reason: the class is the table of the server's settings, one
+field each with its type, default and description (the words docs/settings.md and
+every flag's help show), and its validators, which compare fields with each other.
+Splitting the fields among classes would split the one settings object; what reads
+the table (declarations, shown values, the docs' tables) is settings_table.py.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
-import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, InstanceOf, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sandbox.assembly.settings import OWNER, SandboxSettings, SettingInfo
-from sandbox.assembly.settings import declarations as sandbox_declarations
-from sandbox.jail.settings import GiB, KiB, MiB
+from sandbox.assembly.settings import OWNER, SandboxSettings
 from sandbox.protocol.gpu_target_request import GPU_TARGETS
 from sandbox.protocol.limits import NUMERICS_MAX_VALUES
 from sandbox.protocol.sharding_request import TPU_TOPOLOGY_PATTERN
 
-_REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[3]
 DATABASE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
 QUEUE_SCHEMES = ("redis://", "rediss://", "unix://")
 
@@ -116,7 +116,7 @@ class Settings(BaseSettings):
         "issued within the last burst / rate hours).",
     )
     frontend_dist: Path = Field(
-        default=_REPO / "frontend" / "dist",
+        default=REPO / "frontend" / "dist",
         description="The built page (`frontend/dist`); a placeholder page is served while it does not exist.",
     )
 
@@ -220,7 +220,7 @@ class Settings(BaseSettings):
         'list: `["0.10.2", "0.4.38"]`. `jaxplay versions` lists what is offered.',
     )
     jax_versions_dir: Path = Field(
-        default=_REPO / ".jaxplay" / "versions",
+        default=REPO / ".jaxplay" / "versions",
         description="Where each JAX version's environment lives (`<dir>/<version>/`, about "
         "620 MB each). The jail user must be able to reach it (setup grants it).",
     )
@@ -636,136 +636,3 @@ class Settings(BaseSettings):
         if self.worker_dead_after_s < 2 * self.worker_heartbeat_s:
             raise ValueError("worker_dead_after_s must be at least twice worker_heartbeat_s")
         return self
-
-
-#: the fields of ``Settings`` that are not settings of their own
-_NOT_SETTINGS = {"sandbox"}
-#: settings whose values are secrets: ``jaxplay settings`` never prints them
-SECRET = {"session_secret", "api_tokens"}
-#: settings that are sizes in bytes (``2G``)
-SIZES = {info.name for info in sandbox_declarations() if info.kind == "bytes"}
-#: settings that are URLs: a password in one is hidden when printed
-URLS = {"database_url", "queue_url", "public_url"}
-
-
-def _kind(annotation: Any) -> str:
-    if isinstance(annotation, type):
-        return annotation.__name__
-    return re.sub(r"\b[a-z_]+\.", "", str(annotation))  # typing.Literal -> Literal
-
-
-def _shown_default(default: Any) -> Any:
-    if isinstance(default, Path) and default.is_relative_to(_REPO):
-        return default.relative_to(_REPO)
-    return default
-
-
-def declarations() -> list[SettingInfo]:
-    """Every setting of the program: the server's, then the sandbox's."""
-    server = [
-        SettingInfo(
-            name,
-            "server",
-            _kind(field.annotation),
-            _shown_default(field.get_default(call_default_factory=True)),
-            field.description or "",
-        )
-        for name, field in Settings.model_fields.items()
-        if name not in _NOT_SETTINGS
-    ]
-    return server + sandbox_declarations()
-
-
-def setting_sources(
-    flags: Mapping[str, object] | None = None, environ: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """Setting name -> where its value came from: ``flag``, ``environment`` or ``default``."""
-    env = {k.upper() for k in (os.environ if environ is None else environ)}
-    given = {k for k, v in (flags or {}).items() if v is not None}
-    return {
-        info.name: "flag"
-        if info.name in given
-        else "environment"
-        if info.variable in env
-        else "default"
-        for info in declarations()
-    }
-
-
-def setting_values(settings: Settings) -> dict[str, Any]:
-    """Setting name -> its value in ``settings``, every setting's."""
-    server = {n: getattr(settings, n) for n in Settings.model_fields if n not in _NOT_SETTINGS}
-    return {**server, **settings.sandbox.values()}
-
-
-def _hide_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def _size(value: int) -> str:
-    for unit, size in (("G", GiB), ("M", MiB), ("K", KiB)):
-        if value and value % size == 0:
-            return f"{value // size}{unit}"
-    return str(value)
-
-
-def show_value(name: str, value: Any) -> str:
-    """A setting's value as it would be written in the environment (JSON for lists,
-    ``2G`` for sizes), secrets hidden."""
-    if value is None:
-        return ""
-    if name in SIZES and isinstance(value, int):
-        return _size(value)
-    if name in SECRET:
-        return "(hidden)" if value else ("[]" if isinstance(value, list) else "")
-    if name in URLS and isinstance(value, str):
-        return _hide_password(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value)
-    return str(value)
-
-
-#: the headings of docs/settings.md's tables, one per part
-PART_TITLES = {
-    "server": "The server (`jaxplay serve`, `jaxplay worker`)",
-    "limits": "The jail's limits",
-    "jail": "How jails are made",
-    "pool": "The warm pool",
-}
-
-
-def settings_table() -> str:
-    """Every setting as Markdown tables, one per part (docs/settings.md)."""
-    out: list[str] = []
-    for part, title in PART_TITLES.items():
-        out += [
-            f"### {title}",
-            "",
-            "| variable | type | default | meaning |",
-            "| --- | --- | --- | --- |",
-        ]
-        for info in declarations():
-            if info.part != part:
-                continue
-            shown = show_value(info.name, info.default).replace("|", "\\|")
-            cell = f"`{shown}`" if shown else ""
-            doc = info.doc.replace("|", "\\|")
-            kind = info.kind.replace("|", "\\|")
-            out.append(f"| `{info.variable}` | {kind} | {cell} | {doc} |")
-        out.append("")
-    return "\n".join(out)
-
-
-def flag_help(name: str) -> str:
-    """A command's flag help for the setting ``name``: its description and variable,
-    so a flag never restates (or contradicts) the declaration."""
-    info = next(i for i in declarations() if i.name == name)
-    default = show_value(name, info.default)
-    shown = f"; default {default}" if default else ""
-    return f"{info.doc} ({info.variable}{shown})"
