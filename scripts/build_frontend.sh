@@ -44,7 +44,7 @@ if [ "${1:-}" = "--check" ]; then
 else
     npx vite build --logLevel warn
     # <file>.br and <file>.gz beside each text file: served as they are to a client
-    # that accepts them (backend/app/assets.py), none compressed per request
+    # that accepts them (backend/app/web/assets.py), none compressed per request
     node ../scripts/precompress_assets.mjs dist | tail -1
     echo "build_frontend: built frontend/dist ($(du -sh dist | cut -f1))"
 fi

@@ -3,6 +3,10 @@
 The names are loaded when first used, not with the package: the command line reads
 ``backend.app.core.settings`` for every command, and the server's framework (FastAPI and
 the routes, ~1.5 s of imports) is needed only by ``serve`` and ``worker``.
+
+Its packages, top to bottom (pyproject.toml's ``app-layers``; docs/server.md, "The
+house"): the factory; routes; services | outside; relay | web; trust; tenancy |
+storage; core. Each package's docstring says what it owns and may import.
 """
 
 from __future__ import annotations

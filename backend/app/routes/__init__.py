@@ -1,1 +1,3 @@
-"""Thin routers: parse, call a service, answer. The work is in backend.app.*."""
+"""Thin routers: parse, call a service, answer. A route imports services (services/,
+relay/, trust/, tenancy/...), outside/ and web/, never another route
+(``routes-independent``); only the factory imports routes (``app-layers``)."""

@@ -1,2 +1,2 @@
-"""The MCP endpoint (``/mcp``, endpoint.py), its tools (tools.py, imported on first use)
-and what a tool answers (results.py)."""
+"""The MCP endpoint (``/mcp``, endpoint.py), its tools (tools.py, imported on the
+endpoint's first request) and what a tool answers (results.py)."""

@@ -101,7 +101,9 @@ class McpEndpoint:
 
     async def _start_manager(self) -> None:
         # imported off the event loop: other requests go on meanwhile (~0.5 s, once)
-        tools: Any = await asyncio.to_thread(importlib.import_module, "backend.app.outside.mcp.tools")
+        tools: Any = await asyncio.to_thread(
+            importlib.import_module, "backend.app.outside.mcp.tools"
+        )
         if not self._started:  # the lifespan ended meanwhile: nothing to start
             return
         manager = tools.session_manager(self.settings, self.version)
