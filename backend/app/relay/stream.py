@@ -122,7 +122,7 @@ class RunStream:
         self._overdue_cancel: asyncio.Task[None] | None = None
         self._started = time.monotonic()
         #: when the server keyed the request, the JAX version that answered, and the
-        #: first IR event's time since: the run's public figures (run_stats.py)
+        #: first IR event's time since: the run's public figures (figures.py)
         self.keyed = self._started if keyed is None else keyed
         self._answered_by = request.jax_version or ""
         self._first_ir_ms: float | None = None

@@ -133,7 +133,7 @@ def _case(column: str, unstable: str, confirms: str, replaces: str) -> str:
 #: - only a pristine run (tenant ``PRISTINE``) that showed the same confirms it, and
 #:   its body (not the tenant's) is what is served from then on; a tenant's run adds
 #:   nothing, whether it agrees or not (tenant runs are never evidence on their own: a
-#:   disagreeing one makes the server ask a pristine run, ``cache.py``);
+#:   disagreeing one makes the server ask a pristine run, backend/app/trust/cache.py);
 #: - a pristine run that disagrees with a tenant's candidate takes its place (its own
 #:   output, tenant ``PRISTINE``: still a candidate, the next pristine run decides);
 #: - a pristine run that disagrees with a pristine run's output (a confirmed entry, or

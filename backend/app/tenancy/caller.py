@@ -20,5 +20,5 @@ class Caller:
     #: whether its runs may shape a process kept for its later runs: False for an
     #: address-only caller (no session, no token: everyone behind one NAT would share
     #: it) and for a run of code that is not the caller's own (backend/app/
-    #: provenance.py); such a run's process, zygote and jail serve it alone
+    #: trust/provenance.py); such a run's process, zygote and jail serve it alone
     keeps_process: bool = True
