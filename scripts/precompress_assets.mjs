@@ -1,6 +1,6 @@
 // Precompresses the built page's text files: <file>.br (brotli, best quality) and
 // <file>.gz (gzip, level 9) beside each, which the server sends to a client that
-// accepts that encoding (backend/app/assets.py) instead of compressing on the fly.
+// accepts that encoding (backend/app/web/assets.py) instead of compressing on the fly.
 // Deterministic (gzip's header carries no time or name), so `build_frontend.sh
 // --check` can compare a fresh build with the committed one byte for byte.
 //
