@@ -64,7 +64,7 @@ from sandbox.engine.core import persistent_cache
 from sandbox.environments import libraries
 from sandbox.jail import compile_cache
 from sandbox.jail.seccomp import ZYGOTE_PID
-from sandbox.zygote import child
+from sandbox.zygote import child, watch
 from sandbox.zygote.child import PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, prctl, say
 from sandbox.zygote.cleanup import cleanup, kept_paths
 from sandbox.zygote.control import (
@@ -137,6 +137,8 @@ def boot() -> None:
     api.prepare()  # warm what a run's first use of JAX pays, once
     libraries.preimport()  # Flax, Optax, Equinox...: a run's own import of them costs ~0
     api.discover_backends()
+    # the modules' walk of every warm child's baseline, done once here (watch.py)
+    watch.prebuild()
 
 
 def take_descriptors(argv: list[str]) -> tuple[socket.socket, bytes | None]:

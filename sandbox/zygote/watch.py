@@ -139,7 +139,14 @@ class _Namespace:
     def __init__(self, obj: Any) -> None:
         kind = type(obj)
         own = issubclass(kind, types.ModuleType | type)
-        d = _identity.namespace(obj) if own and _identity is not None else vars(obj)
+        d = None
+        if own and _identity is not None:
+            try:
+                d = _identity.namespace(obj)
+            except TypeError:  # a class it cannot take (ctypes' on Python 3.11): re-read
+                own = False
+        if d is None:
+            d = vars(obj)
         self.obj = obj
         self.keys = tuple(d)
         self.values = tuple(d.values())
@@ -325,6 +332,112 @@ def _instance_dict(obj: Any) -> Any:
         return None
 
 
+class ModuleWalk:
+    """Every module of ``sys.modules`` by name, its namespace and those of the classes
+    of CLASS_FAMILIES it defines, and the functions they hold: the part of a baseline
+    that walks ~120,000 attributes (~0.1 s in a JAX process). A zygote walks once,
+    before it forks (``prebuild``); each warm child brings that walk up to date as it
+    takes its baseline (``brought_up_to_date``: what changed since, found by
+    identity, as the check after a run finds it), which makes it what a new walk
+    would make."""
+
+    def __init__(self) -> None:
+        self.modules: dict[str, Any] = {}
+        self.namespaces: dict[str, _Namespace] = {}
+        self.guarded: dict[int, Any] = {}
+        #: the class namespaces each module's walk added, by module
+        self.classes: dict[str, list[str]] = {}
+
+    @classmethod
+    def of_sys_modules(cls) -> ModuleWalk:
+        walk = cls()
+        for name, module in list(sys.modules.items()):
+            walk.add(name, module)
+        return walk
+
+    def add(self, name: str, module: Any) -> None:
+        self.modules[name] = module
+        d = getattr(module, "__dict__", None)
+        if not isinstance(d, dict):
+            return
+        self.namespaces[name] = _Namespace(module)
+        watched = name.partition(".")[0] in CLASS_FAMILIES
+        classes = self.classes.setdefault(name, [])
+        for value in list(d.values()):
+            if isinstance(value, type) and value.__module__ == name and watched:
+                key = f"class {name}.{value.__qualname__}"
+                self.namespaces[key] = _Namespace(value)
+                classes.append(key)
+                self._guard_class(value)
+            elif (fn := _function(value)) is not None:
+                self.guarded[id(fn)] = fn
+
+    def _guard_class(self, cls: type) -> None:
+        self.guarded[id(cls)] = cls
+        for v in list(vars(cls).values()):
+            if (f := _function(v)) is not None:
+                self.guarded[id(f)] = f
+
+    def _drop(self, name: str) -> None:
+        self.modules.pop(name, None)
+        self.namespaces.pop(name, None)
+        for key in self.classes.pop(name, []):
+            self.namespaces.pop(key, None)
+
+    def brought_up_to_date(self) -> ModuleWalk:
+        """This walk made what ``of_sys_modules`` would make now: modules gone or
+        replaced dropped, each module or class whose attributes changed (or whose
+        object changed type) walked again, new modules added. Functions guarded before
+        stay guarded (kept alive, their ids stay theirs)."""
+        now = dict(sys.modules)
+        for name in [n for n, m in self.modules.items() if now.get(n) is not m]:
+            self._drop(name)
+        names = list(self.namespaces)
+        for i in _changed([self.namespaces[n].entry for n in names]):
+            name = names[i]
+            if name not in self.namespaces:  # its module's walk again took it
+                continue
+            if name in self.modules:
+                module = self.modules[name]
+                self._drop(name)
+                self.add(name, module)
+            else:  # a class: its own namespace and functions
+                cls = self.namespaces[name].obj
+                self.namespaces[name] = _Namespace(cls)
+                self._guard_class(cls)
+        for name, module in now.items():
+            if name not in self.modules:
+                self.add(name, module)
+        return self
+
+
+_PREBUILT: list[ModuleWalk] = []
+
+
+def prebuild() -> None:
+    """Walk the modules now, once, for every warm child this process forks later
+    (a zygote, or the jail template its zygotes are forked from: main.py's
+    ``boot``). Its children bring the walk up to date as they take their baseline.
+    A walk that fails leaves none: each child's ``Watch`` walks anew, and says why it
+    cannot where a warm child's warm-up reports it (its process then serves one run)."""
+    try:
+        _PREBUILT[:] = [ModuleWalk.of_sys_modules()]
+    except Exception:
+        _PREBUILT.clear()
+
+
+def _changed(entries: list[Entry]) -> list[int]:
+    """The indices of ``entries`` that differ (``_differing``: in C where their
+    attributes are an exact dict)."""
+    if _identity is None:
+        return _differing(entries)
+    native = [i for i, e in enumerate(entries) if e[2] is not None]
+    other = [i for i, e in enumerate(entries) if e[2] is None]
+    at = [native[i] for i in _identity.differing(_identity.pack([entries[i] for i in native]))]
+    at += [other[i] for i in _differing([entries[i] for i in other])]
+    return sorted(at)
+
+
 class Watch:
     """The baseline of a process's Python state, taken before its first run.
 
@@ -347,11 +460,12 @@ class Watch:
         for filename in RUN_FILES:
             linecache.cache.pop(filename, None)
         self.runtime = _runtime_dirs()
-        self.modules: dict[str, Any] = {}
-        self.namespaces: dict[str, _Namespace] = {}
-        self._guarded: dict[int, Any] = {}  # kept alive: their ids stay theirs
-        for name, module in list(sys.modules.items()):
-            self._add(name, module)
+        # the zygote's walk (``prebuild``), brought up to date, or a new one
+        walk = _PREBUILT.pop().brought_up_to_date() if _PREBUILT else ModuleWalk.of_sys_modules()
+        self.modules = walk.modules
+        self.namespaces = walk.namespaces
+        self._walk = walk
+        self._guarded = walk.guarded  # kept alive: their ids stay theirs
         self._ids = frozenset(self._guarded)
         self._index()
         self.rules = RuleTables(self.modules)
@@ -361,21 +475,7 @@ class Watch:
         sys.addaudithook(self._audit)
 
     def _add(self, name: str, module: Any) -> None:
-        self.modules[name] = module
-        d = getattr(module, "__dict__", None)
-        if not isinstance(d, dict):
-            return
-        self.namespaces[name] = _Namespace(module)
-        watched = name.partition(".")[0] in CLASS_FAMILIES
-        for value in list(d.values()):
-            if isinstance(value, type) and value.__module__ == name and watched:
-                self.namespaces[f"class {name}.{value.__qualname__}"] = _Namespace(value)
-                self._guarded[id(value)] = value
-                for v in list(vars(value).values()):
-                    if (f := _function(v)) is not None:
-                        self._guarded[id(f)] = f
-            elif (fn := _function(value)) is not None:
-                self._guarded[id(fn)] = fn
+        self._walk.add(name, module)
 
     def _index(self) -> None:
         """The namespaces as the comparison takes them, once per baseline: modules

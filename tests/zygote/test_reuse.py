@@ -348,3 +348,58 @@ def test_the_jailed_process_checks_with_the_same_implementation(shared_pool: Liv
     assert all(r.result.status == "ok" for r in runs), runs[-1].result.events
     assert [r.result.out.strip() for r in runs] == [state_watch.IDENTITY_CHECK] * 3
     assert max(r.reused for r in runs) >= 1  # a cold first child is never kept
+
+
+#: A baseline from a zygote's walk brought up to date is a new walk's: the zygote's
+#: boot, its walk (prebuild), then what a warm child does before its baseline (the
+#: backend, the warm-ups) and changes no warm-up makes (a module's attribute, a
+#: watched class's, a module gone, one replaced, a new one); then the two walks.
+PREBUILT = """
+import sys, types
+from sandbox.zygote import main as zygote, watch as state_watch
+from sandbox.engine import api
+
+
+
+def main():  # its names are not __main__'s, which is watched too
+    zygote.boot()  # imports, warms tracing; its last step is the walk
+    assert len(state_watch._PREBUILT) == 1
+    for step in api.warm_backend():
+        step()
+    import jax.numpy as jnp, jax._src.core as core, xml.dom.minidom
+    jnp.prebuilt_probe = lambda: None
+    core.Primitive.prebuilt_probe = lambda self: None
+    del sys.modules["xml.dom.minidom"]
+    sys.modules["json"] = types.ModuleType("json")
+    import xml.sax.saxutils
+
+    watch = state_watch.Watch()  # takes the prebuilt walk, brought up to date
+    assert not state_watch._PREBUILT
+    fresh = state_watch.ModuleWalk.of_sys_modules()
+    assert watch.modules == fresh.modules
+    assert watch.namespaces.keys() == fresh.namespaces.keys(), (
+        watch.namespaces.keys() ^ fresh.namespaces.keys())
+    for name, ns in fresh.namespaces.items():
+        mine = watch.namespaces[name]
+        assert mine.obj is ns.obj and mine.entry[1] is ns.entry[1], name
+        assert mine.keys == ns.keys and all(map(lambda a, b: a is b, mine.values, ns.values)), name
+    assert fresh.guarded.keys() <= watch._guarded.keys()
+    assert id(jnp.prebuilt_probe) in watch._guarded
+    assert id(core.Primitive.__dict__["prebuilt_probe"]) in watch._guarded
+    assert "xml.dom.minidom" not in watch.modules and watch.modules["json"] is sys.modules["json"]
+    assert watch.changes() == [], watch.changes()
+    jnp.prebuilt_probe = None
+    assert "the attributes of jax.numpy" in watch.changes(), watch.changes()
+    print("same", len(fresh.namespaces))
+
+
+main()
+"""
+
+
+@pytest.mark.slow
+def test_a_baseline_from_the_zygote_s_walk_is_a_new_walk_s() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PREBUILT], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert done.returncode == 0 and "same" in done.stdout, done.stderr[-3000:]
