@@ -1,11 +1,11 @@
 // The tour's entry on the page (issue 53): the Learn button, and a `/tour` address
 // opened. Only this is in the page's first chunk; the catalogue, the panel and the
-// controller (tour/controller.ts, with both languages' text of every step) are a chunk of
+// controller (tour/tour.ts, with both languages' text of every step) are a chunk of
 // their own, loaded when the tour first opens: a shared link's visitor does not pay
 // for them.
 import { h } from "../util/dom";
 import { onLang, t } from "../i18n";
-import type { TourController } from "./controller";
+import type { TourController } from "./tour";
 import type { TourDeps } from "./shared";
 
 /** The address is the tour's (`/tour`, `/tour/…`). */
@@ -17,7 +17,7 @@ export function isTourPath(path: string): boolean {
  * back and forward into or out of one). */
 export function installTour(d: TourDeps): void {
   let controller: Promise<TourController> | null = null;
-  const load = (): Promise<TourController> => (controller ??= import("./controller").then((m) => new m.TourController(d)));
+  const load = (): Promise<TourController> => (controller ??= import("./tour").then((m) => new m.TourController(d)));
   const learn = h("button", { type: "button", id: "learn", "data-testid": "learn", title: t("button.learn.title") }, t("button.learn"));
   learn.addEventListener("click", () => void load().then((c) => c.openLast()));
   // beside the title, as the language switch: not among the run's controls

@@ -1,6 +1,6 @@
 // The tour's panel: one step's text (its paragraphs, what to look at, the "try this"
 // edit and what should change), the step picker, back and next. A view only: what a
-// button does is the controller's (tour/controller.ts). Text goes in as text; a `code`
+// button does is the controller's (tour/tour.ts). Text goes in as text; a `code`
 // span of the catalogue's text becomes a <code> element.
 import { clear, h } from "../util/dom";
 import { t, type Lang } from "../i18n";

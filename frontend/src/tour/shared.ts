@@ -1,5 +1,5 @@
 // What the tour's light entry (tour/entry.ts, in the page's first chunk) and its
-// controller (tour/controller.ts, loaded when the tour opens) share: the page's parts the
+// controller (tour/tour.ts, loaded when the tour opens) share: the page's parts the
 // tour drives, and whether a tour is open.
 import type { EditorView } from "@codemirror/view";
 import type { PlayStore } from "../app/store";
