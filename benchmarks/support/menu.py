@@ -4,7 +4,7 @@ One reading of the menu for the benchmarks that run the examples: each entry's c
 file, its args, its steps as the request's transforms (options as the step editor
 sends them), its compare pipeline, its outputs and the other request fields the page
 sets from the entry. The mesh builder's fields (``sharding``) are the page's to turn
-into a request (frontend/src/sharding.ts): an entry with them is left out.
+into a request (frontend/src/model/sharding-studio.ts): an entry with them is left out.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def option(typed: Any) -> Any:
-    """A step option as the page's step editor sends it (frontend/src/transforms.ts):
+    """A step option as the page's step editor sends it (frontend/src/model/transforms.ts):
     what was typed, read as a Python literal where it is one ("(None, 0, 0)", "1"),
     else the name as typed (a checkpoint policy)."""
     if not isinstance(typed, str):
@@ -62,7 +62,7 @@ def menu_requests() -> dict[str, dict[str, Any]]:
             request["devices"] = entry["devices"]
         if entry.get("pallasInterpret"):
             request["pallas_interpret"] = entry["pallasInterpret"]
-        # the export fields as frontend/src/export_fields.ts reads the typed text
+        # the export fields as frontend/src/model/export_fields.ts reads the typed text
         if (shapes := entry.get("exportShapes", "")).strip():
             request["export_shapes"] = [s.strip() or None for s in shapes.split(";")]
         if platforms := [

@@ -3,10 +3,10 @@
 // as soon as the socket is open (its events wait for the page: connection/socket.ts), then
 // loads the page itself (main.ts and its chunks, fetched then: vite.config.ts).
 // A new link's page has usually done both before this module even loaded: the
-// server's first script in the page (backend/app/early_run.py) opened the socket and
+// server's first script in the page (backend/app/web/early_run.py) opened the socket and
 // sent the run; the entry adopts them (`adoptEarly`) and sends nothing.
 // A shared link's code (and, when confirmed, its jaxpr) is on screen before any of
-// this: the server renders it in the HTML (#jaxplay-static, backend/app/page.py), and
+// this: the server renders it in the HTML (#jaxplay-static, backend/app/web/page.py), and
 // main.ts removes that in the task that builds the page.
 import "./style.css";
 import { adoptEarly, conn, sendEarly } from "./connection/socket";

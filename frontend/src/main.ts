@@ -292,6 +292,6 @@ const storage = ((): Storage | null => {
 setLang(initialLang(storage, navigator.languages));
 installLanguage(ui, storage);
 if (embedId === null) installTour({ ui, store, editor: () => editor, pickTab: (id) => tabs.pick(id), run, storage });
-// the server's rendition of a shared link (backend/app/page.py), on screen until now:
+// the server's rendition of a shared link (backend/app/web/page.py), on screen until now:
 // removed in the task that built the page and painted the link, so no frame shows neither
 document.getElementById("jaxplay-static")?.remove();

@@ -8,7 +8,7 @@ import { DEFAULT_STATE } from "../src/model/examples";
 import { keptChoices, librariesView, versionsWithLibraries, withChoice } from "../src/model/libraries";
 import { fromRequest, toRequest } from "../src/model/state";
 
-// as GET /api/v1/backends lists them (backend/app/wire.py LibraryInfo)
+// as GET /api/v1/backends lists them (backend/app/core/wire.py LibraryInfo)
 const versions = versionsWithLibraries([
   {
     version: "0.12.0.1",

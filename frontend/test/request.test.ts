@@ -6,7 +6,7 @@ import { fromRequest, loadAutosave, toRequest, type PlayState } from "../src/mod
 import { fromRequestTransforms, transformName } from "../src/model/transforms";
 
 // The server's RunRequest and RunBody schemas (generated from sandbox/protocol.py and
-// backend/app/wire.py into src/generated/request.ts) type what the page builds; it
+// backend/app/core/wire.py into src/generated/request.ts) type what the page builds; it
 // must also pass them at run time, so a field renamed or narrowed on the server
 // fails here, not as a 422 in the browser.
 describe("the page's requests against the server's RunRequest schema", () => {

@@ -2,7 +2,7 @@
 process that serves their later runs (issue 33).
 
 A page opened from a shared link (``/s/{id}``) or an embed (``/e/{id}``) names the
-link on its WebSocket (``/api/v1/ws?link=ID``: frontend/src/connection.ts ``wsUrl``,
+link on its WebSocket (``/api/v1/ws?link=ID``: frontend/src/connection/connection.ts ``wsUrl``,
 and the server's early-run script, backend/app/web/early_run.py). The server reads that
 snippet from its own store, never the code from the client, and every run on that
 connection whose code is the link's code (``same_code``: equal but for trailing

@@ -8,13 +8,13 @@ tag) and one small constant classic script (``EARLY_SCRIPT``, allowed by its has
 the page's CSP, ``EARLY_SCRIPT_CSP``) that opens the page's WebSocket at once, sends
 that run with ``seq`` 1 as soon as the socket is open (the server reads it after its
 ``hello``), and keeps every message that comes back in ``window.__jaxplayEarly``. The
-page's connection adopts that socket (frontend/src/connection.ts ``adopt``): its
+page's connection adopts that socket (frontend/src/connection/connection.ts ``adopt``): its
 messages replayed, the run adopted by the page's first run when the requests are the
-same (app/socket.ts).
+same (connection/socket.ts).
 
 The request sent must be exactly the one the page sends for the link, else the page
 drops it and sends its own (two runs for one visit). The page sends
-``toRequest(fromRequest(stored))`` (frontend/src/state.ts), not the stored request
+``toRequest(fromRequest(stored))`` (frontend/src/model/state.ts), not the stored request
 itself (the store keeps every default: ``timeout_s``, ``outputs``...). ``page_request``
 is that round trip for the requests whose round trip is plain (bare transforms, no
 opt-in outputs, flags, mesh, checks, targets or libraries), None for the rest: their
@@ -112,7 +112,7 @@ def page_request(stored: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(version, str) and version:
         request["jax_version"] = version
     # the page keeps a link's limit only when it is longer than the request's default
-    # (frontend/src/state.ts DEFAULT_TIMEOUT_S), within the request's bounds: the limit
+    # (frontend/src/model/state.ts DEFAULT_TIMEOUT_S), within the request's bounds: the limit
     # the link was shared with after a run out of time
     timeout = stored.get("timeout_s")
     if _longer_timeout(timeout, defaults["timeout_s"]):
@@ -135,7 +135,7 @@ def _max_timeout_s() -> float:
     return next(float(m.le) for m in field.metadata if getattr(m, "le", None) is not None)
 
 
-#: the page's first script: opens the WebSocket (the URL of frontend/src/connection.ts
+#: the page's first script: opens the WebSocket (the URL of frontend/src/connection/connection.ts
 #: wsUrl, which names the page's link: backend/app/trust/provenance.py), sends the run of
 #: ``#jaxplay-early`` with seq 1 once the socket is open, and
 #: keeps what the server sends until the page adopts the socket. Constant: its hash

@@ -1,4 +1,4 @@
-"""A primitive's or op's docs, as the page shows them on hover (frontend/src/opdocs.ts's
+"""A primitive's or op's docs, as the page shows them on hover (frontend/src/editor/opdocs.ts's
 ``docFor``), from the same tables: ``frontend/src/generated/jaxpr-primitives.json`` and
 ``stablehlo-ops.json`` (made by scripts/gen_op_docs.py from the installed JAX and the
 StableHLO descriptions jaxlib ships) and ``frontend/src/hlo-ops.json`` (HLO-only opcodes).

@@ -213,7 +213,7 @@ def _entry_has(path: str, mtime_ns: int, marker: str) -> bool:
 
 def entry_adopts_early(dist: Path, index_html: str) -> bool:
     """Whether the built page's entry (named by ``index_html``, dist's index.html)
-    adopts the early run (it reads ``window.__jaxplayEarly``, frontend/src/app/socket.ts):
+    adopts the early run (it reads ``window.__jaxplayEarly``, frontend/src/connection/socket.ts):
     an older bundle would send the run again on a socket of its own, so its pages get
     no early run."""
     found = _ENTRY.search(index_html)

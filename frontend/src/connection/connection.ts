@@ -57,8 +57,8 @@ const LINK_PATH = /^\/[se]\/([a-z2-7]{8,52})$/;
 
 /** The socket's URL. A link's page names its link (`?link=ID`): the server then runs
  * that link's code as it came in a process of its own, discarded after the run, never
- * in the one kept for this person's own edits (backend/app/provenance.py, issue 33).
- * The server's early-run script (backend/app/early_run.py) makes the same URL. */
+ * in the one kept for this person's own edits (backend/app/trust/provenance.py, issue 33).
+ * The server's early-run script (backend/app/web/early_run.py) makes the same URL. */
 export function wsUrl(loc: Pick<Location, "protocol" | "host" | "pathname">): string {
   return `${loc.protocol === "https:" ? "wss:" : "ws:"}//${loc.host}/api/v1/ws${linkQuery(loc)}`;
 }
@@ -132,7 +132,7 @@ export class Connection implements RunConnection {
     return this.opening;
   }
 
-  /** Takes over a socket the page's first script opened (backend/app/early_run.py), with
+  /** Takes over a socket the page's first script opened (backend/app/web/early_run.py), with
    * the run it sent as `seq` (sent, or sent once it opens) and the messages that came
    * before now, replayed here as if they came now. The run is current and live; the
    * next run's seq follows it. Returns the run's seq once it is on the wire (rejected

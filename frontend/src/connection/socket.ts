@@ -9,7 +9,7 @@
 // (the held events with it) and is sent as usual, replacing it on the wire.
 //
 // A new link's page usually sent its run before the entry even loaded: the server put
-// a small script first in the page (backend/app/early_run.py) that opened the socket
+// a small script first in the page (backend/app/web/early_run.py) that opened the socket
 // and sent the run the page would send (window.__jaxplayEarly). The entry adopts that
 // socket and run instead (`adoptEarly`): the messages it got replayed, the run held
 // and taken by the page's first run as one the entry sent.
@@ -59,7 +59,7 @@ function dropHeld(): void {
   held.length = 0;
 }
 
-/** What the page's first script left (backend/app/early_run.py EARLY_SCRIPT). */
+/** What the page's first script left (backend/app/web/early_run.py EARLY_SCRIPT). */
 interface EarlyGlobal {
   socket: WebSocket;
   request: RunBody;

@@ -240,7 +240,7 @@ export function saveAutosave(state: PlayState): void {
   }
 }
 
-/** The snippet the server embedded in the page for `/s/{id}` (backend/app/page.py). */
+/** The snippet the server embedded in the page for `/s/{id}` (backend/app/web/page.py). */
 export function embeddedSnippet(doc: Document): unknown {
   const tag = doc.getElementById("jaxplay-snippet");
   if (!tag?.textContent) return null;

@@ -1,4 +1,4 @@
-// A new link's run sent by the page's first script (backend/app/early_run.py): the run
+// A new link's run sent by the page's first script (backend/app/web/early_run.py): the run
 // the server puts in the page is the one the page sends (the cases of
 // fixtures/early-run.json, which tests/server/test_early_run.py holds the server to),
 // and the page adopts the socket and run that script left: the messages that came
