@@ -264,7 +264,10 @@ class Settings(BaseSettings):
 
     # --- admission -----------------------------------------------------------------
     max_queue: int = Field(
-        default=16,
+        # a waiting run costs the server its request and a coroutine (a few KiB); a
+        # refused one loses its place in the fair line and comes back after its
+        # Retry-After, so a short queue under many clients serves them by luck
+        default=128,
         ge=0,
         description="Runs that may wait for a free worker, per backend; beyond it: 503. "
         "With `queue_url`, also the runs waiting in Redis for a backend's workers "
@@ -285,7 +288,9 @@ class Settings(BaseSettings):
         "tokens are held to `max_runs_per_tenant` instead.",
     )
     tenant_turn_s: float = Field(
-        default=60.0,
+        # the next tenant's process is a forked jail (~0.3 CPU-s, benchmarks/pool/
+        # jail_start.py): a turn of 15 s spends ~1 % of two CPUs on the change
+        default=15.0,
         gt=0,
         description="When every warm process of the pool (a zygote, one tenant each) "
         "belongs to a tenant using it and others wait for one, a tenant keeps its own "
