@@ -32,11 +32,12 @@ test: setup  ## run the whole test suite
 test-fast:  ## the quick tests, for an edit loop (minutes; no browser, services, jail or slow)
 	$(VENV)/python -m pytest -q -p no:cacheprovider -m "not (browser or redis or postgres or jail or slow)"
 
-lint: setup  ## ruff lint + format check + mypy + generated docs in step + import contracts
+lint: setup  ## ruff lint + format check + mypy + generated docs in step (settings, the houses) + import contracts
 	$(VENV)/ruff check .
 	$(VENV)/ruff format --check .
 	$(VENV)/mypy
 	$(VENV)/python scripts/gen_settings_doc.py --check
+	$(VENV)/python scripts/draw_houses.py --check
 	$(VENV)/lint-imports --no-cache
 
 format: setup  ## apply ruff's formatting and fixes
