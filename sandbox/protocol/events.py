@@ -284,6 +284,19 @@ class ValueEvent(_PipelineEvent):
     type: Literal["value"]
     repr: str = _text(MAX_REPR_CHARS)
     tree: Annotated[list[Leaf], Field(max_length=MAX_LEAVES)]
+    first_leaf: Count | None = Field(
+        None,
+        description="The index (flatten order) of `tree`'s first leaf: the request's "
+        "`value_from`. `tree` holds the leaves [first_leaf, first_leaf + len(tree)).",
+    )
+    total_leaves: Count | None = Field(
+        None, description="The value's leaves in all; more than the page holds: ask from further."
+    )
+    data_stops_at: Count | None = Field(
+        None,
+        description="The index of the first leaf the data budget left without `data` (it "
+        "and the page's later leaves have `data: null`); null: the budget lasted the page.",
+    )
 
     @model_validator(mode="after")
     def _data_budget(self) -> ValueEvent:
@@ -628,6 +641,11 @@ class ShapesEvent(_PipelineEvent):
     )
     spans: Annotated[list[ShapeSpan], Field(max_length=MAX_SHAPE_SPANS)]
     notes: Notes = Field(default_factory=list)
+    spans_left_out: Count | None = Field(
+        None,
+        description="Spans traced but not in `spans` (past MAX_SHAPE_SPANS or the event's "
+        "size bound; the last spans in code order); a note says so too.",
+    )
 
 
 class ProfileRow(_Event):

@@ -214,6 +214,10 @@ NumericsSetting = Literal[
 ]  # fmt: skip
 
 
+#: The largest ``value_from``: past any value a worker's memory could hold.
+MAX_VALUE_FROM = 2**31 - 1
+
+
 class RunRequest(BaseModel):
     """A run request (SPEC §1)."""
 
@@ -329,6 +333,15 @@ class RunRequest(BaseModel):
         False,
         description="`trace_values` steps the compare pipelines too; by default only the main "
         "pipeline is stepped (a compare pipeline's event has no rows and a note saying so).",
+    )
+    value_from: int = Field(
+        0,
+        ge=0,
+        le=MAX_VALUE_FROM,
+        strict=True,
+        description="The `value` output's first leaf described, by its index in the value's "
+        "flatten order (`jax.tree_util.tree_flatten`): its `tree` holds the leaves from it, "
+        "and their data budget counts from it. Past the last leaf: an empty `tree`.",
     )
     numerics_max_values: int = Field(
         NUMERICS_MAX_VALUES,

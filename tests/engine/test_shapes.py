@@ -160,6 +160,7 @@ def test_spans_past_the_events_budget_are_cut_and_counted(monkeypatch: Any) -> N
     from sandbox.engine.core.output import PipelineContext, Results, RunContext
     from sandbox.engine.core.pipeline import Pipeline
     from sandbox.engine.outputs import shapes
+    from sandbox.protocol.events import ShapesEvent
     from sandbox.protocol.requests import RunRequest
 
     code = (
@@ -176,7 +177,10 @@ def test_spans_past_the_events_budget_are_cut_and_counted(monkeypatch: Any) -> N
     results.closed = jax.make_jaxpr(f)(*args)
     whole = shapes.shapes_event(results)
     assert len(whole["spans"]) == 20 and whole["notes"] == []  # a sin and an add per line
+    assert whole["spans_left_out"] == 0
     monkeypatch.setattr(shapes, "MAX_EVENT_VALUES", sum(map(shapes._nodes, whole["spans"][:5])))
     cut = shapes.shapes_event(results)
     assert cut["spans"] == whole["spans"][:5]
     assert cut["notes"] == ["15 more spans not shown"]
+    assert cut["spans_left_out"] == 15
+    ShapesEvent.model_validate(cut)

@@ -590,6 +590,7 @@ export const ShapesEvent = z.object({
   source: z.enum(["entry", "pipeline"]),
   spans: z.array(ShapeSpan).check(z.maxLength(4096)),
   notes: z.optional(z.array(z.string().check(z.maxLength(16384))).check(z.maxLength(16))),
+  spans_left_out: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
 });
 
 /** One block of an array: its index range per dimension and who holds it. */
@@ -724,6 +725,9 @@ export const ValueEvent = z.object({
   type: z.literal("value"),
   repr: z.string().check(z.maxLength(81920)),
   tree: z.array(Leaf).check(z.maxLength(4096)),
+  first_leaf: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  total_leaves: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
+  data_stops_at: z.optional(z.nullable(z.int().check(z.gte(0), z.lte(9007199254740991)))),
 });
 
 /** Each event type's schema, by its `type`. */

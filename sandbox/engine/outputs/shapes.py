@@ -102,10 +102,17 @@ def shapes_event(results: Results) -> dict[str, Any]:
         if nodes > MAX_EVENT_VALUES:
             break
         kept += 1
-    if kept < len(spans):
-        notes.append(f"{len(spans) - kept} more spans not shown")
+    left_out = len(spans) - kept
+    if left_out:
+        notes.append(f"{left_out} more spans not shown")
         spans = spans[:kept]
-    return {"type": "shapes", "source": source, "spans": spans, "notes": notes}
+    return {
+        "type": "shapes",
+        "source": source,
+        "spans": spans,
+        "notes": notes,
+        "spans_left_out": left_out,
+    }
 
 
 def _nodes(row: dict[str, Any]) -> int:

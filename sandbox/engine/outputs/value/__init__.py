@@ -184,30 +184,47 @@ class _Printer:
         return text
 
 
-def value_event(output: Any) -> dict[str, Any]:
+def value_event(output: Any, first_leaf: int = 0) -> dict[str, Any]:
+    """The value event of ``output``, its ``tree`` a page of the leaves (in
+    ``tree_flatten`` order) from ``first_leaf`` (the request's ``value_from``)."""
     leaves, _ = jax.tree_util.tree_flatten_with_path(output)
     text, left_out = bounded_repr(output)
     if left_out:
         text = text[:MAX_REPR] + f"\n… (the rest not shown: {left_out} of {len(leaves)} leaves)"
     elif len(text) > MAX_REPR:
         text = text[:MAX_REPR] + f"\n… ({len(text) - MAX_REPR} more characters)"
-    # The event's bounds (sandbox/protocol/limits.py): the first MAX_LEAVES leaves are
-    # described (``repr`` shows the rest), and their data stops at MAX_VALUE_DATA.
-    tree, budget = [], MAX_VALUE_DATA
+    # The event's bounds (sandbox/protocol/limits.py): MAX_LEAVES leaves from
+    # ``first_leaf`` are described (``repr`` shows the rest), and their data stops at
+    # MAX_VALUE_DATA elements, counted from ``first_leaf`` too. A page from past the
+    # end is empty: ``total_leaves`` says where the value ends.
+    tree, budget, data_stops_at = [], MAX_VALUE_DATA, None
     with_data: list[tuple[dict[str, Any], np.ndarray]] = []
-    for p, leaf in leaves[:MAX_LEAVES]:
+    for index, (p, leaf) in enumerate(
+        leaves[first_leaf : first_leaf + MAX_LEAVES], start=first_leaf
+    ):
         described, values = _described(p, leaf)
-        if budget >= DATA_MAX_ELEMENTS and values.size <= DATA_MAX_ELEMENTS:
+        if budget < DATA_MAX_ELEMENTS:
+            # every later leaf of the page is left without data too: a client asks
+            # for a page from here to see them
+            data_stops_at = index if data_stops_at is None else data_stops_at
+        elif values.size <= DATA_MAX_ELEMENTS:
             with_data.append((described, values))
             budget -= 0 if values.dtype.itemsize == 0 else values.size
         tree.append(described)
     for (described, _), data in zip(with_data, plain_all([v for _, v in with_data]), strict=True):
         described["data"] = data
-    return {"type": "value", "repr": text, "tree": tree}
+    return {
+        "type": "value",
+        "repr": text,
+        "tree": tree,
+        "first_leaf": first_leaf,
+        "total_leaves": len(leaves),
+        "data_stops_at": data_stops_at,
+    }
 
 
 def value_events(r: Results) -> dict[str, Any]:
-    return value_event(r.value)
+    return value_event(r.value, r.pipeline.run.request.value_from)
 
 
 OUTPUT = Output("executed", "describing the value", value_events)
