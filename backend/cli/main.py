@@ -248,6 +248,13 @@ def run(
             "of the module to HLO: 15-45 % of the compile).",
         ),
     ] = False,
+    value_from: Annotated[
+        int | None,
+        typer.Option(
+            help="The value output's leaves from this index (flatten order): the next page "
+            "of a value of more leaves than one event describes, or their data."
+        ),
+    ] = None,
     export_shape: Annotated[
         list[str] | None,
         typer.Option(
@@ -302,6 +309,7 @@ def run(
         "lowering_platforms": lowering_platform or None,
         "pallas_interpret": pallas_interpret,
         "cost_before": cost_before or None,
+        "value_from": value_from,
         "checks": check or None,
         "grad_orders": grad_order or None,
         "grad_modes": grad_mode or None,

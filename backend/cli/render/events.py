@@ -13,6 +13,7 @@ from backend.cli.render.memory import memory_text
 from backend.cli.render.numerics import numerics_text
 from backend.cli.render.trace_values import trace_values_text
 from backend.cli.render.understand import export_text, recompiles_text
+from sandbox.protocol.limits import MAX_LEAVES, MAX_VALUE_DATA
 
 HEADINGS = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo": "HLO (optimised)"}
 
@@ -46,7 +47,33 @@ def _value(event: dict[str, Any]) -> str:
         lines.append(
             f"  {leaf['path'] or '(root)'}: {leaf['dtype']}{leaf['shape']} sha256={leaf['sha256'][:16]}…"
         )
-    return "\n".join(lines)
+    page = value_page_text(event)
+    return "\n".join(lines + ([f"  {page}"] if page else []))
+
+
+def value_page_text(event: dict[str, Any]) -> str | None:
+    """Which leaves the value event describes, when not all of them or not all their
+    data: ``leaves 1–4096 of 5000 (--value-from 4096 for more)``; None when whole."""
+    total, first = event.get("total_leaves"), event.get("first_leaf") or 0
+    if total is None:  # a worker before value pages: the tree is the value's first leaves
+        return None
+    shown, stops = len(event.get("tree", [])), event.get("data_stops_at")
+    if shown == 0 and first >= total:
+        return f"no leaves from {first}: the value has {total} (--value-from 0 for the first)"
+    parts: list[str] = []
+    if first > 0 or first + shown < total:
+        more = f"--value-from {first + shown} for more" if first + shown < total else ""
+        back = f"--value-from {max(0, first - MAX_LEAVES)} for the ones before" if first else ""
+        hints = "; ".join(h for h in (more, back) if h)
+        parts.append(
+            f"leaves {first + 1}–{first + shown} of {total}" + (f" ({hints})" if hints else "")
+        )
+    if stops is not None:
+        parts.append(
+            f"data for leaves {stops + 1}–{first + shown} past the {MAX_VALUE_DATA:,}-element "
+            f"budget (--value-from {stops} for it)"
+        )
+    return "; ".join(parts) or None
 
 
 def _cost(event: dict[str, Any]) -> str:
@@ -175,9 +202,9 @@ def _origins(origins: list[dict[str, Any]]) -> str:
 def _shapes(event: dict[str, Any]) -> str:
     """Each expression's span and shape, as ``line:col-end_col  f32[4,2]`` (columns from 1)."""
     spans = event.get("spans", [])
-    lines = [
-        f"── shapes{_pipeline_tag(event)}: {len(spans)} expressions ({event.get('source')}) ──"
-    ]
+    left_out = event.get("spans_left_out") or 0
+    count = f"{len(spans)} of {len(spans) + left_out}" if left_out else str(len(spans))
+    lines = [f"── shapes{_pipeline_tag(event)}: {count} expressions ({event.get('source')}) ──"]
     for s in spans:
         end = f"{s['end_line']}:{s['end_col']}" if s["end_line"] != s["line"] else str(s["end_col"])
         where = f"{s['line']}:{s['col'] + 1}-{end}"
