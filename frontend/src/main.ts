@@ -191,6 +191,15 @@ const panes = new Panes(ui.panels, ui.progress, {
       if (on) run();
     },
   },
+  // the Value pane's pages: one run with value_from, the state's other fields as they are
+  valueFrom: (first) => {
+    store.state.valueFrom = first;
+    try {
+      run(); // the request is made before the run's first wait
+    } finally {
+      store.state.valueFrom = undefined;
+    }
+  },
 });
 tabs.onSelect((id) => {
   panes.scheduler.flushTab(id); // the pane now shown renders what it held back

@@ -39,6 +39,8 @@ export interface PaneHooks {
   rendered: (entry: ScheduledPane) => void;
   /** the cost pane's figures before optimisation (the request's cost_before) */
   costBefore?: CostBefore;
+  /** the program run again, its value's leaves from this one (the Value pane's pages) */
+  valueFrom?: (first: number) => void;
 }
 
 export class Panes {
@@ -72,7 +74,7 @@ export class Panes {
     this.numerics = new NumericsPane(panels.numerics, hooks.reveal, hoverCode);
     this.progress = new Progress(progress);
     const later = (): Promise<typeof import("../panes/later")> => import("../panes/later");
-    const value = new LazyPane(["value"], async () => new (await later()).ValuePane(panels.value));
+    const value = new LazyPane(["value"], async () => new (await later()).ValuePane(panels.value, hooks.valueFrom));
     whenIdle(() => void value.ready()); // the chunk of them all, before a run's end needs it
     /** every output pane with its tab; events go to the panes that consume them */
     const all: ScheduledPane[] = [

@@ -55,6 +55,9 @@ export interface PlayState extends ExportState {
   /** the numerics output's precision settings, for the one run the Numerics pane's
    * button starts (not kept: the next run is the plain lens again) */
   numericsPrecision?: RunRequest["numerics_precision"];
+  /** the value's first leaf described (`value_from`), for the one run the Value pane's
+   * page buttons start (not kept, nor in a link: the next run shows the first page) */
+  valueFrom?: number;
 }
 
 /** The server's default `timeout_s` (sandbox/protocol/requests.py RunRequest): a limit
@@ -99,6 +102,7 @@ export function toRequest(state: PlayState, problems: StepProblem[] = []): RunRe
   if (state.pallasInterpret === "tpu_races") request.pallas_interpret = "tpu_races";
   if (state.timeoutS !== undefined && state.timeoutS > DEFAULT_TIMEOUT_S) request.timeout_s = state.timeoutS;
   if (state.costBefore) request.cost_before = true;
+  if (state.valueFrom) request.value_from = state.valueFrom;
   for (const message of targetProblems(targets, state.backend, "mesh" in meshFields)) {
     problems.push({ step: -1, option: "compile for", message });
   }

@@ -8,6 +8,7 @@ import { fmtAval, fmtNum } from "../util/format";
 import type { EventOf, RunEvent, ValueLeaf } from "../connection/protocol";
 import { buildTree, fmtBytes, fmtCount, parsePath, type TreeNode } from "./pytree";
 import type { OutputPane } from "./pane";
+import { missingData, valuePage, type ValuePage } from "./value-page";
 
 export type ValueView = "tree" | "flat";
 
@@ -98,9 +99,9 @@ export function valueTree(leaves: ValueLeaf[]): HTMLElement {
 
 const PREVIEW = 12;
 
-function preview(leaf: ValueLeaf): string {
+function preview(leaf: ValueLeaf, index: number, page: ValuePage | null): string {
   const data = leaf.data;
-  if (!data) return "(too large to send; see the summary)";
+  if (!data) return missingData(index, page);
   const shown = data.slice(0, PREVIEW).map(fmtNum).join(", ");
   return data.length > PREVIEW ? `[${shown}, … ${data.length - PREVIEW} more]` : `[${shown}]`;
 }
@@ -127,8 +128,29 @@ export class ValuePane implements OutputPane {
   /** the view the reader picked (null: each value's default) */
   private view: ValueView | null = null;
 
-  constructor(readonly root: HTMLElement) {
+  /** `askFrom`: runs the program again, its value described from this leaf (the
+   * request's `value_from`); without it the page's words are said, with no buttons */
+  constructor(
+    readonly root: HTMLElement,
+    private readonly askFrom?: (first: number) => void,
+  ) {
     this.render();
+  }
+
+  /** The line that says which leaves the event holds, with its buttons. */
+  private pageLine(page: ValuePage): HTMLElement {
+    const ask = this.askFrom;
+    const button = (label: string, testid: string, first: number | null): HTMLElement | null =>
+      first === null || !ask ? null : h("button", { type: "button", class: "linklike", "data-testid": testid, onclick: () => ask(first) }, label);
+    return h(
+      "div",
+      { class: "value-page pane-note", "data-testid": "value-page" },
+      page.leaves ? h("span", {}, page.leaves, " ") : null,
+      button("previous leaves", "value-previous", page.previous),
+      " ",
+      button("next leaves", "value-next", page.next),
+      page.dataNote ? h("div", {}, page.dataNote, " ", button("show from there", "value-data-from", page.dataFrom)) : null,
+    );
   }
 
   reset(pipelines: string[], labels: Record<string, string>): void {
@@ -180,12 +202,22 @@ export class ValuePane implements OutputPane {
         ),
       );
       section.append(toggle);
+      const page = valuePage(value);
+      if (page) section.append(this.pageLine(page));
       if (view === "tree") {
         section.append(valueTree(value.tree), h("details", {}, h("summary", {}, "repr"), h("pre", { class: "repr", tabindex: 0 }, value.repr)));
         this.root.append(section);
         continue;
       }
       const firstByPath = new Map((first?.tree ?? []).map((l) => [l.path, l]));
+      const indexOf = new Map(value.tree.map((l, k) => [l, (value.first_leaf ?? 0) + k]));
+      const values = (leaf: ValueLeaf): HTMLElement | string => {
+        const index = indexOf.get(leaf) ?? 0;
+        const text = preview(leaf, index, page);
+        const ask = this.askFrom;
+        if (leaf.data || !ask || page?.dataFrom === null || page?.dataFrom === undefined || index < page.dataFrom) return text;
+        return h("button", { type: "button", class: "linklike", "data-testid": "value-leaf-from", onclick: () => ask(index) }, text);
+      };
       const row = (leaf: ValueLeaf): HTMLElement => {
         const s = leaf.summary;
         const bad = (s?.nan_count ?? 0) > 0 || (s?.inf_count ?? 0) > 0;
@@ -200,14 +232,14 @@ export class ValuePane implements OutputPane {
           h("td", { class: "num" }, fmtNum(s?.mean)),
           h("td", { class: "num" }, `${s?.nan_count ?? 0} / ${s?.inf_count ?? 0}`),
           h("td", { class: "mono small", title: leaf.sha256 ?? "" }, (leaf.sha256 ?? "").slice(0, 12)),
-          h("td", { class: "mono small" }, preview(leaf), diff ? h("div", { class: "diff-note" }, diff) : null),
+          h("td", { class: "mono small" }, values(leaf), diff ? h("div", { class: "diff-note" }, diff) : null),
         );
       };
       section.append(
         h("div", { class: "scroll-x", tabindex: 0 }, h(
           "table",
           { class: "leaves" },
-          h("caption", {}, `${value.tree.length} ${value.tree.length === 1 ? "leaf" : "leaves"}`),
+          h("caption", {}, page?.leaves ?? `${value.tree.length} ${value.tree.length === 1 ? "leaf" : "leaves"}`),
           h(
             "thead",
             {},
