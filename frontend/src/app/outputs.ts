@@ -11,7 +11,7 @@ import { localHint } from "../i18n";
 import { setRecompileMarks } from "../editor/editor-recompiles";
 import { setNumericsMarks } from "../editor/editor-numerics";
 import { PRECISION_SETTINGS } from "../panes/numerics";
-import { setShapes } from "../editor/editor-shapes";
+import { setShapes, setShapesLeftOut } from "../editor/editor-shapes";
 import { fmtAgo } from "../util/format";
 import type { Output, RunBody } from "../generated/request";
 import type { Layout } from "./layout";
@@ -93,7 +93,7 @@ export class OutputsController implements RunView {
   /** the editor's `# ^?` lines and hovers (a `shapes` event: it follows the jaxpr at
    * once), set after the jaxpr's frame is painted */
   private readonly shapes: AfterPaint;
-  private pendingShapes: Parameters<typeof setShapes.of>[0] | null = null;
+  private pendingShapes: { spans: Parameters<typeof setShapes.of>[0]; leftOut: number } | null = null;
   /** the pipelines of the last run started: the IR panes keep their texts on show
    * (stale) for a run of the same pipelines, so the bands stay as they are */
   private lastPipelines = "";
@@ -130,9 +130,9 @@ export class OutputsController implements RunView {
       this.d.refreshLinks();
     });
     this.shapes = new AfterPaint(() => {
-      const spans = this.pendingShapes;
+      const shapes = this.pendingShapes;
       this.pendingShapes = null;
-      if (spans !== null) this.d.editor().dispatch({ effects: setShapes.of(spans) });
+      if (shapes !== null) this.d.editor().dispatch({ effects: [setShapesLeftOut.of(shapes.leftOut), setShapes.of(shapes.spans)] });
     });
   }
 
@@ -208,7 +208,7 @@ export class OutputsController implements RunView {
         break;
       case "shapes": // the editor's hovers and `# ^?` lines (editor/editor-shapes.ts): pipeline A's
         if (p === "main") {
-          this.pendingShapes = event.spans;
+          this.pendingShapes = { spans: event.spans, leftOut: event.spans_left_out ?? 0 };
           this.shapes.soon();
         }
         break;

@@ -78,6 +78,23 @@ export function caretQueries(doc: Text): { line: number; pos: number | null }[] 
 }
 
 export const setShapes = StateEffect.define<readonly ShapeSpan[]>();
+/** The spans the run's shapes event left out (its `spans_left_out`: past the event's
+ * bounds, the last in code order): a `# ^?` with no span says they may be the reason. */
+export const setShapesLeftOut = StateEffect.define<number>();
+
+const leftOutField = StateField.define<number>({
+  create: () => 0,
+  update(n, tr) {
+    for (const e of tr.effects) if (e.is(setShapesLeftOut)) n = e.value;
+    return n;
+  },
+});
+
+/** A `# ^?` line's words where no span sent covers its caret. */
+export function noSpanText(leftOut: number): string {
+  if (leftOut <= 0) return "no traced expression here";
+  return `no traced expression sent here (${leftOut} ${leftOut === 1 ? "span" : "spans"} past the shapes event's bound, the last in the code, were left out)`;
+}
 
 const shapesField = StateField.define<PlacedSpan[]>({
   create: () => [],
@@ -129,7 +146,7 @@ function queryDecorations(state: EditorState): DecorationSet {
   if (spans.length === 0) return builder.finish();
   for (const q of caretQueries(state.doc)) {
     const found = q.pos === null ? null : smallestSpan(spans, q.pos);
-    const text = found ? describeSpan(found.span) : "no traced expression here";
+    const text = found ? describeSpan(found.span) : noSpanText(state.field(leftOutField, false) ?? 0);
     const end = state.doc.line(q.line).to;
     builder.add(end, end, Decoration.widget({ widget: new ShapeWidget(text), side: 1 }));
   }
@@ -139,7 +156,7 @@ function queryDecorations(state: EditorState): DecorationSet {
 const queryField = StateField.define<DecorationSet>({
   create: (state) => queryDecorations(state),
   update(deco, tr) {
-    const changed = tr.docChanged || tr.effects.some((e) => e.is(setShapes));
+    const changed = tr.docChanged || tr.effects.some((e) => e.is(setShapes) || e.is(setShapesLeftOut));
     return changed ? queryDecorations(tr.state) : deco;
   },
   provide: (f) => EditorView.decorations.from(f),
@@ -166,5 +183,5 @@ const shapeHover = hoverTooltip((view, pos) => {
 
 /** The editor's extension: the spans (set with `setShapes`), the hover, the `# ^?` widgets. */
 export function editorShapes(): Extension {
-  return [shapesField, queryField, shapeHover];
+  return [shapesField, leftOutField, queryField, shapeHover];
 }
