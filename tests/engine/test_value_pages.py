@@ -8,13 +8,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import pytest
-from pydantic import ValidationError
 
 from sandbox.engine.outputs.value import value_event
 from sandbox.protocol.events import ValueEvent
 from sandbox.protocol.limits import MAX_LEAF_DATA, MAX_LEAVES, MAX_VALUE_DATA
-from sandbox.protocol.requests import MAX_VALUE_FROM, RunRequest
 
 
 def _scalars(n: int) -> list[Any]:
@@ -73,12 +70,6 @@ def test_a_pages_paths_are_the_flatten_orders() -> None:
     out = {"b": [jnp.ones(1), jnp.ones(2)], "a": jnp.ones(3)}
     paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(out)[0]]
     assert [leaf["path"] for leaf in value_event(out, 1)["tree"]] == paths[1:]
-
-
-@pytest.mark.parametrize("bad", [-1, MAX_VALUE_FROM + 1, 1.5, "3"])
-def test_value_from_is_a_bounded_count(bad: Any) -> None:
-    with pytest.raises(ValidationError, match="value_from"):
-        RunRequest(code="", value_from=bad)
 
 
 def test_a_run_asks_for_a_page(run: Any) -> None:
