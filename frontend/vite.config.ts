@@ -10,7 +10,7 @@ const api = process.env.JAXPLAY_DEV_API ?? "http://127.0.0.1:8000";
 // CodeMirror) is not preloaded by the HTML: boot.ts imports it once a shared link's run
 // is on the wire (Vite's preload helper then fetches its chunks together), so the entry
 // and the stylesheet are the first screen's only competition for the server and the
-// renderer's main thread (benchmarks/page_delivery.py measured both ways).
+// renderer's main thread (benchmarks/page/page_delivery.py measured both ways).
 
 export default defineConfig({
   base: "/",

@@ -258,7 +258,7 @@ def pristine_rate(server: LiveServer, k: int) -> dict[str, float]:
 
 def jail_start(n: int) -> dict[str, Any]:
     """benchmarks/pool/jail_start.py's figures (a child: its pools are its own)."""
-    script = ROOT / "benchmarks" / "jail_start.py"
+    script = ROOT / "benchmarks" / "pool" / "jail_start.py"
     if not script.exists():
         return {"missing": str(script)}
     proc = subprocess.run(

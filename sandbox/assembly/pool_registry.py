@@ -3,7 +3,7 @@
 Each kind of pool is registered once: its name, the dataclass of its options, the
 factory that builds it from them, and whether user code runs in the jail. The fake is
 registered like any other. ``jaxplay serve``, ``jaxplay run`` and ``jaxplay worker``
-all build their pool here (through backend/app/pools.py, which fills the options
+all build their pool here (through backend/app/relay/pools.py, which fills the options
 from the server's settings).
 
 ====================  ==============================================================

@@ -6,7 +6,7 @@ default, help): ``JailLimits`` and ``JailConfig`` (sandbox/jail/settings.py),
 ``PoolSettings`` (sandbox/pool/settings.py). ``SandboxSettings.read()`` reads them
 all once, at start-up; the parts are then passed down to what needs them (a
 ``Jailer`` its limits and config, a pool its sizes) and nothing below reads the
-environment. The server's settings (backend/app/settings.py) hold one of these, so
+environment. The server's settings (backend/app/core/settings.py) hold one of these, so
 the program has one settings object; the sandbox used on its own reads this one.
 No pydantic here: the jail's runtime (every JAX version's environment) need not
 have it.

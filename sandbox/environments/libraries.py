@@ -46,7 +46,7 @@ class Library:
     #: imported by every zygote before it forks, so that a run's import costs nothing;
     #: else by the first run that imports it (its kept process keeps it). The zygote's
     #: start pays the import (CPU) and every jail its memory: measured in
-    #: benchmarks/libraries.py
+    #: benchmarks/engine/libraries.py
     preload: bool = True
     #: a PEP 440 specifier of the JAX versions that may offer it ("": the resolver
     #: alone decides, from the library's own declared requirements)

@@ -135,7 +135,7 @@ class SignalsFree(Protocol):
 @runtime_checkable
 class TakesTurns(Protocol):
     """A pool that keeps a warm process per tenant, ``tenant_slots`` of them: the
-    server refuses a new tenant while every one is in use (backend/app/admission.py)."""
+    server refuses a new tenant while every one is in use (backend/app/tenancy/admission.py)."""
 
     @property
     def tenant_slots(self) -> int:

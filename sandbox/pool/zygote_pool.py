@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 def tenant_group(tenant: str) -> str:
     """The client a tenant belongs to: tenants are ``GROUP|NAME`` (or just ``GROUP``),
-    as the server names them (backend/app/tenancy.py)."""
+    as the server names them (backend/app/tenancy/identity.py)."""
     return tenant.split("|", 1)[0]
 
 
@@ -282,7 +282,7 @@ class ZygotePool:
     @property
     def tenant_slots(self) -> int:
         """How many tenants can hold a zygote at once: the server refuses a new tenant
-        beyond it while they all use theirs (backend/app/admission.py, TenantTurns)."""
+        beyond it while they all use theirs (backend/app/tenancy/turns.py, TenantTurns)."""
         return self.size
 
     def end_turn(self, tenant: str) -> None:

@@ -99,7 +99,7 @@ DONE_STATUSES = ("ok", "error", "timeout", "killed", "cancelled", "tampered")
 #: gate refused them; ``dropped`` counts them). Its outputs are never cache evidence.
 TAMPERED_REASON = "this run's code wrote to jaxplay's output channel; what it shows may be forged"
 #: How the reason of a run out of time ends (the supervisor's relay writes it; a server
-#: says after it how much longer it allows: backend/app/timeouts.py)
+#: says after it how much longer it allows: backend/app/relay/timeouts.py)
 TIMEOUT_LONGER = "; a longer timeout_s may let it finish"
 #: The reasons a worker's own ``done`` gives (anything else is not the engine's)
 WORKER_DONE_REASONS = ("", "the code raised an error", "invalid request")

@@ -85,7 +85,7 @@ class ValidEvent(dict[str, Any]):
     """An event as ``parse_event_line`` or ``validate_event`` made it from a model of
     events.py (typed, bounded, its declared fields only). Only they make one (a
     worker writes bytes), so a reader in the same process that gets one unchanged
-    need not validate it again (backend/app/runs.py); any other dict it validates."""
+    need not validate it again (backend/app/relay/service.py); any other dict it validates."""
 
     __slots__ = ()
 

@@ -38,7 +38,7 @@ class OutputSpec:
     """What this layer knows of one output. The other layers each keep one table
     keyed by the same names (the engine's outputs, one module each in
     sandbox/engine/outputs/ named as the output; the CLI's renderers,
-    backend/render.py; the page's panes, frontend/src/panes/registry.ts), and tests
+    backend/cli/render/events.py; the page's panes, frontend/src/model/registry.ts), and tests
     check every table names every output."""
 
     #: its event type (the output's name is the event's ``type``)

@@ -1,6 +1,6 @@
 """Joining a long IR text's parts back into its event, as a client does (docs/api.md,
 "Big texts"; the engine's side is sandbox/engine/core/text_parts.py, the page's
-frontend/src/app/text-parts.ts).
+frontend/src/connection/text-parts.ts).
 
 A ``jaxpr``, ``stablehlo`` or ``hlo`` event with ``parts`` carries the text's first
 part (its ``text`` up to ``shown_chars``; after it, a line for clients that do not

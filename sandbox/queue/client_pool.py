@@ -217,7 +217,7 @@ class RedisPool:
 
     def _workers_menu(self) -> tuple[str | None, dict[str, list[str]]]:
         """The JAX version the CPU workers registered and the alternatives every one of
-        them runs (only a CPU worker's pool runs them: backend/app/pools.py)."""
+        them runs (only a CPU worker's pool runs them: backend/app/relay/pools.py)."""
         view = self._snapshot["backends"].get("cpu", {})
         worker = view.get("worker") if isinstance(view.get("worker"), dict) else {}
         version = worker.get("jax_version") if view.get("workers") else None

@@ -1,7 +1,7 @@
 """Secrets out of log lines: a database or Redis URL with its password hidden.
 
 Here, in sandbox/, because the remote worker logs its Redis URL too; the server's
-logs (backend/app/logs.py) use the same function.
+logs (backend/app/core/logs.py) use the same function.
 """
 
 from __future__ import annotations

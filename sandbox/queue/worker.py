@@ -102,7 +102,7 @@ class _Jailed(Protocol):
 
 class WorkerSettings(Protocol):
     """The settings a worker machine runs by, read by name from the program's one
-    settings object (backend/app/settings.py's ``Settings`` is one): the queue's, the
+    settings object (backend/app/core/settings.py's ``Settings`` is one): the queue's, the
     worker's, and the jail's cap on one run's events."""
 
     @property

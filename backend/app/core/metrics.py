@@ -3,7 +3,7 @@
 Nothing a client or a run says can add a series or set a value: every label comes
 from a fixed set (anything else is counted as ``other``), and every value is one
 the server measured itself. So the page stays the same size whatever is sent, and
-renders in a few milliseconds (benchmarks/event_flood.py measures it under a flood).
+renders in a few milliseconds (benchmarks/server/event_flood.py measures it under a flood).
 """
 
 from __future__ import annotations

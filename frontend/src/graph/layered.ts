@@ -11,7 +11,7 @@
 //      a left-to-right and a right-to-left pass: both are valid, so is their mean);
 //   3. edges as straight segments, bottom centre to top centre.
 // No dummy nodes, so nothing grows with edge length: 12,000 equations lay out in tens
-// of milliseconds (benchmarks/page_scale.py).
+// of milliseconds (benchmarks/page/page_scale.py).
 import { nodeSize, GROUP_HEAD } from "./sizes";
 import type { GraphEdge, GraphNode } from "./model";
 import type { EdgeSink, SceneNode } from "./scene";

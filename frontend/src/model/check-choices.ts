@@ -10,7 +10,7 @@ export type GradMode = NonNullable<RunRequest["grad_modes"]>[number];
 
 /** The checks, in the server's order (sandbox/protocol/checks.py), with what each does. */
 /** `cost`: the median ratio to the plain run over 61 programs (docs/api.md, "What the
- * understanding outputs cost": benchmarks/understanding_cost.py on a quiet machine). */
+ * understanding outputs cost": benchmarks/engine/understanding_cost.py on a quiet machine). */
 export const CHECK_TOGGLES: { name: CheckName; label: string; help: string; cost: string }[] = [
   { name: "nans", label: "NaNs", help: "run under jax_debug_nans: the first operation that made a NaN, at its line", cost: "×1.03 the run" },
   { name: "infs", label: "Infs", help: "run under jax_debug_infs: the first operation that made an infinity, at its line", cost: "×1.02 the run" },

@@ -47,7 +47,7 @@ export class GraphPane implements OutputPane {
   private linked: number | null = null;
   private pinned: number | null = null;
   private columns: Column[] = [];
-  /** the last layout's times, for tests and benchmarks/page_scale.py */
+  /** the last layout's times, for tests and benchmarks/page/page_scale.py */
   private timing = { parseMs: 0, layoutMs: 0, receiveMs: 0, totalMs: 0 };
   private found: { entries: IndexEntry[]; at: number } = { entries: [], at: -1 };
   /** the node last brought into view (search, zoom to line) */
@@ -136,7 +136,7 @@ export class GraphPane implements OutputPane {
     return this.columns.reduce((n, c) => n + c.laid.scene.drawn, 0);
   }
 
-  /** What is drawn and how, for tests and benchmarks/page_scale.py. */
+  /** What is drawn and how, for tests and benchmarks/page/page_scale.py. */
   info(): { renderer: string[]; layout: string[]; drawn: number; total: number; parseMs: number; layoutMs: number; receiveMs: number; totalMs: number; found: number; current: { id: string; box: { x: number; y: number; width: number; height: number } | null; view: { width: number; height: number } } | null } {
     const cur = this.focused;
     const col = this.columns[0];

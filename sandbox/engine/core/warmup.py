@@ -169,7 +169,7 @@ def _tracing_warmups() -> list[tuple[Callable[..., Any], tuple[Any, ...]]]:
 #: are built by ``jnp.ones`` (not ``jnp.full``, at no extra compile): the conversion of
 #: the fill value is one executable for every shape, and most requests' args build
 #: with ``jnp.ones``/``jnp.zeros``, so a new tenant's first run finds it compiled
-#: (~15 ms; benchmarks/first_run.py). What a first run compiles beyond that is for
+#: (~15 ms; benchmarks/engine/first_run.py). What a first run compiles beyond that is for
 #: its own shapes, which no warm-up can know (docs/sandbox.md).
 WARM_REQUEST = {
     "code": "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.sum(jnp.sin(x) ** 2)\n",

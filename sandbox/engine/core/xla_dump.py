@@ -36,7 +36,7 @@ EMITTER_OPTION = "xla_dump_emitter_re"
 #: CPU it turns on the MLIR fusion emitters' own dumps (``*.mlir``, ``mlir-passes.log``),
 #: which crash XLA when it compiles kernels on several threads ("pure virtual method
 #: called", a double free, SIGSEGV: JAX 0.10.2 and 0.12.0.1; issue 50,
-#: benchmarks/cpu_dump_crash.py reproduces it in plain JAX).
+#: benchmarks/engine/cpu_dump_crash.py reproduces it in plain JAX).
 KERNEL_EMITTERS = "^(ptx|llvm)$"
 #: Free space left in the dump's file system under which the dump is taken to be cut
 #: short (XLA logs a failed write and goes on: its files would be partial)

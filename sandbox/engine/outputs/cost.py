@@ -4,7 +4,7 @@ before optimisation.
 
 ``before`` is asked for, not made by default: ``Lowered.cost_analysis`` converts the
 lowered module to HLO a second time (the compile converted it once, inside XLA), 15-45 %
-of the compile's own time on every program of benchmarks/scale.py, a cost no other
+of the compile's own time on every program of benchmarks/engine/scale.py, a cost no other
 default output comes near."""
 
 from __future__ import annotations
