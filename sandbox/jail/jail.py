@@ -308,10 +308,14 @@ class Jailer:
             else:
                 rc, err = await self._check_bwrap(jail)
         except (OSError, TimeoutError) as exc:
+            await self._close_after_failed_check(template_command)
             raise JailUnavailable(f"a test jail could not run: {exc}") from None
         finally:
             await jail.close()
         if rc != 0:
+            # no pool starts on a host that failed it: the template it started goes now,
+            # not with the event loop (whose end would find its pipes still open)
+            await self._close_after_failed_check(template_command)
             hint = ""
             if b"Permission denied" in err or b"Can't find source path" in err:
                 hint = (
@@ -321,6 +325,10 @@ class Jailer:
             raise JailUnavailable(
                 f"a test jail failed (status {rc}): {err.decode(errors='replace').strip()}{hint}"
             )
+
+    async def _close_after_failed_check(self, template_command: Sequence[str] | None) -> None:
+        if template_command is not None:
+            await self.close_templates()
 
     async def _check_bwrap(self, jail: Jail) -> tuple[int, bytes]:
         proc = await jail.start(
