@@ -8,8 +8,12 @@ from dataclasses import dataclass
 
 from sandbox.jail.settings import MiB, read_env, setting
 
-#: What one idle zygote costs in memory (JAX imported, tracing warmed), for sizing.
-IDLE_ZYGOTE_BYTES = 256 * MiB
+#: What one idle zygote holds of the machine's memory, for sizing the pool: its jail's
+#: proportional share (PSS) with its warm child (JAX imported, tracing warmed, the CPU
+#: backend started), by how the jail starts. benchmarks/pool/zygote_memory.py measured
+#: 140 MiB for a jail forked from its template (which shares the template's pages until
+#: it writes them; 97 MiB of its own) and 236 MiB for a new bubblewrap and interpreter.
+ZYGOTE_BYTES = {"fork": 160 * MiB, "exec": 256 * MiB}
 
 
 def machine() -> tuple[int, int]:
@@ -19,13 +23,28 @@ def machine() -> tuple[int, int]:
     return cpus, memory
 
 
+def available_memory() -> int | None:
+    """The machine's available memory in bytes (/proc/meminfo's MemAvailable: free
+    memory and what the kernel can reclaim), None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 @dataclass(frozen=True)
 class PoolSettings:
     pool_size: int = setting(
         0,
         "Most zygotes alive at once (spares and tenants', every JAX version's pool "
-        "together: one budget, sandbox/pool/budget.py). 0: from the machine, "
-        "min(4 × CPUs, half the memory / 256 MiB), at least 2.",
+        "together: one budget, sandbox/pool/budget.py). 0: from the machine, half the "
+        "memory over what an idle zygote holds (160 MiB forked from its template, 256 "
+        "MiB with `JAXPLAY_FORK_JAILS=0`), at least 2, at most `JAXPLAY_JAIL_SLOTS` "
+        "where each jail has its own uid.",
     )
     pool_running: int = setting(
         0,
@@ -65,14 +84,27 @@ class PoolSettings:
     pool_start_s: float = setting(
         60.0, "A zygote that is not ready (JAX imported and warmed) after this long is killed."
     )
+    pool_min_available_bytes: int = setting(
+        0,
+        "While the machine's available memory (/proc/meminfo's MemAvailable) is under "
+        "this, the pool retires its least recently used idle tenant zygote, one a second "
+        "(a tenant's kept process may hold up to `JAXPLAY_POOL_REUSE_RSS_BYTES`, more "
+        "than the idle size the pool was sized by). 0: an eighth of the memory.",
+        size=True,
+    )
+
+    def min_available_bytes(self) -> int:
+        return self.pool_min_available_bytes or machine()[1] // 8
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PoolSettings:
         return read_env(cls, environ)
 
-    def sizes(self, memory_per_run: int) -> tuple[int, int]:
-        """(zygotes, concurrent runs) for this machine, settings first."""
+    def sizes(self, memory_per_run: int, forked: bool = True) -> tuple[int, int]:
+        """(zygotes, concurrent runs) for this machine, settings first. An idle
+        zygote costs no CPU: its memory is what bounds how many tenants keep one."""
         cpus, memory = machine()
-        size = self.pool_size or max(2, min(4 * cpus, memory // 2 // IDLE_ZYGOTE_BYTES))
+        idle = ZYGOTE_BYTES["fork" if forked else "exec"]
+        size = self.pool_size or max(2, memory // 2 // idle)
         running = self.pool_running or max(1, min(cpus, memory * 3 // 4 // max(1, memory_per_run)))
         return size, min(running, size)

@@ -37,7 +37,7 @@ from typing import Any
 from sandbox.jail.jail import Jailer
 from sandbox.pool.base import PoolFull
 from sandbox.pool.budget import Budget
-from sandbox.pool.settings import PoolSettings
+from sandbox.pool.settings import PoolSettings, available_memory
 from sandbox.protocol import RunRequest
 from sandbox.protocol.tenants import is_single_use
 from sandbox.supervisor import OutputLimits
@@ -65,14 +65,19 @@ class ZygotePool:
     ) -> None:
         self.jailer = jailer or Jailer()
         self.settings = settings or PoolSettings()  # read at start-up and passed in
-        self.size, self.max_running = self.settings.sizes(self.jailer.limits.memory_bytes)
+        self.size, self.max_running = self.settings.sizes(
+            self.jailer.limits.memory_bytes, forked=self.jailer.config.fork_jails
+        )
         per_run = self.jailer.limits.cpus
         if not self.settings.pool_running and 0 < per_run < len(self.jailer.cpus):
             # pinned jails of several CPUs: as many runs as fit side by side
             self.max_running = max(1, min(self.max_running, len(self.jailer.cpus) // per_run))
         slots = self.jailer.slots
         if slots is not None and self.size > slots:  # each zygote's jail holds a jail uid
-            log.warning("pool size %d capped at JAXPLAY_JAIL_SLOTS=%d jail uids", self.size, slots)
+            if self.settings.pool_size:  # asked for more than the host has uids for
+                log.warning(
+                    "pool size %d capped at JAXPLAY_JAIL_SLOTS=%d jail uids", self.size, slots
+                )
             self.size, self.max_running = slots, min(self.max_running, slots)
         #: the machine's places and zygotes, shared with the pools of other JAX
         #: versions (sandbox/pool/budget.py); this pool's own sizes make a new one
@@ -83,6 +88,7 @@ class ZygotePool:
         self.retired = 0
         self.reused = 0  # runs served by a process kept from an earlier run
         self.moved = 0  # runs whose jail was moved to a free CPU first (_place)
+        self.memory_retired = 0  # idle tenant zygotes retired for low memory
         self.pristine_runs = 0  # pristine runs (submit_pristine), each in a retired spare
         #: runs of single-use tenants (a link's code, an address-only client): each
         #: zygote retired after its one run (sandbox/protocol/tenants.py)
@@ -375,6 +381,7 @@ class ZygotePool:
                 return
             now = time.monotonic()
             s = self.settings
+            self._relieve_memory()
             for z in list(self.zygotes):
                 if z.state != "idle" or z.run is not None:
                     continue
@@ -404,6 +411,24 @@ class ZygotePool:
                 await asyncio.sleep(5.0)
             elif z.state == "idle":
                 self.notify_free()  # a pristine run or a new client waiting may take it
+
+    def _relieve_memory(self) -> None:
+        """Under ``pool_min_available_bytes`` of available memory, the least recently
+        used idle tenant zygote retires (one a tick: its memory is back only once its
+        jail is gone, and the next tick reads the machine again). Its tenant's next
+        run starts a new jail; nothing running is touched."""
+        available = available_memory()
+        if available is None or available >= self.settings.min_available_bytes():
+            return
+        idle = [
+            z
+            for z in self.zygotes
+            if z.tenant not in (None, PRISTINE) and z.state == "idle" and z.run is None
+        ]
+        if idle:
+            victim = min(idle, key=lambda z: z.last_used)
+            victim.retire(f"the machine's available memory is low ({available // 2**20} MiB)")
+            self.memory_retired += 1
 
     def _spares_wanted(self) -> int:
         """``pool_spares``, and one more beside each pristine run in progress: a
@@ -446,5 +471,6 @@ class ZygotePool:
             "single_use_runs": self.single_use_runs,
             "identity_check": self.identity_check,
             "retired": self.retired,
+            "memory_retired": self.memory_retired,
             "jail": self.jailer.describe(),
         }
