@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from sandbox.jail.settings import MiB, read_env, setting
 
@@ -16,24 +17,65 @@ from sandbox.jail.settings import MiB, read_env, setting
 ZYGOTE_BYTES = {"fork": 160 * MiB, "exec": 256 * MiB}
 
 
+#: where this process's memory limit is written (cgroup v2, then v1): in a container
+#: the machine's memory is the container's, not the host's that sysconf reads
+CGROUP_MEMORY_LIMITS = (
+    "/sys/fs/cgroup/memory.max",
+    "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+)
+
+
+def memory_limit() -> int | None:
+    """This process's cgroup memory limit in bytes, None where there is none."""
+    for path in CGROUP_MEMORY_LIMITS:
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:  # "max", or v1's page-rounded 2^63
+            return int(text)
+    return None
+
+
 def machine() -> tuple[int, int]:
-    """(usable CPUs, total memory in bytes) of this machine."""
+    """(usable CPUs, total memory in bytes) of this machine, or of the container it
+    runs in where that has a smaller memory limit."""
     cpus = len(os.sched_getaffinity(0))
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    limit = memory_limit()
+    if limit is not None:
+        memory = min(memory, limit)
     return cpus, memory
+
+
+#: what this process's cgroup uses now, beside its limit (v2, then v1)
+CGROUP_MEMORY_USAGE = (
+    "/sys/fs/cgroup/memory.current",
+    "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+)
 
 
 def available_memory() -> int | None:
     """The machine's available memory in bytes (/proc/meminfo's MemAvailable: free
-    memory and what the kernel can reclaim), None where it cannot be read."""
+    memory and what the kernel can reclaim), or what is left under the container's
+    limit where that is less; None where it cannot be read."""
+    available = None
     try:
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    available = int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
-    return None
+    limit = memory_limit()
+    if limit is not None and available is not None:
+        for path in CGROUP_MEMORY_USAGE:
+            try:
+                used = int(Path(path).read_text().strip())
+            except (OSError, ValueError):
+                continue
+            return min(available, max(0, limit - used))
+    return available
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +75,24 @@ def test_enough_memory_keeps_the_tenants_process() -> None:
         assert live.pool.reused >= 1  # the same process served its next run
     finally:
         live.close()
+
+
+def test_a_containers_memory_limit_bounds_the_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandbox.pool import settings
+
+    limit, usage = tmp_path / "memory.max", tmp_path / "memory.current"
+    monkeypatch.setattr(settings, "CGROUP_MEMORY_LIMITS", (str(limit),))
+    monkeypatch.setattr(settings, "CGROUP_MEMORY_USAGE", (str(usage),))
+    limit.write_text("max\n")
+    assert settings.memory_limit() is None  # no limit: the host's memory
+    limit.write_text(f"{2 << 30}\n")
+    usage.write_text(f"{(2 << 30) - 100 * MiB}\n")
+    assert settings.machine()[1] == min(
+        2 << 30, settings.os.sysconf("SC_PAGE_SIZE") * settings.os.sysconf("SC_PHYS_PAGES")
+    )
+    assert settings.available_memory() == 100 * MiB  # what is left under the limit
+    assert PoolSettings().sizes(1 << 30)[0] == max(
+        2, settings.machine()[1] // 2 // ZYGOTE_BYTES["fork"]
+    )
