@@ -114,8 +114,8 @@ if [ "$(id -u)" = 0 ]; then
     # One user per jail slot, $JAIL_USER-0 ... -(N-1), all in the group $JAIL_USER (which
     # the ACLs below name): each jail runs as its own host uid, so per-uid kernel
     # counters (processes, inotify instances, pending signals) are never shared between
-    # tenants. N is JAXPLAY_JAIL_SLOTS (the most jails at once; default 64).
-    slots=${JAXPLAY_JAIL_SLOTS:-64}
+    # tenants. N is JAXPLAY_JAIL_SLOTS (the most jails at once; default 128).
+    slots=${JAXPLAY_JAIL_SLOTS:-128}
     created=0
     for ((i = 0; i < slots; i++)); do
         if ! getent passwd "$JAIL_USER-$i" >/dev/null; then

@@ -13,7 +13,10 @@ what the machine can do (issue 11), side by side in one run.
    ``done``, an error that is not 429/503, a run that did not end ``ok``).
 
    With ``--scripts N``, N REST clients (NDJSON, a token each) do the same beside them
-   (issue 52's mix: 64 page sessions and 16 scripts).
+   (issue 52's mix: 64 page sessions and 16 scripts). Before the window every client
+   has its first run, all at once (``established_first_runs_s``: until the last was
+   served), so the window measures sessions editing, not arriving (each arrival is a
+   new jail: benchmarks/pool/new_jail.py measures those); ``--no-establish`` counts them in.
 
 Prints completed runs per second (those that ended within the duration), the
 refusals by status and reason (each must carry ``Retry-After``: one that does not is
@@ -405,11 +408,55 @@ async def warm_up(ws_url: str) -> None:
             pass
 
 
+async def first_run(ws_url: str, url: str, index: int, script: bool, deadline: float) -> None:
+    """One client's first run, sent until it is served (a 429/503 waits its
+    Retry-After): its session established, its tenant holding a process."""
+    body = request_for(1000 + index if script else index, 0, False)
+    while time.monotonic() < deadline:
+        if script:
+            headers = {"Authorization": f"Bearer script-{index}"}
+            async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as http:
+                r = await http.post("/api/v1/runs", json=body)
+            if r.status_code in (429, 503):
+                await asyncio.sleep(float(r.headers.get("retry-after") or 1.0))
+                continue
+            r.raise_for_status()
+            return
+        async with websockets.connect(
+            f"{ws_url}?token=load-{index}", open_timeout=30, max_size=2**24
+        ) as ws:
+            await ws.recv()  # hello
+            await ws.send(json.dumps({"type": "run", "seq": 1, "payload": body}))
+            while True:
+                message = json.loads(await asyncio.wait_for(ws.recv(), 120))
+                if message["type"] == "error":
+                    wait = float(message["payload"].get("retry_after_s") or 1.0)
+                    break
+                if message["payload"].get("type") == "done":
+                    return
+        await asyncio.sleep(wait)
+    raise SystemExit(f"client {index} had no first run before the deadline")
+
+
+async def establish(ws_url: str, url: str, args: argparse.Namespace) -> float:
+    """Every client's first run, all at once, before the measured window: the window
+    then measures sessions that exist (their edits), not their arrival, which is
+    benchmarks/pool/new_jail.py's "new visitors". Seconds until the last was served."""
+    started = time.monotonic()
+    deadline = started + 600
+    await asyncio.gather(
+        *(first_run(ws_url, url, i, False, deadline) for i in range(args.clients)),
+        *(first_run(ws_url, url, i, True, deadline) for i in range(args.scripts)),
+    )
+    return time.monotonic() - started
+
+
 async def load(args: argparse.Namespace, url: str, pid: int | None) -> dict[str, Any]:
     ws_url = url.replace("http", "ws", 1) + "/api/v1/ws"
     if args.warmup:
         await warm_up(ws_url)
         await asyncio.sleep(args.settle)  # the pool's spare starts again
+    established_s = await establish(ws_url, url, args) if args.establish else None
     tally = Tally()
     samples: list[int] = []
     stop = asyncio.Event()
@@ -442,6 +489,7 @@ async def load(args: argparse.Namespace, url: str, pid: int | None) -> dict[str,
     completed = len(tally.latency_s)
     result: dict[str, Any] = {
         "clients": args.clients,
+        "established_first_runs_s": None if established_s is None else round(established_s, 1),
         "duration_s": args.duration,
         "completed": completed,
         "completed_per_s": round(completed / args.duration, 2),
@@ -534,6 +582,12 @@ def main() -> None:
     )
     parser.add_argument("--cache", action="store_true", help="the same code everywhere")
     parser.add_argument("--no-warmup", dest="warmup", action="store_false")
+    parser.add_argument(
+        "--no-establish",
+        dest="establish",
+        action="store_false",
+        help="measure from the clients' arrival (each client's first run, a new jail, in the window)",
+    )
     parser.add_argument(
         "--settle", type=float, default=3.0, help="seconds after the warm-up run (a spare starts)"
     )

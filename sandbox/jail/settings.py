@@ -192,7 +192,7 @@ class JailConfig:
         "capabilities jails run as jaxplay's own uid.",
     )
     jail_slots: int = setting(
-        64,
+        128,
         "When jaxplay may switch uids: how many jails may exist at once on this host, each "
         "launched as its own uid, so that per-uid kernel counters (processes, inotify "
         "instances, pending signals) are per jail: the user `JAXPLAY_JAIL_USER-N` (created "

@@ -83,8 +83,8 @@ class PoolSettings:
     pool_size: int = setting(
         0,
         "Most zygotes alive at once (spares and tenants', every JAX version's pool "
-        "together: one budget, sandbox/pool/budget.py). 0: from the machine, half the "
-        "memory over what an idle zygote holds (160 MiB forked from its template, 256 "
+        "together: one budget, sandbox/pool/budget.py). 0: from the machine, three "
+        "quarters of the memory over what an idle zygote holds (160 MiB forked from its template, 256 "
         "MiB with `JAXPLAY_FORK_JAILS=0`), at least 2, at most `JAXPLAY_JAIL_SLOTS` "
         "where each jail has its own uid.",
     )
@@ -147,6 +147,8 @@ class PoolSettings:
         zygote costs no CPU: its memory is what bounds how many tenants keep one."""
         cpus, memory = machine()
         idle = ZYGOTE_BYTES["fork" if forked else "exec"]
-        size = self.pool_size or max(2, memory // 2 // idle)
+        # three quarters: the rest, and what kept processes grow past their idle size,
+        # is the memory guard's (pool_min_available_bytes, ZygotePool._relieve_memory)
+        size = self.pool_size or max(2, memory * 3 // 4 // idle)
         running = self.pool_running or max(1, min(cpus, memory * 3 // 4 // max(1, memory_per_run)))
         return size, min(running, size)

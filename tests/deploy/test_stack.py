@@ -25,10 +25,10 @@ from sandbox.environments import libraries, library_choices
 from .conftest import Stack
 
 WORKER_UID = 10002  # docker/Dockerfile: jaxplay-worker
-#: docker/compose.yaml: each worker's JAXPLAY_JAIL_UID_BASE, JAXPLAY_JAIL_SLOTS (64) uids
+#: docker/compose.yaml: each worker's JAXPLAY_JAIL_UID_BASE, JAXPLAY_JAIL_SLOTS (128) uids
 JAIL_UIDS = {
-    "worker-1": range(2_000_001_000, 2_000_001_064),
-    "worker-2": range(2_000_002_000, 2_000_002_064),
+    "worker-1": range(2_000_001_000, 2_000_001_128),
+    "worker-2": range(2_000_002_000, 2_000_002_128),
 }
 #: CAP_KILL, CAP_SETGID, CAP_SETUID: what the worker keeps (docker/worker-entrypoint.sh)
 WORKER_CAPS = 0xE0

@@ -28,8 +28,8 @@ def test_the_pool_is_sized_by_the_memory_an_idle_zygote_holds() -> None:
     memory = machine()[1]
     forked, _ = PoolSettings().sizes(1 << 30, forked=True)
     execd, _ = PoolSettings().sizes(1 << 30, forked=False)
-    assert forked == max(2, memory // 2 // ZYGOTE_BYTES["fork"])
-    assert execd == max(2, memory // 2 // ZYGOTE_BYTES["exec"])
+    assert forked == max(2, memory * 3 // 4 // ZYGOTE_BYTES["fork"])
+    assert execd == max(2, memory * 3 // 4 // ZYGOTE_BYTES["exec"])
     assert forked > execd  # a forked jail shares its template's pages
     assert PoolSettings(pool_size=3).sizes(1 << 30)[0] == 3  # a setting wins
     assert PoolSettings().min_available_bytes() == memory // 8
@@ -94,5 +94,5 @@ def test_a_containers_memory_limit_bounds_the_machine(
     )
     assert settings.available_memory() == 100 * MiB  # what is left under the limit
     assert PoolSettings().sizes(1 << 30)[0] == max(
-        2, settings.machine()[1] // 2 // ZYGOTE_BYTES["fork"]
+        2, settings.machine()[1] * 3 // 4 // ZYGOTE_BYTES["fork"]
     )

@@ -70,6 +70,24 @@ def test_a_holder_s_turn_ends_only_while_others_wait() -> None:
     assert turns.claim("a", 1, never_busy, 31.0)[0] > 0
 
 
+def test_only_the_longest_holders_give_way_one_for_each_waiting_tenant() -> None:
+    # four holders seated at t=0..3, one tenant waiting: once every turn is over, only
+    # the longest holder gives its place up; the others keep theirs (each change of
+    # hands retires a process and starts a jail)
+    turns = TenantTurns(turn_s=30.0, idle_s=100.0)
+    for i, name in enumerate("abcd"):
+        assert turns.claim(name, 4, never_busy, float(i)) == (0.0, False)
+    assert turns.claim("w", 4, never_busy, 4.0)[0] > 0  # waits
+    for name in "dcb":  # past their turns, but not the longest holder
+        assert turns.claim(name, 4, never_busy, 40.0) == (0.0, False)
+    wait, turn_over = turns.claim("a", 4, never_busy, 40.0)
+    assert turn_over and wait > 0  # the longest holder's turn is over
+    assert turns.claim("w", 4, never_busy, 41.0) == (0.0, False)  # w takes its place
+    # a waits now: b, the longest holder left, gives way to it, not d
+    assert turns.claim("d", 4, never_busy, 42.0) == (0.0, False)
+    assert turns.claim("b", 4, never_busy, 42.0)[1] is True
+
+
 def test_waiting_tenants_are_served_in_order_within_their_turns() -> None:
     """64 tenants running back to back against 8 places: every one of them runs within
     ceil(64 / 8) turns, and no more than 8 hold a place at any time."""

@@ -96,8 +96,7 @@ class TenantTurns:
         hold = self._holders.get(tenant)
         turn_over = False
         if hold is not None:
-            crowded = self._waiting >= slots - len(self._holders) + 1
-            if not (crowded and now - hold.since >= self.turn_s):
+            if not self._turn_is_over(tenant, hold, slots, now):
                 hold.last = now
                 return 0.0, False
             del self._holders[tenant]  # its turn is over; it queues behind the others
@@ -125,6 +124,24 @@ class TenantTurns:
             # it keeps its place if it comes back within its Retry-After and a grace
             waiters[tenant] = _Wait(now + retry + max(self.idle_s, 5.0), gone)
         return retry, turn_over
+
+    def _turn_is_over(self, tenant: str, hold: _Hold, slots: int, now: float) -> bool:
+        """Whether a holder past ``turn_s`` gives its place up now: only while more
+        tenants wait than places are free, and only the longest holders, one for each
+        such waiting tenant. Every holder past its turn giving way would retire a
+        process per holder and turn (a new jail each: with 75 holders and 5 waiting,
+        five a second, the whole of two CPUs) to seat the few who wait."""
+        if now - hold.since < self.turn_s:
+            return False
+        excess = self._waiting - (slots - len(self._holders))
+        if excess <= 0:
+            return False
+        longer = sum(
+            1
+            for name, other in self._holders.items()
+            if name != tenant and other.since < hold.since
+        )
+        return longer < excess
 
     def _place(self, group: str, tenant: str) -> int:
         """How many waiting tenants are served before ``tenant``: round robin over the
