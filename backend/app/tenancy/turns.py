@@ -39,8 +39,9 @@ class TenantTurns:
     A new tenant gets a place while fewer than ``slots`` are held; otherwise it is told
     to come back when one is expected to free (a 503), and keeps its place in line if
     it does. A holder keeps its place while it is using it: it loses it after
-    ``idle_s`` without a run, or, when others are waiting, on its first run after
-    ``turn_s`` holding it (then it queues again at the back). So a full pool serves the
+    ``idle_s`` without a run, or, when more wait than places are free, on its first
+    run after ``turn_s`` holding it if it is among the longest holders, one for each
+    such waiting tenant (then it queues again at the back). So a full pool serves the
     tenants it holds at warm speed instead of starting a new jail for every run.
 
     The line is fair by client group (``group_of``: an address, or a token), not by
