@@ -293,6 +293,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "JAXPLAY_SNIPPET_RATE_PER_MINUTE": "0",
         "JAXPLAY_QUEUE_TIMEOUT_S": "300",
         "JAXPLAY_TRUSTED_PROXIES": '["127.0.0.1"]',
+        # the row measures how many confirmations the machine makes a second: one
+        # author's candidates all shared at once, past JAXPLAY_PRISTINE_PER_GROUP (4)
+        # the fairness cap would refuse the rest and they would never be confirmed
+        "JAXPLAY_PRISTINE_PER_GROUP": str(max(4, args.pristine)),
     }
     result: dict[str, Any] = {"load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp_name:
