@@ -128,7 +128,8 @@ runuser -u postgres -- {tools}/pg_ctl -D "{disk}/data" -l "{disk}/pg.log" -w sta
 
     with psycopg.connect(url) as conn:  # the postmaster: its backend's parent
         backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
-    postmaster = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        # read while the connection holds the backend: it exits once the connection closes
+        postmaster = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
     env = {"JAXPLAY_SNIPPET_RATE_PER_MINUTE": "0", "JAXPLAY_RATE_LIMIT_PER_MINUTE": "0"}
     server = LiveServer(
         url, "--pool", "tests.server.fakes:FakePool", "--unsafe-no-jail",
