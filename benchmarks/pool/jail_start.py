@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import sys
 import time
 from dataclasses import replace
@@ -41,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.support.procfs import threads_cpu_s  # noqa: E402
+from benchmarks.support.stats import spread  # noqa: E402
 from sandbox.jail.jail import Jailer  # noqa: E402
 from sandbox.jail.settings import JailConfig, JailLimits  # noqa: E402
 from sandbox.pool.settings import PoolSettings  # noqa: E402
@@ -143,11 +143,7 @@ async def main(n: int) -> dict[str, object]:
             values = [r[key] for r in rows if key in r]
             if not values:
                 continue
-            out[f"{mode}_{key}"] = {
-                "median": round(statistics.median(values), 4),
-                "min": round(min(values), 4),
-                "max": round(max(values), 4),
-            }
+            out[f"{mode}_{key}"] = spread(values, 4)
     for key in ("ready_ms", "cpu_s"):
         fork = out[f"fork_{key}"]["median"]  # type: ignore[index]
         exec_ = out[f"exec_{key}"]["median"]  # type: ignore[index]
@@ -173,6 +169,5 @@ if __name__ == "__main__":
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"# .venv/bin/python benchmarks/pool/jail_start.py --n {args.n}")
         for key, value in result.items():
             print(f"{key:32} {value}")

@@ -46,7 +46,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,7 +63,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.server.pristine_cost import Client, metric  # noqa: E402
-from benchmarks.support import reproduce  # noqa: E402
+from benchmarks.support import reproduce, stats  # noqa: E402
 from tests.support.live_server import LiveServer  # noqa: E402
 
 MODES = {"exec": "0", "fork": "1"}
@@ -96,12 +95,7 @@ def edit(code: str) -> str:
 
 
 def spread(values: list[float]) -> dict[str, Any]:
-    return {
-        "median": round(statistics.median(values), 3),
-        "min": round(min(values), 3),
-        "max": round(max(values), 3),
-        "each": [round(v, 3) for v in values],
-    }
+    return {**stats.spread(values, 3), "each": [round(v, 3) for v in values]}
 
 
 def wait_spare(server: LiveServer, timeout_s: float = 300.0) -> None:

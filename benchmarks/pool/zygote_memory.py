@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.support.stats import spread  # noqa: E402
 from sandbox.jail.jail import Jailer  # noqa: E402
 from sandbox.jail.settings import JailConfig, JailLimits  # noqa: E402
 from sandbox.pool.settings import PoolSettings  # noqa: E402
@@ -82,11 +82,7 @@ async def main(n: int) -> dict[str, object]:
         jails = await measure(fork, n)
         for key in ("rss", "pss", "uss", "processes"):
             values = [j[key] for j in jails]
-            out[f"{mode}_{key}" + ("" if key == "processes" else "_mib")] = {
-                "median": round(statistics.median(values), 1),
-                "min": round(min(values), 1),
-                "max": round(max(values), 1),
-            }
+            out[f"{mode}_{key}" + ("" if key == "processes" else "_mib")] = spread(values, 1)
     return out
 
 

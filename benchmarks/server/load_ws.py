@@ -62,8 +62,8 @@ import websockets
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.support.procfs import cpu_s, machine_busy_s, memory  # noqa: E402
-from benchmarks.support.stats import percentile  # noqa: E402
+from benchmarks.support.procfs import cpu_s, machine_busy_s, memory, stat_fields  # noqa: E402
+from benchmarks.support.stats import percentile, spread  # noqa: E402
 from tests.support.live_server import LiveServer  # noqa: E402
 
 OUTPUTS = ["jaxpr", "stablehlo", "hlo", "value", "cost"]
@@ -324,7 +324,7 @@ class TreeCPU:
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 with contextlib.suppress(OSError, IndexError):
-                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                    fields = stat_fields(int(entry.name))
                     stats[int(entry.name)] = fields
                     children.setdefault(int(fields[1]), []).append(int(entry.name))
         todo = [(self.pid, False)]  # (pid, whether its parent is a zygote)
@@ -623,11 +623,7 @@ def main() -> None:
     if warm:
         per_run = statistics.median(warm)
         capacity = cpus / per_run
-        result["warm_process_cpu_s_per_run"] = {
-            "median": round(per_run, 4),
-            "min": round(min(warm), 4),
-            "max": round(max(warm), 4),
-        }
+        result["warm_process_cpu_s_per_run"] = spread(warm, 4)
         result["capacity_runs_per_s"] = round(capacity, 1)
         result["completed_over_capacity"] = round(result["completed_per_s"] / capacity, 3)
     result["ok"] = (

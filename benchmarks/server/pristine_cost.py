@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
 import sys
@@ -58,6 +57,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.support import procfs  # noqa: E402
 from tests.support.live_server import LiveServer  # noqa: E402
 
 EXAMPLE = (ROOT / "examples" / "grad_of_loss.py").read_text()
@@ -75,11 +75,11 @@ def server_cpu_seconds(server: LiveServer) -> float:
     total = 0
     for pid in [server.pid, *server.descendants()]:
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = procfs.stat_fields(pid)
         except (OSError, IndexError):
             continue
         total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
-    return total / os.sysconf("SC_CLK_TCK")
+    return total / procfs.TICK
 
 
 def timed(client: httpx.Client, body: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:

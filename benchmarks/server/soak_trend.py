@@ -22,7 +22,6 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 
@@ -156,10 +155,7 @@ def process_kinds(descendants: dict[int, tuple[int, str]]) -> dict[str, int]:
     uids: list[int] = []
     for pid in descendants:
         with contextlib.suppress(OSError, IndexError, ValueError):
-            status = Path(f"/proc/{pid}/status").read_text()
-            uids.append(
-                int(next(x for x in status.splitlines() if x.startswith("Uid:")).split()[1])
-            )
+            uids.append(procfs.status(pid, ("Uid",))["Uid"])  # the real uid
     jailed = [u for u in uids if u != own]
     return {"host": len(uids) - len(jailed), "jailed": len(jailed), "jails": len(set(jailed))}
 
