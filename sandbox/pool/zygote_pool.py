@@ -420,13 +420,8 @@ class ZygotePool:
         available = available_memory()
         if available is None or available >= self.settings.min_available_bytes():
             return
-        idle = [
-            z
-            for z in self.zygotes
-            if z.tenant not in (None, PRISTINE) and z.state == "idle" and z.run is None
-        ]
-        if idle:
-            victim = min(idle, key=lambda z: z.last_used)
+        victim = self._least_recently_used_tenant(unused_since=time.monotonic())
+        if victim is not None:
             victim.retire(f"the machine's available memory is low ({available // 2**20} MiB)")
             self.memory_retired += 1
 
@@ -442,7 +437,14 @@ class ZygotePool:
         """This pool's least recently used tenant zygote, idle and unused for
         pool_spare_after_idle_s (None: each is in use or was lately): a tenant in its
         edit loop keeps its process."""
-        old = time.monotonic() - self.settings.pool_spare_after_idle_s
+        return self._least_recently_used_tenant(
+            unused_since=time.monotonic() - self.settings.pool_spare_after_idle_s
+        )
+
+    def _least_recently_used_tenant(self, unused_since: float) -> Zygote | None:
+        """The least recently used of this pool's tenant zygotes that are idle (not
+        running, not checking their last run) and unused since ``unused_since``; never
+        a spare or a pristine run's."""
         idle = [
             z
             for z in self.zygotes
@@ -450,7 +452,7 @@ class ZygotePool:
             and z.state == "idle"
             and z.run is None
             and not z.judging
-            and z.last_used < old
+            and z.last_used < unused_since
         ]
         return min(idle, key=lambda z: z.last_used) if idle else None
 

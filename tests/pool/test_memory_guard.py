@@ -5,6 +5,7 @@ next run starts a new jail. And the pool's size follows what an idle zygote hold
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -48,7 +49,7 @@ def test_low_memory_retires_idle_tenant_zygotes_only() -> None:
         assert first.status == "ok"
         deadline = time.monotonic() + 30
         while live.pool.memory_retired == 0 and time.monotonic() < deadline:
-            time.sleep(0.2)
+            live.call(asyncio.sleep(0.2))  # the pool's loop runs only inside calls
         assert live.pool.memory_retired >= 1
         assert not [z for z in live.pool.zygotes if z.tenant == "g|a" and z.state != "retired"]
         # spares are never its victims: the pool still makes and keeps one
@@ -68,7 +69,7 @@ def test_enough_memory_keeps_the_tenants_process() -> None:
     )
     try:
         assert live.run(CODE, tenant="g|b").status == "ok"
-        time.sleep(3)  # three ticks of the pool's upkeep
+        live.call(asyncio.sleep(3))  # three ticks of the pool's upkeep, on its loop
         assert live.pool.memory_retired == 0
         assert [z for z in live.pool.zygotes if z.tenant == "g|b" and z.state == "idle"]
         assert live.run(CODE, tenant="g|b").status == "ok"
