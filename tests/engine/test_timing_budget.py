@@ -95,3 +95,15 @@ def test_a_warm_up_over_the_give_up_time_is_not_repeated() -> None:
         raise AssertionError("a 50 ms warm-up over a 20 ms give-up time was repeated")
     # under it: measured as any call
     assert timing.measure(counted, (1,), 0.01, give_up_s=1.0)["runs"] >= 1
+
+
+def test_a_small_budget_gets_its_batches_in_shorter_ones() -> None:
+    """A batch is a share of the row's budget when 5 ms batches would not fit
+    MIN_BATCHES of them: a small program's timing costs its budget, not 25 ms."""
+    assert timing.batch_length(0.4) == timing.MIN_BATCH_S
+    assert timing.batch_length(0.001) == timing.MIN_BATCH_FLOOR_S
+    started = time.perf_counter()
+    stats = timing.measure(lambda x: time.sleep(0.0003), (1,), 0.014, warm=True)
+    took = time.perf_counter() - started
+    assert stats["batches"] >= timing.MIN_BATCHES  # 5 ms batches: three at most
+    assert took < 0.014 + 2 * timing.batch_length(0.014) + 0.005

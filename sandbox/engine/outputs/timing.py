@@ -32,10 +32,14 @@ TIMING_TOTAL_BUDGET_S = 2.0
 #: time, not wall time: on a loaded machine the wall clock counts other processes'
 #: work. A tiny function is called thousands of times even in the least budget.
 TIMING_SHARE = 0.05
-TIMING_MIN_BUDGET_S = 0.03
+TIMING_MIN_BUDGET_S = 0.02
 
-#: a batch lasts at least this long (the clock reads to well under a microsecond)
+#: A batch lasts at least this long, or a share of its row's budget when that is
+#: less: the batches a row needs fit its budget, so a small program's timing costs
+#: its budget, not MIN_BATCHES batches of 5 ms (the clock reads to well under a
+#: microsecond; a batch of one millisecond is still thousands of its ticks)
 MIN_BATCH_S = 0.005
+MIN_BATCH_FLOOR_S = 0.001
 #: at least this many batches, when the budget allows
 MIN_BATCHES = 5
 #: at least this many when the budget allows them but not MIN_BATCHES; a call slower
@@ -76,6 +80,13 @@ def _fewest(took: float, budget_s: float) -> int:
     if took * MIN_BATCHES <= budget_s:
         return MIN_BATCHES
     return FEWEST_BATCHES if took * FEWEST_BATCHES <= budget_s else 1
+
+
+def batch_length(budget_s: float) -> float:
+    """How long a batch lasts at least under ``budget_s``: MIN_BATCH_S, or the
+    budget's share that leaves room for MIN_BATCHES batches, each up to twice it (the
+    autorange doubles a batch until it is long enough), never under MIN_BATCH_FLOOR_S."""
+    return max(MIN_BATCH_FLOOR_S, min(MIN_BATCH_S, budget_s / (2 * MIN_BATCHES)))
 
 
 def measure_fresh(
@@ -120,15 +131,16 @@ def measure(
         if give_up_s is not None and took > give_up_s:
             raise TooSlow(took)
     deadline = time.perf_counter() + budget_s
+    batch_s = batch_length(budget_s)
     number = 1
-    while True:  # autorange: grow the batch until it lasts MIN_BATCH_S
+    while True:  # autorange: grow the batch until it lasts batch_s
         start = time.perf_counter()
         for _ in range(number):
             _call(fn, args)
         took = time.perf_counter() - start
-        if took >= MIN_BATCH_S or number >= MAX_RUNS // MIN_BATCHES:
+        if took >= batch_s or number >= MAX_RUNS // MIN_BATCHES:
             break
-        number *= 2 if took * 10 >= MIN_BATCH_S else 10
+        number *= 2 if took * 10 >= batch_s else 10
     per_call = [took / number]
     runs = number
     fewest = _fewest(took, budget_s)
