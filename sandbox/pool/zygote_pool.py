@@ -29,6 +29,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -43,6 +44,9 @@ from sandbox.protocol.tenants import is_single_use
 from sandbox.supervisor import OutputLimits
 from sandbox.zygote.handle import PRISTINE, Zygote, template_command
 from sandbox.zygote.run import ZygoteRun
+
+#: how often, at most, the pool's upkeep looks at memory, ages and idle times (s)
+SWEEP_S = 1.0
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +105,7 @@ class ZygotePool:
         self._seq = 0
         self._refiller: asyncio.Task[None] | None = None
         self._maintainer: asyncio.Task[None] | None = None
+        self._swept_at = -math.inf
         self._wake = asyncio.Event()
         self._closing = False
         self._retiring: set[Zygote] = set()
@@ -380,17 +385,27 @@ class ZygotePool:
             if self._closing:
                 return
             now = time.monotonic()
-            s = self.settings
-            self._relieve_memory()
-            for z in list(self.zygotes):
-                if z.state != "idle" or z.run is not None:
-                    continue
-                if now - z.born > s.pool_max_age_s:
-                    z.retire(f"age over {s.pool_max_age_s:g} s")
-                elif z.tenant is not None and now - z.last_used > s.pool_idle_s:
-                    z.retire(f"idle over {s.pool_idle_s:g} s")
+            if now - self._swept_at >= SWEEP_S:
+                self._swept_at = now
+                self._sweep(now)
             if self._refiller is None or self._refiller.done():
                 self._refiller = asyncio.create_task(self._refill())
+
+    def _sweep(self, now: float) -> None:
+        """What changes by the second, not by the run: the memory guard, and zygotes
+        past their age or their tenant's idle time retired. Once a second at most: the
+        loop wakes on every run's start and end, and reading the machine's memory
+        (/proc/meminfo, the cgroup's files) on each was a tenth of the server's own
+        CPU under load (benchmarks/server/load_ws.py, profiled)."""
+        s = self.settings
+        self._relieve_memory()
+        for z in list(self.zygotes):
+            if z.state != "idle" or z.run is not None:
+                continue
+            if now - z.born > s.pool_max_age_s:
+                z.retire(f"age over {s.pool_max_age_s:g} s")
+            elif z.tenant is not None and now - z.last_used > s.pool_idle_s:
+                z.retire(f"idle over {s.pool_idle_s:g} s")
 
     async def _refill(self) -> None:
         """Start spares one at a time (a forked jail and its warm child's warm-up take a
