@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +18,11 @@ from tests.support.fixtures import pg_url, postgres, prefix, redis_server  # noq
 # A real jailed warm pool on its own event loop, per module, and one for the session
 # (tests/support/live_pool.py).
 from tests.support.live_pool import _session_pool, degraded_pool, live_pool, shared_pool  # noqa: F401
+
+# The servers the tests start keep one spare, as the tests were written for, not the
+# machine's (PoolSettings.spares: up to 4): each spare is a jail started, and the
+# suite starts many servers. tests/pool/test_spares.py tests the machine's number.
+os.environ.setdefault("JAXPLAY_POOL_SPARES", "1")
 
 TESTS = Path(__file__).resolve().parent
 #: fixtures that bring up a service: a test using one (directly or through another

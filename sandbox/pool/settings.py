@@ -95,7 +95,11 @@ class PoolSettings:
         "at least 1.",
     )
     pool_spares: int = setting(
-        1, "Zygotes kept ready for tenants not seen yet, so none waits for `import jax`."
+        -1,
+        "Zygotes kept ready for clients not seen yet (new visitors, a script without a "
+        "session, a link's reader, a pristine run), so none waits for a jail to start; "
+        "each holds ~140 MiB while it waits. -1: from the pool's size, one spare per "
+        "sixteen places, 1 to 4 (4 on a machine of 24 GiB).",
     )
     pool_per_tenant: int = setting(2, "Most zygotes one tenant may hold (its concurrent runs).")
     pool_idle_s: float = setting(300.0, "A tenant's zygote retires after this long unused.")
@@ -134,6 +138,15 @@ class PoolSettings:
         "than the idle size the pool was sized by). 0: an eighth of the memory.",
         size=True,
     )
+
+    def spares(self, size: int) -> int:
+        """How many spares a pool of ``size`` zygotes keeps ready: ``pool_spares``, or
+        from the size. A burst of new clients (eight visitors at once, a script's
+        single-use runs one after another) takes them faster than one jail after
+        another can start (a forked jail's warm child: ~0.35 CPU-s): each one ready
+        is a client that does not wait (benchmarks/pool/new_jail.py)."""
+        wanted = self.pool_spares if self.pool_spares >= 0 else max(1, min(4, size // 16))
+        return min(wanted, size)
 
     def min_available_bytes(self) -> int:
         return self.pool_min_available_bytes or machine()[1] // 8

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -44,6 +45,7 @@ from sandbox.pool.base import (
     WaitsReady,
     submit_pristine,
 )
+from sandbox.pool.settings import PoolSettings
 from sandbox.protocol import RunRequest
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,15 @@ def not_installed_message(version: str) -> str:
     )
 
 
+def beside_the_default(settings: PoolSettings) -> PoolSettings:
+    """The settings of a pool beside the default (another JAX version's, other
+    libraries'): the spares the machine sets are the default pool's, for its bursts of
+    new clients; such a pool keeps one (a number an operator set is kept)."""
+    if settings.pool_spares >= 0:
+        return settings
+    return dataclasses.replace(settings, pool_spares=1)
+
+
 def pool_for_environment(base: Any, env: Environment) -> Pool:
     """A pool like ``base`` that runs ``env``'s interpreter and JAX, on ``base``'s
     machine: a warm pool takes from ``base``'s budget of places and zygotes."""
@@ -72,7 +83,7 @@ def pool_for_environment(base: Any, env: Environment) -> Pool:
         runtime = Runtime.for_environment(env.base_prefix, env.prefix)
         return ZygotePool(
             base.jailer.with_runtime(runtime),
-            base.settings,
+            beside_the_default(base.settings),
             budget=base.budget,
         )
     if not isinstance(base, ForEnvironment):
@@ -97,7 +108,7 @@ def pool_with_overlay(base: Any, env: Environment | None, overlay: tuple[str, ..
         runtime = Runtime.for_environment(env.base_prefix, env.prefix)
     return ZygotePool(
         base.jailer.with_runtime(runtime.with_path_first(overlay)),
-        base.settings,
+        beside_the_default(base.settings),
         budget=base.budget,
     )
 

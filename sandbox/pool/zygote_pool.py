@@ -145,7 +145,7 @@ class ZygotePool:
     async def ready(self, timeout_s: float = 120.0) -> None:
         """Wait until the spares are up (tests and the benchmark use this)."""
         deadline = time.monotonic() + timeout_s
-        while self._spares(ready_only=True) < min(self.settings.pool_spares, self.size):
+        while self._spares(ready_only=True) < self.settings.spares(self.size):
             if time.monotonic() > deadline:
                 raise TimeoutError("the pool's spares did not start")
             await asyncio.sleep(0.05)
@@ -441,12 +441,13 @@ class ZygotePool:
             self.memory_retired += 1
 
     def _spares_wanted(self) -> int:
-        """``pool_spares``, and one more beside each pristine run in progress: a
-        pristine run retires its zygote, so a client group that keeps one running
-        (its cap) would otherwise take every spare as it is made, and another group's
-        pristine run would wait for a jail to start (issue 33's flood)."""
+        """The spares (``PoolSettings.spares``), and one more beside each pristine run
+        in progress: a pristine run retires its zygote, so a client group that keeps
+        one running (its cap) would otherwise take every spare as it is made, and
+        another group's pristine run would wait for a jail to start (issue 33's
+        flood)."""
         pristine = sum(1 for z in self.zygotes if z.tenant == PRISTINE)
-        return self.settings.pool_spares + pristine
+        return self.settings.spares(self.size) + pristine
 
     def _spare_victim(self) -> Zygote | None:
         """This pool's least recently used tenant zygote, idle and unused for

@@ -28,6 +28,7 @@ def full_pool(ages: dict[str, float], size: int) -> tuple[ZygotePool, dict[str, 
     pool._listeners = []
     pool.zygotes = []
     pool.budget = SimpleNamespace(has_room=lambda: len(pool.zygotes) < size)
+    pool.size = size
     now = time.monotonic()
     made = {}
     for tenant, age in ages.items():
@@ -104,3 +105,24 @@ def test_without_a_pristine_run_the_pool_keeps_its_spares_setting() -> None:
     pool, z = full_pool({"a|1": 100.0}, size=4)
     asyncio.run(pool._refill())
     assert [s.tenant for s in z["spawned"]] == [None]
+
+
+def test_the_machine_sets_how_many_spares_wait_unless_the_setting_does() -> None:
+    """-1 (the default): one per sixteen places of the pool, 1 to 4; a number set is
+    kept, 0 included (no spare), but never more than the pool holds."""
+    auto = PoolSettings(pool_spares=-1)
+    assert [auto.spares(n) for n in (2, 16, 40, 64, 112, 400)] == [1, 1, 2, 4, 4, 4]
+    assert PoolSettings().pool_spares == -1
+    assert PoolSettings(pool_spares=0).spares(112) == 0
+    assert PoolSettings(pool_spares=3).spares(112) == 3
+    assert PoolSettings(pool_spares=9).spares(4) == 4
+
+
+def test_a_pool_beside_the_default_keeps_one_spare_unless_one_is_set() -> None:
+    """Another JAX version's or libraries' pool: the machine's spares are the
+    default's; such a pool keeps one, or what an operator set."""
+    from sandbox.pool.versioned import beside_the_default
+
+    assert beside_the_default(PoolSettings()).spares(112) == 1
+    assert beside_the_default(PoolSettings(pool_spares=3)).spares(112) == 3
+    assert beside_the_default(PoolSettings(pool_spares=0)).spares(112) == 0
