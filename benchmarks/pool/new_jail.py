@@ -2,8 +2,8 @@
 zygote's jail a new bubblewrap and interpreter (``JAXPLAY_FORK_JAILS=0``, "exec")
 and forked from its JAX version's template (``=1``, "fork"), side by side in one run.
 
-Two real ``jaxplay serve`` on the jailed warm pool with its default settings (one
-spare), one per mode, both up the whole time; each measurement is taken on one, then
+Two real ``jaxplay serve`` on the jailed warm pool with its default settings (the
+machine's spares), one per mode, both up the whole time; each measurement is taken on one, then
 the other (who goes first alternates), so a busy machine weighs on both alike. The
 runs' limits are off (``JAXPLAY_RATE_LIMIT_PER_MINUTE=0``, snippets too: the
 benchmark sends more than a person would) and the loopback is a trusted proxy, so
