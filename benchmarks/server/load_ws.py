@@ -46,6 +46,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -137,9 +138,17 @@ def measure_warm(runs: int) -> list[float]:
 
 
 async def one_client(
-    ws_url: str, index: int, args: argparse.Namespace, tally: Tally, end: float
+    ws_url: str,
+    index: int,
+    args: argparse.Namespace,
+    tally: Tally,
+    end: float,
+    runs: float = math.inf,
+    first: int = 1,
 ) -> None:
-    seq = 0
+    """A page session sending runs back to back until ``end`` or ``runs`` of them
+    ended; its runs are numbered from ``first`` (each number a new code text)."""
+    seq, answered = first - 1, 0
     try:
         async with websockets.connect(
             f"{ws_url}?token=load-{index}", open_timeout=30, max_size=2**24
@@ -149,7 +158,7 @@ async def one_client(
                 tally.failures.append(f"client {index}: no hello: {hello}")
                 return
             wanted: float | None = None
-            while time.monotonic() < end:
+            while time.monotonic() < end and answered < runs:
                 seq += 1
                 sent = time.monotonic()
                 wanted = sent if wanted is None else wanted
@@ -183,6 +192,7 @@ async def one_client(
                         first_jaxpr = time.monotonic() - sent
                     if event["type"] == "done":
                         ended = time.monotonic()
+                        answered += 1
                         status = event["status"]
                         tally.statuses[status] = tally.statuses.get(status, 0) + 1
                         if status != "ok":
@@ -205,15 +215,22 @@ async def one_client(
 
 
 async def one_script(
-    url: str, index: int, args: argparse.Namespace, tally: Tally, end: float
+    url: str,
+    index: int,
+    args: argparse.Namespace,
+    tally: Tally,
+    end: float,
+    runs: float = math.inf,
+    first: int = 1,
 ) -> None:
     """A script over REST (NDJSON, its own token) sending runs back to back: the
-    page sessions' neighbours that issue 52 counts (64 pages and 16 scripts)."""
-    seq = 0
+    page sessions' neighbours that issue 52 counts (64 pages and 16 scripts). Until
+    ``end`` or ``runs`` of them ended, numbered from ``first``."""
+    seq, answered = first - 1, 0
     headers = {"Authorization": f"Bearer script-{index}", "Accept": "application/x-ndjson"}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=args.run_timeout) as http:
         wanted: float | None = None
-        while time.monotonic() < end:
+        while time.monotonic() < end and answered < runs:
             seq += 1
             sent = time.monotonic()
             wanted = sent if wanted is None else wanted
@@ -248,6 +265,7 @@ async def one_script(
                 tally.failures.append(f"script {index} run {seq}: {type(exc).__name__}: {exc}")
                 continue
             ended = time.monotonic()
+            answered += 1
             status = done["status"] if done else "no done"
             tally.statuses[status] = tally.statuses.get(status, 0) + 1
             if status != "ok":
@@ -408,46 +426,24 @@ async def warm_up(ws_url: str) -> None:
             pass
 
 
-async def first_run(ws_url: str, url: str, index: int, script: bool, deadline: float) -> None:
-    """One client's first run, sent until it is served (a 429/503 waits its
-    Retry-After): its session established, its tenant holding a process."""
-    body = request_for(1000 + index if script else index, 0, False)
-    while time.monotonic() < deadline:
-        if script:
-            headers = {"Authorization": f"Bearer script-{index}"}
-            async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as http:
-                r = await http.post("/api/v1/runs", json=body)
-            if r.status_code in (429, 503):
-                await asyncio.sleep(float(r.headers.get("retry-after") or 1.0))
-                continue
-            r.raise_for_status()
-            return
-        async with websockets.connect(
-            f"{ws_url}?token=load-{index}", open_timeout=30, max_size=2**24
-        ) as ws:
-            await ws.recv()  # hello
-            await ws.send(json.dumps({"type": "run", "seq": 1, "payload": body}))
-            while True:
-                message = json.loads(await asyncio.wait_for(ws.recv(), 120))
-                if message["type"] == "error":
-                    wait = float(message["payload"].get("retry_after_s") or 1.0)
-                    break
-                if message["payload"].get("type") == "done":
-                    return
-        await asyncio.sleep(wait)
-    raise SystemExit(f"client {index} had no first run before the deadline")
-
-
 async def establish(ws_url: str, url: str, args: argparse.Namespace) -> float:
-    """Every client's first run, all at once, before the measured window: the window
-    then measures sessions that exist (their edits), not their arrival, which is
-    benchmarks/pool/new_jail.py's "new visitors". Seconds until the last was served."""
+    """Every client's first run, all at once, before the measured window (each run
+    refused with 429/503 sent again after its Retry-After, as in the window): the
+    window then measures sessions that exist (their edits), not their arrival, which
+    is benchmarks/pool/new_jail.py's "new visitors". Seconds until the last was
+    served; a failure among them ends the benchmark."""
     started = time.monotonic()
-    deadline = started + 600
+    deadline, tally = started + 600, Tally()
     await asyncio.gather(
-        *(first_run(ws_url, url, i, False, deadline) for i in range(args.clients)),
-        *(first_run(ws_url, url, i, True, deadline) for i in range(args.scripts)),
+        *(one_client(ws_url, i, args, tally, deadline, 1, 0) for i in range(args.clients)),
+        *(one_script(url, i, args, tally, deadline, 1, 0) for i in range(args.scripts)),
     )
+    served = sum(tally.statuses.values())
+    if tally.failures or served < args.clients + args.scripts:
+        raise SystemExit(
+            f"{served} of {args.clients + args.scripts} clients had their first run: "
+            f"{tally.failures[:3]}"
+        )
     return time.monotonic() - started
 
 
