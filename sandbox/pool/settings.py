@@ -25,16 +25,22 @@ CGROUP_MEMORY_LIMITS = (
 )
 
 
+def _first_number(paths: tuple[str, ...]) -> int | None:
+    """The number in the first of ``paths`` that holds one (a cgroup's files: v2's,
+    then v1's), None where none does."""
+    for path in paths:
+        try:
+            return int(Path(path).read_text().strip())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 def memory_limit() -> int | None:
     """This process's cgroup memory limit in bytes, None where there is none."""
-    for path in CGROUP_MEMORY_LIMITS:
-        try:
-            text = Path(path).read_text().strip()
-        except OSError:
-            continue
-        if text.isdigit() and int(text) < 1 << 60:  # "max", or v1's page-rounded 2^63
-            return int(text)
-    return None
+    limit = _first_number(CGROUP_MEMORY_LIMITS)
+    # none: v2's "max"; v1's "none" is its page-rounded 2^63
+    return limit if limit is not None and limit < 1 << 60 else None
 
 
 def machine() -> tuple[int, int]:
@@ -69,11 +75,8 @@ def available_memory() -> int | None:
         return None
     limit = memory_limit()
     if limit is not None and available is not None:
-        for path in CGROUP_MEMORY_USAGE:
-            try:
-                used = int(Path(path).read_text().strip())
-            except (OSError, ValueError):
-                continue
+        used = _first_number(CGROUP_MEMORY_USAGE)
+        if used is not None:
             return min(available, max(0, limit - used))
     return available
 
