@@ -35,15 +35,11 @@ sys.path.insert(0, str(ROOT))
 from pydantic.json_schema import models_json_schema  # noqa: E402
 
 from backend.app.core.wire import RunBody  # noqa: E402
-from sandbox.protocol.events import (  # noqa: E402
-    DOC_URL_PREFIXES,
-    EVENT_MODELS,
-    Output,
-    event_json_schema,
-)
+from sandbox.protocol.events import EVENT_MODELS, event_json_schema  # noqa: E402
 from sandbox.protocol.gpu_target_request import NOT_FOR_GPU_TARGET  # noqa: E402
 from sandbox.protocol.requests import Backend, RunRequest, TransformName  # noqa: E402
 from sandbox.protocol.sharding_request import TOPOLOGY_OUTPUTS  # noqa: E402
+from sandbox.protocol.vocabulary import DOC_URL_PREFIXES, Output  # noqa: E402
 
 SCHEMA_PATH = ROOT / "docs" / "events.schema.json"
 TS_PATH = ROOT / "frontend" / "src" / "generated" / "events.ts"

@@ -1,5 +1,5 @@
-"""The ``jaxplay`` command line: main.py wires the commands (serve.py, worker.py,
-mcp_proxy.py, show_settings.py, versions.py; ``run`` is main's own), which share common.py,
+"""The ``jaxplay`` command line: main.py wires the commands (run.py, serve.py,
+worker.py, mcp_proxy.py, show_settings.py, versions.py), which share common.py,
 the client of a server's REST API (client/) and the text printed for a run's events
 (render/). It sits above the server (contract ``backend-layers``): it may import
 backend.app (the settings, the pool, the app factory for ``serve``) and the sandbox, and

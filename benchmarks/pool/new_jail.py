@@ -306,35 +306,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for server in servers.values():  # each pool's first jail (a template's start)
                 rest_loop(server, 1, session=False)
             n = args.cli
-            plain = plain_loop(n, tmp)  # before the CLI rows, and again after them
-            result["cli_session_s"] = both(
-                servers, 0, "cli_session_s", lambda s: spread(cli_loop(s, n, tmp))
-            )
-            result["cli_single_use_s"] = both(
-                servers,
-                1,
-                "cli_single_use_s",
-                lambda s: spread(cli_loop(s, n, tmp, "--no-session")),
-            )
-            result["plain_s"] = spread(plain + plain_loop(n, tmp))
-            result["rest_ms"] = both(
-                servers, 0, "rest_ms", lambda s: spread(rest_loop(s, args.rest, session=False))
-            )
-            result["rest_session_ms"] = both(
-                servers,
-                1,
-                "rest_session_ms",
-                lambda s: spread(rest_loop(s, args.rest, session=True)),
-            )
-            result["visitors_ms"] = both(
-                servers, 0, "visitors_ms", lambda s: visitors(s, args.visitors)
-            )
-            result["readers_ms"] = both(
-                servers, 1, "readers_ms", lambda s: spread(link_readers(s, args.readers))
-            )
-            result["pristine"] = both(
-                servers, 0, "pristine", lambda s: pristine_rate(s, args.pristine)
-            )
+            # each row measured on both servers (the first alternating); a count of 0 skips it
+            rows: list[tuple[str, int, Callable[[LiveServer], Any]]] = [
+                ("cli_session_s", n, lambda s: spread(cli_loop(s, n, tmp))),
+                ("cli_single_use_s", n, lambda s: spread(cli_loop(s, n, tmp, "--no-session"))),
+                ("rest_ms", args.rest, lambda s: spread(rest_loop(s, args.rest, session=False))),
+                (
+                    "rest_session_ms",
+                    args.rest,
+                    lambda s: spread(rest_loop(s, args.rest, session=True)),
+                ),
+                ("visitors_ms", args.visitors, lambda s: visitors(s, args.visitors)),
+                ("readers_ms", args.readers, lambda s: spread(link_readers(s, args.readers))),
+                ("pristine", args.pristine, lambda s: pristine_rate(s, args.pristine)),
+            ]
+            plain = plain_loop(n, tmp) if n else []  # before the CLI rows, and again after
+            for turn, (key, count, measure) in enumerate(rows):
+                if count:
+                    result[key] = both(servers, turn, key, measure)
+                if key == "cli_single_use_s" and n:
+                    result["plain_s"] = spread(plain + plain_loop(n, tmp))
         finally:
             for server in servers.values():
                 server.stop()
@@ -342,6 +333,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["jail"] = jail_start(args.jails)
     result["load_after"] = os.getloadavg()
     return result
+
+
+def args_visitors(cells: dict[str, Any]) -> int:
+    return len(cells["fork"]["each"])
 
 
 def report(r: dict[str, Any], command: str) -> None:
@@ -355,26 +350,32 @@ def report(r: dict[str, Any], command: str) -> None:
     print(f"# {command}")
     print(f"# load average before {r['load_before']}, after {r['load_after']}")
     print(f"{'':44}{'exec':>10} {'fork':>10}")
-    plain = r["plain_s"]["median"]
-    print(f"{'python FILE (plain JAX), median':44}{plain:>10} {plain:>10} s"
-          f"     ({r['plain_s']['min']}-{r['plain_s']['max']})")  # fmt: skip
-    row("jaxplay run --server, kept session", r["cli_session_s"], "s")
-    row("jaxplay run --server --no-session", r["cli_single_use_s"], "s")
-    for key, label in (("cli_session_s", "session"), ("cli_single_use_s", "no-session")):
-        cells = r[key]
-        print(f"{'  ' + label + ' / python FILE':44}"
-              f"{cells['exec']['median'] / plain:>10.2f} {cells['fork']['median'] / plain:>10.2f}"
-              "      (target <= 0.5)")  # fmt: skip
-    row("REST, no cookie nor token, median", r["rest_ms"], "ms")
-    row("REST with a session, median", r["rest_session_ms"], "ms")
-    row("8 visitors at once: the last one's done", r["visitors_ms"], "ms", "max")
-    print(f"{'  each, sorted':44}exec {r['visitors_ms']['exec']['each']}")
-    print(f"{'':44}fork {r['visitors_ms']['fork']['each']}")
-    print(f"{'  refused (503, asked again)':44}"
-          f"{r['visitors_ms']['exec']['refused']:>10} {r['visitors_ms']['fork']['refused']:>10}")  # fmt: skip
-    row("link readers (single-use), median", r["readers_ms"], "ms")
-    row("pristine confirmations per second", r["pristine"], "/s", "per_s")
-    row("  seconds for all of them", r["pristine"], "s", "s")
+    if "plain_s" in r:
+        plain = r["plain_s"]["median"]
+        print(f"{'python FILE (plain JAX), median':44}{plain:>10} {plain:>10} s"
+              f"     ({r['plain_s']['min']}-{r['plain_s']['max']})")  # fmt: skip
+        row("jaxplay run --server, kept session", r["cli_session_s"], "s")
+        row("jaxplay run --server --no-session", r["cli_single_use_s"], "s")
+        for key, label in (("cli_session_s", "session"), ("cli_single_use_s", "no-session")):
+            cells = r[key]
+            print(f"{'  ' + label + ' / python FILE':44}"
+                  f"{cells['exec']['median'] / plain:>10.2f} {cells['fork']['median'] / plain:>10.2f}"
+                  "      (target <= 0.5)")  # fmt: skip
+    if "rest_ms" in r:
+        row("REST, no cookie nor token, median", r["rest_ms"], "ms")
+        row("REST with a session, median", r["rest_session_ms"], "ms")
+    if "visitors_ms" in r:
+        v = r["visitors_ms"]
+        row(f"{args_visitors(v)} visitors at once: the last one's done", v, "ms", "max")
+        print(f"{'  each, sorted':44}exec {v['exec']['each']}")
+        print(f"{'':44}fork {v['fork']['each']}")
+        print(f"{'  refused (503, asked again)':44}"
+              f"{v['exec']['refused']:>10} {v['fork']['refused']:>10}")  # fmt: skip
+    if "readers_ms" in r:
+        row("link readers (single-use), median", r["readers_ms"], "ms")
+    if "pristine" in r:
+        row("pristine confirmations per second", r["pristine"], "/s", "per_s")
+        row("  seconds for all of them", r["pristine"], "s", "s")
     jail = r.get("jail")
     if jail and ("failed" in jail or "missing" in jail):
         print(f"one new jail: benchmarks/pool/jail_start.py gave nothing: {jail}")

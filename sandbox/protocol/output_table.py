@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from sandbox.protocol.events import (
     EVENT_MODELS,
-    OUTPUTS,
     AsmEvent,
     AutodiffEvent,
     ChecksEvent,
@@ -17,7 +16,6 @@ from sandbox.protocol.events import (
     KernelsEvent,
     MemoryEvent,
     NumericsEvent,
-    Output,
     PassesEvent,
     ProfileEvent,
     RecompilesEvent,
@@ -31,6 +29,7 @@ from sandbox.protocol.events import (
     ValueEvent,
     _Event,
 )
+from sandbox.protocol.vocabulary import OUTPUTS, Output
 
 
 @dataclass(frozen=True)

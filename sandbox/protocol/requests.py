@@ -19,7 +19,6 @@ from sandbox.protocol.checks import (
     CheckName,
     GradMode,
 )
-from sandbox.protocol.events import Output
 from sandbox.protocol.gpu_target_request import GPU_TARGETS, check_gpu_target
 from sandbox.protocol.limits import (
     MAX_CODE_BYTES,
@@ -42,6 +41,7 @@ from sandbox.protocol.sharding_request import (
     check_topology,
     check_transform,
 )
+from sandbox.protocol.vocabulary import Output
 
 #: The file name user code is compiled under; it is what JAX's source locations,
 #: tracebacks and HLO metadata show, and what the engine maps lines from.

@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.protocol.events import OUTPUTS, STAGES, WORKER_DONE_REASONS
 from sandbox.protocol.lines import BadEvent, parse_event_line
 from sandbox.protocol.output_table import OUTPUT_TABLE
 from sandbox.protocol.requests import RunRequest
+from sandbox.protocol.vocabulary import OUTPUTS, STAGES, WORKER_DONE_REASONS
 
 #: Refused lines after which the run is ended (a run jaxplay made has none).
 MAX_REFUSED_LINES = 100

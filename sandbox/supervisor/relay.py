@@ -29,9 +29,10 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.protocol.events import TAMPERED_REASON, TIMEOUT_LONGER, DoneStatus, done_event
+from sandbox.protocol.events import DoneStatus, done_event
 from sandbox.protocol.limits import MAX_EVENT_BYTES, PROTOCOL_VERSION
 from sandbox.protocol.requests import RunRequest
+from sandbox.protocol.vocabulary import TAMPERED_REASON, TIMEOUT_LONGER
 from sandbox.supervisor.event_gate import MAX_REFUSED_LINES, EventGate
 
 __all__ = ["MAX_EVENT_BYTES", "OutputLimits", "RunSupervisor", "SupervisedRun"]

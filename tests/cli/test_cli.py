@@ -300,8 +300,18 @@ def test_a_jax_error_names_the_sharp_bit(served: Callable[..., Any], tmp_path: P
         "extra-field",
     ],
 )
-def test_bad_request_is_refused_with_exit_code_2(change: dict[str, Any], names: list[str]) -> None:
-    proc = in_process("run", "--request", "-", "--json", stdin=json.dumps(_request(**change)))
+@pytest.mark.parametrize("where", ["local", "server"])
+def test_bad_request_is_refused_with_exit_code_2(
+    change: dict[str, Any], names: list[str], where: str, request: pytest.FixtureRequest
+) -> None:
+    """Checked here before any jail starts, or (``--server``) by the server, which the CLI
+    sends the request to unchecked: the same exit code and names either way."""
+    argv = ("run", "--request", "-", "--json")
+    stdin = json.dumps(_request(**change))
+    if where == "local":
+        proc = in_process(*argv, stdin=stdin)
+    else:
+        proc = request.getfixturevalue("served")(*argv, stdin=stdin)
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     assert proc.stdout.strip() == "", "a refused request runs nothing"
     message = proc.stderr.strip()
@@ -326,6 +336,23 @@ def test_missing_file() -> None:
     proc = in_process("run", "no/such/file.py")
     assert proc.returncode == 2
     assert "no/such/file.py" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "code", "said"),
+    [
+        ("http://127.0.0.1:9", 1, "cannot reach http://127.0.0.1:9"),  # nothing listens
+        ("ftp://127.0.0.1:9", 2, "not a server URL"),
+        ("127.0.0.1:9", 2, "not a server URL"),
+    ],
+)
+@pytest.mark.parametrize("session", ["--session", "--no-session"])
+def test_a_server_that_cannot_be_reached_is_said(
+    snippet: Path, url: str, code: int, said: str, session: str
+) -> None:
+    proc = in_process("run", str(snippet), "--args", "1.0", session, "--server", url)
+    assert proc.returncode == code, (proc.stdout[-1000:], proc.stderr[-1000:])
+    assert said in proc.stderr and "Traceback" not in proc.stderr
 
 
 # --- the examples -----------------------------------------------------------------

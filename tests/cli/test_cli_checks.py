@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from backend.cli import main as cli
+from backend.cli import run as run_cli
 from sandbox.protocol import EVENT_ADAPTER, RunRequest
 
 CHECKS_EVENT = {
@@ -35,7 +36,7 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[RunRequest]:
         yield CHECKS_EVENT
         yield {"type": "done", "status": "ok", "ms": 1.0, "reason": ""}
 
-    monkeypatch.setattr(cli, "_local_events", local_events)
+    monkeypatch.setattr(run_cli, "_local_events", local_events)
     return requests
 
 
@@ -62,5 +63,5 @@ def test_an_unknown_check_is_a_bad_request(asked: list[RunRequest], tmp_path: Pa
     code = tmp_path / "f.py"
     code.write_text("def f(x):\n    return x\n")
     result = CliRunner().invoke(cli.app, ["run", str(code), "--check", "nan"])
-    assert result.exit_code == cli.EXIT_BAD_REQUEST and asked == []
+    assert result.exit_code == run_cli.EXIT_BAD_REQUEST and asked == []
     assert "checks.0" in result.output

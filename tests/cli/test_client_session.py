@@ -6,7 +6,6 @@ saying so; a broken file said and started again; bad server URLs refused."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import stat
 from pathlib import Path
@@ -22,10 +21,7 @@ BODY = {"code": "def f(x):\n    return x\n", "args": "(1.0,)", "outputs": ["valu
 
 
 def run(server: LiveServer, store: SessionStore, notes: list[str]) -> list[dict[str, Any]]:
-    async def go() -> list[dict[str, Any]]:
-        return [e async for e in session_events(server.url, BODY, store=store, note=notes.append)]
-
-    events = asyncio.run(go())
+    events = list(session_events(server.url, BODY, store=store, note=notes.append))
     assert events[-1]["type"] == "done" and events[-1]["status"] == "ok", events[-2:]
     return events
 

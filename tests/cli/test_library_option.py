@@ -10,19 +10,20 @@ import typer
 from typer.testing import CliRunner
 
 from backend.cli import main as cli
+from backend.cli import run as run_cli
 from sandbox.environments import libraries, library_choices
 from sandbox.environments.versions import default_version
 
 
 def test_library_options_become_the_request_s_libraries() -> None:
-    assert cli._parse_libraries(None) is None
-    assert cli._parse_libraries(["optax=0.2.6", "chex = 0.1.90"]) == {
+    assert run_cli._parse_libraries(None) is None
+    assert run_cli._parse_libraries(["optax=0.2.6", "chex = 0.1.90"]) == {
         "optax": "0.2.6",
         "chex": "0.1.90",
     }
     for bad in ("optax", "=0.2.6", "optax="):
         with pytest.raises(typer.Exit):
-            cli._parse_libraries([bad])
+            run_cli._parse_libraries([bad])
 
 
 def test_a_version_not_offered_is_refused_naming_the_offer(tmp_path: Path) -> None:
@@ -31,7 +32,7 @@ def test_a_version_not_offered_is_refused_naming_the_offer(tmp_path: Path) -> No
     code = tmp_path / "f.py"
     code.write_text("def f(x):\n    return x\n")
     out = CliRunner().invoke(cli.app, ["run", str(code), "--library", "optax=0.0.1"])
-    assert out.exit_code == cli.EXIT_BAD_REQUEST, out.output
+    assert out.exit_code == run_cli.EXIT_BAD_REQUEST, out.output
     default = libraries.offered(version)["optax"]
     assert (
         f"optax 0.0.1 is not offered with jax {version}; it offers optax {default} (default)"

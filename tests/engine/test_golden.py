@@ -38,9 +38,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sandbox.protocol.events import ERROR_STAGES, EVENT_FIELDS, STAGES  # noqa: E402
+from sandbox.protocol.events import EVENT_FIELDS  # noqa: E402
 from sandbox.protocol.lines import _ABSENT_UNLESS_SET  # noqa: E402
 from sandbox.protocol.requests import RunRequest  # noqa: E402
+from sandbox.protocol.vocabulary import ERROR_STAGES, STAGES  # noqa: E402
 from tests.golden import (  # noqa: E402
     CASES_DIR,
     ReferenceServer,

@@ -268,7 +268,7 @@ def test_shard_map_specs_that_do_not_match_explicit_arguments_say_how_to_fix(run
 
 
 def test_the_cli_spells_a_mesh_and_specs_compactly() -> None:
-    from backend.cli.main import _parse_mesh, _parse_specs
+    from backend.cli.run import _parse_mesh, _parse_specs
 
     assert _parse_mesh("2x2:x,y") == {"shape": [2, 2], "axis_names": ["x", "y"]}
     assert _parse_mesh("4:i:explicit") == {

@@ -9,9 +9,10 @@ from pathlib import Path
 from backend.app.trust.cache import CACHED_TYPES
 from backend.cli.render.events import RENDERERS
 from sandbox.engine.core import registry
-from sandbox.protocol.events import EVENT_MODELS, OUTPUTS
+from sandbox.protocol.events import EVENT_MODELS
 from sandbox.protocol.output_table import DEFAULT_OUTPUTS, OUTPUT_TABLE
 from sandbox.protocol.requests import RunRequest
+from sandbox.protocol.vocabulary import OUTPUTS
 from sandbox.supervisor.event_gate import allowed_stages
 
 ROOT = Path(__file__).resolve().parents[2]

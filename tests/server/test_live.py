@@ -138,19 +138,15 @@ def test_ndjson_events_arrive_as_they_happen(server: LiveServer) -> None:
 
 
 def test_the_python_client(server: LiveServer) -> None:
-    async def go() -> list[dict[str, Any]]:
-        return [e async for e in stream_run(server.url, GRAD)]
-
-    events = asyncio.run(go())
+    events = list(stream_run(server.url, GRAD))
     assert events[-1]["status"] == "ok"
-
-    async def bad() -> None:
-        async for _ in stream_run(server.url, {"code": "x", "transforms": [{"name": "gard"}]}):
-            pass
-
     with pytest.raises(ServerError) as error:
-        asyncio.run(bad())
+        list(stream_run(server.url, {"code": "x", "transforms": [{"name": "gard"}]}))
     assert error.value.status == 422 and error.value.field == "transforms.0.name"
+    # the request is sent as it was given: what is wrong with it is the server's to say
+    with pytest.raises(ServerError) as error:
+        list(stream_run(server.url, {"code": "x", "timeout_s": "soon"}))
+    assert error.value.status == 422 and error.value.field == "timeout_s"
 
 
 class WS:

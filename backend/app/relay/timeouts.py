@@ -5,7 +5,7 @@ longer ``timeout_s`` is to be had and up to what."""
 
 from __future__ import annotations
 
-from sandbox.protocol.events import TIMEOUT_LONGER
+from sandbox.protocol.vocabulary import TIMEOUT_LONGER
 
 #: how the supervisor's reason ends (sandbox/supervisor/relay.py ``_timed_out``)
 LONGER = TIMEOUT_LONGER

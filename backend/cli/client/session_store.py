@@ -23,15 +23,12 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from backend.cli.client.rest import ServerError, open_session, stream_run
-from sandbox.protocol import RunRequest
 
 #: a session this close to its end is not used: a run must not outlive it
 EXPIRY_MARGIN_S = 3600.0
@@ -119,12 +116,10 @@ class SessionStore:
             self._write(servers)
 
 
-async def _new_session(
-    server: str, store: SessionStore, note: Callable[[str], None], transport: Any
-) -> str | None:
+def _new_session(server: str, store: SessionStore, note: Callable[[str], None]) -> str | None:
     """A session from the server, kept; None (said on stderr) when it issues none."""
     try:
-        issued = await open_session(server, transport=transport)
+        issued = open_session(server)
     except ServerError as exc:
         if exc.status in (404, 405):
             note(
@@ -139,23 +134,21 @@ async def _new_session(
     return str(issued["session"])
 
 
-async def session_events(
+def session_events(
     server: str,
-    request: RunRequest | dict[str, Any],
+    request: Mapping[str, Any],
     *,
     store: SessionStore,
     note: Callable[[str], None],
-    transport: httpx.AsyncBaseTransport | None = None,
-) -> AsyncIterator[dict[str, Any]]:
+) -> Iterator[dict[str, Any]]:
     """The run's events, sent with this user's kept session for ``server`` (a new one
     asked for when none is kept, or when the server no longer honours it)."""
     session = store.get(server)
     fresh = session is None
     if session is None:
-        session = await _new_session(server, store, note, transport)
+        session = _new_session(server, store, note)
     try:
-        async for event in stream_run(server, request, session=session, transport=transport):
-            yield event
+        yield from stream_run(server, request, session=session)
         return
     except ServerError as exc:
         # A 401 comes before the first event: nothing was shown yet, the run can go again.
@@ -163,6 +156,5 @@ async def session_events(
             raise
     store.forget(server)
     note("jaxplay: the server no longer honours this machine's session; asking for a new one")
-    session = await _new_session(server, store, note, transport)
-    async for event in stream_run(server, request, session=session, transport=transport):
-        yield event
+    session = _new_session(server, store, note)
+    yield from stream_run(server, request, session=session)
