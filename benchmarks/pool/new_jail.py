@@ -46,6 +46,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -90,8 +91,16 @@ LINK_CODE = EXAMPLE + "\nimport os\nprint(os.urandom(4).hex())\n"
 CLI = [str(Path(sys.executable).with_name("jaxplay"))]
 
 
+#: the line an edit changes: the loss's scale, so that each edit is a new program (its
+#: jaxpr, HLO and value all differ) and nothing of it comes from a cache, in-process or
+#: on disk (a kept process's compilation cache would load an unchanged program)
+EDITED = "return jnp.mean((pred - Y) ** 2)"
+
+
 def edit(code: str) -> str:
-    return code + f"\n# edit {uuid.uuid4().hex}\n"
+    assert EDITED in code, "the example no longer has the line an edit changes"
+    scale = 1 + random.randrange(1, 10**6) / 10**7
+    return code.replace(EDITED, f"{EDITED} * {scale!r}") + f"\n# edit {uuid.uuid4().hex}\n"
 
 
 def spread(values: list[float]) -> dict[str, Any]:

@@ -32,6 +32,10 @@ _CPU_PERIOD_US = 100_000
 #: the CPU weight of one process (cgroup v1 ``cpu.shares``, v2 ``cpu.weight``): what a
 #: cgroup of its own weighs by default against its siblings
 _V1_SHARES, _V2_WEIGHT = 1024, 100
+#: the weight of a jail started ahead of need (a pool's spare while another is ready):
+#: on a CPU it shares with a jail running someone's code, the run goes first, and the
+#: spare takes what the runs leave
+_V1_BACKGROUND_SHARES, _V2_BACKGROUND_WEIGHT = 2, 1
 
 
 def jails_weight(default: int, cpus: int | None = None) -> int:
@@ -116,6 +120,20 @@ class JailCgroup:
         if d is None or not (d / "cpuset.cpus").exists():
             return False
         _write(d / "cpuset.cpus", ",".join(map(str, cpus)))
+        return True
+
+    def set_background(self, background: bool) -> bool:
+        """The jail's CPU weight: the least (``background``) or one process's. False
+        where there is no CPU controller."""
+        if self.version == 1:
+            d, name = self.dirs.get("cpu"), "cpu.shares"
+            value = _V1_BACKGROUND_SHARES if background else _V1_SHARES
+        else:
+            d, name = self.dirs.get(""), "cpu.weight"
+            value = _V2_BACKGROUND_WEIGHT if background else _V2_WEIGHT
+        if d is None or not (d / name).exists():
+            return False
+        _write(d / name, str(value))
         return True
 
     def pids(self) -> set[int]:

@@ -381,6 +381,8 @@ class Jail:
         self.user: tuple[int, int] | None = None
         self._killed = False
         self._oom_base = 0
+        #: started ahead of need: the least CPU weight (``run_in_background``)
+        self.background = False
         #: set once a forked jail's spawn has answered (close waits for it: the jail's
         #: monitor may be joining the cgroup that close would otherwise remove under it)
         self._spawning: asyncio.Event | None = None
@@ -396,6 +398,8 @@ class Jail:
             self.user = None
             raise OSError("the jail was killed before it started")
         self.cgroup = jailer.cgroups.make(limits, self.cpus)
+        if self.background:
+            self._weigh()
         spec = jail_spec(
             jailer.runtime,
             limits,
@@ -442,6 +446,8 @@ class Jail:
             self.user = None
             raise OSError("the jail was killed before it started")
         self.cgroup = jailer.cgroups.make(limits, self.cpus)
+        if self.background:
+            self._weigh()
         seccomp = filter_fd(jailer.hardening.strict_seccomp)
         try:
             argv = self._limits_argv() + bwrap_argv(
@@ -501,6 +507,20 @@ class Jail:
         if self.cpus is not None:
             argv += ["taskset", "--cpu-list", ",".join(map(str, self.cpus))]
         return argv
+
+    def run_in_background(self, background: bool) -> None:
+        """Whether the jail's processes take only the CPU that jails running someone's
+        code leave (its cgroup's weight; before it starts, from its start on). A pool
+        starts a spare so while another is ready, and sets it back once the spare is
+        needed: no run is ever made in a jail left in the background."""
+        if background != self.background:
+            self.background = background
+            self._weigh()
+
+    def _weigh(self) -> None:
+        if self.cgroup is not None:
+            with contextlib.suppress(OSError):
+                self.cgroup.set_background(self.background)
 
     def move_to(self, cpus: list[int]) -> bool:
         """Put the jail on ``cpus`` (as many as it has). Before it starts: its cgroup

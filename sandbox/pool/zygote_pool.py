@@ -174,6 +174,7 @@ class ZygotePool:
         if len(running) >= self.budget.places:
             raise PoolFull(f"{len(running)} runs in progress", retry_after_s=1.0)
         z = pick()
+        self._needed(z)
         self._place(z, running)
         jl = self.jailer.limits
         run = ZygoteRun(
@@ -194,6 +195,7 @@ class ZygotePool:
         if self._closing:
             raise PoolFull("the pool is closing", retry_after_s=5.0)
         z = pick()
+        self._needed(z)
         self._place(z, [o for o in self.budget.running() if o.run is not run])
         z.reserve(run)
         self.changed()
@@ -306,9 +308,21 @@ class ZygotePool:
 
     # --- zygotes ------------------------------------------------------------------
 
-    def _spawn(self, tenant: str | None) -> Zygote:
+    def _needed(self, z: Zygote) -> None:
+        """``z`` takes a run: at full weight from now; and once no spare is ready, every
+        spare still starting too (someone may be waiting for the next)."""
+        z.jail.run_in_background(False)
+        if self._spares(ready_only=True) == 0:
+            for o in self.zygotes:
+                if o.tenant is None and o.run is None:
+                    o.jail.run_in_background(False)
+
+    def _spawn(self, tenant: str | None, background: bool = False) -> Zygote:
+        """A new zygote for ``tenant`` (None: a spare); ``background``: its jail takes
+        only the CPU that runs leave (Jail.run_in_background)."""
         self._seq += 1
         z = Zygote(self, self._seq, tenant)
+        z.jail.run_in_background(background)
         self.zygotes.append(z)
         task = asyncio.create_task(z.start())
         self._starting.add(task)
@@ -419,7 +433,10 @@ class ZygotePool:
                 if victim is None:
                     return
                 victim.retire("its place goes to a spare for new clients")
-            z = self._spawn(None)
+            # While another spare is ready nobody waits for this one: it is made in the
+            # CPU time runs leave, and a run never shares its CPU with a spare's start
+            # (a single-use run's replacement starts as the run starts).
+            z = self._spawn(None, background=self._spares(ready_only=True) > 0)
             with contextlib.suppress(Exception):
                 await z.ready
             if z.state == "retired" and not z.info:  # failed to start: do not spin

@@ -39,8 +39,16 @@ def full_pool(ages: dict[str, float], size: int) -> tuple[ZygotePool, dict[str, 
         made[tenant] = z
     spawned: list[Any] = []
 
-    def spawn(tenant: str | None) -> Any:
-        z = StandIn(pool=pool, tenant=tenant, state="idle", run=None, judging=False, info=True)
+    def spawn(tenant: str | None, background: bool = False) -> Any:
+        z = StandIn(
+            pool=pool,
+            tenant=tenant,
+            state="idle",
+            run=None,
+            judging=False,
+            info=True,
+            background=background,
+        )
         z.ready = asyncio.get_running_loop().create_future()
         z.ready.set_result(None)
         pool.zygotes.append(z)

@@ -1,0 +1,84 @@
+"""A spare started while another is ready is made in the CPU time runs leave (its
+jail's cgroup at the least CPU weight: Jail.run_in_background), so that a run never
+shares its CPU with a spare's start at equal weight; a zygote is at full weight from
+the moment it is picked for a run, and every spare still starting is too once none is
+ready (someone may be waiting for the next). Real fork-jails and their cgroups."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sandbox.jail.jail import Jailer
+from sandbox.jail.settings import JailConfig
+from sandbox.pool.settings import PoolSettings
+from sandbox.pool.zygote_pool import ZygotePool
+from sandbox.protocol import RunRequest
+from sandbox.zygote.handle import Zygote
+from tests.gates import needs_jail
+from tests.support.live_pool import TEST_LIMITS
+
+pytestmark = needs_jail
+
+SETTINGS = PoolSettings(pool_size=6, pool_running=2, pool_spares=2, pool_per_tenant=1)
+REQUEST = RunRequest.model_validate({"code": "def f(x):\n    return x\n", "args": "(1.0,)"})
+
+
+def weight(z: Zygote) -> str:
+    """``full`` or ``background``, read from the jail's cgroup itself."""
+    group = z.jail.cgroup
+    assert group is not None
+    if group.version == 1:
+        path, full, low = group.dirs.get("cpu", Path("/nonexistent")) / "cpu.shares", "1024", "2"
+    else:
+        path, full, low = group.dirs[""] / "cpu.weight", "100", "1"
+    if not path.exists():
+        pytest.skip(f"the jails' cgroups have no CPU controller here ({path} is missing)")
+    value = path.read_text().strip()
+    assert value in (full, low), value
+    return "full" if value == full else "background"
+
+
+async def _new_spare(pool: ZygotePool, besides: Zygote) -> Zygote:
+    """The spare the refiller starts (it runs on the pool's next tick)."""
+    for _ in range(500):
+        found = [z for z in pool.zygotes if z.tenant is None and z is not besides]
+        if found and found[0].jail.cgroup is not None:
+            return found[0]
+        await asyncio.sleep(0.01)
+    raise AssertionError("no spare was started in the taken one's place")
+
+
+async def _scenario() -> None:
+    pool = ZygotePool(Jailer(TEST_LIMITS, replace(JailConfig(), fork_jails=True)), SETTINGS)
+    await pool.start()
+    try:
+        await pool.ready()
+        first, second = sorted((z for z in pool.zygotes if z.tenant is None), key=lambda z: z.born)
+        # the first was started with no spare ready, the second while the first was
+        assert (weight(first), weight(second)) == ("full", "background")
+
+        # a new tenant takes the older ready spare: at full weight before its run is sent
+        run = await pool.submit(REQUEST, "a|1")
+        assert first.run is run and weight(first) == "full"
+        # its replacement starts while `second` is ready: in the background
+        third = await _new_spare(pool, besides=second)
+        assert weight(third) == "background"
+
+        # the last ready spare is taken: it and every spare still starting go full weight
+        other = await pool.submit(REQUEST, "b|1")
+        assert second.run is other and weight(second) == "full"
+        if third.state == "starting":
+            assert weight(third) == "full"
+        for r in (run, other):
+            statuses = [e["status"] async for e in r.events() if e.get("type") == "done"]
+            assert statuses == ["ok"]
+    finally:
+        await pool.close()
+
+
+def test_spares_made_while_another_is_ready_give_way_to_runs() -> None:
+    asyncio.run(_scenario())
