@@ -344,6 +344,7 @@ def test_missing_file() -> None:
         ("http://127.0.0.1:9", 1, "cannot reach http://127.0.0.1:9"),  # nothing listens
         ("ftp://127.0.0.1:9", 2, "not a server URL"),
         ("127.0.0.1:9", 2, "not a server URL"),
+        ("http://127.0.0.1:port", 2, "its port is not a number"),
     ],
 )
 @pytest.mark.parametrize("session", ["--session", "--no-session"])

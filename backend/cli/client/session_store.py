@@ -51,8 +51,12 @@ def server_key(server: str) -> str:
     """The server as the store names it: its origin and path, lower-cased, without a
     trailing slash (``http://127.0.0.1:8000/`` and ``HTTP://127.0.0.1:8000`` are one)."""
     parts = urlsplit(server.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"not a server URL: {server!r} (http://HOST:PORT or https://...)")
+    try:
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        raise ValueError(f"not a server URL: {server!r}: its port is not a number") from None
     return f"{parts.scheme}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
 
 
