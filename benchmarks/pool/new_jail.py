@@ -395,7 +395,10 @@ def report(r: dict[str, Any], command: str) -> None:
             if e and f:
                 print(f"  {key:42}{e['median']:>10} {f['median']:>10}"
                       f"      (exec {e['min']}-{e['max']}, fork {f['min']}-{f['max']})")  # fmt: skip
-        print(f"  template start, once per JAX version: {jail.get('template_start_s')} s")
+        print(
+            f"  the fork pool's start (its template's import and check jail), once per JAX "
+            f"version: {jail.get('fork_pool_start_s')} s"
+        )
 
 
 def main() -> None:
