@@ -57,6 +57,11 @@ def tenant_group(tenant: str) -> str:
     return tenant.split("|", 1)[0]
 
 
+#: the longest a spare starts in the background (Jail.run_in_background): a start
+#: takes ~0.3 s of a CPU, so a spare still starting after this was starved by runs
+BACKGROUND_S = 3.0
+
+
 class ZygotePool:
     """Jailed warm zygotes on this machine; implements sandbox.pool.base.Pool."""
 
@@ -438,6 +443,14 @@ class ZygotePool:
             # (a single-use run's replacement starts as the run starts).
             z = self._spawn(None, background=self._spares(ready_only=True) > 0)
             with contextlib.suppress(Exception):
+                if z.jail.background:
+                    try:
+                        await asyncio.wait_for(asyncio.shield(z.ready), BACKGROUND_S)
+                    except TimeoutError:
+                        # starved by runs that long: made at full weight from now, so
+                        # that it is never ready with its warm-up unfinished (main.py's
+                        # WARM_S) nor killed as a start that failed (pool_start_s)
+                        z.jail.run_in_background(False)
                 await z.ready
             if z.state == "retired" and not z.info:  # failed to start: do not spin
                 await asyncio.sleep(5.0)

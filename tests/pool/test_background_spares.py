@@ -14,6 +14,7 @@ import pytest
 
 from sandbox.jail.jail import Jailer
 from sandbox.jail.settings import JailConfig
+from sandbox.pool import zygote_pool
 from sandbox.pool.settings import PoolSettings
 from sandbox.pool.zygote_pool import ZygotePool
 from sandbox.protocol import RunRequest
@@ -82,3 +83,30 @@ async def _scenario() -> None:
 
 def test_spares_made_while_another_is_ready_give_way_to_runs() -> None:
     asyncio.run(_scenario())
+
+
+async def _starved() -> None:
+    pool = ZygotePool(Jailer(TEST_LIMITS, replace(JailConfig(), fork_jails=True)), SETTINGS)
+    await pool.start()
+    try:
+        await pool.ready()
+        _, second = sorted((z for z in pool.zygotes if z.tenant is None), key=lambda z: z.born)
+        run = await pool.submit(REQUEST, "a|1")  # takes the first; `second` stays ready
+        third = await _new_spare(pool, besides=second)  # started in the background
+        await asyncio.shield(third.ready)
+        # a start takes longer than BACKGROUND_S here: it went on at full weight (left
+        # in the background, a ready spare stays there until it is picked: see above)
+        assert third.state == "idle" and weight(third) == "full"
+        assert [e["status"] async for e in run.events() if e.get("type") == "done"] == ["ok"]
+    finally:
+        await pool.close()
+
+
+def test_a_spare_starved_in_the_background_is_made_at_full_weight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No spare stays in the background past ``BACKGROUND_S``: else, starved by runs, its
+    warm child could still be warming when the zygote says ready (main.py's WARM_S), or
+    its start be killed as failed (pool_start_s). Here every start outlasts the bound."""
+    monkeypatch.setattr(zygote_pool, "BACKGROUND_S", 0.001)
+    asyncio.run(_starved())
