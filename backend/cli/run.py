@@ -356,15 +356,19 @@ def run(
                 typer.echo(text, err=True)
 
             events = session_events(server, data, store=SessionStore(note=note), note=note)
+
+        def go() -> str:
+            return _drive(events, show)
     else:
         local = _checked(data)
-    try:
-        if server:
-            status = _drive(events, show)
-        else:
+
+        def go() -> str:
             import asyncio
 
-            status = asyncio.run(_drive_local(_local_events(local), show))
+            return asyncio.run(_drive_local(_local_events(local), show))
+
+    try:
+        status = go()
     except KeyboardInterrupt:
         raise typer.Exit(130)
     except BrokenPipeError:

@@ -309,8 +309,11 @@ class Cgroups:
                     swept += 1
         return swept
 
-    def make(self, limits: JailLimits, cpus: list[int] | None) -> JailCgroup | None:
-        """A new, empty cgroup for one jail, with the limits written."""
+    def make(
+        self, limits: JailLimits, cpus: list[int] | None, background: bool = False
+    ) -> JailCgroup | None:
+        """A new, empty cgroup for one jail, with the limits written (``background``:
+        at the least CPU weight, JailCgroup.set_background)."""
         if not self.version:
             return None
         self._seq += 1
@@ -324,6 +327,9 @@ class Cgroups:
         except OSError:
             group.remove()
             raise
+        if background:
+            with contextlib.suppress(OSError):  # a weight the kernel refuses slows nothing
+                group.set_background(True)
         return group
 
     def _limit(self, group: JailCgroup, limits: JailLimits, cpus: list[int] | None) -> None:

@@ -397,9 +397,7 @@ class Jail:
             jailer.release_user(self.user)
             self.user = None
             raise OSError("the jail was killed before it started")
-        self.cgroup = jailer.cgroups.make(limits, self.cpus)
-        if self.background:
-            self._weigh()
+        self.cgroup = jailer.cgroups.make(limits, self.cpus, self.background)
         spec = jail_spec(
             jailer.runtime,
             limits,
@@ -445,9 +443,7 @@ class Jail:
             jailer.release_user(self.user)
             self.user = None
             raise OSError("the jail was killed before it started")
-        self.cgroup = jailer.cgroups.make(limits, self.cpus)
-        if self.background:
-            self._weigh()
+        self.cgroup = jailer.cgroups.make(limits, self.cpus, self.background)
         seccomp = filter_fd(jailer.hardening.strict_seccomp)
         try:
             argv = self._limits_argv() + bwrap_argv(
@@ -515,12 +511,9 @@ class Jail:
         needed: no run is ever made in a jail left in the background."""
         if background != self.background:
             self.background = background
-            self._weigh()
-
-    def _weigh(self) -> None:
-        if self.cgroup is not None:
-            with contextlib.suppress(OSError):
-                self.cgroup.set_background(self.background)
+            if self.cgroup is not None:  # else its cgroup is made so (Cgroups.make)
+                with contextlib.suppress(OSError):
+                    self.cgroup.set_background(background)
 
     def move_to(self, cpus: list[int]) -> bool:
         """Put the jail on ``cpus`` (as many as it has). Before it starts: its cgroup

@@ -7,6 +7,8 @@ ready (someone may be waiting for the next). Real fork-jails and their cgroups."
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from sandbox.pool.settings import PoolSettings
 from sandbox.pool.zygote_pool import ZygotePool
 from sandbox.protocol import RunRequest
 from sandbox.zygote.handle import Zygote
+from sandbox.zygote.run import ZygoteRun
 from tests.gates import needs_jail
 from tests.support.live_pool import TEST_LIMITS
 
@@ -53,12 +56,25 @@ async def _new_spare(pool: ZygotePool, besides: Zygote) -> Zygote:
     raise AssertionError("no spare was started in the taken one's place")
 
 
-async def _scenario() -> None:
+@contextlib.asynccontextmanager
+async def _pool_with_spares() -> AsyncIterator[tuple[ZygotePool, Zygote, Zygote]]:
+    """A fork-jail pool with its two spares ready, the older first; closed after."""
     pool = ZygotePool(Jailer(TEST_LIMITS, replace(JailConfig(), fork_jails=True)), SETTINGS)
     await pool.start()
     try:
         await pool.ready()
         first, second = sorted((z for z in pool.zygotes if z.tenant is None), key=lambda z: z.born)
+        yield pool, first, second
+    finally:
+        await pool.close()
+
+
+async def _ok(run: ZygoteRun) -> None:
+    assert [e["status"] async for e in run.events() if e.get("type") == "done"] == ["ok"]
+
+
+async def _scenario() -> None:
+    async with _pool_with_spares() as (pool, first, second):
         # the first was started with no spare ready, the second while the first was
         assert (weight(first), weight(second)) == ("full", "background")
 
@@ -74,11 +90,8 @@ async def _scenario() -> None:
         assert second.run is other and weight(second) == "full"
         if third.state == "starting":
             assert weight(third) == "full"
-        for r in (run, other):
-            statuses = [e["status"] async for e in r.events() if e.get("type") == "done"]
-            assert statuses == ["ok"]
-    finally:
-        await pool.close()
+        await _ok(run)
+        await _ok(other)
 
 
 def test_spares_made_while_another_is_ready_give_way_to_runs() -> None:
@@ -86,20 +99,14 @@ def test_spares_made_while_another_is_ready_give_way_to_runs() -> None:
 
 
 async def _starved() -> None:
-    pool = ZygotePool(Jailer(TEST_LIMITS, replace(JailConfig(), fork_jails=True)), SETTINGS)
-    await pool.start()
-    try:
-        await pool.ready()
-        _, second = sorted((z for z in pool.zygotes if z.tenant is None), key=lambda z: z.born)
+    async with _pool_with_spares() as (pool, _, second):
         run = await pool.submit(REQUEST, "a|1")  # takes the first; `second` stays ready
         third = await _new_spare(pool, besides=second)  # started in the background
         await asyncio.shield(third.ready)
         # a start takes longer than BACKGROUND_S here: it went on at full weight (left
         # in the background, a ready spare stays there until it is picked: see above)
         assert third.state == "idle" and weight(third) == "full"
-        assert [e["status"] async for e in run.events() if e.get("type") == "done"] == ["ok"]
-    finally:
-        await pool.close()
+        await _ok(run)
 
 
 def test_a_spare_starved_in_the_background_is_made_at_full_weight(

@@ -12,6 +12,7 @@ more than the run itself takes on a warm session).
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import time
@@ -81,18 +82,22 @@ def _connect(url: str) -> tuple[http.client.HTTPConnection, str]:
     return connection, parts.path + (f"?{parts.query}" if parts.query else "")
 
 
+@contextlib.contextmanager
 def _post(
     url: str, body: bytes | None, headers: dict[str, str], read_timeout_s: float
-) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+) -> Iterator[http.client.HTTPResponse]:
+    """The answer to a POST of ``body`` to ``url``, its connection closed after; an
+    answer that breaks off is a ConnectionError, as a server that cannot be reached."""
     connection, path = _connect(url)
     try:
         assert connection.sock is not None
         connection.sock.settimeout(read_timeout_s)
         connection.request("POST", path, body=body, headers=headers)
-        return connection, connection.getresponse()
-    except BaseException:
+        yield connection.getresponse()
+    except http.client.HTTPException as exc:
+        raise ConnectionError(f"the server's answer broke off: {exc!r}") from exc
+    finally:
         connection.close()
-        raise
 
 
 def stream_run(
@@ -119,18 +124,13 @@ def stream_run(
         server.rstrip("/") + "/api/v1/runs" + ("" if cache else "?" + urlencode({"cache": "false"}))
     )
     for attempt in range(retries + 1):
-        connection, response = _post(url, body, headers, read_timeout_s)
-        try:
+        with _post(url, body, headers, read_timeout_s) as response:
             if response.status == 200:
                 for line in response:
                     if line.strip():
                         yield json.loads(line)
                 return
             error = _error(response, response.read())
-        except http.client.HTTPException as exc:  # the answer broke off mid-stream
-            raise ConnectionError(f"the server's answer broke off: {exc!r}") from exc
-        finally:
-            connection.close()
         if error.status in (429, 503) and attempt < retries:
             wait = error.retry_after_s if error.retry_after_s is not None else 1.0
             if wait <= MAX_RETRY_WAIT_S:
@@ -144,8 +144,7 @@ def open_session(server: str) -> dict[str, Any]:
     "max_age_s", "expires_at", ...}``; ServerError when it refuses (429: this address
     was issued its share lately; 404: a server from before sessions)."""
     url = server.rstrip("/") + "/api/v1/sessions"
-    connection, response = _post(url, None, {"Content-Length": "0"}, CONNECT_TIMEOUT_S)
-    try:
+    with _post(url, None, {"Content-Length": "0"}, CONNECT_TIMEOUT_S) as response:
         body = response.read()
         if response.status != 201:
             raise _error(response, body)
@@ -156,7 +155,3 @@ def open_session(server: str) -> dict[str, Any]:
         if not isinstance(issued, dict) or not isinstance(issued.get("session"), str):
             raise ServerError(response.status, "the server's answer names no session")
         return issued
-    except http.client.HTTPException as exc:
-        raise ConnectionError(f"the server's answer broke off: {exc!r}") from exc
-    finally:
-        connection.close()
