@@ -78,6 +78,14 @@ def test_the_budget_is_a_share_of_the_runs_cpu_time_within_its_bounds() -> None:
     assert timing.timing_budget(now - 100.0) == timing.TIMING_TOTAL_BUDGET_S
 
 
+def _spin(x: int) -> int:
+    """50 ms of this process's CPU."""
+    until = time.process_time() + 0.05
+    while time.process_time() < until:
+        pass
+    return x
+
+
 def test_a_warm_up_over_the_give_up_time_is_not_repeated() -> None:
     """An eager call far over the timing's whole budget (an eager scan compiles on every
     call) is called once, and says how long it took."""
@@ -85,7 +93,7 @@ def test_a_warm_up_over_the_give_up_time_is_not_repeated() -> None:
 
     def counted(x: int) -> int:
         calls.append(x)
-        return _slow(x)
+        return _spin(x)
 
     try:
         timing.measure(counted, (1,), 0.01, give_up_s=0.02)
@@ -95,6 +103,14 @@ def test_a_warm_up_over_the_give_up_time_is_not_repeated() -> None:
         raise AssertionError("a 50 ms warm-up over a 20 ms give-up time was repeated")
     # under it: measured as any call
     assert timing.measure(counted, (1,), 0.01, give_up_s=1.0)["runs"] >= 1
+
+
+def test_a_warm_up_slow_only_because_it_waited_for_the_cpu_is_timed() -> None:
+    """On a loaded machine a small call's wall time grows while it waits for a CPU; its
+    CPU time does not. Waiting (here a sleep: the wall time of a 50 ms call with no
+    CPU of its own) is not a cost that leaves the eager row out."""
+    stats = timing.measure(_slow, (1,), 0.01, give_up_s=0.02)
+    assert stats["runs"] >= 1
 
 
 def test_a_small_budget_gets_its_batches_in_shorter_ones() -> None:

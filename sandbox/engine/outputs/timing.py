@@ -52,12 +52,13 @@ MAX_RUNS = 100_000
 #: ends sooner. A noisy function still gets the whole budget.
 SETTLED_BATCHES = 15
 SETTLED_SPREAD = 0.02
-#: An eager call whose warm-up took over this many times the timing's whole budget is
-#: not called again: its row is left out, and a note gives that call's time (an eager
-#: ``lax.scan`` compiles its body on every call: 0.4-0.6 s a call for a 6-block
-#: transformer, a third of plain JAX's whole cell for two calls), and over
-#: EAGER_GIVE_UP_MIN_S: a small function's first eager call in a fresh process compiles
-#: each of its operations (tens of ms), and its row is kept
+#: An eager call whose warm-up took over this many times the timing's whole budget
+#: (its wall or CPU time, the lesser: ``_first_call``) is not called again: its row is
+#: left out, and a note gives that call's time (an eager ``lax.scan`` compiles its body
+#: on every call: 0.4-0.6 s a call for a 6-block transformer, a third of plain JAX's
+#: whole cell for two calls), and over EAGER_GIVE_UP_MIN_S: a small function's first
+#: eager call in a fresh process compiles each of its operations (tens of ms), and its
+#: row is kept
 EAGER_GIVE_UP = 2.0
 EAGER_GIVE_UP_MIN_S = 0.25
 
@@ -125,9 +126,7 @@ def measure(
     against 2 ms), and is never counted; at least one batch follows it, unless the
     warm-up took over ``give_up_s`` (``TooSlow``)."""
     if not warm:
-        start = time.perf_counter()
-        _call(fn, args)
-        took = time.perf_counter() - start
+        took = _first_call(fn, args)
         if give_up_s is not None and took > give_up_s:
             raise TooSlow(took)
     deadline = time.perf_counter() + budget_s
@@ -155,6 +154,16 @@ def measure(
         per_call.append((time.perf_counter() - start) / number)
         runs += number
     return _summary(per_call, runs)
+
+
+def _first_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> float:
+    """One call's cost: the lesser of its wall time and the process's CPU time over it.
+    On a loaded machine a call's wall time grows with the other processes' work and
+    its CPU time does not; a call that runs on several threads uses more CPU than wall
+    time. A call that costs much (an eager scan compiling its body) costs both."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    _call(fn, args)
+    return min(time.perf_counter() - wall, time.process_time() - cpu)
 
 
 def _settled(per_call: list[float]) -> bool:
