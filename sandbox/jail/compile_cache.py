@@ -29,6 +29,11 @@ MAX_USED_FRACTION = 0.8
 _ENTRY = re.compile(r"^[A-Za-z0-9_.-]+-cache$")  # jax/_src/lru_cache.py's names
 
 
+def is_entry_name(name: str) -> bool:
+    """Whether ``name`` is one JAX gives a cache entry."""
+    return _ENTRY.match(name) is not None
+
+
 def sane(path: str = CACHE_DIR) -> bool:
     """Whether the cache holds only what JAX writes, within bounds. The caller
     empties it when not (and retires the jail when it cannot)."""
@@ -45,7 +50,7 @@ def sane(path: str = CACHE_DIR) -> bool:
         with os.scandir(path) as entries:
             for entry in entries:
                 count += 1
-                if count > MAX_ENTRIES or not _ENTRY.match(entry.name):
+                if count > MAX_ENTRIES or not is_entry_name(entry.name):
                     return False
                 entry_info = entry.stat(follow_symlinks=False)
                 if not stat.S_ISREG(entry_info.st_mode) or entry_info.st_nlink != 1:

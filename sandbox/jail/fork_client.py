@@ -103,6 +103,9 @@ class JailTemplate:
         self._logger: asyncio.Task[None] | None = None
         #: how many templates were started (1 unless one died)
         self.starts = 0
+        #: the running template's hello (its pid, threads, and what its command adds:
+        #: a zygote template's ``seeded``, sandbox/zygote/seed.py)
+        self.said: dict[str, Any] = {}
 
     @property
     def alive(self) -> bool:
@@ -154,6 +157,7 @@ class JailTemplate:
             raise TemplateGone(f"the jail template did not start: {hello[:200]!r}")
         self._sock = mine
         self.pid = self._proc.pid
+        self.said = said
         self._reader = asyncio.create_task(self._read())
 
     async def spawn(self, spec: JailSpec, seccomp_fd: int, fds: Mapping[str, int]) -> ForkedJail:

@@ -55,11 +55,13 @@ def threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-def serve(sock: socket.socket, command: Command) -> NoReturn:
+def serve(sock: socket.socket, command: Command, **said: int) -> NoReturn:
     """Fork a jail per order until the socket closes; then end (the jails its
-    children are die with it: their monitors' parent-death signal)."""
+    children are die with it: their monitors' parent-death signal). ``said``: more
+    the template's hello tells the pool (``JailTemplate.said``)."""
     monitors: dict[int, int] = {}  # pidfd -> pid
-    sock.send(json.dumps({"ready": True, "pid": os.getpid(), "threads": threads()}).encode())
+    hello = {**said, "ready": True, "pid": os.getpid(), "threads": threads()}
+    sock.send(json.dumps(hello).encode())
     while True:
         ready, _, _ = select.select([sock.fileno(), *monitors], [], [])
         for pidfd in [fd for fd in ready if fd in monitors]:

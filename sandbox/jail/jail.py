@@ -173,6 +173,11 @@ class Jailer:
             self._templates[key] = found
         return found
 
+    @property
+    def templates(self) -> list[JailTemplate]:
+        """This jailer's templates (each started on its first jail)."""
+        return list(self._templates.values())
+
     async def close_templates(self) -> None:
         templates, self._templates = list(self._templates.values()), {}
         for template in templates:

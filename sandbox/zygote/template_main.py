@@ -6,7 +6,8 @@ Started (unjailed, with a jail's environment and nothing of the server's) as
 CPUs (``CPUS``: one, so that numpy starts no thread) and a jail's environment (``ENV``,
 JSON) before it imports anything,
 imports and warms what every zygote does (main.py's ``boot``: JAX, the libraries,
-tracing; never a backend), freezes its heap, and serves fork_server.py's loop. Each
+tracing; never a backend), has a child make the warm-ups' compilation cache entries
+(seed.py), freezes its heap, and serves fork_server.py's loop. Each
 forked child enters its own jail (sandbox/jail/enter.py) and becomes that jail's
 zygote (main.py's ``serve``) with the descriptors the pool sent for it. It never
 runs anyone's code: a zygote forked from it is as pristine as one that imported
@@ -22,6 +23,10 @@ import time
 from typing import NoReturn
 
 from sandbox.jail import fork_server
+from sandbox.zygote import seed
+
+#: the cache entries every jail's zygote writes into its own cache (seed.py)
+_SEED: seed.Seed = {}
 
 
 def main(argv: list[str]) -> NoReturn:
@@ -29,9 +34,11 @@ def main(argv: list[str]) -> NoReturn:
     from sandbox.zygote import main as zygote  # imports JAX: after the CPUs are set
 
     zygote.boot()
+    global _SEED
+    _SEED = seed.make()  # the warm-ups' compiles, once (seed.py): a child of this makes them
     gc.collect()
     gc.freeze()  # every jail's zygote shares these pages
-    fork_server.serve(sock, _zygote)
+    fork_server.serve(sock, _zygote, seeded=len(_SEED))
 
 
 def _zygote(fds: dict[str, int]) -> NoReturn:
@@ -44,6 +51,7 @@ def _zygote(fds: dict[str, int]) -> NoReturn:
     from sandbox.zygote import main as zygote_main
 
     started = time.monotonic()
+    seed.plant(_SEED)  # before its first warm child, whose warm-ups load them
     argv = ["zygote", str(fds["ctl"]), str(fds.get("run_filter", "-")), str(fds["log"])]
     ctl, run_filter = zygote_main.take_descriptors(argv)
     zygote_main.serve(ctl, run_filter, started)

@@ -132,3 +132,52 @@ def test_a_run_that_fills_or_breaks_the_cache(shared_pool: LivePool) -> None:
         assert after.status == "ok" and "sane" in after.out, (planting, after.events)
         assert after.zygote == a.zygote  # the same jail: emptied, not retired
         assert shown(shared_pool, "cache-full") == fresh, planting
+
+
+#: The cache's entries in a run of a jail: name -> (its content's hash, its time in ns).
+LISTING = textwrap.dedent(f"""
+    import hashlib, os
+    d = {CACHE_DIR!r}
+    def seen(name):
+        path = os.path.join(d, name)
+        with open(path, 'rb') as f:
+            return hashlib.sha256(f.read()).hexdigest(), os.stat(path).st_mtime_ns
+    print({{name: seen(name) for name in sorted(os.listdir(d))}})
+""")
+
+
+def listing(live: LivePool, tenant: str) -> dict[str, tuple[str, int]]:
+    r = live.run(LISTING, tenant=tenant)
+    assert r.status == "ok", r.events
+    found: dict[str, tuple[str, int]] = eval(r.out)
+    return found
+
+
+def test_every_jail_starts_with_its_templates_warm_up_entries_each_its_own_copy(
+    shared_pool: LivePool,
+) -> None:
+    """The warm-ups' compiles are made once, by the template's seed (sandbox/zygote/
+    seed.py), and written into each new jail's own cache before its first warm child:
+    two new tenants' first runs find the same entries, of one content and one time,
+    and nothing more (each warm-up loaded its entry instead of compiling it). What a
+    tenant writes over its copy stays in its jail: the next new jail has the seed's."""
+    seeded = [t.said.get("seeded") for t in shared_pool.pool.jailer.templates if t.alive]
+    assert seeded and all(n is not None and n >= 3 for n in seeded), seeded
+    red, blue = listing(shared_pool, "seed-red"), listing(shared_pool, "seed-blue")
+    assert red == blue and len(red) == max(seeded), (red, blue)
+    warm_ups = ("jit_broadcast_in_dim-", "jit_convert_element_type-", "jit__lambda-")
+    assert all(any(name.startswith(w) for name in red) for w in warm_ups), red
+    spoil = shared_pool.run(
+        textwrap.dedent(f"""
+        import os
+        for name in os.listdir({CACHE_DIR!r}):
+            with open(os.path.join({CACHE_DIR!r}, name), 'r+b') as f:
+                f.write(b'\\x00forged' * 64)
+        print('spoiled')
+        """),
+        tenant="seed-red",
+    )
+    assert spoil.status == "ok" and "spoiled" in spoil.out, spoil.events
+    assert listing(shared_pool, "seed-red") != red  # its own copy, spoiled...
+    assert listing(shared_pool, "seed-blue") == red  # ...not another's
+    assert listing(shared_pool, "seed-green") == red  # nor the next jail's

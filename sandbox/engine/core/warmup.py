@@ -58,19 +58,16 @@ def prepare(thorough: bool = False) -> None:
         jax.make_jaxpr(fn)(arg)
     if thorough:
         # every output's module, and what each imports on first use (its row's
-        # ``prepare``), in the baseline that every child of the zygote shares
-        from sandbox.engine.core import errors  # noqa: F401
-
-        # What a run's first lowering and compile import, which every warm child would
-        # import again: the MHLO and builtin dialects' bindings (JAX loads them as it makes its
-        # first MLIR context), the compile's log capture and the Pallas check.
+        # ``prepare``), in the baseline that every child of the zygote shares; and
+        # what a run's first lowering and compile import, which every warm child would
+        # import again: the MHLO and builtin dialects' bindings (JAX loads them as it
+        # makes its first MLIR context), the compile's log capture and the Pallas check.
         from jax._src.lib.mlir import dialects
 
-        from sandbox.engine.core import compile_log, pallas  # noqa: F401
+        from sandbox.engine.core import compile_log, errors, pallas  # noqa: F401
 
         for name in ("mhlo", "builtin"):
             getattr(dialects, name, None)  # lazy attributes: this imports them
-
         for _, output in registry.rows(registry.NAMES):
             if output.prepare is not None:
                 output.prepare()
