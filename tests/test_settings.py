@@ -239,6 +239,7 @@ READS_ENVIRONMENT = {
     "sandbox/engine/core/gpu_target.py": "JAX_SKIP_CUDA_CONSTRAINTS_CHECK",
     "sandbox/engine/core/tpu_topology.py": "libtpu's variables",
     "sandbox/zygote/main.py": "JAX_PLATFORMS, reported in the zygote's hello",
+    "sandbox/zygote/seed.py": "JAX_PLATFORMS of the jails' environment: no seed for a device's",
     "sandbox/engine/outputs/export.py": "the jail's environment, passed on to the export's round trip",
     "sandbox/zygote/watch.py": "the environment as part of a process's state",
     # not read at all: the text of a bug report's repro script sets XLA_FLAGS for its devices

@@ -287,6 +287,8 @@ def test_output_is_text_never_html_and_marked_trace_time(page: Any) -> None:
     assert wait_done(page) == "ok"
     show_tab(page, "console")
     console = page.locator("#panel-console")
+    # the pane is drawn once its module has loaded (on a loaded machine, after the click)
+    console.locator(".console-entry").first.wait_for(timeout=15_000)
     assert "<b id=injected>bold</b>" in console.inner_text()
     assert page.locator("#injected").count() == 0 and console.locator("img").count() == 0
     assert console.locator(".console-entry[data-stage=trace]").count() >= 1
