@@ -204,7 +204,12 @@ class RuleTables:
     namespaces: keys and values in order, by identity, no code of theirs run (in C
     where every mapping is an exact dict)."""
 
-    def __init__(self, modules: dict[str, Any]) -> None:
+    def __init__(
+        self, modules: dict[str, Any], candidates: dict[str, list[tuple[Any, Any]] | None]
+    ) -> None:
+        """``candidates``: by module, what ``rule_candidates`` found in its namespace
+        (the walk's, kept up to date with it: ``ModuleWalk.candidates``); a module
+        without them is read here."""
         core = modules.get("jax._src.core")
         primitive = getattr(core, "Primitive", None)
         self.names: list[str] = []
@@ -227,10 +232,15 @@ class RuleTables:
                     prims.setdefault(id(key), key)
 
         for name, module in list(modules.items()):
-            ns = getattr(module, "__dict__", None)
-            if name.partition(".")[0] not in RULE_TABLE_PACKAGES or not isinstance(ns, dict):
+            if name.partition(".")[0] not in RULE_TABLE_PACKAGES:
                 continue
-            for attr, value in list(ns.items()):
+            found = candidates.get(name)
+            if found is None:
+                ns = getattr(module, "__dict__", None)
+                if not isinstance(ns, dict):
+                    continue
+                found = rule_candidates(ns, primitive)
+            for attr, value in found:
                 if isinstance(value, primitive):
                     prims.setdefault(id(value), value)
                 if not isinstance(value, dict) or not isinstance(attr, str):
@@ -319,6 +329,21 @@ def _runtime_rule(rule: Any, runtime: tuple[str, ...], depth: int = 0) -> bool:
     return code is not None and os.path.realpath(code.co_filename).startswith(runtime)
 
 
+def rule_candidates(ns: dict[Any, Any], primitive: type) -> list[tuple[Any, Any]]:
+    """What of a module's namespace ``RuleTables`` looks at, in order: its primitives
+    and its dicts under a name (a rule table is one by its contents or its name)."""
+    return [
+        (attr, value)
+        for attr, value in list(ns.items())
+        if isinstance(value, primitive) or (isinstance(value, dict) and isinstance(attr, str))
+    ]
+
+
+def _primitive_type() -> type | None:
+    kind = getattr(sys.modules.get("jax._src.core"), "Primitive", None)
+    return kind if isinstance(kind, type) else None
+
+
 def _keyed_by(d: dict[Any, Any], kind: type) -> bool:
     """Whether any of ``d``'s first keys is a ``kind`` (no code of a key runs)."""
     return any(isinstance(k, kind) for k in list(d)[:16])
@@ -347,6 +372,10 @@ class ModuleWalk:
         self.guarded: dict[int, Any] = {}
         #: the class namespaces each module's walk added, by module
         self.classes: dict[str, list[str]] = {}
+        #: what RuleTables reads of each module of RULE_TABLE_PACKAGES (``rule_candidates``,
+        #: None where JAX's Primitive was not there to tell), found as it is walked: a
+        #: module whose namespace has not changed since holds the same objects
+        self.candidates: dict[str, list[tuple[Any, Any]] | None] = {}
 
     @classmethod
     def of_sys_modules(cls) -> ModuleWalk:
@@ -361,6 +390,9 @@ class ModuleWalk:
         if not isinstance(d, dict):
             return
         self.namespaces[name] = _Namespace(module)
+        if name.partition(".")[0] in RULE_TABLE_PACKAGES:
+            primitive = _primitive_type()
+            self.candidates[name] = rule_candidates(d, primitive) if primitive else None
         watched = name.partition(".")[0] in CLASS_FAMILIES
         classes = self.classes.setdefault(name, [])
         for value in list(d.values()):
@@ -381,6 +413,7 @@ class ModuleWalk:
     def _drop(self, name: str) -> None:
         self.modules.pop(name, None)
         self.namespaces.pop(name, None)
+        self.candidates.pop(name, None)
         for key in self.classes.pop(name, []):
             self.namespaces.pop(key, None)
 
@@ -468,7 +501,7 @@ class Watch:
         self._guarded = walk.guarded  # kept alive: their ids stay theirs
         self._ids = frozenset(self._guarded)
         self._index()
-        self.rules = RuleTables(self.modules)
+        self.rules = RuleTables(self.modules, walk.candidates)
         self.values = _values()
         self.streams = (sys.stdout, sys.stderr, sys.stdin)
         self.random_states = _random_states()
@@ -563,7 +596,7 @@ class Watch:
                 self._add(name, module)
             self._ids = frozenset(self._guarded)
             self._index()
-            self.rules = RuleTables(self.modules)  # the new modules' tables too
+            self.rules = RuleTables(self.modules, self._walk.candidates)  # the new modules' too
         return found
 
     def _adoptable(self, module: Any) -> bool:

@@ -362,11 +362,14 @@ from sandbox.engine import api
 
 
 def main():  # its names are not __main__'s, which is watched too
+    import jax._src.core as core
+    core.prebuilt_table_probe = {}  # walked empty: a rule table only once filled, below
     zygote.boot()  # imports, warms tracing; its last step is the walk
     assert len(state_watch._PREBUILT) == 1
     for step in api.warm_backend():
         step()
-    import jax.numpy as jnp, jax._src.core as core, xml.dom.minidom
+    import jax.numpy as jnp, xml.dom.minidom
+    core.prebuilt_table_probe[core.Primitive("prebuilt_probe_p")] = print
     jnp.prebuilt_probe = lambda: None
     core.Primitive.prebuilt_probe = lambda self: None
     del sys.modules["xml.dom.minidom"]
@@ -387,6 +390,13 @@ def main():  # its names are not __main__'s, which is watched too
     assert id(jnp.prebuilt_probe) in watch._guarded
     assert id(core.Primitive.__dict__["prebuilt_probe"]) in watch._guarded
     assert "xml.dom.minidom" not in watch.modules and watch.modules["json"] is sys.modules["json"]
+    # JAX's rule tables, found from the walk's candidates, as a whole scan finds them
+    scanned = state_watch.RuleTables(fresh.modules, {})
+    assert watch.rules.names == scanned.names, set(watch.rules.names) ^ set(scanned.names)
+    assert "jax._src.core.prebuilt_table_probe" in scanned.names
+    for mine, theirs in zip(watch.rules.entries, scanned.entries, strict=True):
+        assert all(map(lambda a, b: a is b, mine[:3], theirs[:3]))
+        assert mine[3:] == theirs[3:]
     assert watch.changes() == [], watch.changes()
     jnp.prebuilt_probe = None
     assert "the attributes of jax.numpy" in watch.changes(), watch.changes()
