@@ -23,15 +23,16 @@ import time
 from typing import NoReturn
 
 from sandbox.jail import fork_server
-from sandbox.zygote import seed
 
-#: the cache entries every jail's zygote writes into its own cache (seed.py)
-_SEED: seed.Seed = {}
+#: the cache entries every jail's zygote writes into its own cache (seed.py's Seed)
+_SEED: dict[str, tuple[bytes, int]] = {}
 
 
 def main(argv: list[str]) -> NoReturn:
     sock = fork_server.take_place(argv)
-    from sandbox.zygote import main as zygote  # imports JAX: after the CPUs are set
+    # imports JAX: after the CPUs and the environment are set
+    from sandbox.zygote import main as zygote
+    from sandbox.zygote import seed
 
     zygote.boot()
     global _SEED
@@ -49,6 +50,7 @@ def _zygote(fds: dict[str, int]) -> NoReturn:
         os.write(fds["check"], b"ok")
         os._exit(0)
     from sandbox.zygote import main as zygote_main
+    from sandbox.zygote import seed
 
     started = time.monotonic()
     seed.plant(_SEED)  # before its first warm child, whose warm-ups load them
