@@ -23,6 +23,7 @@ cache (sandbox/engine/core/persistent_cache.py).
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import stat
@@ -92,20 +93,19 @@ def _warm_into(directory: str) -> NoReturn:
 
 
 def _ended_well(pid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            code = os.waitstatus_to_exitcode(status)
-            if code != 0:
-                print(f"jaxplay: compile seed: its child ended with {code}", file=sys.stderr)
-            return code == 0
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
+    pidfd = os.pidfd_open(pid)
+    try:
+        if not select.select([pidfd], [], [], timeout_s)[0]:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             os.waitpid(pid, 0)
             print(f"jaxplay: compile seed: its child took over {timeout_s:g} s", file=sys.stderr)
             return False
-        time.sleep(0.005)
+    finally:
+        os.close(pidfd)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if code != 0:
+        print(f"jaxplay: compile seed: its child ended with {code}", file=sys.stderr)
+    return code == 0
 
 
 def _read(directory: str) -> Seed:

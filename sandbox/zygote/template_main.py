@@ -16,16 +16,17 @@ JAX itself.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import sys
 import time
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from sandbox.jail import fork_server
 
-#: the cache entries every jail's zygote writes into its own cache (seed.py's Seed)
-_SEED: dict[str, tuple[bytes, int]] = {}
+if TYPE_CHECKING:
+    from sandbox.zygote.seed import Seed
 
 
 def main(argv: list[str]) -> NoReturn:
@@ -35,17 +36,16 @@ def main(argv: list[str]) -> NoReturn:
     from sandbox.zygote import seed
 
     zygote.boot()
-    global _SEED
-    _SEED = seed.make()  # the warm-ups' compiles, once (seed.py): a child of this makes them
+    made = seed.make()  # the warm-ups' compiles, once (seed.py): a child of this makes them
     gc.collect()
     gc.freeze()  # every jail's zygote shares these pages
-    fork_server.serve(sock, _zygote, seeded=len(_SEED))
+    fork_server.serve(sock, functools.partial(_zygote, made), seeded=len(made))
 
 
-def _zygote(fds: dict[str, int]) -> NoReturn:
-    """In a forked jail (its pid 2): this jail's zygote, from its imports on; or, for
-    the pool's start-up check (``Jailer.check``: only the role ``check``), proof that
-    a jail was built and entered, and its end."""
+def _zygote(made: Seed, fds: dict[str, int]) -> NoReturn:
+    """In a forked jail (its pid 2): this jail's zygote, from its imports on, its cache
+    seeded with ``made``; or, for the pool's start-up check (``Jailer.check``: only the
+    role ``check``), proof that a jail was built and entered, and its end."""
     if set(fds) == {"check"}:
         os.write(fds["check"], b"ok")
         os._exit(0)
@@ -53,7 +53,7 @@ def _zygote(fds: dict[str, int]) -> NoReturn:
     from sandbox.zygote import seed
 
     started = time.monotonic()
-    seed.plant(_SEED)  # before its first warm child, whose warm-ups load them
+    seed.plant(made)  # before its first warm child, whose warm-ups load them
     argv = ["zygote", str(fds["ctl"]), str(fds.get("run_filter", "-")), str(fds["log"])]
     ctl, run_filter = zygote_main.take_descriptors(argv)
     zygote_main.serve(ctl, run_filter, started)
