@@ -49,6 +49,17 @@ def warm_backend() -> list[Callable[[], Any]]:
     return warmup.warm_backend()
 
 
+def share_eager(fd: int) -> bool:
+    """This process and every child it forks record what a run's set-up compiles
+    eagerly and misses, for the template's eager compiler, and report it on ``fd``
+    (the zygote's pipe; core/shared_eager.py): hooks in JAX's Python only (no backend,
+    no thread), so a zygote may call it before it forks. False where this JAX has no
+    such hooks."""
+    from sandbox.engine.core import shared_eager
+
+    return shared_eager.connect(fd)
+
+
 def describe() -> dict[str, Any]:
     """What this process runs on, as ``accepted`` says it for a CPU run of one device."""
     return warmup.describe()

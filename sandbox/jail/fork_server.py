@@ -33,6 +33,8 @@ MAX_FDS = 8
 MAX_BYTES = 1 << 16
 
 Command = Callable[[dict[str, int]], NoReturn]
+#: descriptors the template itself gives each new jail, by role (made before its fork)
+PerJail = Callable[[], dict[str, int]]
 
 
 def take_place(argv: list[str]) -> socket.socket:
@@ -55,10 +57,14 @@ def threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-def serve(sock: socket.socket, command: Command, **said: int) -> NoReturn:
+def serve(
+    sock: socket.socket, command: Command, per_jail: PerJail | None = None, **said: int
+) -> NoReturn:
     """Fork a jail per order until the socket closes; then end (the jails its
-    children are die with it: their monitors' parent-death signal). ``said``: more
-    the template's hello tells the pool (``JailTemplate.said``)."""
+    children are die with it: their monitors' parent-death signal). ``per_jail``:
+    descriptors of the template's own that each jail gets besides the order's (closed
+    here once it forked). ``said``: more the template's hello tells the pool
+    (``JailTemplate.said``)."""
     monitors: dict[int, int] = {}  # pidfd -> pid
     hello = {**said, "ready": True, "pid": os.getpid(), "threads": threads()}
     sock.send(json.dumps(hello).encode())
@@ -98,21 +104,23 @@ def serve(sock: socket.socket, command: Command, **said: int) -> NoReturn:
                 os.close(fd)
             _send(sock, {"seq": seq, "error": f"the template has {n} threads: it forks none"})
             continue
+        own = {r: fd for r, fd in (per_jail() if per_jail else {}).items() if r not in roles}
         sys.stdout.flush()
         sys.stderr.flush()
         try:
             pid = os.fork()
         except OSError as exc:
-            for fd in fds:
+            for fd in [*fds, *own.values()]:
                 os.close(fd)
             _send(sock, {"seq": seq, "error": f"fork: {exc}"})
             continue
         if pid == 0:
             err_fd, seccomp_fd, *given = fds
-            by_role = dict(zip(roles, given, strict=True))
-            enter(spec, given, err_fd, seccomp_fd)  # closes the template's socket
+            by_role = {**dict(zip(roles, given, strict=True)), **own}
+            # closes the template's socket and all but these
+            enter(spec, [*given, *own.values()], err_fd, seccomp_fd)
             command(by_role)
-        for fd in fds:
+        for fd in [*fds, *own.values()]:
             os.close(fd)
         pidfd = os.pidfd_open(pid)
         monitors[pidfd] = pid

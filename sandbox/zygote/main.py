@@ -87,6 +87,7 @@ from sandbox.zygote.control import (
     run_word,
     warm_description,
 )
+from sandbox.zygote.eager_link import EagerLink
 from sandbox.zygote.kernel_view import busy_threads, cpu_ticks, kernel_changes, kernel_view, rss_kib
 from sandbox.zygote.watch import IDENTITY_CHECK
 
@@ -161,17 +162,22 @@ def take_descriptors(argv: list[str]) -> tuple[socket.socket, bytes | None]:
     return ctl, run_filter
 
 
-def serve(ctl: socket.socket, run_filter: bytes | None, started: float) -> None:
-    """The zygote's life after its imports: its jail's compilation cache, the heap
-    frozen, the first warm child, the hello, then the loop until the pool hangs up."""
+def serve(
+    ctl: socket.socket, run_filter: bytes | None, started: float, eager_fd: int | None = None
+) -> None:
+    """The zygote's life after its imports: its jail's compilation cache (and, forked
+    from a template, its connection to the template's eager compiler: ``eager_fd``),
+    the heap frozen, the first warm child, the hello, then the loop until the pool
+    hangs up."""
     cache_on = enable_compile_cache()  # the tenant's own, in its jail: before any child compiles
+    eager = _eager_link(eager_fd, cache_on)
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them on first GC
     gc.enable()  # off while it imported (handle.py's boot line): on for every child
     ms = (time.monotonic() - started) * 1000
     rss = rss_kib(os.getpid())
     threads = len(os.listdir("/proc/self/task"))  # must be 1: we fork
-    zygote = ZygoteProcess(ctl, api, run_filter)
+    zygote = ZygoteProcess(ctl, api, run_filter, eager)
     # A new tenant's first run comes as soon as the zygote is ready: its first warm
     # child says warm only once all its warm-ups are done (and its baseline taken), so
     # none is in its way, and every zygote's first run, a pristine one or a new
@@ -196,12 +202,36 @@ def serve(ctl: socket.socket, run_filter: bytes | None, started: float) -> None:
     os._exit(0)
 
 
+def _eager_link(fd: int | None, cache_on: bool) -> EagerLink | None:
+    """The jail's link to its template's eager compiler (eager_link.py), with what it
+    learnt so far written into the jail's cache; None where there is no compiler, no
+    cache to write into, or no hooks in this JAX."""
+    if fd is None:
+        return None
+    if not cache_on:
+        os.close(fd)
+        return None
+    link = EagerLink(fd)
+    if not api.share_eager(link.write_fd):  # every child records its set-up's misses
+        link.close()
+        return None
+    link.pull()  # before the first warm child
+    return link
+
+
 class ZygoteProcess:
     """The zygote's loop, and its one pre-forked warm child (pid, socket) if any."""
 
-    def __init__(self, ctl: socket.socket, engine: Engine, run_filter: bytes | None = None) -> None:
+    def __init__(
+        self,
+        ctl: socket.socket,
+        engine: Engine,
+        run_filter: bytes | None = None,
+        eager: EagerLink | None = None,
+    ) -> None:
         self.ctl, self.engine = ctl, engine
         self.run_filter = run_filter
+        self.eager = eager
         self.warm: tuple[int, socket.socket] | None = None
         self._warmed: set[int] = set()  # warm children that said they are ready
         self._clean = True  # the last cleanup succeeded: a warm child may be forked
@@ -262,6 +292,7 @@ class ZygoteProcess:
         pid = os.fork()
         if pid == 0:
             mine.close()
+            self._child_closes()
             child.warm_child(self.engine, self.ctl, self.run_filter, its, settle)
         its.close()
         self.warm = (pid, mine)
@@ -309,6 +340,8 @@ class ZygoteProcess:
         pid: int | None = None
         kept_sock: socket.socket | None = None
         token = b""
+        if self.eager is not None:
+            self.eager.pull()  # what the compiler learnt meanwhile, for this run's set-up
         # A warm child still warming up (runs back to back) is not waited for: a cold
         # child is as fast, once the warm one is out of the way.
         if warm_ok and self.warm is not None and self.wait_warm(0) and self._idle(self.warm[0]):
@@ -355,6 +388,8 @@ class ZygoteProcess:
             self.warm = None
         self._warmed.clear()
         keepable = ended is not None and status == 0
+        if self.eager is not None:
+            self.eager.pass_on()  # what its set-up compiled, for the compiler to learn
         clean, spared = cleanup(self._kept, pid if keepable else None)
         if keepable and not (spared and clean):  # it went with what the run left
             self._drop(pid, kept_sock, exited=False)
@@ -499,8 +534,16 @@ class ZygoteProcess:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
+            self._child_closes()
             child.cold_child(self.engine, self.ctl, self.run_filter, fds)
         return pid
+
+    def _child_closes(self) -> None:
+        """In a child, what is the zygote's alone: its link to the eager compiler (the
+        child keeps only the pipe's end it reports on)."""
+        if self.eager is not None:
+            self.eager.close()
+            os.close(self.eager.report_fd)
 
 
 def _message(sock: socket.socket) -> tuple[dict[str, Any] | None, bool]:

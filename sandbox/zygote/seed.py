@@ -47,14 +47,19 @@ MAX_SEED_BYTES = 4 << 20
 MAKE_S = 60.0
 
 
+def backend_outside_jails() -> bool:
+    """Whether a child of the template may start a backend outside any jail (this
+    seed's, the eager compiler's): only the CPU's, never an accelerator's device
+    nodes, which a device worker's jails open (its jails' JAX_PLATFORMS says)."""
+    return os.environ.get("JAX_PLATFORMS") == "cpu"
+
+
 def make(timeout_s: float = MAKE_S) -> Seed:
     """In the template (its one thread, JAX imported, no backend): the warm-ups'
     cache entries, made by a child of it. Empty, with the reason on standard error,
     when the jails are a device worker's, the child fails, or this JAX has no cache
     that can be bypassed."""
-    if os.environ.get("JAX_PLATFORMS") != "cpu":
-        # The seed's child runs outside any jail: it may start the CPU backend, never
-        # open an accelerator's device nodes (a device worker's jails do that).
+    if not backend_outside_jails():
         print("jaxplay: compile seed: none, the jails' JAX_PLATFORMS is not cpu", file=sys.stderr)
         return {}
     started = time.monotonic()

@@ -4,7 +4,9 @@ config, threads) the next run of the same tenant shows what a fresh one would.""
 
 from __future__ import annotations
 
+import tempfile
 import textwrap
+from pathlib import Path
 from typing import Any
 
 from sandbox.jail.compile_cache import CACHE_DIR
@@ -159,12 +161,21 @@ def test_every_jail_starts_with_its_templates_warm_up_entries_each_its_own_copy(
     """The warm-ups' compiles are made once, by the template's seed (sandbox/zygote/
     seed.py), and written into each new jail's own cache before its first warm child:
     two new tenants' first runs find the same entries, of one content and one time,
-    and nothing more (each warm-up loaded its entry instead of compiling it). What a
-    tenant writes over its copy stays in its jail: the next new jail has the seed's."""
+    and nothing more but what the template's eager compiler learnt, with its time
+    (each warm-up loaded its entry instead of compiling it). What a tenant writes over
+    its copy stays in its jail: the next new jail has the template's."""
     seeded = [t.said.get("seeded") for t in shared_pool.pool.jailer.templates if t.alive]
     assert seeded and all(n is not None and n >= 3 for n in seeded), seeded
     red, blue = listing(shared_pool, "seed-red"), listing(shared_pool, "seed-blue")
-    assert red == blue and len(red) == max(seeded), (red, blue)
+    # the compiler may have learnt more between the two: what both hold is the same
+    assert all(blue.get(name) == entry for name, entry in red.items()), (red, blue)
+    # the compiler's entries come with its files' times; the rest are the seed's
+    learnt = {
+        (p.name, p.stat().st_mtime_ns)
+        for p in Path(tempfile.gettempdir()).glob("jaxplay-eager-*/*-cache")
+    }
+    seed = {name for name, (_, made) in red.items() if (name, made) not in learnt}
+    assert len(seed) == max(seeded), (red, learnt)
     warm_ups = ("jit_broadcast_in_dim-", "jit_convert_element_type-", "jit__lambda-")
     assert all(any(name.startswith(w) for name in red) for w in warm_ups), red
     spoil = shared_pool.run(
@@ -179,5 +190,6 @@ def test_every_jail_starts_with_its_templates_warm_up_entries_each_its_own_copy(
     )
     assert spoil.status == "ok" and "spoiled" in spoil.out, spoil.events
     assert listing(shared_pool, "seed-red") != red  # its own copy, spoiled...
-    assert listing(shared_pool, "seed-blue") == red  # ...not another's
-    assert listing(shared_pool, "seed-green") == red  # nor the next jail's
+    for tenant in ("seed-blue", "seed-green"):  # ...not another's, nor the next jail's
+        theirs = listing(shared_pool, tenant)
+        assert all(theirs.get(name) == entry for name, entry in red.items()), theirs

@@ -172,7 +172,7 @@ class Run:
             hooks.report()
 
     def _execute(self) -> DoneStatus:
-        from sandbox.engine.core import program
+        from sandbox.engine.core import program, shared_eager
 
         request = self.request
         try:
@@ -181,9 +181,13 @@ class Run:
             with contextlib.ExitStack() as stack:
                 for hooks in self.hooks:
                     stack.enter_context(hooks.around_exec())
+                # the set-up's eager compiles may come from the template's compiler
+                stack.enter_context(shared_eager.sharing())
                 module = self.staged("exec", lambda: program.execute_module(request.code))
             namespace = module.__dict__
-            args = self.staged("args", lambda: self.arguments(namespace))
+            with shared_eager.sharing():
+                args = self.staged("args", lambda: self.arguments(namespace))
+            shared_eager.report()  # what the set-up compiled and missed, for its zygote
             f = self.staged(
                 "exec", lambda: program.resolve_entry(module, request.entry), report=False
             )
