@@ -38,6 +38,9 @@ class EagerLink:
         self.sock.settimeout(PULL_S)
         self.report_fd, self._write_fd = os.pipe()  # read here; written by the runs
         os.set_blocking(self.report_fd, False)
+        # a run that writes it full is refused (EAGAIN), never left waiting for a
+        # reader that reads only after the run
+        os.set_blocking(self._write_fd, False)
         self.next = 0
 
     @property

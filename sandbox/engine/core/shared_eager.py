@@ -256,8 +256,7 @@ def report() -> int:
     if link.fd is None or not missed:
         return 0
     data = b"".join(r.to_bytes() + b"\n" for r in missed)
-    with contextlib.suppress(OSError):
-        os.set_blocking(link.fd, False)
+    with contextlib.suppress(OSError):  # full (the zygote made it non-blocking): dropped
         os.write(link.fd, data[:REPORT_BYTES])
     return len(missed)
 
