@@ -6,8 +6,10 @@ gives every child it forks the write end of one pipe (``report_fd``), on which a
 run's engine writes the descriptions of what its set-up compiled eagerly and missed
 (sandbox/engine/core/shared_eager.py); the zygote reads that pipe after each run and
 passes what it holds on, unread but for its size (the compiler checks each line:
-it is a run's word). Before each run, and once before its first warm child, it asks
-the compiler for what it learnt since the last time and writes each entry into the
+it is a run's word). Before each run in a new process (a kept one has its own
+in-memory caches of what it met), and once before its first warm child, it asks the
+compiler for what it learnt since the last time (waiting, at most, for the one
+compile the compiler may be in the middle of) and writes each entry into the
 jail's compilation cache as the seed's are written (seed.py's ``plant``: new files
 only, never through a link), so that JAX there loads them instead of compiling.
 

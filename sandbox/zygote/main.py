@@ -340,8 +340,10 @@ class ZygoteProcess:
         pid: int | None = None
         kept_sock: socket.socket | None = None
         token = b""
-        if self.eager is not None:
-            self.eager.pull()  # what the compiler learnt meanwhile, for this run's set-up
+        if self.eager is not None and not (self.warm and self.warm[0] in self._served):
+            # what the compiler learnt meanwhile, for the set-up of a run in a new
+            # process (a kept one has its own in-memory caches of what it met)
+            self.eager.pull()
         # A warm child still warming up (runs back to back) is not waited for: a cold
         # child is as fast, once the warm one is out of the way.
         if warm_ok and self.warm is not None and self.wait_warm(0) and self._idle(self.warm[0]):

@@ -181,7 +181,7 @@ class Run:
             with contextlib.ExitStack() as stack:
                 for hooks in self.hooks:
                     stack.enter_context(hooks.around_exec())
-                # the set-up's eager compiles may come from the template's compiler
+                # the set-up's eager misses are recorded for the template's compiler
                 stack.enter_context(shared_eager.sharing())
                 module = self.staged("exec", lambda: program.execute_module(request.code))
             namespace = module.__dict__
@@ -192,6 +192,7 @@ class Run:
                 "exec", lambda: program.resolve_entry(module, request.entry), report=False
             )
         except UserError as error:
+            shared_eager.report()  # a set-up that failed may have compiled some first
             self.fail(error)
             self.report()
             return "error"
