@@ -24,12 +24,11 @@ import json
 import os
 import socket
 
+from sandbox.engine.core.shared_eager import REPORT_BYTES
 from sandbox.jail import compile_cache
 
 #: how long a pull may take before the link is given up
 PULL_S = 0.5
-#: what one report may hold (the compiler reads 64 KiB a message)
-REPORT_BYTES = 60 << 10
 
 
 class EagerLink:

@@ -255,9 +255,14 @@ def report() -> int:
     link.missed.clear()
     if link.fd is None or not missed:
         return 0
-    data = b"".join(r.to_bytes() + b"\n" for r in missed)
+    data = b""
+    for description in missed:  # whole lines only
+        line = description.to_bytes() + b"\n"
+        if len(data) + len(line) > REPORT_BYTES:
+            break
+        data += line
     with contextlib.suppress(OSError):  # full (the zygote made it non-blocking): dropped
-        os.write(link.fd, data[:REPORT_BYTES])
+        os.write(link.fd, data)
     return len(missed)
 
 
