@@ -26,7 +26,8 @@ that connection.
 
 Only a template whose jails run on the CPU has one: it starts a backend outside any
 jail, which must never open an accelerator's device nodes (seed.py). It ends with
-the template (a parent-death SIGTERM), its directory with it.
+the template (a parent-death SIGTERM), its directory with it; a directory left by one
+killed outright is removed by the next compiler that starts on the machine.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ SEND_S = 2.0
 #: a message from a zygote: its kind and up to this many bytes
 MAX_MESSAGE = 64 << 10
 MAX_ENTRIES = 2048
+#: its store's name in the temporary directory: this, its pid, a random part
+PREFIX = "jaxplay-eager-"
 MAX_BYTES = 32 << 20
 
 
@@ -107,7 +110,8 @@ def _child(control: socket.socket) -> NoReturn:
             os._exit(0)
         os.closerange(3, control.fileno())  # the template's own socket among them
         os.closerange(control.fileno() + 1, 1 << 16)
-        directory = tempfile.mkdtemp(prefix="jaxplay-eager-")
+        _sweep(tempfile.gettempdir())
+        directory = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
         persistent_cache.enable(directory)
         Server(control, directory).serve()
     except SystemExit:
@@ -122,6 +126,17 @@ def _child(control: socket.socket) -> NoReturn:
 
 def _end(signum: int, frame: object) -> NoReturn:
     raise SystemExit(0)
+
+
+def _sweep(top: str) -> None:
+    """The stores of compilers that died without removing theirs (killed outright):
+    each directory is named with its compiler's pid, and one whose pid is not alive is
+    removed (one of another user's stays: not ours to remove)."""
+    for name in os.listdir(top):
+        pid = name[len(PREFIX) :].split("-", 1)[0]
+        if not name.startswith(PREFIX) or not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+            continue
+        shutil.rmtree(os.path.join(top, name), ignore_errors=True)
 
 
 class Server:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from sandbox.engine.core.shared_eager import TABLE, Aval, Description, Unshareable
-from sandbox.zygote.eager_compiler import LEARN_PER_JAIL
+from sandbox.zygote.eager_compiler import LEARN_PER_JAIL, PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -263,8 +263,17 @@ def test_a_device_workers_template_has_no_compiler(tmp_path: Path) -> None:
 
 
 def test_the_compiler_ends_with_its_template_and_leaves_no_directory(tmp_path: Path) -> None:
+    """Its own directory goes with it; one left by a compiler killed outright (its pid
+    not alive) goes when the next one starts, and a live one's stays."""
+    dead, live = tmp_path / f"{PREFIX}999999999-x", tmp_path / f"{PREFIX}{os.getpid()}-y"
+    for store in (dead, live):
+        store.mkdir()
+        (store / "jit_add-0-cache").write_bytes(b"left")
     said = template(tmp_path, "one", f"CASES['one'] = lambda: jail({SETUP!r})")
     assert len(said["missed"]) >= 3, said
+    assert not dead.exists() and live.exists()
+    live.joinpath("jit_add-0-cache").unlink()
+    live.rmdir()
     deadline = time.monotonic() + 5
     while any(p.name.startswith("jaxplay-eager-") for p in tmp_path.iterdir()):
         assert time.monotonic() < deadline, list(tmp_path.iterdir())
