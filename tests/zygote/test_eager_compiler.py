@@ -37,11 +37,14 @@ from sandbox.engine.core import shared_eager
 compiler = eager_compiler.start()
 
 
-def jail(code):
+def jail(code, before=None):
     '''A child as a jail would be, its zygote's part and its run's in one process: its
     own cache directory and link, what the compiler learnt planted, the hooks, a
-    backend; ``code`` run as a run's set-up, reported, passed on.'''
+    backend; ``code`` run as a run's set-up, reported, passed on. ``before``: called
+    once the jail's connection is made.'''
     fd = compiler.connection()
+    if before is not None:
+        before()
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -52,6 +55,7 @@ def jail(code):
         link = EagerLink(fd)
         hooked = api.share_eager(link.write_fd)
         link.pull(local)
+        linked = link.sock is not None
         planted = sorted(os.listdir(local))
         import jax, jax.numpy as jnp
         jax.devices()
@@ -68,7 +72,8 @@ def jail(code):
         )
         value = jax.device_get(space["value"]).tolist()
         os.write(w, json.dumps({
-            "hooked": hooked, "planted": planted, "missed": missed, "reported": reported,
+            "hooked": hooked, "linked": linked, "planted": planted, "missed": missed,
+            "reported": reported,
             "passed": passed, "value": value, "compiled_here": compiled_here,
         }).encode())
         os._exit(0)
@@ -254,6 +259,31 @@ def test_a_hostile_connection_burdens_only_itself(tmp_path: Path) -> None:
     assert said["hung_up"], said
     other = said["other"]
     assert other["passed"] > 0 and other["value"] == VALUE, other
+
+
+DEAD = f"""
+def dead():
+    import signal
+    taught = jail({SETUP!r})
+    settle()
+    def kill():
+        os.kill(compiler.pid, signal.SIGKILL)
+        os.waitpid(compiler.pid, 0)
+    orphan = jail({SETUP!r}, before=kill)
+    return {{"taught": taught, "orphan": orphan, "after": compiler.connection()}}
+CASES["dead"] = dead
+"""
+
+
+def test_a_compiler_that_died_leaves_each_jail_compiling_for_itself(tmp_path: Path) -> None:
+    """Its jails' links end at their next pull, their runs compile as without it, and
+    a new jail gets no connection."""
+    said = template(tmp_path, "dead", DEAD)
+    orphan = said["orphan"]
+    assert said["taught"]["linked"] and not orphan["linked"], said
+    assert orphan["planted"] == [] and orphan["passed"] == 0, orphan
+    assert orphan["missed"] == said["taught"]["missed"] and orphan["value"] == VALUE, orphan
+    assert said["after"] is None, said
 
 
 def test_a_device_workers_template_has_no_compiler(tmp_path: Path) -> None:
