@@ -16,6 +16,7 @@ another computation's key; only this tenant's later runs could load it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -32,6 +33,27 @@ _ENTRY = re.compile(r"^[A-Za-z0-9_.-]+-cache$")  # jax/_src/lru_cache.py's names
 def is_entry_name(name: str) -> bool:
     """Whether ``name`` is one JAX gives a cache entry."""
     return _ENTRY.match(name) is not None
+
+
+def write_entry(path: str, name: str, data: bytes, made_ns: int) -> None:
+    """An entry the jail is given (its template's seed, what the eager compiler
+    learnt) written into the cache at ``path`` as a new file, never through a link,
+    with the time it was made; OSError if not (there already, a full mount), leaving
+    no partial file."""
+    target = os.path.join(path, name)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(target, flags, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(target)
+        raise
+    os.close(fd)
+    os.utime(target, ns=(made_ns, made_ns), follow_symlinks=False)
 
 
 def sane(path: str = CACHE_DIR) -> bool:

@@ -99,22 +99,8 @@ def _plant(path: str, name: str, made_ns: int, entry: bytes) -> int:
     there already, a name JAX does not give, or a full cache)."""
     if not compile_cache.is_entry_name(name) or "/" in name:
         return 0
-    target = os.path.join(path, name)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(target, flags, 0o600)
-    except OSError:
+        compile_cache.write_entry(path, name, entry, made_ns)
+    except (OSError, ValueError, OverflowError):
         return 0
-    try:
-        view = memoryview(entry)
-        while view:
-            view = view[os.write(fd, view) :]
-    except OSError:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(target)
-        return 0
-    os.close(fd)
-    with contextlib.suppress(OSError, ValueError, OverflowError):
-        os.utime(target, ns=(made_ns, made_ns), follow_symlinks=False)
     return 1

@@ -137,18 +137,9 @@ def plant(seed: Seed, path: str = compile_cache.CACHE_DIR) -> int:
     if not seed or not os.path.ismount(path):
         return 0
     written = 0
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for name, (data, made_ns) in seed.items():
-        target = os.path.join(path, name)
         try:
-            fd = os.open(target, flags, 0o600)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
-            os.utime(target, ns=(made_ns, made_ns), follow_symlinks=False)
+            compile_cache.write_entry(path, name, data, made_ns)
         except OSError as exc:  # a full or odd mount: the warm child compiles the rest
             print(f"jaxplay: compile seed: {name}: {exc}", file=sys.stderr)
             continue

@@ -219,8 +219,8 @@ class _Link:
 
     def __init__(self) -> None:
         self.fd: int | None = None
-        #: key -> the description, of the compiles that missed during this set-up
-        self.missed: dict[str, Description] = {}
+        #: key -> the description's line, of the compiles that missed in this set-up
+        self.missed: dict[str, bytes] = {}
 
 
 _state = _State()
@@ -256,8 +256,7 @@ def report() -> int:
     if link.fd is None or not missed:
         return 0
     data = b""
-    for description in missed:  # whole lines only
-        line = description.to_bytes() + b"\n"
+    for line in missed:  # whole lines only
         if len(data) + len(line) > REPORT_BYTES:
             break
         data += line
@@ -329,17 +328,13 @@ class _RecordingCache:
             _record(key, *_state.described)
         return found
 
-    def put(self, key: str, value: bytes) -> None:
-        self._inner.put(key, value)
-
 
 def _record(key: str, name: str, params: dict[str, Any], avals: tuple[Aval, ...]) -> None:
     if not key.startswith(f"jit_{name}-") or len(link.missed) >= MAX_REPORTED:
         return
     try:
         encoded = {k: encode_param(v) for k, v in params.items()}
-        description = Description(key, name, encoded, avals)
-        description.to_bytes()  # within bounds
-    except Unshareable:
+        line = Description(key, name, encoded, avals).to_bytes() + b"\n"
+    except Unshareable:  # a param the codec does not carry, or too long
         return
-    link.missed[key] = description
+    link.missed[key] = line
