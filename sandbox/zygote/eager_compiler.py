@@ -154,9 +154,8 @@ class Server:
         self.full = False
 
     def serve(self) -> None:
-        import jax
-
-        jax.devices()  # the backend, before any description comes
+        # no backend until the first description is compiled: a template's start (and
+        # its first jails', beside it on the machine's CPUs) does not pay for one
         while True:
             fds = [self.control.fileno(), *self.jails]
             ready, _, _ = select.select(fds, [], [], 0 if self.queue else None)
