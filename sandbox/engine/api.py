@@ -45,7 +45,7 @@ def discover_backends() -> None:
 
 def warm_backend() -> list[Callable[[], Any]]:
     """Start the CPU backend as a run asks for it (one device); returns the warm-up
-    steps (the engine's warm-up request, ``warmup.WARM_REQUEST``, then a matmul's)."""
+    step (the engine's warm-up request, ``warmup.WARM_REQUEST``)."""
     return warmup.warm_backend()
 
 

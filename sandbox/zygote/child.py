@@ -90,7 +90,7 @@ def become_child(ctl: socket.socket, run_filter: bytes | None) -> None:
 
 def warm_up(engine: Engine, sock: socket.socket, settle: bool = False) -> Watch | None:
     """A warm child's warm-up: start the backend, say ``warm`` on ``sock``, then run the
-    engine's warm-ups (its warm-up request, a matmul's first compile and run) one at a
+    engine's warm-ups (its warm-up request's first compile and run) one at a
     time for as long as no run has arrived, and last collect
     and freeze the heap, so that the run starts with no garbage to collect. A run that
     arrives waits for the step in progress at most (tens of ms). ``settle``: say
@@ -184,7 +184,7 @@ def freeze_heap() -> None:
 
 def _warm_backend(engine: Engine) -> list[Callable[[], object]]:
     """Start the backend. Returns the engine's warm-up steps (its warm-up request, whose
-    first compile and run pay ~40 ms of set-up for the run, then a matmul's)."""
+    first compile and run pay ~40 ms of set-up for the run)."""
     try:
         return list(engine.warm_backend())
     except Exception:

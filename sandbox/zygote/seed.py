@@ -1,14 +1,14 @@
 """The compilation cache every jail of a template starts with: its warm-ups' own.
 
 A zygote's first warm child runs the engine's warm-ups before the zygote says hello
-(child.py: the warm-up request, a matmul's): their compiles were ~0.2 CPU-s of a new
-jail's ~0.3, made again in every jail. The template makes them once instead. Before
+(child.py: the warm-up request): their compiles were most of a new jail's CPU, the
+same programs made again in every jail. The template makes them once instead. Before
 it forks any jail, a child of it (``make``) starts a backend, runs those same
 warm-ups with JAX's persistent cache pointed at a directory of its own, and exits;
 the template keeps what it wrote in memory, and each zygote it forks writes that into
 its own jail's cache tmpfs before its first warm child (``plant``). The warm child's
 warm-ups then load those executables instead of compiling them; what they warm in the
-process (a first run, a first dot) is warmed as before.
+process (a first run's set-up) is warmed as before.
 
 What this does not change: the entries are compiled by jaxplay's own warm-ups from
 constant programs, in a process that never runs anyone's code (as the template never

@@ -165,7 +165,9 @@ def test_every_jail_starts_with_its_templates_warm_up_entries_each_its_own_copy(
     (each warm-up loaded its entry instead of compiling it). What a tenant writes over
     its copy stays in its jail: the next new jail has the template's."""
     seeded = [t.said.get("seeded") for t in shared_pool.pool.jailer.templates if t.alive]
-    assert seeded and all(n is not None and n >= 3 for n in seeded), seeded
+    # the warm-up request's args, jnp.ones((2,)): its fill value's conversion and its
+    # broadcast (the request's own compile bypasses the cache, as every run's does)
+    assert seeded and all(n is not None and n >= 2 for n in seeded), seeded
     red, blue = listing(shared_pool, "seed-red"), listing(shared_pool, "seed-blue")
     # the compiler may have learnt more between the two: what both hold is the same
     assert all(blue.get(name) == entry for name, entry in red.items()), (red, blue)
@@ -176,7 +178,7 @@ def test_every_jail_starts_with_its_templates_warm_up_entries_each_its_own_copy(
     }
     seed = {name for name, (_, made) in red.items() if (name, made) not in learnt}
     assert len(seed) == max(seeded), (red, learnt)
-    warm_ups = ("jit_broadcast_in_dim-", "jit_convert_element_type-", "jit__lambda-")
+    warm_ups = ("jit_broadcast_in_dim-", "jit_convert_element_type-")
     assert all(any(name.startswith(w) for name in red) for w in warm_ups), red
     spoil = shared_pool.run(
         textwrap.dedent(f"""

@@ -189,17 +189,23 @@ WARM_REQUEST = {
 
 def warm_backend() -> list[Callable[[], Any]]:
     """Start the CPU backend as a run asks for it (one device: the warm-up request's
-    config). Returns the warm-ups that a zygote's warm child runs one by one while no
-    run has arrived: the warm-up request (``WARM_REQUEST``, through the engine: the
-    first compile and run in a process pay ~40 ms of set-up that later ones do not),
-    then a matmul's. The child says it is warm once the backend is up, before these:
-    a run that comes first pays that set-up itself, as a fresh process does.
+    config). Returns the warm-ups that a zygote's warm child runs while no run has
+    arrived: the warm-up request (``WARM_REQUEST``, through the engine: the first
+    compile and run in a process pay ~40 ms of set-up that later ones do not). The
+    child says it is warm once the backend is up, before it: a run that comes first
+    pays that set-up itself, as a fresh process does.
+
+    A matmul's compile and run was a second step: measured again at JAX 0.12 with the
+    seed (forked children as a zygote's, four a side, alternating), it cost each
+    new jail 35-50 CPU-ms and changed no first run beyond the noise, neither a
+    matrix-vector grad+jit (median 96 against 95 ms) nor an attention block's batched
+    einsums (~290 ms either way), so it is gone (docs/sandbox.md, "Cost").
     """
     import jax
 
     apply_config(RunRequest.model_validate(WARM_REQUEST))
     jax.devices()
-    return [_warm_request, _warm_dot]
+    return [_warm_request]
 
 
 def _warm_request() -> None:
@@ -211,21 +217,6 @@ def _warm_request() -> None:
             )
         finally:
             sys.stdout, sys.stderr, sys.stdin = saved
-
-
-def _warm_dot() -> None:
-    """Compile and run a matmul and a batched one: the first dot a process compiles
-    costs ~20 ms more than the next, and the first run of a batched dot of 4 x 4 or
-    more ~20 ms once. (Measured, one at a time, for control flow, convolutions,
-    scans and the PRNG too: their first use costs little more than the next, less
-    than compiling them here would cost each warm child.)"""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    x = np.full((2, 4, 4), 0.5, np.float32)
-    fn = jax.jit(lambda a: (jnp.tanh(a[0] @ a[1].T), jnp.einsum("bij,bjk->bik", a, a)))
-    jax.block_until_ready(fn(x))
 
 
 def describe() -> dict[str, Any]:
