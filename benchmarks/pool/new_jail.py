@@ -116,9 +116,10 @@ def wait_spare(server: LiveServer, timeout_s: float = 300.0) -> None:
         time.sleep(0.1)
 
 
-def settle(server: LiveServer) -> None:
-    wait_spare(server)
-    time.sleep(1.0)  # the spare's own start has ended: its CPU is not the next row's
+def settle(*servers: LiveServer) -> None:
+    for server in servers:
+        wait_spare(server)
+    time.sleep(1.0)  # the spares' own starts have ended: their CPU is not the next row's
 
 
 # --- the rows -------------------------------------------------------------------------
@@ -284,7 +285,9 @@ def both(
     order = list(servers) if turn % 2 == 0 else list(reversed(servers))
     out = {}
     for mode in order:
-        settle(servers[mode])
+        # both settled: the other mode's spare, refilled after its own measurement (a
+        # new interpreter's 2-3 CPU-s in exec mode), must not share the CPUs with this one
+        settle(*servers.values())
         print(f"new_jail: {mode}: {label}", file=sys.stderr, flush=True)
         out[mode] = measure(servers[mode])
     return {m: out[m] for m in servers}

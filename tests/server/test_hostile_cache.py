@@ -17,7 +17,12 @@ import httpx
 import pytest
 
 from tests.gates import skip_without_jail
-from tests.support.live_server import LiveServer, pristine_confirmed, wait_for_pristine_confirmed
+from tests.support.live_server import (
+    LiveServer,
+    pristine_confirmed,
+    wait_for_pristine_confirmed,
+    wait_for_pristine_idle,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -134,7 +139,10 @@ def test_deterministic_code_is_shared_once_a_pristine_run_agreed(server: LiveSer
     # further asks are refused, tests/server/test_hostile_pristine_fairness.py).
     first = post(server, body, D)
     # E asks: its request asks for the server's pristine run and runs at once; the
-    # pristine run agrees with D's, and F is served it.
+    # pristine run agrees with D's, and F is served it. The count is taken with the
+    # line empty: the case above (B's and C's runs, the same request) may have asked for
+    # a pristine run that agrees, and its confirmation must not stand for E's.
+    wait_for_pristine_idle(server)
     confirmed = pristine_confirmed(server)
     second = post(server, body, E)
     assert "cached" not in second[0] and shown(second) == shown(first)

@@ -143,6 +143,20 @@ def pristine_figures(server: HasUrl) -> str:
     return "\n".join(line for line in text.splitlines() if line.startswith(wanted))
 
 
+def wait_for_pristine_idle(server: HasUrl, timeout_s: float = 180) -> None:
+    """Until no key waits for a pristine run and none runs: an earlier request's
+    confirmation, which comes in its own time, cannot then be taken for the next's."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = httpx.get(server.url + "/metrics", timeout=10).text
+        line = re.findall(r'jaxplay_pristine_line\{state="(?:waiting|running)"\} ([\d.]+)', text)
+        if len(line) == 2 and not any(float(n) for n in line):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the pristine line never emptied:\n{pristine_figures(server)}")
+        time.sleep(0.2)
+
+
 def wait_for_pristine_confirmed(server: HasUrl, at_least: float, timeout_s: float = 180) -> None:
     """Until ``at_least`` pristine runs confirmed an entry: a request that asks for one
     runs at once, and the next request for it is served once it agreed."""
