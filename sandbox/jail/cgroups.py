@@ -157,13 +157,22 @@ class JailCgroup:
             with contextlib.suppress(OSError):
                 _write(self.dirs[""] / "cgroup.kill", "1")
                 return
-        for _ in range(50):  # v1: no cgroup.kill; repeat until a fork race is lost
-            pids = self.pids()
+        # v1: no cgroup.kill. Each process listed is killed once; the list is read
+        # again until it names none that was not killed yet (a child forked before
+        # its parent's SIGKILL landed). One that was killed stays listed until it has
+        # exited, which takes milliseconds for a JAX process: killing it again, and
+        # reading every controller's list again meanwhile, was most of the server's
+        # CPU in a single-use run. A pid reused meanwhile inside the cgroup is caught
+        # by the caller's wait for an empty cgroup, which kills again (Jail.close).
+        killed: set[int] = set()
+        for _ in range(50):
+            pids = self.pids() - killed
             if not pids:
                 return
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
+            killed |= pids
 
     async def wait_empty(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
