@@ -146,7 +146,7 @@ class PoolSettings:
         """How many spares a pool of ``size`` zygotes keeps ready: ``pool_spares``, or
         from the size. A burst of new clients (eight visitors at once, a script's
         single-use runs one after another) takes them faster than one jail after
-        another can start (a forked jail's warm child: ~0.35 CPU-s): each one ready
+        another can start (a forked jail and its warm child: ~0.12 CPU-s): each one ready
         is a client that does not wait (benchmarks/pool/new_jail.py)."""
         wanted = self.pool_spares if self.pool_spares >= 0 else max(1, min(4, size // 16))
         return min(wanted, size)
