@@ -107,19 +107,22 @@ def spread(values: list[float]) -> dict[str, Any]:
     return {**stats.spread(values, 3), "each": [round(v, 3) for v in values]}
 
 
-def wait_spare(server: LiveServer, timeout_s: float = 300.0) -> None:
-    """Until the pool has a ready spare again (a new visitor's run would find one)."""
+def wait_spare(server: LiveServer, timeout_s: float = 300.0, *, all_wanted: bool = False) -> None:
+    """Until the pool has a ready spare again (a new visitor's run would find one), or
+    with ``all_wanted`` every spare it keeps (none is being made)."""
     deadline = time.monotonic() + timeout_s
-    while metric(server, "jaxplay_pool", "spares") < 1:
+    while metric(server, "jaxplay_pool", "spares") < (
+        max(1, metric(server, "jaxplay_pool", "spares_wanted")) if all_wanted else 1
+    ):
         if time.monotonic() > deadline:
             raise TimeoutError("the pool's spare did not start again")
         time.sleep(0.1)
 
 
 def settle(*servers: LiveServer) -> None:
-    for server in servers:
-        wait_spare(server)
-    time.sleep(1.0)  # the spares' own starts have ended: their CPU is not the next row's
+    for server in servers:  # none is making a spare: its CPU is not the next row's
+        wait_spare(server, all_wanted=True)
+    time.sleep(1.0)
 
 
 # --- the rows -------------------------------------------------------------------------

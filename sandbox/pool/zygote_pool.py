@@ -508,6 +508,7 @@ class ZygotePool:
             "zygotes": len(self.zygotes),
             "size": self.size,
             "spares": self._spares(ready_only=True),
+            "spares_wanted": self._spares_wanted(),
             "warm_children": sum(1 for z in self.zygotes if z.warm_child),
             "tenants": len({z.tenant for z in self.zygotes if z.tenant not in (None, PRISTINE)}),
             "running": sum(1 for z in self.zygotes if z.run is not None),

@@ -196,6 +196,8 @@ def test_stats(live_pool: LivePool) -> None:
     ):
         assert key in stats
     assert stats["jail"]["uid"] != 0
+    # what the pool keeps ready, with no pristine run in progress: the settings' spares
+    assert stats["spares_wanted"] == live_pool.pool.settings.spares(stats["size"]) >= 1
     # the zygotes said how their kept processes check themselves: in C where built
     from sandbox.zygote import watch as state_watch
 
