@@ -38,8 +38,9 @@ def is_entry_name(name: str) -> bool:
 def write_entry(path: str, name: str, data: bytes, made_ns: int) -> None:
     """An entry the jail is given (its template's seed, what the eager compiler
     learnt) written into the cache at ``path`` as a new file, never through a link,
-    with the time it was made; OSError if not (there already, a full mount), leaving
-    no partial file."""
+    with the time it was made; OSError (or, for a time out of range, ValueError or
+    OverflowError) if not (there already, a full mount), leaving no file of it: every
+    jail's copy of an entry is the same file, time included, or none."""
     target = os.path.join(path, name)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(target, flags, 0o600)
@@ -47,13 +48,13 @@ def write_entry(path: str, name: str, data: bytes, made_ns: int) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-    except OSError:
+        os.utime(fd, ns=(made_ns, made_ns))
+    except (OSError, ValueError, OverflowError):
         os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(target)
         raise
     os.close(fd)
-    os.utime(target, ns=(made_ns, made_ns), follow_symlinks=False)
 
 
 def sane(path: str = CACHE_DIR) -> bool:

@@ -57,9 +57,9 @@ SEND_S = 2.0
 #: a message from a zygote: its kind and up to this many bytes
 MAX_MESSAGE = 64 << 10
 MAX_ENTRIES = 2048
+MAX_BYTES = 32 << 20
 #: its store's name in the temporary directory: this, its pid, a random part
 PREFIX = "jaxplay-eager-"
-MAX_BYTES = 32 << 20
 
 
 class EagerCompiler:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.jail.compile_cache import CACHE_DIR
+from sandbox.zygote.eager_compiler import PREFIX
 from tests.jail.test_hostile import PRELUDE
 from tests.support.live_pool import LivePool
 
@@ -174,7 +175,7 @@ def test_every_jail_starts_with_its_templates_warm_up_entries_each_its_own_copy(
     # the compiler's entries come with its files' times; the rest are the seed's
     learnt = {
         (p.name, p.stat().st_mtime_ns)
-        for p in Path(tempfile.gettempdir()).glob("jaxplay-eager-*/*-cache")
+        for p in Path(tempfile.gettempdir()).glob(f"{PREFIX}*/*-cache")
     }
     seed = {name for name, (_, made) in red.items() if (name, made) not in learnt}
     assert len(seed) == max(seeded), (red, learnt)

@@ -110,7 +110,7 @@ def settle():
 
 def stores():
     top = tempfile.gettempdir()
-    return [os.path.join(top, d) for d in os.listdir(top) if d.startswith("jaxplay-eager-")]
+    return [os.path.join(top, d) for d in os.listdir(top) if d.startswith(eager_compiler.PREFIX)]
 
 
 def store():
@@ -305,7 +305,7 @@ def test_the_compiler_ends_with_its_template_and_leaves_no_directory(tmp_path: P
     live.joinpath("jit_add-0-cache").unlink()
     live.rmdir()
     deadline = time.monotonic() + 5
-    while any(p.name.startswith("jaxplay-eager-") for p in tmp_path.iterdir()):
+    while any(p.name.startswith(PREFIX) for p in tmp_path.iterdir()):
         assert time.monotonic() < deadline, list(tmp_path.iterdir())
         time.sleep(0.1)
 
