@@ -141,12 +141,21 @@ def page(browser: Any, server: Server, returning_visitor: list[dict[str, Any]]) 
 
 
 def open_page(
-    browser: Any, server: Server, visitor: list[dict[str, Any]] | None = None
+    browser: Any,
+    server: Server,
+    visitor: list[dict[str, Any]] | None = None,
+    hold: str | None = None,
+    held: list[Any] | None = None,
 ) -> Iterator[Any]:
     """The ``page`` fixture's body, for a test's own server (started with settings).
     ``visitor``: cookies to come back with (empty, it is filled with this page's);
-    None: a visitor the server has never seen."""
+    None: a visitor the server has never seen. ``hold``: a URL pattern whose requests
+    are held, each route appended to ``held`` for the test to let go
+    (``route.continue_()``): a slow network, or a loaded machine, at a chosen moment."""
     context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=server.url)
+    if hold is not None:
+        assert held is not None, "hold needs a list for the held routes"
+        context.route(hold, lambda route: held.append(route))
     if visitor:
         context.add_cookies(visitor)
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .conftest import open_page
 from .test_page import show_tab, wait_done
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,3 +156,27 @@ def test_profile_asm_and_kernels_hover_lights_the_code_line(page: Any) -> None:
     line = span.get_attribute("data-line") or ""
     span.hover()
     _editor_lit(page, line)
+
+
+def test_the_bands_come_when_the_memory_pane_loads_after_the_run(
+    browser: Any, server: Any, returning_visitor: list[dict[str, Any]]
+) -> None:
+    """On a loaded machine the Memory pane's code (its own chunk, fetched when the page is
+    idle) can arrive after the run ended and the tab was shown: the pane then draws late,
+    and the editor must band its lines then too. The chunk is held back here until the
+    tab is on show, so the late draw happens every time."""
+    held: list[Any] = []
+    pages = open_page(browser, server, returning_visitor, hold="**/assets/later-*.js", held=held)
+    page = next(pages)
+    try:
+        page.select_option("#examples", "memory-timeline")
+        assert wait_done(page) == "ok", page.inner_text("#panel-errors")
+        show_tab(page, "memory")
+        assert held, "the page fetched the Memory pane's chunk before the run: nothing held"
+        assert page.locator("[data-testid=memory-timeline]").count() == 0
+        for route in held:
+            route.continue_()
+        page.wait_for_selector("[data-testid=memory-timeline]")
+        page.wait_for_selector("[data-testid=code] .cm-line.cm-band", timeout=10_000)
+    finally:
+        pages.close()

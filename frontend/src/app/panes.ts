@@ -98,6 +98,9 @@ export class Panes {
       { tab: "trace_values", pane: new TraceValuesPane(panels.trace_values, hooks.reveal, hoverCode) },
       { tab: "numerics", pane: this.numerics },
     ];
+    // a lazy pane that drew late (its chunk came after the scheduler's render, as on a
+    // loaded machine) says so as a render does, or its lines would never be banded
+    for (const entry of all) if (entry.pane instanceof LazyPane) entry.pane.onLoaded = () => hooks.rendered(entry);
     this.scheduler = new PaneScheduler(all, hooks.active, undefined, hooks.rendered);
   }
 

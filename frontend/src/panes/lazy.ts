@@ -7,6 +7,10 @@ export class LazyPane<P extends OutputPane> implements OutputPane {
   private pane: P | null = null;
   private loading: Promise<P> | null = null;
   private readonly waiting: ((p: P) => void)[] = [];
+  /** Called once the pane has loaded and drawn what it was given meanwhile: what
+   * follows a render (the editor's bands of the lines it links) must be done again,
+   * for the render that the scheduler asked for drew nothing then. */
+  onLoaded: (() => void) | null = null;
 
   constructor(
     readonly consumes: readonly EventType[],
@@ -24,7 +28,9 @@ export class LazyPane<P extends OutputPane> implements OutputPane {
       // the events it was declared to take are the pane's own (or some would go astray)
       if (p.consumes.join() !== this.consumes.join()) throw new Error(`LazyPane: declared ${this.consumes.join()}, the pane takes ${p.consumes.join()}`);
       this.pane = p;
-      for (const f of this.waiting.splice(0)) f(p);
+      const held = this.waiting.splice(0);
+      for (const f of held) f(p);
+      if (held.length > 0) this.onLoaded?.();
       return p;
     });
     return this.loading;

@@ -41,6 +41,28 @@ describe("LazyPane", () => {
     expect(chunk.loads()).toBe(1);
   });
 
+  it("says it drew late once what it held is drawn, and not when it held nothing", async () => {
+    const chunk = deferred();
+    const lazy = new LazyPane(["value"], chunk.load);
+    const pane = new FakePane(["value"]);
+    const said: string[] = [];
+    lazy.onLoaded = () => said.push(pane.log.join("|"));
+    lazy.reset(["main"], {});
+    lazy.show(ev({ type: "value", repr: "Array(2., dtype=float32)", tree: [] }), "main");
+    expect(said).toEqual([]);
+    chunk.resolve(pane);
+    await lazy.ready();
+    expect(said).toEqual(["reset main|show value main"]); // after the held calls, once
+    lazy.end(); // loaded: drawn in the scheduler's own render, nothing late
+    expect(said).toHaveLength(1);
+
+    const idle = new LazyPane(["value"], async () => new FakePane(["value"]));
+    let late = 0;
+    idle.onLoaded = () => late++;
+    await idle.ready(); // loaded ahead (when idle): nothing was held
+    expect(late).toBe(0);
+  });
+
   it("refuses a pane that takes other events than it was declared with", async () => {
     const lazy = new LazyPane(["stdout"], async () => new FakePane(["stdout", "stderr"]));
     await expect(lazy.ready()).rejects.toThrow(/declared stdout/);
