@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -55,10 +56,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under pytest-xdist (``make test``), each worker takes whole files, so that a
     module's fixtures (a live server, a jailed pool) are made once; a session fixture
     (the browser folder's server and Chromium, the golden corpus) is made by each worker
-    that needs it. Files are handed out in the order they are collected, the browser's
-    (the longest) first, so that no long file is left for the end. (Grouping by the
-    ``xdist_group`` marks cannot be used under pytest 9.2: xdist renames the tests' node
-    ids to group them, and pytest 9.2's ids no longer take a new name.)"""
+    that needs it. Files are handed out the browser's first, then the others, each
+    longest first (``heaviest_first``), so that no long file is left for the end.
+    (Grouping by the ``xdist_group`` marks cannot be used under pytest 9.2: xdist
+    renames the tests' node ids to group them, and pytest 9.2's ids no longer take a
+    new name.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     config.option.loadscopereorder = False  # xdist's default: the files with most tests first
@@ -73,12 +75,32 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             for nodeid in collection:
                 seen[nodeid] += 1
                 unique.append(nodeid if seen[nodeid] == 1 else f"{nodeid}#{seen[nodeid]}")
-            super().add_node_collection(node, unique)
+            weights = json.loads(FILE_WEIGHTS.read_text()) if FILE_WEIGHTS.is_file() else {}
+            super().add_node_collection(node, heaviest_first(unique, weights))
 
         def _split_scope(self, nodeid: str) -> str:
             return nodeid.split("::", 1)[0]
 
     return ByFile(config, log)
+
+
+#: The seconds each file took in a whole ``make test`` (scripts/test_weights.py makes it)
+FILE_WEIGHTS = TESTS / "file_weights.json"
+
+
+def heaviest_first(nodeids: Sequence[str], weights: dict[str, float]) -> list[str]:
+    """``nodeids`` with their files in the order the scheduler hands them out: the
+    browser's first (its Chromium and server are the package's, made again whenever a
+    worker comes back to it after another folder), then the rest, each group longest
+    first, so that the last file a worker takes is a short one and neither process
+    idles long at the end; a file without a weight (a new one) first of its group.
+    A file's tests keep their order."""
+
+    def key(nodeid: str) -> tuple[bool, float]:
+        file = nodeid.split("::", 1)[0]
+        return (not file.startswith("tests/browser/"), -weights.get(file, float("inf")))
+
+    return sorted(nodeids, key=key)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

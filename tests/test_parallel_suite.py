@@ -8,10 +8,12 @@ silently dropped (15 tests fewer, and nothing said so).
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
+from tests.conftest import FILE_WEIGHTS, heaviest_first
 from tests.test_gates import pytest_run
 
 pytestmark = pytest.mark.slow
@@ -33,3 +35,40 @@ def test_two_processes_run_every_collected_test() -> None:
     ran = pytest_run("-q", "-n", "2", "-p", "no:cacheprovider", *FILES)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert _count(ran.stdout, "passed") + _count(ran.stdout, "skipped") == len(ids), ran.stdout
+
+
+def test_files_are_handed_out_browser_first_then_longest_first() -> None:
+    ids = [
+        "tests/cli/test_a.py::t1",
+        "tests/browser/test_short.py::t",
+        "tests/cli/test_a.py::t2",
+        "tests/pool/test_long.py::t",
+        "tests/browser/test_long.py::t",
+        "tests/zygote/test_new.py::t",
+        "tests/browser/test_new.py::t",
+    ]
+    weights = {
+        "tests/cli/test_a.py": 5.0,
+        "tests/browser/test_short.py": 1.0,
+        "tests/pool/test_long.py": 40.0,
+        "tests/browser/test_long.py": 30.0,
+    }
+    assert heaviest_first(ids, weights) == [
+        "tests/browser/test_new.py::t",  # no weight: first of its group
+        "tests/browser/test_long.py::t",
+        "tests/browser/test_short.py::t",
+        "tests/zygote/test_new.py::t",
+        "tests/pool/test_long.py::t",
+        "tests/cli/test_a.py::t1",  # a file's tests in their order
+        "tests/cli/test_a.py::t2",
+    ]
+
+
+def test_the_weights_name_files_that_exist() -> None:
+    """A renamed or removed file's weight is dead weight: scripts/test_weights.py makes
+    the file again from a whole run."""
+    weights = json.loads(FILE_WEIGHTS.read_text())
+    assert len(weights) > 100
+    root = FILE_WEIGHTS.parents[1]
+    gone = [f for f in weights if not (root / f).is_file()]
+    assert gone == [], gone
