@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -75,8 +75,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             for nodeid in collection:
                 seen[nodeid] += 1
                 unique.append(nodeid if seen[nodeid] == 1 else f"{nodeid}#{seen[nodeid]}")
-            weights = json.loads(FILE_WEIGHTS.read_text()) if FILE_WEIGHTS.is_file() else {}
-            super().add_node_collection(node, heaviest_first(unique, weights))
+            super().add_node_collection(node, unique)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # The files' order, once, before the first is handed out. Only the queue is
+            # reordered: a worker is sent indices into its own collection, which stays
+            # in the order it collected (reordering that sent tests to the wrong files).
+            if not getattr(self, "_longest_first", False):
+                self._longest_first = True
+                weights = json.loads(FILE_WEIGHTS.read_text()) if FILE_WEIGHTS.is_file() else {}
+                order = heaviest_first(list(self.workqueue), weights)
+                self.workqueue = OrderedDict((scope, self.workqueue[scope]) for scope in order)
+            super()._assign_work_unit(node)
 
         def _split_scope(self, nodeid: str) -> str:
             return nodeid.split("::", 1)[0]
@@ -89,7 +99,7 @@ FILE_WEIGHTS = TESTS / "file_weights.json"
 
 
 def heaviest_first(nodeids: Sequence[str], weights: dict[str, float]) -> list[str]:
-    """``nodeids`` with their files in the order the scheduler hands them out: the
+    """``nodeids`` (or files) in the order the scheduler hands their files out: the
     browser's first (its Chromium and server are the package's, made again whenever a
     worker comes back to it after another folder), then the rest, each group longest
     first, so that the last file a worker takes is a short one and neither process

@@ -19,7 +19,9 @@ from tests.test_gates import pytest_run
 pytestmark = pytest.mark.slow
 
 #: a few quick files from two groups, one with the shared node ids
-FILES = ("tests/server/test_schema.py", "tests/protocol/test_outputs_registry.py")
+#: (the lighter first, so that the scheduler hands them out in another order than
+#: they were collected in)
+FILES = ("tests/protocol/test_outputs_registry.py", "tests/server/test_schema.py")
 
 
 def _count(output: str, what: str) -> int:
@@ -31,10 +33,20 @@ def test_two_processes_run_every_collected_test() -> None:
     collected = pytest_run("--collect-only", "-q", "-p", "no:cacheprovider", *FILES)
     assert collected.returncode == 0, collected.stdout + collected.stderr
     ids = [line for line in collected.stdout.splitlines() if "::" in line]
+    weights = json.loads(FILE_WEIGHTS.read_text())
+    assert heaviest_first(FILES, weights) != list(FILES), "pick files the scheduler reorders"
     assert len(ids) > len(set(ids)), "the case of shared node ids is gone: pick another"
-    ran = pytest_run("-q", "-n", "2", "-p", "no:cacheprovider", *FILES)
+    ran = pytest_run("-v", "-n", "2", "-p", "no:cacheprovider", *FILES)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert _count(ran.stdout, "passed") + _count(ran.stdout, "skipped") == len(ids), ran.stdout
+    # each file whole in one process (its module fixtures made once), as it was collected
+    workers: dict[str, set[str]] = {}
+    for worker, file in re.findall(
+        r"^\[(gw\d+)\].*? (?:PASSED|SKIPPED|FAILED) (\S+?)::", ran.stdout, re.M
+    ):
+        workers.setdefault(file, set()).add(worker)
+    assert set(workers) == set(FILES), ran.stdout
+    assert all(len(w) == 1 for w in workers.values()), workers
 
 
 def test_files_are_handed_out_browser_first_then_longest_first() -> None:
