@@ -172,7 +172,11 @@ def test_the_bands_come_when_the_memory_pane_loads_after_the_run(
         page.select_option("#examples", "memory-timeline")
         assert wait_done(page) == "ok", page.inner_text("#panel-errors")
         show_tab(page, "memory")
-        assert held, "the page fetched the Memory pane's chunk before the run: nothing held"
+        for _ in range(50):  # the run's events asked for the chunk: its route comes
+            if held:
+                break
+            page.wait_for_timeout(200)
+        assert held, "the page never asked for the Memory pane's chunk: nothing held"
         assert page.locator("[data-testid=memory-timeline]").count() == 0
         for route in held:
             route.continue_()
