@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Writes tests/file_weights.json, the seconds each test file took in a whole
-``make test``, from the JUnit XML pytest wrote for it. The suite's scheduler
+``make test``, from the JUnit XML pytest wrote for it (several runs: each file's
+longest, so that a run where the file ran whole counts over one where most of it
+skipped, as on a clone without the other JAX versions). The suite's scheduler
 (tests/conftest.py) hands the longest files out first, so that a long one is not left
 for the end while the other process idles.
 
     .venv/bin/python -m pytest -q -n 2 --junitxml=/tmp/suite.xml
-    .venv/bin/python scripts/test_weights.py /tmp/suite.xml
+    .venv/bin/python scripts/test_weights.py /tmp/suite.xml [/tmp/ci-suite.xml ...]
 
 The figures are a guide, not a check: a file missing from them (a new one) is handed
 out first among the rest, and a stale figure costs minutes at worst, never a test.
@@ -35,13 +37,18 @@ def weights(junit: Path) -> dict[str, float]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    if not argv:
         print(__doc__, file=sys.stderr)
         return 2
-    found = weights(Path(argv[0]))
-    if not found:
-        print(f"{argv[0]}: no test cases", file=sys.stderr)
-        return 1
+    found: dict[str, float] = {}
+    for junit in argv:
+        run = weights(Path(junit))
+        if not run:
+            print(f"{junit}: no test cases", file=sys.stderr)
+            return 1
+        for file, seconds in run.items():
+            found[file] = max(found.get(file, 0.0), seconds)
+    found = dict(sorted(found.items()))
     OUT.write_text(json.dumps(found, indent=0, sort_keys=True) + "\n")
     print(f"{OUT}: {len(found)} files, {sum(found.values()):.0f} s")
     return 0
