@@ -66,6 +66,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     config.option.loadscopereorder = False  # xdist's default: the files with most tests first
 
     class ByFile(LoadScopeScheduling):
+        longest_first = False  # the queue reordered (once, at the first file handed out)
+
         def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
             # xdist's groups hold the tests by node id, and schemathesis's cases share
             # one (tests/server/test_schema.py: 16 operations, one id): numbered here,
@@ -81,10 +83,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             # The files' order, once, before the first is handed out. Only the queue is
             # reordered: a worker is sent indices into its own collection, which stays
             # in the order it collected (reordering that sent tests to the wrong files).
-            if not getattr(self, "_longest_first", False):
-                self._longest_first = True
-                weights = json.loads(FILE_WEIGHTS.read_text()) if FILE_WEIGHTS.is_file() else {}
-                order = heaviest_first(list(self.workqueue), weights)
+            if not self.longest_first:
+                self.longest_first = True
+                order = heaviest_first(list(self.workqueue), file_weights())
                 self.workqueue = OrderedDict((scope, self.workqueue[scope]) for scope in order)
             super()._assign_work_unit(node)
 
@@ -96,6 +97,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 #: The seconds each file took in a whole ``make test`` (scripts/test_weights.py makes it)
 FILE_WEIGHTS = TESTS / "file_weights.json"
+
+
+def file_weights() -> dict[str, float]:
+    """``FILE_WEIGHTS``' figures by file (none where the file is missing)."""
+    return json.loads(FILE_WEIGHTS.read_text()) if FILE_WEIGHTS.is_file() else {}
 
 
 def heaviest_first(nodeids: Sequence[str], weights: dict[str, float]) -> list[str]:

@@ -8,12 +8,11 @@ silently dropped (15 tests fewer, and nothing said so).
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
-from tests.conftest import FILE_WEIGHTS, heaviest_first
+from tests.conftest import FILE_WEIGHTS, file_weights, heaviest_first
 from tests.test_gates import pytest_run
 
 pytestmark = pytest.mark.slow
@@ -33,8 +32,7 @@ def test_two_processes_run_every_collected_test() -> None:
     collected = pytest_run("--collect-only", "-q", "-p", "no:cacheprovider", *FILES)
     assert collected.returncode == 0, collected.stdout + collected.stderr
     ids = [line for line in collected.stdout.splitlines() if "::" in line]
-    weights = json.loads(FILE_WEIGHTS.read_text())
-    assert heaviest_first(FILES, weights) != list(FILES), "pick files the scheduler reorders"
+    assert heaviest_first(FILES, file_weights()) != list(FILES), "pick files the scheduler reorders"
     assert len(ids) > len(set(ids)), "the case of shared node ids is gone: pick another"
     ran = pytest_run("-v", "-n", "2", "-p", "no:cacheprovider", *FILES)
     assert ran.returncode == 0, ran.stdout + ran.stderr
@@ -79,7 +77,7 @@ def test_files_are_handed_out_browser_first_then_longest_first() -> None:
 def test_the_weights_name_files_that_exist() -> None:
     """A renamed or removed file's weight is dead weight: scripts/test_weights.py makes
     the file again from a whole run."""
-    weights = json.loads(FILE_WEIGHTS.read_text())
+    weights = file_weights()
     assert len(weights) > 100
     root = FILE_WEIGHTS.parents[1]
     gone = [f for f in weights if not (root / f).is_file()]

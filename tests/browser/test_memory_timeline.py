@@ -12,8 +12,11 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from .conftest import open_page
 from .test_page import show_tab, wait_done
@@ -158,29 +161,41 @@ def test_profile_asm_and_kernels_hover_lights_the_code_line(page: Any) -> None:
     _editor_lit(page, line)
 
 
+#: the chunk of the panes loaded on first use (frontend/src/panes/later.ts): Memory's among them
+LATER_CHUNK = "**/assets/later-*.js"
+
+
+@pytest.fixture
+def held_chunks() -> list[Any]:
+    """The requests for ``LATER_CHUNK`` that ``late_page`` holds, for the test to let go."""
+    return []
+
+
+@pytest.fixture
+def late_page(
+    browser: Any, server: Any, returning_visitor: list[dict[str, Any]], held_chunks: list[Any]
+) -> Iterator[Any]:
+    yield from open_page(browser, server, returning_visitor, hold=LATER_CHUNK, held=held_chunks)
+
+
 def test_the_bands_come_when_the_memory_pane_loads_after_the_run(
-    browser: Any, server: Any, returning_visitor: list[dict[str, Any]]
+    late_page: Any, held_chunks: list[Any]
 ) -> None:
     """On a loaded machine the Memory pane's code (its own chunk, fetched when the page is
     idle) can arrive after the run ended and the tab was shown: the pane then draws late,
     and the editor must band its lines then too. The chunk is held back here until the
     tab is on show, so the late draw happens every time."""
-    held: list[Any] = []
-    pages = open_page(browser, server, returning_visitor, hold="**/assets/later-*.js", held=held)
-    page = next(pages)
-    try:
-        page.select_option("#examples", "memory-timeline")
-        assert wait_done(page) == "ok", page.inner_text("#panel-errors")
-        show_tab(page, "memory")
-        for _ in range(50):  # the run's events asked for the chunk: its route comes
-            if held:
-                break
-            page.wait_for_timeout(200)
-        assert held, "the page never asked for the Memory pane's chunk: nothing held"
-        assert page.locator("[data-testid=memory-timeline]").count() == 0
-        for route in held:
-            route.continue_()
-        page.wait_for_selector("[data-testid=memory-timeline]")
-        page.wait_for_selector("[data-testid=code] .cm-line.cm-band", timeout=10_000)
-    finally:
-        pages.close()
+    page = late_page
+    page.select_option("#examples", "memory-timeline")
+    assert wait_done(page) == "ok", page.inner_text("#panel-errors")
+    show_tab(page, "memory")
+    for _ in range(50):  # the run's events asked for the chunk: its route comes
+        if held_chunks:
+            break
+        page.wait_for_timeout(200)
+    assert held_chunks, "the page never asked for the Memory pane's chunk: nothing held"
+    assert page.locator("[data-testid=memory-timeline]").count() == 0
+    for route in held_chunks:
+        route.continue_()
+    page.wait_for_selector("[data-testid=memory-timeline]")
+    page.wait_for_selector("[data-testid=code] .cm-line.cm-band", timeout=10_000)
